@@ -2,7 +2,7 @@
 
 Geometry follows the offsets: limbs are capsules along the parent-to-child
 offset, feet and hands are boxes, the head a sphere, the trunk capsules. With a
-user's body shape (``body_shape.offsets_from_smpl``) the same rules give a model
+user's body shape (``body_shape.body_from_smpl``) the same rules give a model
 of that body. Masses come from the geoms at a uniform density.
 """
 
@@ -17,8 +17,11 @@ import numpy as np
 
 from rgsd_envs import skeleton as sk
 
-DEFAULT_TIMESTEP = 1.0 / 120.0
-"""Physics timestep (s); see README "Physics timestep" for the measurements."""
+DEFAULT_TIMESTEP = 1.0 / 60.0
+"""Physics timestep (s): 2 physics steps per 30 Hz control step. With hinge armature
+``2 kp dt^2`` it holds standing for 10 s, replays the clips as long as 1/120 and
+1/240 s do and never blows up under random actions, at half the cost of 1/120 s
+(``benchmarks/timestep_choice.py``; README "Physics timestep")."""
 CONTROL_HZ = 30
 """Policy rate (Hz): one action per 1/30 s, held for several physics steps."""
 
@@ -30,14 +33,24 @@ class HumanoidConfig:
     timestep: float = DEFAULT_TIMESTEP
     density: float = 1000.0
     """kg/m^3, uniform over all geoms (the human body is ~985-1050)."""
-    armature: float = 0.02
-    """Rotor inertia added to every hinge (kg m^2): keeps the stiff PD of light
-    bodies (hands, toes) stable at the chosen timestep."""
+    armature_factor: float = 2.0
+    """Rotor inertia added to each hinge, as a multiple of ``kp * timestep**2`` (kg m^2).
+
+    MuJoCo integrates the actuators' damping implicitly but their stiffness
+    explicitly, which is stable only while a hinge's effective inertia exceeds
+    about ``kp * dt^2``; light links (hands, collars, arms) fall short and random
+    actions blow them up. ``2 kp dt^2`` per hinge (0.44 kg m^2 at the hips,
+    0.17 at the wrists at 1/60 s) never blew up under random actions in
+    ``benchmarks/timestep_choice.py`` and follows the timestep if it changes."""
     friction: float = 1.0
     self_collision: bool = True
     """Body parts collide with each other (not only with the floor)."""
     offsets: tuple[tuple[float, float, float], ...] | None = field(default=None)
     """Per-body parent-relative offsets (24x3); None for the neutral table."""
+
+    def hinge_armature(self) -> np.ndarray:
+        """(69,) armature per hinge in DOF order: armature_factor * kp * timestep^2."""
+        return self.armature_factor * sk.KP * self.timestep**2
 
     def offset_array(self) -> np.ndarray:
         """Offsets as a (24, 3) array."""
@@ -111,6 +124,7 @@ def _add_geoms(body: ET.Element, b: int, off: np.ndarray) -> None:
 
 def _body_tree(world: ET.Element, off: np.ndarray, root_height: float, cfg: HumanoidConfig) -> None:
     elems: dict[int, ET.Element] = {}
+    armature = cfg.hinge_armature()
     for b, name in enumerate(sk.BODY_NAMES):
         parent = world if sk.PARENTS[b] < 0 else elems[sk.PARENTS[b]]
         pos = (0.0, 0.0, root_height) if b == 0 else off[b]
@@ -124,12 +138,14 @@ def _body_tree(world: ET.Element, off: np.ndarray, root_height: float, cfg: Huma
         else:
             for axis in sk.hinge_order(name):
                 lo, hi = sk.DOF_RANGES[sk.DOF_NAMES.index(f"{name}_{axis}")]
+                dof = sk.DOF_NAMES.index(f"{name}_{axis}")
                 ET.SubElement(
                     el,
                     "joint",
                     name=f"{name}_{axis}",
                     axis={"x": "1 0 0", "y": "0 1 0", "z": "0 0 1"}[axis],
                     range=_f((lo, hi)),
+                    armature=_f(armature[dof]),
                 )
         _add_geoms(el, b, off)
 
@@ -162,7 +178,7 @@ def build_mjcf(cfg: HumanoidConfig = HumanoidConfig()) -> str:
     ET.SubElement(vis, "global", offwidth="1280", offheight="720")
     ET.SubElement(vis, "quality", shadowsize="2048")
     default = ET.SubElement(root, "default")
-    ET.SubElement(default, "joint", type="hinge", armature=_f(cfg.armature), damping="0", limited="true")
+    ET.SubElement(default, "joint", type="hinge", damping="0", limited="true")
     ET.SubElement(
         default,
         "geom",
@@ -180,7 +196,7 @@ def build_mjcf(cfg: HumanoidConfig = HumanoidConfig()) -> str:
     world = ET.SubElement(root, "worldbody")
     ET.SubElement(world, "light", name="sun", pos="0 0 6", dir="0 0.2 -1", directional="true", castshadow="true")
     ET.SubElement(
-        world, "geom", name="floor", type="plane", size="50 50 0.1", material="grid", contype="1", conaffinity="3"
+        world, "geom", name="floor", type="plane", size="50 50 0.1", material="grid", rgba="1 1 1 1", contype="1", conaffinity="3"
     )
     _body_tree(world, off, rest_root_height(off), cfg)
     contact = ET.SubElement(root, "contact")
@@ -206,14 +222,29 @@ def build_mjcf(cfg: HumanoidConfig = HumanoidConfig()) -> str:
 
 
 def _rest_overlaps(off: np.ndarray, self_collision: bool) -> list[tuple[int, int]]:
-    """Body pairs (not parent-child) whose geoms touch in the rest pose.
-
-    Such pairs (the collars and the neck, the thighs and the lower back) would
-    push on each other forever, so they are excluded from self-collision.
-    """
+    """Body pairs excluded from self-collision: those whose geoms touch in the rest
+    pose (they would push on each other forever) and ``ALWAYS_EXCLUDED``."""
     if not self_collision:
         return []
-    return list(_rest_overlaps_cached(tuple(map(tuple, off))))
+    pairs = set(_rest_overlaps_cached(tuple(map(tuple, off))))
+    pairs |= {tuple(sorted((sk.body_id(a), sk.body_id(b)))) for a, b in ALWAYS_EXCLUDED}
+    return sorted(pairs)
+
+
+_TRUNK = ("Pelvis", "Torso", "Spine", "Chest", "Neck", "L_Thorax", "R_Thorax")
+ALWAYS_EXCLUDED: tuple[tuple[str, str], ...] = (
+    *((a, b) for i, a in enumerate(_TRUNK) for b in _TRUNK[i + 1 :]),
+    *((leg, t) for leg in ("L_Hip", "R_Hip") for t in ("Pelvis", "Torso", "Spine")),
+    ("L_Hip", "R_Hip"),
+    ("Chest", "L_Shoulder"),
+    ("Chest", "R_Shoulder"),
+)
+"""Body pairs that never collide: the trunk segments among themselves (their
+capsules overlap whenever the spine bends) and the thighs with the lower trunk
+(deep hip flexion), and the upper arms with the chest (the neutral body is
+asymmetric: with the arms down the right upper arm sits 2.4 cm inside the chest
+capsule, which physics would push out). Without the trunk exclusions, bending forward drove the pelvis capsule
+13 cm into the spine capsule and the solver blew up."""
 
 
 @functools.lru_cache(maxsize=8)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def read_amass(path: str | os.PathLike) -> AmassMotion:
     try:
         with np.load(path, allow_pickle=False) as data:
             raw = {k: data[k] for k in data.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as err:
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as err:
         raise InputFileError(path, f"not a readable .npz file (truncated or corrupt?): {err}") from None
     if "root_pos" in raw and "poses" not in raw:
         raise InputFileError(path, "this is already an rgsd clip, not an AMASS file; load it with load_clip", "poses")

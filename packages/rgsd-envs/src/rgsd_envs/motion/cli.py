@@ -14,10 +14,17 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from rgsd_envs.motion.importer import file_jobs, import_motions, paper_set_jobs
 
     offsets = pelvis = None
+    if args.betas is not None and not args.smpl_model:
+        print("error: --betas needs --smpl-model DIR (the SMPL model the betas belong to)", file=sys.stderr)
+        return 2
     if args.smpl_model:
         from rgsd_envs.body_shape import body_from_smpl
 
-        offsets, pelvis = body_from_smpl(args.smpl_model, betas=args.betas, gender=args.gender)
+        try:
+            offsets, pelvis = body_from_smpl(args.smpl_model, betas=args.betas, gender=args.gender)
+        except (ImportError, ValueError) as err:  # smplx missing, bad betas, bad model file
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     missing: list[str] = []
     if args.paper_set:
         jobs, missing = paper_set_jobs(args.paper_set)

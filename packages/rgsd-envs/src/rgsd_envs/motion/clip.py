@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -164,7 +165,7 @@ def load_clip(path: str | os.PathLike) -> MotionClip:
     try:
         with np.load(path, allow_pickle=False) as data:
             raw = {k: data[k] for k in data.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as err:
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as err:
         raise InputFileError(path, f"not a readable .npz file (truncated or corrupt?): {err}") from None
     if "poses" in raw and "root_pos" not in raw:
         raise InputFileError(

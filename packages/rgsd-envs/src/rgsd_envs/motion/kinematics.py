@@ -108,7 +108,11 @@ class KinematicModel:
         return out
 
     def body_velocities(self, qpos: np.ndarray, qvel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """World linear and angular velocities of the body origins (T,24,3) each, SMPL order."""
+        """World linear and angular velocities of the body origins (T,24,3) each, SMPL order.
+
+        ``mjOBJ_XBODY``: the velocity of the body frame origin (``mjOBJ_BODY`` would give
+        its centre of mass), matching ``body_pos`` and the simulator backends.
+        """
         m, d = self.model, self.data
         n = qpos.shape[0]
         lin = np.zeros((n, sk.NUM_BODIES, 3))
@@ -121,7 +125,7 @@ class KinematicModel:
             mujoco.mj_comPos(m, d)
             mujoco.mj_comVel(m, d)
             for b in range(sk.NUM_BODIES):
-                mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_BODY, int(sk.MJ_BODY_IDS[b]), res, 0)
+                mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_XBODY, int(sk.MJ_BODY_IDS[b]), res, 0)
                 ang[i, b] = res[:3]
                 lin[i, b] = res[3:]
         return lin, ang

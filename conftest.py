@@ -1,0 +1,54 @@
+"""Fixtures shared by every package's tests."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+# MuJoCo picks its GL backend at first import; whichever test imports it first,
+# make it EGL (as `import rgsd_envs` does) so offscreen rendering works.
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent
+SHARED_DIR = REPO_ROOT.parent / "shared"
+"""Openly licensed test data beside the clone (never copied into the repo)."""
+REAL_MOTIONS_DIR = SHARED_DIR / "motions" / "deepmimic-smpl"
+
+
+@pytest.fixture(scope="session")
+def real_motion_files() -> list[Path]:
+    """The real AMASS-format (SMPL+H) mocap files in ../shared/motions."""
+    files = sorted(REAL_MOTIONS_DIR.glob("*_poses.npz"))
+    assert files, f"expected AMASS test clips in {REAL_MOTIONS_DIR} (CI clones with ../shared beside the repo)"
+    return files
+
+
+@pytest.fixture(scope="session")
+def real_clips(real_motion_files):
+    """The real clips imported with rgsd's AMASS importer (once per session)."""
+    from rgsd_envs.motion.amass import amass_to_clip, read_amass
+    from rgsd_envs.motion.kinematics import KinematicModel
+
+    logging.getLogger("rgsd_envs").setLevel(logging.ERROR)
+    km = KinematicModel()
+    return [amass_to_clip(read_amass(f), kinematics=km) for f in real_motion_files]
+
+
+@pytest.fixture(scope="session")
+def demo_clips():
+    """The built-in demo clips."""
+    from rgsd_envs.motion.demo import demo_clips as make
+
+    return make()
+
+
+@pytest.fixture(scope="session")
+def real_clip_dir(tmp_path_factory, real_clips) -> str:
+    """A folder of rgsd clip files made from the real mocap (for env tests)."""
+    out = tmp_path_factory.mktemp("real_clips")
+    for clip in real_clips:
+        clip.save(out / f"{clip.name}.npz")
+    return str(out)

@@ -1,0 +1,46 @@
+"""Configuration of RGSD-SMPL-v0 (a dataclass that loads from YAML)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rgsd_envs.humanoid_mjcf import DEFAULT_TIMESTEP
+
+
+@dataclass
+class EnvConfig:
+    """Everything that shapes an RGSD-SMPL-v0 episode; see the env's docstring."""
+
+    motions: str | list[str] = "demo"
+    """Reference clips: "demo" (built-in), a clip file, a folder of clips, or a list."""
+    p_imitation: float = 0.7
+    """Probability p of an imitation episode (z = z_m); otherwise discovery (uniform z)."""
+    eval_kappa: float | None = None
+    """If set, every episode is an evaluation episode with z ~ vMF(z_m, eval_kappa)."""
+    deviation_threshold: float = 0.5
+    """Imitation episodes end when the mean body-position error exceeds this (m)."""
+    deviation_termination: bool = True
+    fall_height: float = 0.35
+    """An episode ends when the pelvis drops below this height (m)..."""
+    contact_termination: bool = True
+    """...or when a body other than the feet and toes touches the floor."""
+    obs_mode: str = "flat"
+    """"flat": one 375-D Box; "dict": {"proprio": 359, "skill": 16}."""
+    autoreset_mode: str = "SameStep"
+    """Vector env autoreset: "SameStep" (final_obs in info) or "NextStep"."""
+    backend: str = "mujoco"
+    timestep: float = DEFAULT_TIMESTEP
+    num_threads: int | None = None
+    """C threads stepping the worlds (default: one per core, at most num_envs)."""
+    device: str = "cpu"
+    """Torch device of the env-side tensors (observations, rewards, skills)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.p_imitation <= 1.0:
+            raise ValueError(f"p_imitation must be in [0, 1], got {self.p_imitation}")
+        if self.obs_mode not in ("flat", "dict"):
+            raise ValueError(f"obs_mode must be 'flat' or 'dict', got {self.obs_mode!r}")
+        if self.autoreset_mode not in ("SameStep", "NextStep"):
+            raise ValueError(f"autoreset_mode must be 'SameStep' or 'NextStep', got {self.autoreset_mode!r}")
+        if self.eval_kappa is not None and self.eval_kappa < 0:
+            raise ValueError(f"eval_kappa must be >= 0, got {self.eval_kappa}")

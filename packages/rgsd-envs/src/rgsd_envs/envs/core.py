@@ -1,0 +1,220 @@
+"""Batched episode logic of RGSD-SMPL-v0 over N worlds, in torch.
+
+Shared by the single and the native vector environment: reference state
+initialisation, the task indicator and skill, PD targets from actions,
+observations, terminations and the per-step information. Randomness comes from
+one numpy Generator per world, so N worlds here behave exactly like N single
+environments seeded the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from rgsd_envs import encoders as enc
+from rgsd_envs import skeleton as sk
+from rgsd_envs import skills
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.humanoid_mjcf import HumanoidConfig
+from rgsd_envs.motion.library import MotionLib, MotionSource
+from rgsd_envs.observations import (
+    FRAME_DIM,
+    HISTORY_LEN,
+    SKILL_DIM,
+    frame_features,
+    history_indices,
+    phase_of,
+    reference_encoder_inputs,
+    reference_frame_features,
+)
+from rgsd_envs.sim import make_backend
+
+Tensor = torch.Tensor
+
+IMITATION, DISCOVERY = 1, 0
+"""Task indicator values c (SPEC §3)."""
+TASK_NAMES = {"imitation": IMITATION, "discovery": DISCOVERY}
+
+
+@dataclass
+class StepInfo:
+    """Per-world information of one step or reset (torch, device of the env)."""
+
+    task: Tensor
+    clip_id: Tensor
+    frame: Tensor
+    ref_body_pos: Tensor
+    cartesian_error: Tensor
+    fall: Tensor
+    deviation: Tensor
+    unstable: Tensor
+
+    def numpy(self, index: Any = slice(None)) -> dict[str, np.ndarray]:
+        """The info as numpy arrays (optionally of selected worlds)."""
+        return {k: v[index].detach().cpu().numpy() for k, v in vars(self).items()}
+
+
+class RGSDCore:
+    """N worlds of RGSD-SMPL-v0: state, episodes and observations as torch tensors."""
+
+    def __init__(
+        self,
+        num_envs: int,
+        config: EnvConfig | None = None,
+        motions: MotionSource | MotionLib | None = None,
+        encoder: enc.EncoderLike | str | None = None,
+    ):
+        cfg = config or EnvConfig()
+        self.cfg = cfg
+        self.num_envs = num_envs
+        self.device = torch.device(cfg.device)
+        source = cfg.motions if motions is None else motions
+        self.lib = source if isinstance(source, MotionLib) else MotionLib(source, device=self.device)
+        offsets = None if np.allclose(self.lib.body_offsets, sk.REST_OFFSETS) else tuple(map(tuple, self.lib.body_offsets))
+        self.humanoid = HumanoidConfig(timestep=cfg.timestep, offsets=offsets)
+        self.backend = make_backend(cfg.backend, num_envs, self.humanoid, self.device, cfg.num_threads)
+        self.ref_features = reference_frame_features(self.lib)
+        self.ref_inputs = reference_encoder_inputs(self.lib, self.ref_features)
+        self.frozen_encoder = enc.resolve_encoder(encoder, self._default_encoder)
+        self.kappa = float(getattr(self.frozen_encoder, "kappa", enc.DEFAULT_KAPPA))
+        self.clip_embeddings = enc.clip_embeddings(
+            self.frozen_encoder, self.ref_inputs, self.lib.clip_of_frame, self.lib.num_clips
+        ).to(self.device)
+        self._z_np = enc.as_numpy_directions(self.clip_embeddings)
+        n, dev = num_envs, self.device
+        self.clip = torch.zeros(n, dtype=torch.long, device=dev)
+        self.frame = torch.zeros(n, dtype=torch.long, device=dev)
+        self.task = torch.zeros(n, dtype=torch.long, device=dev)
+        self.skill = torch.zeros(n, SKILL_DIM, device=dev)
+        self.rngs: list[np.random.Generator] = [np.random.default_rng() for _ in range(n)]
+        self.action_offset = torch.as_tensor(sk.ACTION_OFFSET, dtype=torch.float32, device=dev)
+        self.action_scale = torch.as_tensor(sk.ACTION_SCALE, dtype=torch.float32, device=dev)
+        self._non_foot = torch.ones(sk.NUM_BODIES, dtype=torch.bool, device=dev)
+        self._non_foot[list(sk.FOOT_BODY_IDS)] = False
+        self.features = torch.zeros(n, FRAME_DIM, device=dev)
+        """(N, 359) frame features of the current state."""
+
+    # -- reference data -------------------------------------------------
+    def _default_encoder(self) -> enc.EncoderLike:
+        return enc.ReferenceKernelEncoder(self.ref_inputs, self.lib.clip_of_frame, self.lib.num_clips)
+
+    def reference_history(self, env_ids: Tensor) -> Tensor:
+        """(n, 4, 359) reference features of the 4 frames before each world's current frame.
+
+        Fills the encoder history at an episode start (RSI); frames before the
+        clip's start repeat its first frame.
+        """
+        g = self.lib.starts[self.clip[env_ids]] + self.frame[env_ids]
+        idx = history_indices(g, self.lib.starts[self.clip[env_ids]])[:, : HISTORY_LEN - 1]
+        return self.ref_features[idx]
+
+    # -- episodes ---------------------------------------------------------
+    def seed(self, env_ids: list[int], seeds: list[int | None]) -> None:
+        """Re-seed the per-world generators (gymnasium's seeding for each)."""
+        from gymnasium.utils import seeding
+
+        for i, s in zip(env_ids, seeds):
+            self.rngs[i], _ = seeding.np_random(s)
+
+    def _draw(self, i: int, options: dict[str, Any]) -> tuple[int, int, int, np.ndarray]:
+        """Clip, start frame, task and skill of world i's next episode (its own generator)."""
+        rng, lib = self.rngs[i], self.lib
+        clip = options.get("clip")
+        clip = int(rng.integers(lib.num_clips)) if clip is None else (lib.clip_id(clip) if isinstance(clip, str) else int(clip))
+        if not 0 <= clip < lib.num_clips:
+            raise ValueError(f"options['clip'] = {clip} is not a clip index in [0, {lib.num_clips})")
+        last = int(lib.num_frames[clip]) - 1
+        start = options.get("start_frame")
+        start = int(rng.integers(last)) if start is None else int(start)
+        if not 0 <= start < last:
+            raise ValueError(f"options['start_frame'] = {start} must be in [0, {last}) for clip {lib.names[clip]!r}")
+        task = options.get("task")
+        kappa = options.get("kappa", self.cfg.eval_kappa)
+        if task is None:
+            task = IMITATION if (kappa is not None or rng.random() < self.cfg.p_imitation) else DISCOVERY
+        elif isinstance(task, str):
+            if task not in TASK_NAMES:
+                raise ValueError(f"options['task'] must be 'imitation' or 'discovery', got {task!r}")
+            task = TASK_NAMES[task]
+        if options.get("skill") is not None:
+            z = np.asarray(options["skill"], dtype=np.float64).reshape(-1)
+            if z.shape != (SKILL_DIM,) or not np.isfinite(z).all() or np.linalg.norm(z) < 1e-8:
+                raise ValueError(f"options['skill'] must be a finite non-zero vector of {SKILL_DIM} numbers")
+            z = z / np.linalg.norm(z)
+        elif kappa is not None:
+            z = skills.sample_vmf(rng, self._z_np[clip], float(kappa))
+        elif task == IMITATION:
+            z = self._z_np[clip]
+        else:
+            z = skills.sample_uniform_sphere(rng, SKILL_DIM)
+        return clip, start, int(task), z
+
+    def reset_envs(self, env_ids: list[int], options: dict[str, Any] | None = None) -> None:
+        """Start new episodes in the given worlds: RSI, task indicator and skill."""
+        if not env_ids:
+            return
+        draws = [self._draw(i, options or {}) for i in env_ids]
+        ids = torch.as_tensor(env_ids, device=self.device)
+        self.clip[ids] = torch.as_tensor([d[0] for d in draws], device=self.device)
+        self.frame[ids] = torch.as_tensor([d[1] for d in draws], device=self.device)
+        self.task[ids] = torch.as_tensor([d[2] for d in draws], device=self.device)
+        self.skill[ids] = torch.as_tensor(np.stack([d[3] for d in draws]), dtype=torch.float32, device=self.device)
+        ref = self.lib.frame_state(self.clip[ids], self.frame[ids])
+        self.backend.set_state(ids, ref.qpos, ref.qvel)
+
+    # -- stepping -----------------------------------------------------------
+    def targets(self, actions: Tensor) -> Tensor:
+        """PD targets (N, 69): offset + scale * clip(action, -1, 1)."""
+        return self.action_offset + self.action_scale * actions.clamp(-1.0, 1.0)
+
+    def check_actions(self, actions: Any) -> Tensor:
+        """Actions as a float32 (N, 69) tensor, or a clear error."""
+        a = torch.as_tensor(np.asarray(actions, dtype=np.float32) if not isinstance(actions, Tensor) else actions)
+        expected = (self.num_envs, sk.NUM_DOFS)
+        if a.shape != expected and not (self.num_envs == 1 and a.shape == (sk.NUM_DOFS,)):
+            raise ValueError(f"action has shape {tuple(a.shape)}; expected {expected if self.num_envs > 1 else (sk.NUM_DOFS,)} (one target per hinge, in [-1, 1])")
+        a = a.reshape(expected).to(self.device, torch.float32)
+        if not torch.isfinite(a).all():
+            bad = torch.nonzero(~torch.isfinite(a))[0].tolist()
+            raise ValueError(f"action contains NaN or inf (world {bad[0]}, hinge {sk.DOF_NAMES[bad[1]]}); the policy output is broken")
+        return a
+
+    def physics_step(self, actions: Tensor) -> None:
+        """Advance all worlds one control step and move their reference clocks on."""
+        self.backend.step(self.targets(actions))
+        self.frame += 1
+
+    def observe(self) -> StepInfo:
+        """Update ``features`` from the simulator and evaluate terminations and errors."""
+        s = self.backend.state()
+        pos = s.body_pos.to(self.device, torch.float32)
+        rot_ = s.body_rot.to(self.device, torch.float32)
+        lin = s.body_lin_vel.to(self.device, torch.float32)
+        ang = s.body_ang_vel.to(self.device, torch.float32)
+        nf = self.lib.num_frames[self.clip]
+        frame = torch.minimum(self.frame, nf - 1)
+        self.features = torch.nan_to_num(frame_features(phase_of(frame, nf), pos, rot_, lin, ang), 0.0, 1e3, -1e3)
+        ref_pos = self.lib.frames("body_pos")[self.lib.starts[self.clip] + frame]
+        err = (pos - ref_pos).norm(dim=-1).mean(dim=-1)
+        unstable = s.unstable.to(self.device) | ~torch.isfinite(pos).all(dim=-1).all(dim=-1)
+        fall = pos[:, 0, 2] < self.cfg.fall_height
+        if self.cfg.contact_termination:
+            fall = fall | (s.contact.to(self.device) & self._non_foot).any(dim=-1)
+        deviation = (self.task == IMITATION) & (err > self.cfg.deviation_threshold)
+        if not self.cfg.deviation_termination:
+            deviation = torch.zeros_like(deviation)
+        return StepInfo(self.task.clone(), self.clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
+
+    def done_flags(self, info: StepInfo) -> tuple[Tensor, Tensor]:
+        """(terminated, truncated): failure, or the clip's last frame reached."""
+        terminated = info.fall | info.deviation | info.unstable
+        truncated = ~terminated & (self.frame >= self.lib.num_frames[self.clip] - 1)
+        return terminated, truncated
+
+    def close(self) -> None:
+        """Release the simulator."""
+        self.backend.close()

@@ -1,0 +1,224 @@
+"""Offscreen rendering: videos, side-by-side tiles, contact sheets, errors and atomic writes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import imageio.v2 as iio
+import mujoco
+import numpy as np
+import pytest
+
+from rgsd_envs import render
+from rgsd_envs.motion.cli import main as motions_main
+
+W, H = 96, 72
+"""Tiny renders keep this file fast on a software-GL machine."""
+
+
+@pytest.fixture(scope="module")
+def short_clip(real_clips):
+    """The shortest real clip (a few dozen frames)."""
+    return min(real_clips, key=lambda c: c.num_frames)
+
+
+def _read_video(path: Path) -> tuple[np.ndarray, dict]:
+    reader = iio.get_reader(path, format="FFMPEG")
+    try:
+        # not list(reader): its length is inf for ffmpeg, which list() takes as a size hint
+        return np.stack([frame for frame in reader.iter_data()]), reader.get_meta_data()
+    finally:
+        reader.close()
+
+
+def _ffmpeg_children() -> list[int]:
+    """Process ids of ffmpeg processes started by this test process (Linux /proc)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            name = stat.read_text().split("(", 1)[1].rsplit(")", 1)[0]
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == os.getpid() and "ffmpeg" in name:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def _mean_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean())
+
+
+def test_render_clip_writes_mp4_with_every_frame_at_the_requested_size(short_clip, tmp_path):
+    out = render.render_clip(short_clip, tmp_path / "clip.mp4", width=W, height=H)
+
+    assert out == tmp_path / "clip.mp4" and out.is_file()
+    frames, meta = _read_video(out)
+    assert frames.shape == (short_clip.num_frames, H, W, 3)
+    assert meta["codec"] == "h264"
+    assert meta["fps"] == pytest.approx(short_clip.fps)
+    assert min(f.std() for f in frames) > 10.0, "a frame is blank"
+    # the pose changes over the clip while the camera follows: first and middle frames differ
+    assert _mean_abs_diff(frames[0], frames[len(frames) // 2]) > 2.0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.mp4"], "a temporary file was left behind"
+
+
+def test_humanoid_is_visible_and_framed_in_the_middle(short_clip):
+    pose = short_clip.qpos[0]
+    buried = pose.copy()
+    buried[2] -= 50.0  # same x, y: the follow camera stays put, the body disappears under the floor
+    with render.HumanoidRenderer(W, H) as r:
+        with_body, without_body = r.render(pose), r.render(buried)
+
+    body = np.abs(with_body.astype(np.int16) - without_body.astype(np.int16)).max(axis=2) > 40
+    assert 0.015 < body.mean() < 0.5, f"humanoid (with its shadow) covers {body.mean():.1%} of the image"
+    rows, cols = np.nonzero(body)
+    assert abs(cols.mean() / W - 0.5) < 0.15 and abs(rows.mean() / H - 0.5) < 0.2, "humanoid is not centred"
+    assert rows.min() > 2, "the head is cut off at the top"
+
+
+def test_renderer_is_reusable_and_closes(short_clip):
+    r = render.HumanoidRenderer(W, H, camera="track")
+    frames = r.frames(short_clip.qpos[:3])
+    assert frames.shape == (3, H, W, 3) and frames.dtype == np.uint8
+    assert frames[0].std() > 10.0
+    r.close()
+    r.close()  # twice is fine
+    with pytest.raises(RuntimeError, match="closed"):
+        r.render(short_clip.qpos[0])
+
+
+def test_unknown_camera_name_lists_the_model_cameras():
+    with pytest.raises(ValueError, match=r"no camera named 'side'.*'track'"):
+        render.HumanoidRenderer(W, H, camera="side")
+
+
+def test_contact_sheet_has_the_expected_grid(short_clip, tmp_path):
+    out = render.write_contact_sheet(short_clip, tmp_path / "sheet.png", num_frames=5, width=W, height=H)
+
+    img = iio.imread(out)
+    cols, rows = 4, 2
+    assert img.shape[:2] == (render.TITLE_HEIGHT + rows * (H + render.CAPTION_HEIGHT), cols * W)
+    first_tile = img[render.TITLE_HEIGHT : render.TITLE_HEIGHT + H, :W]
+    assert first_tile.std() > 10.0
+    caption = img[render.TITLE_HEIGHT + H : render.TITLE_HEIGHT + H + render.CAPTION_HEIGHT, :W]
+    assert (caption < 100).any() and (caption > 200).mean() > 0.5, "caption strip should be dark text on white"
+    # the fifth frame is alone on row 2; the rest of that row stays white
+    assert (img[-(H + render.CAPTION_HEIGHT) :, W:] == 255).all()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sheet.png"]
+
+
+def test_contact_sheet_of_raw_qpos_has_no_title_strip(short_clip, tmp_path):
+    out = render.write_contact_sheet(short_clip.qpos[:2], tmp_path / "q.png", num_frames=8, width=W, height=H)
+    assert iio.imread(out).shape[:2] == (H + render.CAPTION_HEIGHT, 2 * W)  # only 2 frames exist
+
+
+def test_side_by_side_tiles_follow_their_own_character_and_carry_labels(short_clip, tmp_path):
+    qa = short_clip.qpos[:4]
+    qb = qa[:2].copy()
+    qb[:, 0] += 6.0  # far away in x (whole floor-checker periods of 2 m): its own camera must follow it
+    out = render.render_side_by_side([qa, qb], tmp_path / "sbs.mp4", labels=["reference", "shifted"], width=W, height=H)
+
+    frames, _ = _read_video(out)
+    assert frames.shape == (4, H, 2 * W, 3)
+    below_labels = slice(H // 4, H)
+    left, right = frames[0, below_labels, :W], frames[0, below_labels, W:]
+    assert _mean_abs_diff(left, right) < 4.0, "the shifted character is not framed like the original"
+    with render.HumanoidRenderer(W, H) as r:
+        plain = r.render(qa[0])
+    corner = (slice(0, 10), slice(2, 30))
+    assert _mean_abs_diff(frames[0][corner], plain[corner]) > 30.0, "no label drawn in the tile's corner"
+    assert _mean_abs_diff(frames[0][below_labels, :W], plain[below_labels]) < 4.0
+
+
+def test_side_by_side_needs_one_label_per_trajectory(short_clip, tmp_path):
+    with pytest.raises(ValueError, match="2 label"):
+        render.render_side_by_side([short_clip.qpos[:2]], tmp_path / "x.mp4", labels=["a", "b"])
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "bad, pattern",
+    [
+        (np.zeros((10, 75)), r"shape \(T, 76\).*got \(10, 75\)"),
+        (np.zeros(76), r"shape \(T, 76\).*got \(76,\)"),
+        (np.full((3, 76), np.nan), "NaN or inf .*frame 0"),
+    ],
+)
+def test_bad_qpos_is_rejected_with_its_shape(bad, pattern, tmp_path):
+    with pytest.raises(ValueError, match=pattern):
+        render.render_qpos(bad, tmp_path / "x.mp4", width=W, height=H)
+    with pytest.raises(ValueError, match=pattern):
+        render.write_contact_sheet(bad, tmp_path / "x.png", width=W, height=H)
+    assert not any(tmp_path.iterdir())
+
+
+def test_bad_video_size_and_suffix_are_rejected(short_clip, tmp_path):
+    with pytest.raises(ValueError, match="even width and height, got 95x72"):
+        render.render_qpos(short_clip.qpos[:2], tmp_path / "x.mp4", width=95, height=72)
+    with pytest.raises(ValueError, match=r"ends in '\.gif'"):
+        render.render_qpos(short_clip.qpos[:2], tmp_path / "x.gif", width=W, height=H)
+    with pytest.raises(ValueError, match=r"frame 1 .*expected uint8 \(72, 96, 3\)"):
+        render.write_video([np.zeros((H, W, 3), np.uint8), np.zeros((H, W + 2, 3), np.uint8)], tmp_path / "x.mp4")
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_interrupted_video_leaves_no_partial_or_temporary_file(short_clip, tmp_path, monkeypatch, error):
+    real_render = render.HumanoidRenderer.render
+    calls = []
+
+    def failing_render(self, qpos):
+        calls.append(1)
+        if len(calls) == 4:  # three frames already went to ffmpeg
+            raise error("interrupted")
+        return real_render(self, qpos)
+
+    monkeypatch.setattr(render.HumanoidRenderer, "render", failing_render)
+    with pytest.raises(error) as raised:  # keeping the traceback keeps the writer alive: only close() ends ffmpeg
+        render.render_qpos(short_clip.qpos[:8], tmp_path / "x.mp4", width=W, height=H)
+    assert len(calls) == 4 and "interrupted" in str(raised.value)
+    assert not any(tmp_path.iterdir()), f"left behind: {list(tmp_path.iterdir())}"
+    if Path("/proc/self/stat").exists():
+        assert _ffmpeg_children() == [], "the ffmpeg encoder was not closed"
+
+
+def test_interrupted_video_keeps_an_existing_output(short_clip, tmp_path, monkeypatch):
+    out = tmp_path / "x.mp4"
+    out.write_bytes(b"previous video")
+
+    def failing_render(self, qpos):
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(render.HumanoidRenderer, "render", failing_render)
+    with pytest.raises(RuntimeError):
+        render.render_qpos(short_clip.qpos[:3], out, width=W, height=H)
+    assert out.read_bytes() == b"previous video"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.mp4"]
+
+
+def test_missing_offscreen_gl_gives_an_actionable_error(monkeypatch):
+    def no_gl(*args, **kwargs):
+        raise mujoco.FatalError("an OpenGL platform library has not been loaded into this process")
+
+    monkeypatch.setattr(mujoco, "Renderer", no_gl)
+    with pytest.raises(render.RenderBackendError) as info:
+        render.HumanoidRenderer(W, H)
+    message = str(info.value)
+    assert "MUJOCO_GL=" in message and "platform library" in message
+    assert "MUJOCO_GL=egl with libegl1" in message and "MUJOCO_GL=osmesa with libosmesa6" in message
+
+
+def test_cli_play_writes_video_and_contact_sheet(short_clip, tmp_path, capsys):
+    clip_file = short_clip.save(tmp_path / "x.npz")
+    args = ["play", str(clip_file), "--out", str(tmp_path / "x.mp4"), "--sheet", "--sheet-frames", "3"]
+
+    assert motions_main([*args, "--width", str(W), "--height", str(H)]) == 0
+
+    frames, _ = _read_video(tmp_path / "x.mp4")
+    assert frames.shape == (short_clip.num_frames, H, W, 3)
+    sheet = iio.imread(tmp_path / "x.png")
+    assert sheet.shape[:2] == (render.TITLE_HEIGHT + H + render.CAPTION_HEIGHT, 3 * W)
+    assert "x.mp4" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.mp4", "x.npz", "x.png"]
