@@ -58,6 +58,23 @@ class StepInfo:
         return {k: v[index].detach().cpu().numpy() for k, v in vars(self).items()}
 
 
+def _world_options(options: dict[str, Any], k: int, n: int) -> dict[str, Any]:
+    """Options of the k-th of n reset worlds: per-world sequences are indexed, others shared.
+
+    A value is per world when it holds one entry per reset world: a length-n list
+    for clip, start_frame, task and kappa, an (n, 16) array for skill.
+    """
+    out = {}
+    for key, v in options.items():
+        per_world_ndim = 2 if key == "skill" else 1
+        if v is not None and not isinstance(v, str) and np.ndim(v) == per_world_ndim:
+            if len(v) != n:
+                raise ValueError(f"options[{key!r}] has {len(v)} entries; expected one per reset world ({n})")
+            v = v[k]
+        out[key] = v
+    return out
+
+
 class RGSDCore:
     """N worlds of RGSD-SMPL-v0: state, episodes and observations as torch tensors."""
 
@@ -157,7 +174,7 @@ class RGSDCore:
         """Start new episodes in the given worlds: RSI, task indicator and skill."""
         if not env_ids:
             return
-        draws = [self._draw(i, options or {}) for i in env_ids]
+        draws = [self._draw(i, _world_options(options or {}, k, len(env_ids))) for k, i in enumerate(env_ids)]
         ids = torch.as_tensor(env_ids, device=self.device)
         self.clip[ids] = torch.as_tensor([d[0] for d in draws], device=self.device)
         self.frame[ids] = torch.as_tensor([d[1] for d in draws], device=self.device)
@@ -214,6 +231,28 @@ class RGSDCore:
         terminated = info.fall | info.deviation | info.unstable
         truncated = ~terminated & (self.frame >= self.lib.num_frames[self.clip] - 1)
         return terminated, truncated
+
+    def state_dict(self) -> dict[str, Any]:
+        """Episode state, generators and simulator state of all worlds (for checkpoints)."""
+        return {
+            "backend": self.backend.state_dict(),
+            "clip": self.clip.cpu().clone(),
+            "frame": self.frame.cpu().clone(),
+            "task": self.task.cpu().clone(),
+            "skill": self.skill.cpu().clone(),
+            "features": self.features.cpu().clone(),
+            "rngs": [r.bit_generator.state for r in self.rngs],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly from ``state_dict``."""
+        if len(state["rngs"]) != self.num_envs:
+            raise ValueError(f"saved state has {len(state['rngs'])} worlds, this environment {self.num_envs}")
+        self.backend.load_state_dict(state["backend"])
+        for name in ("clip", "frame", "task", "skill", "features"):
+            setattr(self, name, torch.as_tensor(state[name]).to(self.device).clone())
+        for rng, st in zip(self.rngs, state["rngs"]):
+            rng.bit_generator.state = st
 
     def close(self) -> None:
         """Release the simulator."""

@@ -41,6 +41,12 @@ frozen encoder for imitation episodes, trainable encoder for discovery.
 (24, 3) of the current reference frame, ``cartesian_error`` (m, mean over
 bodies), ``fall``, ``deviation``, ``unstable``.
 
+## Reset options
+``clip`` (index or name), ``start_frame``, ``task`` ("imitation"/"discovery"),
+``skill`` (16 numbers) and ``kappa`` (vMF around z_m) fix parts of the next
+episode. In the vector env each may also be given per world: a list with one
+entry per reset world (an (n, 16) array for ``skill``).
+
 ## Vector environment
 ``gymnasium.make_vec("RGSD-SMPL-v0", num_envs=N)`` returns the native
 ``RGSDVectorEnv``: all worlds are stepped by C threads and every computation is
@@ -278,6 +284,24 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         self.last_started[done] = True
         self.last_stepped = torch.ones(n, dtype=torch.bool)
         return self._obs(), rewards, term.cpu().numpy(), trunc.cpu().numpy(), infos
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly (simulator, episodes, generators)."""
+        return {
+            "core": self.core.state_dict(),
+            "autoreset": self._autoreset.copy(),
+            "last_transition_features": self.last_transition_features.cpu().clone(),
+            "last_started": self.last_started.clone(),
+            "last_stepped": self.last_stepped.clone(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly from ``state_dict``."""
+        self.core.load_state_dict(state["core"])
+        self._autoreset = np.asarray(state["autoreset"], dtype=bool).copy()
+        self.last_transition_features = torch.as_tensor(state["last_transition_features"]).to(self.core.device)
+        self.last_started = torch.as_tensor(state["last_started"]).clone()
+        self.last_stepped = torch.as_tensor(state["last_stepped"]).clone()
 
     def close_extras(self, **kwargs: Any) -> None:
         """Release the simulator."""

@@ -66,6 +66,14 @@ class SimBackend(abc.ABC):
     def state(self) -> SimState:
         """The current batched state (tensors may alias internal buffers: read, do not keep)."""
 
+    @abc.abstractmethod
+    def state_dict(self) -> dict:
+        """Everything needed to continue the worlds exactly (for checkpoints)."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict) -> None:
+        """Restore worlds saved by ``state_dict``."""
+
     def close(self) -> None:
         """Release native resources."""
 

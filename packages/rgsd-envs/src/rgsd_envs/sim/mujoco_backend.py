@@ -135,3 +135,16 @@ class MujocoBackend(SimBackend):
         if self.device.type != "cpu":
             out = SimState(**{k: v.to(self.device) for k, v in vars(out).items()})
         return out
+
+    def state_dict(self) -> dict:
+        """The batch's integration state rows (qpos, qvel, ctrl, warm start, ...)."""
+        return {"rows": torch.from_numpy(self.batch.state.copy()), "unstable": self._unstable.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore the state rows and recompute the derived fields."""
+        rows = torch.as_tensor(state["rows"]).numpy()
+        if rows.shape != self.batch.state.shape:
+            raise ValueError(f"saved simulator state has shape {rows.shape}, this backend {self.batch.state.shape}")
+        self.batch.state[...] = rows
+        self.batch.forward(stage=_STAGE_VEL)
+        self._unstable = torch.as_tensor(state["unstable"]).clone()

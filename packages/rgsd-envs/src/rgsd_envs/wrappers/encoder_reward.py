@@ -77,6 +77,16 @@ class EncoderRewardCore:
         self.history = torch.where(stepped.view(-1, 1, 1), nxt, self.history)
         return reward
 
+    def state_dict(self) -> dict[str, Any]:
+        """Histories and current skills/tasks (the encoders belong to their owners)."""
+        names = ("history", "skills", "tasks", "encoder_inputs", "next_encoder_inputs", "last_skills", "last_tasks")
+        return {k: getattr(self, k).cpu().clone() for k in names}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly from ``state_dict``."""
+        for k, v in state.items():
+            setattr(self, k, torch.as_tensor(v).to(self.core.device).clone())
+
     def set_encoder(self, encoder: EncoderLike | str | os.PathLike) -> None:
         """Replace the trainable (discovery) encoder: an encoder object or file."""
         enc = load_encoder(encoder) if isinstance(encoder, (str, os.PathLike)) else encoder
@@ -102,6 +112,16 @@ class EncoderRewardVecWrapper(VectorWrapper):
     def set_encoder(self, encoder: EncoderLike | str) -> None:
         """Replace the trainable (discovery) encoder."""
         self.reward_core.set_encoder(encoder)
+
+    @env_side
+    def state_dict(self) -> dict[str, Any]:
+        """The wrapped env's state and the reward histories (for exact resumption)."""
+        return {"env": self.env.unwrapped.state_dict(), "reward": self.reward_core.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly from ``state_dict``."""
+        self.env.unwrapped.load_state_dict(state["env"])
+        self.reward_core.load_state_dict(state["reward"])
 
     @env_side
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
