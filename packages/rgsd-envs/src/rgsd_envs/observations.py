@@ -53,30 +53,56 @@ ENCODER_INPUT_DIM = HISTORY_LEN * FRAME_DIM
 assert FRAME_DIM == 359 and FRAME_LAYOUT["body_rot"].start == FRAME_LAYOUT["body_pos"].stop
 
 
+def _axes_map() -> tuple[Tensor, Tensor]:
+    """(16, 6) weights and (6,) bias: quaternion outer product -> rotation matrix columns x and z."""
+    w = torch.zeros(4, 4, 6, dtype=torch.float64)
+    W, X, Y, Z = range(4)
+    # column x: (1 - 2(yy + zz), 2(xy + wz), 2(xz - wy))
+    w[Y, Y, 0] = w[Z, Z, 0] = -2.0
+    w[X, Y, 1] = w[W, Z, 1] = 2.0
+    w[X, Z, 2], w[W, Y, 2] = 2.0, -2.0
+    # column z: (2(xz + wy), 2(yz - wx), 1 - 2(xx + yy))
+    w[X, Z, 3] = w[W, Y, 3] = 2.0
+    w[Y, Z, 4], w[W, X, 4] = 2.0, -2.0
+    w[X, X, 5] = w[Y, Y, 5] = -2.0
+    return w.reshape(16, 6), torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0, 1.0], dtype=torch.float64)
+
+
+_AXES_W, _AXES_B = _axes_map()
+_AXES_CACHE: dict[tuple[torch.dtype, torch.device], tuple[Tensor, Tensor]] = {}
+
+
+def body_axes(body_rot: Tensor) -> Tensor:
+    """World directions of each body's x and z axes (..., 6) from unit quaternions (..., 4)."""
+    key = (body_rot.dtype, body_rot.device)
+    if key not in _AXES_CACHE:
+        _AXES_CACHE[key] = (_AXES_W.to(*key[::-1]), _AXES_B.to(*key[::-1]))
+    w, b = _AXES_CACHE[key]
+    outer = (body_rot.unsqueeze(-1) * body_rot.unsqueeze(-2)).flatten(-2)
+    return outer @ w + b
+
+
 def frame_features(
     phase: Tensor, body_pos: Tensor, body_rot: Tensor, body_lin_vel: Tensor, body_ang_vel: Tensor
 ) -> Tensor:
-    """359-D frame features from world-frame body states (N, 24, ...) and phase (N,)."""
-    root_rot = body_rot[:, 0]
-    inv = rot.heading_quat_inv(root_rot).unsqueeze(1)  # (N, 1, 4)
+    """359-D frame features from world-frame body states (N, 24, ...) and phase (N,).
+
+    The heading frame differs from the world by a yaw only, so every vector is
+    turned by one 2-D rotation of x and y. A body's tangent-normal encoding is the
+    heading-frame image of its x and z axes. (Written for few torch ops: at
+    N=64 the cost is dispatch, not arithmetic.)
+    """
     n = body_pos.shape[0]
-    rel = body_pos[:, 1:] - body_pos[:, :1]
-    local_pos = rot.quat_rotate(inv.expand(-1, sk.NUM_BODIES - 1, -1), rel)
-    inv_all = inv.expand(-1, sk.NUM_BODIES, -1)
-    local_rot = rot.quat_to_tan_norm(rot.quat_mul(inv_all, body_rot))
-    lin = rot.quat_rotate(inv_all, body_lin_vel)
-    ang = rot.quat_rotate(inv_all, body_ang_vel)
-    return torch.cat(
-        (
-            phase.reshape(n, 1).to(body_pos.dtype),
-            body_pos[:, 0, 2:3],
-            local_pos.reshape(n, -1),
-            local_rot.reshape(n, -1),
-            lin.reshape(n, -1),
-            ang.reshape(n, -1),
-        ),
-        dim=-1,
-    )
+    axes = body_axes(body_rot)  # (N, 24, 6): x axis then z axis, world frame
+    fwd = axes[:, 0, :2]  # root's forward axis on the ground plane
+    r = fwd.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+    c, s = fwd[:, :1] / r, -fwd[:, 1:] / r  # rotation by -heading
+    vecs = torch.cat(
+        (body_pos[:, 1:] - body_pos[:, :1], axes.reshape(n, -1, 3), body_lin_vel, body_ang_vel), dim=1
+    )  # (N, 23 + 48 + 24 + 24, 3), in the order of the layout
+    x, y = vecs[..., 0], vecs[..., 1]
+    turned = torch.stack((c * x - s * y, s * x + c * y, vecs[..., 2]), dim=-1)
+    return torch.cat((phase.reshape(n, 1).to(body_pos.dtype), body_pos[:, 0, 2:3], turned.reshape(n, -1)), dim=-1)
 
 
 def phase_of(frames: Tensor, num_frames: Tensor) -> Tensor:

@@ -180,8 +180,8 @@ class RGSDCore:
         self.frame[ids] = torch.as_tensor([d[1] for d in draws], device=self.device)
         self.task[ids] = torch.as_tensor([d[2] for d in draws], device=self.device)
         self.skill[ids] = torch.as_tensor(np.stack([d[3] for d in draws]), dtype=torch.float32, device=self.device)
-        ref = self.lib.frame_state(self.clip[ids], self.frame[ids])
-        self.backend.set_state(ids, ref.qpos, ref.qvel)
+        qpos, qvel = self.lib.frame_qpos_qvel(self.clip[ids], self.frame[ids])
+        self.backend.set_state(ids, qpos, qvel)
 
     # -- stepping -----------------------------------------------------------
     def targets(self, actions: Tensor) -> Tensor:
@@ -205,26 +205,55 @@ class RGSDCore:
         self.backend.step(self.targets(actions))
         self.frame += 1
 
-    def observe(self) -> StepInfo:
-        """Update ``features`` from the simulator and evaluate terminations and errors."""
-        s = self.backend.state()
+    def observe_reset(self, env_ids: Tensor) -> StepInfo:
+        """Features and info rows of worlds that were just reset to reference frames.
+
+        After RSI a world's state is its reference frame, so its observation is
+        that frame's precomputed features (no simulator read) and its error is 0.
+        """
+        clip, frame = self.clip[env_ids], self.frame[env_ids]
+        g = self.lib.starts[clip] + frame
+        self.features = self.features.clone()
+        self.features[env_ids] = self.ref_features[g]
+        no = torch.zeros(env_ids.shape[0], dtype=torch.bool, device=self.device)
+        ref_pos = self.lib.frames("body_pos")[g]
+        return StepInfo(self.task[env_ids].clone(), clip.clone(), frame.clone(), ref_pos, no.float(), no, no.clone(), no.clone())
+
+    def observe(self, env_ids: Tensor | None = None) -> StepInfo:
+        """Update ``features`` of the given worlds (all by default); return their info rows.
+
+        ``features`` is replaced, never written in place, so tensors handed out
+        earlier (e.g. the features of a finished episode's last state) stay valid.
+        """
+        idx = slice(None) if env_ids is None else env_ids
+        s = self.backend.state(env_ids)
         pos = s.body_pos.to(self.device, torch.float32)
-        rot_ = s.body_rot.to(self.device, torch.float32)
-        lin = s.body_lin_vel.to(self.device, torch.float32)
-        ang = s.body_ang_vel.to(self.device, torch.float32)
-        nf = self.lib.num_frames[self.clip]
-        frame = torch.minimum(self.frame, nf - 1)
-        self.features = torch.nan_to_num(frame_features(phase_of(frame, nf), pos, rot_, lin, ang), 0.0, 1e3, -1e3)
-        ref_pos = self.lib.frames("body_pos")[self.lib.starts[self.clip] + frame]
+        clip, task = self.clip[idx], self.task[idx]
+        nf = self.lib.num_frames[clip]
+        frame = torch.minimum(self.frame[idx], nf - 1)
+        feats = frame_features(
+            phase_of(frame, nf),
+            pos,
+            s.body_rot.to(self.device, torch.float32),
+            s.body_lin_vel.to(self.device, torch.float32),
+            s.body_ang_vel.to(self.device, torch.float32),
+        )
+        feats = torch.nan_to_num(feats, 0.0, 1e3, -1e3)
+        if env_ids is None:
+            self.features = feats
+        else:
+            self.features = self.features.clone()
+            self.features[env_ids] = feats
+        ref_pos = self.lib.frames("body_pos")[self.lib.starts[clip] + frame]
         err = (pos - ref_pos).norm(dim=-1).mean(dim=-1)
-        unstable = s.unstable.to(self.device) | ~torch.isfinite(pos).all(dim=-1).all(dim=-1)
+        unstable = s.unstable.to(self.device) | ~torch.isfinite(pos).flatten(1).all(dim=-1)
         fall = pos[:, 0, 2] < self.cfg.fall_height
         if self.cfg.contact_termination:
             fall = fall | (s.contact.to(self.device) & self._non_foot).any(dim=-1)
-        deviation = (self.task == IMITATION) & (err > self.cfg.deviation_threshold)
+        deviation = (task == IMITATION) & (err > self.cfg.deviation_threshold)
         if not self.cfg.deviation_termination:
             deviation = torch.zeros_like(deviation)
-        return StepInfo(self.task.clone(), self.clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
+        return StepInfo(task.clone(), clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
 
     def done_flags(self, info: StepInfo) -> tuple[Tensor, Tensor]:
         """(terminated, truncated): failure, or the clip's last frame reached."""

@@ -147,7 +147,7 @@ class RGSDEnv(_Observer, gym.Env):
         super().reset(seed=seed)
         self.core.rngs[0] = self.np_random
         self.core.reset_envs([0], options)
-        info = self.core.observe()
+        info = self.core.observe_reset(torch.zeros(1, dtype=torch.long, device=self.core.device))
         self._info = _scalars(info.numpy(0))
         return self._obs(0), dict(self._info)
 
@@ -233,13 +233,13 @@ class RGSDVectorEnv(_Observer, VectorEnv):
                 raise ValueError(f"seed list has {len(seeds)} entries; expected num_envs={self.num_envs}")
             self.core.seed(ids, [seeds[i] for i in ids])
         self.core.reset_envs(ids, options)
-        info = self.core.observe()
+        info = self.core.observe_reset(torch.as_tensor(ids, device=self.core.device))
         self._autoreset[ids] = False
         self.last_started = torch.zeros(self.num_envs, dtype=torch.bool)
         self.last_started[ids] = True
         self.last_stepped = torch.zeros(self.num_envs, dtype=torch.bool)
         self.last_transition_features = self.core.features
-        return self._obs(), _vector_info(info.numpy(), ids, self.num_envs)
+        return self._obs(), _vector_info(info.numpy(), ids, self.num_envs, rows=ids)
 
     @env_side
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -260,7 +260,7 @@ class RGSDVectorEnv(_Observer, VectorEnv):
             self._autoreset = term_np | trunc_np
             if pending:
                 core.reset_envs(pending)
-                reset_info = core.observe()
+                reset_info = core.observe_reset(torch.as_tensor(pending, device=core.device))
                 step_info = _merge(step_info, reset_info, pending)
             self.last_started = torch.zeros(n, dtype=torch.bool)
             self.last_started[pending] = True
@@ -278,7 +278,7 @@ class RGSDVectorEnv(_Observer, VectorEnv):
             infos["final_info"] = _vector_info(step_info.numpy(done), done, n, rows=done)
             infos["_final_info"] = _mask(done, n)
             core.reset_envs(done)
-            reset_info = core.observe()
+            reset_info = core.observe_reset(torch.as_tensor(done, device=core.device))
             infos.update(_vector_info(_merge(step_info, reset_info, done).numpy(), range(n), n))
         self.last_started = torch.zeros(n, dtype=torch.bool)
         self.last_started[done] = True
@@ -321,11 +321,11 @@ def _mask(ids: Any, n: int) -> np.ndarray:
 
 
 def _merge(step: StepInfo, reset: StepInfo, ids: list[int]) -> StepInfo:
-    """Step info with the rows of ``ids`` replaced by their reset info."""
+    """Step info with the rows of ``ids`` replaced by their reset info (one row per id)."""
     out = StepInfo(**{k: v.clone() for k, v in vars(step).items()})
     idx = torch.as_tensor(ids, device=step.task.device)
     for k, v in vars(out).items():
-        v[idx] = getattr(reset, k)[idx]
+        v[idx] = getattr(reset, k)
     return out
 
 

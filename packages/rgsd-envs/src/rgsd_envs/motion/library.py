@@ -115,6 +115,9 @@ class MotionLib:
         for name in _FRAME_FIELDS:
             arr = np.concatenate([getattr(c, name) for c in clips])
             self._frames[name] = torch.as_tensor(arr, dtype=dtype, device=self.device)
+        # MuJoCo states of every frame, in float64 (RSI sets them exactly)
+        self._qpos = torch.as_tensor(np.concatenate([c.qpos for c in clips]), device=self.device)
+        self._qvel = torch.as_tensor(np.concatenate([c.qvel for c in clips]), device=self.device)
 
     def __len__(self) -> int:
         return len(self.clips)
@@ -154,6 +157,12 @@ class MotionLib:
         frames = torch.minimum(frames.clamp_min(0), self.num_frames[clip_ids] - 1)
         idx = self.starts[clip_ids] + frames
         return ReferenceState(**{k: v[idx] for k, v in self._frames.items()})
+
+    def frame_qpos_qvel(self, clip_ids: Tensor, frames: Tensor) -> tuple[Tensor, Tensor]:
+        """MuJoCo (qpos, qvel) of integer frames, float64: what RSI sets."""
+        frames = torch.minimum(frames.clamp_min(0), self.num_frames[clip_ids] - 1)
+        idx = self.starts[clip_ids] + frames
+        return self._qpos[idx], self._qvel[idx]
 
     def state_at(self, clip_ids: Tensor, times: Tensor) -> ReferenceState:
         """Reference state at times (s) from each clip's start, interpolated between frames."""

@@ -63,8 +63,9 @@ class SimBackend(abc.ABC):
         """Hold PD targets (N, 69) for one control step (several physics steps)."""
 
     @abc.abstractmethod
-    def state(self) -> SimState:
-        """The current batched state (tensors may alias internal buffers: read, do not keep)."""
+    def state(self, env_ids: Tensor | None = None) -> SimState:
+        """The current state of the given worlds (all by default); tensors may alias
+        internal buffers: read them, do not keep them."""
 
     @abc.abstractmethod
     def state_dict(self) -> dict:

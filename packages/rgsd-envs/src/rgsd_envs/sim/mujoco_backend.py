@@ -47,7 +47,8 @@ class MujocoBackend(SimBackend):
     Each control step runs ``physics_substeps`` calls of ``mj_step`` per world on
     ``num_threads`` threads (the GIL is released), then brings positions and
     velocities up to date (``mjSTAGE_VEL``) so every derived field describes the
-    new state. Torch tensors alias the batch's float64 buffers.
+    new state; the batch is persistent, so the next step starts from those stages
+    instead of recomputing them. Torch tensors alias the batch's float64 buffers.
     """
 
     def __init__(
@@ -66,12 +67,13 @@ class MujocoBackend(SimBackend):
         self.model = load_model(self.config)
         self.substeps = physics_substeps(self.model.opt.timestep)
         threads = num_threads or min(num_envs, os.cpu_count() or 1)
-        self.batch = mj_batch.Batch(self.model, nsim=num_envs, nthread=threads)
+        # persistent: one MjData per world, so the positions and velocities computed
+        # at the end of a control step (mjSTAGE_VEL) seed the next step for free
+        self.batch = mj_batch.Batch(self.model, nsim=num_envs, nthread=threads, persistent=True)
         b = self.batch
         self._qpos, self._qvel, self._ctrl = (_view(b.bind(f)) for f in ("qpos", "qvel", "ctrl"))
-        self._xpos, self._xquat, self._cvel = (_view(b.bind(f)) for f in ("xpos", "xquat", "cvel"))
-        self._com = _view(b.bind("subtree_com"))
-        self._sensor = _view(b.bind("sensordata"))
+        self._np = {f: b.bind(f) for f in ("qpos", "qvel", "ctrl", "qacc_warmstart", "xpos", "xquat", "cvel", "subtree_com", "sensordata")}
+        self._body_ids = np.asarray(sk.MJ_BODY_IDS)
         self._warning = b.warning
         self._unstable = torch.zeros(num_envs, dtype=torch.bool)
         self._ids = torch.as_tensor(sk.MJ_BODY_IDS)
@@ -91,19 +93,18 @@ class MujocoBackend(SimBackend):
 
     def set_state(self, env_ids: Tensor, qpos: Tensor, qvel: Tensor) -> None:
         """Set full states of the given worlds and refresh their kinematics."""
-        ids = np.sort(np.asarray(env_ids.detach().cpu(), dtype=np.int64))
+        ids = env_ids.detach().cpu().numpy()
         if ids.size == 0:
             return
-        order = np.argsort(np.asarray(env_ids.detach().cpu()))
-        q = qpos.detach().to("cpu", torch.float64)[order]
-        v = qvel.detach().to("cpu", torch.float64)[order]
-        t = torch.as_tensor(ids)
-        self._qpos[t] = q
-        self._qvel[t] = v
-        self._ctrl[t] = q[:, 7:].clamp(torch.as_tensor(sk.DOF_RANGES[:, 0]), torch.as_tensor(sk.DOF_RANGES[:, 1]))
-        self.batch.bind("qacc_warmstart")[ids] = 0.0
+        order = np.argsort(ids)
+        ids = ids[order].astype(np.int32)
+        q = qpos.detach().cpu().numpy().astype(np.float64)[order]
+        self._np["qpos"][ids] = q
+        self._np["qvel"][ids] = qvel.detach().cpu().numpy()[order]
+        self._np["ctrl"][ids] = np.clip(q[:, 7:], sk.DOF_RANGES[:, 0], sk.DOF_RANGES[:, 1])
+        self._np["qacc_warmstart"][ids] = 0.0
         self.batch.forward(ids, stage=_STAGE_VEL)
-        self._unstable[t] = False
+        self._unstable[torch.from_numpy(ids.astype(np.int64))] = False
 
     def step(self, targets: Tensor) -> None:
         """Hold PD targets (N, 69) for one control step."""
@@ -114,23 +115,32 @@ class MujocoBackend(SimBackend):
         self.batch.step(nstep=self.substeps, stage=_STAGE_VEL)
         self._unstable = torch.from_numpy((self._warning[:, _INSTABILITY, 1] > 0).any(axis=1))
 
-    def state(self) -> SimState:
-        """Batched state as torch tensors on the backend's device (SMPL body order)."""
-        ids = self._ids
-        pos = self._xpos[:, ids]
-        cvel = self._cvel[:, ids]
+    def state(self, env_ids: Tensor | None = None) -> SimState:
+        """Batched state of the given worlds (all by default) on the backend's device, SMPL body order.
+
+        Gathered with numpy from the batch's buffers (cheaper than torch ops at
+        this size); body quantities are float32, qpos/qvel the float64 state.
+        """
+        a = self._np
+        rows = slice(None) if env_ids is None else env_ids.detach().cpu().numpy()
+        bodies = self._body_ids if env_ids is None else self._body_ids[None, :]
+        sel = (slice(None), bodies) if env_ids is None else (rows[:, None], bodies)
+        pos = a["xpos"][sel]
+        cvel = a["cvel"][sel]
         ang = cvel[..., :3]
-        # cvel's linear part is the velocity of the point at the tree's centre of mass
-        lin = cvel[..., 3:] + torch.linalg.cross(ang, pos - self._com[:, self._root_body : self._root_body + 1], dim=-1)
+        # cvel's linear part is the velocity of the point at the tree's centre of
+        # mass; move it to each body's origin: v + w x (pos - com)
+        lin = cvel[..., 3:] + np.cross(ang, pos - a["subtree_com"][rows, self._root_body][:, None, :])
+        f32 = np.float32
         out = SimState(
-            qpos=self._qpos,
-            qvel=self._qvel,
-            body_pos=pos,
-            body_rot=self._xquat[:, ids],
-            body_lin_vel=lin,
-            body_ang_vel=ang,
-            contact=self._sensor > 0,
-            unstable=self._unstable,
+            qpos=torch.from_numpy(a["qpos"][rows]) if env_ids is not None else self._qpos,
+            qvel=torch.from_numpy(a["qvel"][rows]) if env_ids is not None else self._qvel,
+            body_pos=torch.from_numpy(pos.astype(f32)),
+            body_rot=torch.from_numpy(a["xquat"][sel].astype(f32)),
+            body_lin_vel=torch.from_numpy(lin.astype(f32)),
+            body_ang_vel=torch.from_numpy(ang.astype(f32)),
+            contact=torch.from_numpy(a["sensordata"][rows] > 0),
+            unstable=self._unstable[torch.from_numpy(np.asarray(rows))] if env_ids is not None else self._unstable,
         )
         if self.device.type != "cpu":
             out = SimState(**{k: v.to(self.device) for k, v in vars(out).items()})

@@ -1,0 +1,58 @@
+"""stable-baselines3 trains on RGSD-SMPL-v0 through rgsd_envs.compat.sb3."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import VecMonitor
+
+from rgsd_envs.compat.sb3 import RGSDSb3VecEnv, make_sb3_vec_env
+
+
+def test_adapter_reports_terminal_observations_and_truncation_like_sb3_expects(real_clip_dir):
+    venv = make_sb3_vec_env(4, motions=real_clip_dir)
+    obs = venv.reset()
+    assert obs.shape == (4, 375)
+    rng = np.random.default_rng(0)
+    seen_trunc = seen_term = 0
+    for _ in range(80):
+        obs, rewards, dones, infos = venv.step(rng.normal(0, 0.2, (4, 69)).astype(np.float32))
+        assert rewards.dtype == np.float32 and dones.shape == (4,)
+        for i in np.flatnonzero(dones):
+            assert infos[i]["terminal_observation"].shape == (375,)
+            seen_trunc += infos[i]["TimeLimit.truncated"]
+            seen_term += not infos[i]["TimeLimit.truncated"]
+        for i in np.flatnonzero(~dones):
+            assert "terminal_observation" not in infos[i]
+    assert seen_trunc > 0 and seen_term > 0
+    assert venv.get_attr("num_envs") == [4, 4, 4, 4]
+    venv.close()
+
+
+def test_adapter_refuses_a_next_step_vector_env(real_clip_dir):
+    import gymnasium as gym
+
+    env = gym.make_vec("RGSD-SMPL-v0", num_envs=2, motions=real_clip_dir, autoreset_mode="NextStep")
+    with pytest.raises(ValueError, match="SameStep"):
+        RGSDSb3VecEnv(env)
+    env.close()
+
+
+def test_sb3_ppo_trains_10k_steps(real_clip_dir):
+    venv = VecMonitor(make_sb3_vec_env(8, motions=real_clip_dir))
+    model = PPO("MlpPolicy", venv, n_steps=128, batch_size=256, n_epochs=3, seed=0, verbose=0)
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(10_000)
+    assert model.num_timesteps >= 10_000
+    values = model.logger.name_to_value
+    for key in ("train/value_loss", "train/policy_gradient_loss", "train/approx_kl"):
+        assert np.isfinite(values[key]), key
+    assert len(model.ep_info_buffer) >= 20
+    assert all(np.isfinite(e["r"]) and e["l"] >= 1 for e in model.ep_info_buffer)
+    changed = [not torch.equal(a, b.detach()) for a, b in zip(before, model.policy.parameters())]
+    assert all(changed)
+    action, _ = model.predict(venv.reset(), deterministic=True)
+    assert action.shape == (8, 69)
+    venv.close()
