@@ -23,10 +23,10 @@ import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from rgsd_envs.envs.registration import make_vec_env  # noqa: E402
+from rgsd_envs.envs.registration import make_vec_env
 
 
 def env_rate(num_envs: int, threads: int, steps: int, reward: bool) -> tuple[float, object]:

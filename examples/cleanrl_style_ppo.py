@@ -64,8 +64,12 @@ def layer(i: int, o: int, std: float = np.sqrt(2)) -> nn.Linear:
 class Agent(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, hidden: int, init_log_std: float):
         super().__init__()
-        self.critic = nn.Sequential(layer(obs_dim, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(), layer(hidden, 1, 1.0))
-        self.actor = nn.Sequential(layer(obs_dim, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(), layer(hidden, act_dim, 0.01))
+        self.critic = nn.Sequential(
+            layer(obs_dim, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(), layer(hidden, 1, 1.0)
+        )
+        self.actor = nn.Sequential(
+            layer(obs_dim, hidden), nn.Tanh(), layer(hidden, hidden), nn.Tanh(), layer(hidden, act_dim, 0.01)
+        )
         self.log_std = nn.Parameter(torch.full((act_dim,), init_log_std))
 
     def value(self, x: torch.Tensor) -> torch.Tensor:
@@ -140,13 +144,20 @@ def train(args: Args) -> dict[str, float]:
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 opt.step()
         sps = (it + 1) * n * t / (time.time() - start)
-        stats = {"reward": float(np.mean(ep_rewards)), "value_loss": v_loss.item(), "policy_loss": pg.item(), "sps": sps}
+        stats = {
+            "reward": float(np.mean(ep_rewards)),
+            "value_loss": v_loss.item(),
+            "policy_loss": pg.item(),
+            "sps": sps,
+        }
         if writer:
             writer.add_scalar("charts/reward", stats["reward"], (it + 1) * n * t)
             writer.add_scalar("charts/SPS", sps, (it + 1) * n * t)
             writer.add_scalar("losses/value_loss", stats["value_loss"], (it + 1) * n * t)
             writer.add_scalar("losses/policy_loss", stats["policy_loss"], (it + 1) * n * t)
-        print(f"iter {it + 1}/{iterations} reward {stats['reward']:.2f} value_loss {stats['value_loss']:.2f} SPS {sps:.0f}")
+        print(
+            f"iter {it + 1}/{iterations} reward {stats['reward']:.2f} value_loss {stats['value_loss']:.2f} SPS {sps:.0f}"
+        )
     envs.close()
     if writer:
         writer.close()
@@ -156,7 +167,9 @@ def train(args: Args) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for f in fields(Args):
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default) if f.default is not None else str, default=f.default)
+        parser.add_argument(
+            f"--{f.name.replace('_', '-')}", type=type(f.default) if f.default is not None else str, default=f.default
+        )
     train(Args(**vars(parser.parse_args())))
 
 

@@ -21,6 +21,8 @@ def _load(name: str):
 
 def test_cleanrl_style_ppo_example_runs_and_logs(real_clip_dir, tmp_path):
     ex = _load("cleanrl_style_ppo")
-    stats = ex.train(ex.Args(num_envs=4, total_steps=4 * 16 * 3, num_steps=16, motions=real_clip_dir, logdir=str(tmp_path / "tb")))
+    stats = ex.train(
+        ex.Args(num_envs=4, total_steps=4 * 16 * 3, num_steps=16, motions=real_clip_dir, logdir=str(tmp_path / "tb"))
+    )
     assert np.isfinite(stats["reward"]) and np.isfinite(stats["value_loss"]) and stats["sps"] > 0
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))

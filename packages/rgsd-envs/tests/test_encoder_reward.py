@@ -37,7 +37,7 @@ def test_reward_is_C_plus_kappa_times_cosine_with_the_episode_skill(venv):
     venv.reset(seed=1)
     rng = np.random.default_rng(0)
     for _ in range(5):
-        _, reward, term, trunc, info = venv.step(rng.normal(0, 0.1, (4, 69)).astype(np.float32))
+        _, reward, *_ = venv.step(rng.normal(0, 0.1, (4, 69)).astype(np.float32))
         rc = venv.reward_core
         s_next = rc.next_encoder_inputs
         z, c = rc.last_skills, rc.last_tasks

@@ -177,7 +177,17 @@ def _rollout(venv, steps, seed):
         a = rng.uniform(-1, 1, (venv.num_envs, 69)).astype(np.float32) * 0.5
         obs, r, te, tr, info = venv.step(a)
         finals = info.get("final_obs")
-        out.append((obs, r, te, tr, None if finals is None else [f for f in finals if f is not None], info["clip_id"], info["frame"]))
+        out.append(
+            (
+                obs,
+                r,
+                te,
+                tr,
+                None if finals is None else [f for f in finals if f is not None],
+                info["clip_id"],
+                info["frame"],
+            )
+        )
     return out
 
 
@@ -186,7 +196,10 @@ def test_native_vector_env_matches_sync_vector_env_step_for_step(real_clip_dir, 
     kw = dict(motions=real_clip_dir, autoreset_mode=mode)
     native = gym.make_vec("RGSD-SMPL-v0", num_envs=3, **kw)
     sync = gym.make_vec(
-        "RGSD-SMPL-v0", num_envs=3, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode},
+        "RGSD-SMPL-v0",
+        num_envs=3,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": mode},
         motions=real_clip_dir,
     )
     a, b = _rollout(native, 70, 42), _rollout(sync, 70, 42)
@@ -269,10 +282,14 @@ def test_encoder_of_the_wrong_width_is_a_clear_error(real_clip_dir):
 def test_async_vector_env_works_with_picklable_kwargs(real_clip_dir):
     # "spawn": forking a process that holds MuJoCo's and OpenMP's threads can deadlock
     v = gym.make_vec(
-        "RGSD-SMPL-v0", num_envs=2, vectorization_mode="async", vector_kwargs={"context": "spawn"}, motions=real_clip_dir
+        "RGSD-SMPL-v0",
+        num_envs=2,
+        vectorization_mode="async",
+        vector_kwargs={"context": "spawn"},
+        motions=real_clip_dir,
     )
     obs, _ = v.reset(seed=0)
-    obs, r, te, tr, _ = v.step(np.zeros((2, 69), np.float32))
+    obs, r, *_ = v.step(np.zeros((2, 69), np.float32))
     assert obs.shape == (2, 375) and np.isfinite(r).all()
     v.close()
 

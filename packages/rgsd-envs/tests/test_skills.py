@@ -21,7 +21,9 @@ def _samples(kappa: float, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarra
 @pytest.mark.parametrize("kappa", [1.0, 10.0, 50.0, 200.0, 1000.0])
 def test_vmf_samples_have_the_theoretical_mean_resultant_length(kappa):
     mu, z = _samples(kappa, 4000)
-    expected = special.iv(D / 2, kappa) / special.iv(D / 2 - 1, kappa) if kappa < 500 else vmf_mean_resultant_length(kappa, D)
+    expected = (
+        special.iv(D / 2, kappa) / special.iv(D / 2 - 1, kappa) if kappa < 500 else vmf_mean_resultant_length(kappa, D)
+    )
     cos = z @ mu
     se = cos.std() / np.sqrt(len(cos))
     assert abs(cos.mean() - expected) < 5 * se + 1e-4

@@ -18,7 +18,7 @@ _os.environ.setdefault("MUJOCO_GL", "egl")
 # (only effective if torch is not imported yet; see rgsd_envs.threads).
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from rgsd_envs.envs.registration import ENV_ID, register_envs  # noqa: E402
+from rgsd_envs.envs.registration import ENV_ID, register_envs
 
 register_envs()
 

@@ -36,7 +36,9 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<dict>", prefix
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise InputFileError(source, f"unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(names))}", prefix + unknown[0])
+        raise InputFileError(
+            source, f"unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(names))}", prefix + unknown[0]
+        )
     hints = _field_types(cls)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
@@ -57,6 +59,7 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<dict>", prefix
 
 def to_dict(obj: Any) -> dict[str, Any]:
     """A plain (YAML-safe) dict of a dataclass, nested dataclasses included."""
+
     def clean(v: Any) -> Any:
         if dataclasses.is_dataclass(v):
             return {f.name: clean(getattr(v, f.name)) for f in dataclasses.fields(v)}

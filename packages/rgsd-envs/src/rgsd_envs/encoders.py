@@ -158,7 +158,14 @@ def _kernel_keys(x: Tensor) -> Tensor:
 class ReferenceKernelEncoder(nn.Module):
     """Training-free default encoder: kernel-weighted mix of per-clip directions."""
 
-    def __init__(self, reference_inputs: Tensor, clip_of_frame: Tensor, num_clips: int, kappa: float = DEFAULT_KAPPA, seed: int = 0):
+    def __init__(
+        self,
+        reference_inputs: Tensor,
+        clip_of_frame: Tensor,
+        num_clips: int,
+        kappa: float = DEFAULT_KAPPA,
+        seed: int = 0,
+    ):
         super().__init__()
         keys = _kernel_keys(reference_inputs.to(torch.float32))
         mean, std = keys.mean(0), keys.std(0).clamp_min(1e-2)
@@ -200,7 +207,9 @@ def check_encoder(encoder: EncoderLike, name: str = "encoder") -> None:
         ) from None
     if not isinstance(out, Tensor) or tuple(out.shape) != (2, SKILL_DIM):
         shape = tuple(out.shape) if hasattr(out, "shape") else type(out).__name__
-        raise ValueError(f"{name} returned {shape} for a (2, {ENCODER_INPUT_DIM}) input; expected (2, {SKILL_DIM}) unit vectors")
+        raise ValueError(
+            f"{name} returned {shape} for a (2, {ENCODER_INPUT_DIM}) input; expected (2, {SKILL_DIM}) unit vectors"
+        )
     norms = out.norm(dim=-1)
     if not torch.allclose(norms, torch.ones_like(norms), atol=1e-3):
         raise ValueError(f"{name} must return unit vectors; got norms {norms.tolist()}")
@@ -238,7 +247,9 @@ def clip_embeddings(encoder: EncoderLike, reference_inputs: Tensor, clip_of_fram
     return F.normalize(sums, dim=-1)
 
 
-def within_motion_alignment(encoder: EncoderLike, reference_inputs: Tensor, clip_of_frame: Tensor, num_clips: int) -> float:
+def within_motion_alignment(
+    encoder: EncoderLike, reference_inputs: Tensor, clip_of_frame: Tensor, num_clips: int
+) -> float:
     """Mean over clips of the mean cosine between each state's embedding and z_m (SPEC §4)."""
     e = embed(encoder, reference_inputs).cpu()
     z = clip_embeddings(encoder, reference_inputs, clip_of_frame, num_clips)

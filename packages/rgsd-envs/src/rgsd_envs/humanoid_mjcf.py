@@ -93,12 +93,22 @@ def _add_geoms(body: ET.Element, b: int, off: np.ndarray) -> None:
         bottom = toe[2] - SOLE_BELOW_TOE
         x0, x1 = -HEEL_BEHIND_ANKLE, toe[0]
         top = -0.02
-        _box(body, ((x0 + x1) / 2, toe[1] / 2, (bottom + top) / 2), ((x1 - x0) / 2, 0.045, (top - bottom) / 2), f"{name}_geom")
+        _box(
+            body,
+            ((x0 + x1) / 2, toe[1] / 2, (bottom + top) / 2),
+            ((x1 - x0) / 2, 0.045, (top - bottom) / 2),
+            f"{name}_geom",
+        )
     elif kind == "Toe":
         _box(body, (0.03, 0.0, 0.0), (0.035, 0.045, SOLE_BELOW_TOE), f"{name}_geom")
     elif kind == "Wrist":
         d = off[children[0]]
-        _box(body, d / 2, (0.04 if abs(d[0]) < abs(d[1]) else abs(d[0]) / 2 + 0.01, abs(d[1]) / 2 + 0.01, 0.018), f"{name}_geom")
+        _box(
+            body,
+            d / 2,
+            (0.04 if abs(d[0]) < abs(d[1]) else abs(d[0]) / 2 + 0.01, abs(d[1]) / 2 + 0.01, 0.018),
+            f"{name}_geom",
+        )
     elif kind == "Hand":
         side = 1.0 if name.startswith("L_") else -1.0
         _box(body, (0.0, side * 0.045, 0.0), (0.035, 0.045, 0.012), f"{name}_geom")
@@ -132,9 +142,7 @@ def _body_tree(world: ET.Element, off: np.ndarray, root_height: float, cfg: Huma
         elems[b] = el
         if b == 0:
             ET.SubElement(el, "freejoint", name="root")
-            ET.SubElement(
-                el, "camera", name="track", mode="trackcom", pos="0.3 -3.2 0.35", xyaxes="1 0 0 0 0.15 1"
-            )
+            ET.SubElement(el, "camera", name="track", mode="trackcom", pos="0.3 -3.2 0.35", xyaxes="1 0 0 0 0.15 1")
         else:
             for axis in sk.hinge_order(name):
                 lo, hi = sk.DOF_RANGES[sk.DOF_NAMES.index(f"{name}_{axis}")]
@@ -192,13 +200,41 @@ def build_mjcf(cfg: HumanoidConfig = HumanoidConfig()) -> str:
         conaffinity="1" if cfg.self_collision else "2",
     )
     asset = ET.SubElement(root, "asset")
-    ET.SubElement(asset, "texture", name="grid", type="2d", builtin="checker", rgb1=".25 .28 .32", rgb2=".35 .38 .42", width="512", height="512")
+    ET.SubElement(
+        asset,
+        "texture",
+        name="grid",
+        type="2d",
+        builtin="checker",
+        rgb1=".25 .28 .32",
+        rgb2=".35 .38 .42",
+        width="512",
+        height="512",
+    )
     ET.SubElement(asset, "material", name="grid", texture="grid", texrepeat="1 1", texuniform="true", reflectance="0.1")
-    ET.SubElement(asset, "texture", name="sky", type="skybox", builtin="gradient", rgb1=".55 .65 .8", rgb2=".1 .1 .15", width="256", height="256")
+    ET.SubElement(
+        asset,
+        "texture",
+        name="sky",
+        type="skybox",
+        builtin="gradient",
+        rgb1=".55 .65 .8",
+        rgb2=".1 .1 .15",
+        width="256",
+        height="256",
+    )
     world = ET.SubElement(root, "worldbody")
     ET.SubElement(world, "light", name="sun", pos="0 0 6", dir="0 0.2 -1", directional="true", castshadow="true")
     ET.SubElement(
-        world, "geom", name="floor", type="plane", size="50 50 0.1", material="grid", rgba="1 1 1 1", contype="1", conaffinity="3"
+        world,
+        "geom",
+        name="floor",
+        type="plane",
+        size="50 50 0.1",
+        material="grid",
+        rgba="1 1 1 1",
+        contype="1",
+        conaffinity="3",
     )
     _body_tree(world, off, rest_root_height(off), cfg)
     contact = ET.SubElement(root, "contact")

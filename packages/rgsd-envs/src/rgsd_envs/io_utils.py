@@ -5,8 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 
 class InputFileError(ValueError):
@@ -41,3 +45,16 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """All arrays of an .npz file, or an InputFileError naming the file if it is
+    missing, truncated or corrupt (no pickles are loaded)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "no such file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as err:
+        raise InputFileError(path, f"not a readable .npz file (truncated or corrupt?): {err}") from None

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import torch
 
-from rgsd_envs import rotations as rot
 from rgsd_envs import skeleton as sk
 
 Tensor = torch.Tensor

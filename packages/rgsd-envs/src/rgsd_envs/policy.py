@@ -72,7 +72,9 @@ class ObsNormalizer(nn.Module):
 class PolicyMLP(nn.Module):
     """Deterministic part of the actor: normalise, MLP, mean action (B, act_dim)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (1024, 1024, 1024, 512), activation: str = "tanh"):
+    def __init__(
+        self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (1024, 1024, 1024, 512), activation: str = "tanh"
+    ):
         super().__init__()
         self.obs_dim, self.act_dim = int(obs_dim), int(act_dim)
         self.hidden, self.activation = tuple(int(h) for h in hidden), activation

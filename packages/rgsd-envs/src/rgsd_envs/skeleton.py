@@ -71,9 +71,7 @@ WORLD_FROM_SMPL = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
 """Axis change from SMPL's body frame (x left, y up, z forward) to ours (x forward,
 y left, z up): ``v_ours = WORLD_FROM_SMPL @ v_smpl``."""
 
-LEG_BODIES: frozenset[str] = frozenset(
-    {"L_Hip", "R_Hip", "L_Knee", "R_Knee", "L_Ankle", "R_Ankle", "L_Toe", "R_Toe"}
-)
+LEG_BODIES: frozenset[str] = frozenset({"L_Hip", "R_Hip", "L_Knee", "R_Knee", "L_Ankle", "R_Ankle", "L_Toe", "R_Toe"})
 
 
 def hinge_order(body: str) -> str:
@@ -109,6 +107,7 @@ DOF_NAMES: tuple[str, ...] = tuple(
 )
 """69 hinge names in qpos/actuator/action order: MuJoCo's depth-first body order,
 then each body's hinge order. ``qpos[7:]``, ``ctrl`` and the action share it."""
+
 
 @dataclass(frozen=True)
 class JointGroup:

@@ -81,7 +81,9 @@ class RGSDSb3VecEnv(VecEnv):
         """Set an attribute of the environment (shared by all worlds)."""
         setattr(self._target(), attr_name, value)
 
-    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any) -> list[Any]:
+    def env_method(
+        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any
+    ) -> list[Any]:
         """Call a method of the environment once; its result is repeated per selected world."""
         target = self.env if hasattr(self.env, method_name) else self._target()
         result = getattr(target, method_name)(*method_args, **method_kwargs)

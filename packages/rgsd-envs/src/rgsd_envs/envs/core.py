@@ -91,7 +91,9 @@ class RGSDCore:
         self.device = torch.device(cfg.device)
         source = cfg.motions if motions is None else motions
         self.lib = source if isinstance(source, MotionLib) else MotionLib(source, device=self.device)
-        offsets = None if np.allclose(self.lib.body_offsets, sk.REST_OFFSETS) else tuple(map(tuple, self.lib.body_offsets))
+        offsets = (
+            None if np.allclose(self.lib.body_offsets, sk.REST_OFFSETS) else tuple(map(tuple, self.lib.body_offsets))
+        )
         self.humanoid = HumanoidConfig(timestep=cfg.timestep, offsets=offsets)
         self.backend = make_backend(cfg.backend, num_envs, self.humanoid, self.device, cfg.num_threads)
         self.ref_features = reference_frame_features(self.lib)
@@ -141,7 +143,11 @@ class RGSDCore:
         """Clip, start frame, task and skill of world i's next episode (its own generator)."""
         rng, lib = self.rngs[i], self.lib
         clip = options.get("clip")
-        clip = int(rng.integers(lib.num_clips)) if clip is None else (lib.clip_id(clip) if isinstance(clip, str) else int(clip))
+        clip = (
+            int(rng.integers(lib.num_clips))
+            if clip is None
+            else (lib.clip_id(clip) if isinstance(clip, str) else int(clip))
+        )
         if not 0 <= clip < lib.num_clips:
             raise ValueError(f"options['clip'] = {clip} is not a clip index in [0, {lib.num_clips})")
         last = int(lib.num_frames[clip]) - 1
@@ -193,11 +199,15 @@ class RGSDCore:
         a = torch.as_tensor(np.asarray(actions, dtype=np.float32) if not isinstance(actions, Tensor) else actions)
         expected = (self.num_envs, sk.NUM_DOFS)
         if a.shape != expected and not (self.num_envs == 1 and a.shape == (sk.NUM_DOFS,)):
-            raise ValueError(f"action has shape {tuple(a.shape)}; expected {expected if self.num_envs > 1 else (sk.NUM_DOFS,)} (one target per hinge, in [-1, 1])")
+            raise ValueError(
+                f"action has shape {tuple(a.shape)}; expected {expected if self.num_envs > 1 else (sk.NUM_DOFS,)} (one target per hinge, in [-1, 1])"
+            )
         a = a.reshape(expected).to(self.device, torch.float32)
         if not torch.isfinite(a).all():
             bad = torch.nonzero(~torch.isfinite(a))[0].tolist()
-            raise ValueError(f"action contains NaN or inf (world {bad[0]}, hinge {sk.DOF_NAMES[bad[1]]}); the policy output is broken")
+            raise ValueError(
+                f"action contains NaN or inf (world {bad[0]}, hinge {sk.DOF_NAMES[bad[1]]}); the policy output is broken"
+            )
         return a
 
     def physics_step(self, actions: Tensor) -> None:
@@ -217,7 +227,9 @@ class RGSDCore:
         self.features[env_ids] = self.ref_features[g]
         no = torch.zeros(env_ids.shape[0], dtype=torch.bool, device=self.device)
         ref_pos = self.lib.frames("body_pos")[g]
-        return StepInfo(self.task[env_ids].clone(), clip.clone(), frame.clone(), ref_pos, no.float(), no, no.clone(), no.clone())
+        return StepInfo(
+            self.task[env_ids].clone(), clip.clone(), frame.clone(), ref_pos, no.float(), no, no.clone(), no.clone()
+        )
 
     def observe(self, env_ids: Tensor | None = None) -> StepInfo:
         """Update ``features`` of the given worlds (all by default); return their info rows.

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import torch
 
 from rgsd_envs import rotations as rot
 from rgsd_envs import skeleton as sk
-from rgsd_envs.io_utils import InputFileError
+from rgsd_envs.io_utils import InputFileError, read_npz
 from rgsd_envs.motion.clip import MotionClip
 from rgsd_envs.motion.kinematics import KinematicModel, clip_from_rotations
 
@@ -49,13 +47,7 @@ class AmassMotion:
 def read_amass(path: str | os.PathLike) -> AmassMotion:
     """Load and check an AMASS file; errors name the file and the field."""
     path = Path(path)
-    if not path.is_file():
-        raise InputFileError(path, "no such file")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            raw = {k: data[k] for k in data.files}
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as err:
-        raise InputFileError(path, f"not a readable .npz file (truncated or corrupt?): {err}") from None
+    raw = read_npz(path)
     if "root_pos" in raw and "poses" not in raw:
         raise InputFileError(path, "this is already an rgsd clip, not an AMASS file; load it with load_clip", "poses")
     for key in ("poses", "trans"):
@@ -64,7 +56,9 @@ def read_amass(path: str | os.PathLike) -> AmassMotion:
     rate_key = next((k for k in FRAME_RATE_KEYS if k in raw), None)
     if rate_key is None:
         raise InputFileError(
-            path, "missing frame rate: expected 'mocap_framerate' (SMPL+H) or 'mocap_frame_rate' (SMPL-X)", FRAME_RATE_KEYS[0]
+            path,
+            "missing frame rate: expected 'mocap_framerate' (SMPL+H) or 'mocap_frame_rate' (SMPL-X)",
+            FRAME_RATE_KEYS[0],
         )
     try:
         fps = float(raw[rate_key])
@@ -89,7 +83,9 @@ def read_amass(path: str | os.PathLike) -> AmassMotion:
             raise InputFileError(path, f"contains NaN or inf (first at frame {frame})", key)
     betas = np.asarray(raw.get("betas", np.zeros(10)), dtype=np.float64).reshape(-1)
     gender = str(raw.get("gender", "neutral"))
-    return AmassMotion(path, POSE_WIDTHS[poses.shape[1]], poses[:, : 3 * NUM_BODY_POSE_JOINTS], trans, fps, betas, gender)
+    return AmassMotion(
+        path, POSE_WIDTHS[poses.shape[1]], poses[:, : 3 * NUM_BODY_POSE_JOINTS], trans, fps, betas, gender
+    )
 
 
 _Q_WORLD_FROM_SMPL = rot.matrix_to_quat(torch.as_tensor(sk.WORLD_FROM_SMPL))

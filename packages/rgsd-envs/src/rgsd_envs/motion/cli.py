@@ -36,7 +36,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
             print("error: give AMASS files or folders, or --paper-set <AMASS root>", file=sys.stderr)
             return 2
         jobs = file_jobs(args.inputs, category=args.category)
-    report = import_motions(jobs, args.out, offsets=offsets, pelvis_rest=pelvis, progress=not args.quiet, keep_going=not args.strict)
+    report = import_motions(
+        jobs, args.out, offsets=offsets, pelvis_rest=pelvis, progress=not args.quiet, keep_going=not args.strict
+    )
     print(f"wrote {len(report.written)} clip(s) to {args.out}")
     for path, err in report.failed.items():
         print(f"skipped {path}: {err}", file=sys.stderr)
@@ -57,7 +59,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
     from rgsd_envs.motion.library import load_motions
 
     for clip in load_motions(args.clips):
-        print(f"{clip.name:32s} {clip.category:10s} {clip.num_frames:5d} frames  {clip.duration:6.2f} s  source {clip.source_fps:g} Hz  {clip.source}")
+        print(
+            f"{clip.name:32s} {clip.category:10s} {clip.num_frames:5d} frames  {clip.duration:6.2f} s  source {clip.source_fps:g} Hz  {clip.source}"
+        )
     return 0
 
 
@@ -85,9 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="convert AMASS SMPL+H / SMPL-X files to rgsd clips (30 Hz, grounded)")
     imp.add_argument("inputs", nargs="*", help="AMASS .npz files or folders (searched recursively)")
     imp.add_argument("--out", required=True, help="output folder for the clips")
-    imp.add_argument("--paper-set", metavar="AMASS_ROOT", help="import the paper's 20 ACCAD clips found under this root")
+    imp.add_argument(
+        "--paper-set", metavar="AMASS_ROOT", help="import the paper's 20 ACCAD clips found under this root"
+    )
     imp.add_argument("--category", default="unlabelled", help="category label for imported files (default: unlabelled)")
-    imp.add_argument("--smpl-model", metavar="DIR", help="SMPL model folder: use the subject's body shape (needs smplx)")
+    imp.add_argument(
+        "--smpl-model", metavar="DIR", help="SMPL model folder: use the subject's body shape (needs smplx)"
+    )
     imp.add_argument("--betas", type=float, nargs="*", help="shape coefficients for --smpl-model (default: zeros)")
     imp.add_argument("--gender", default="neutral", choices=("neutral", "male", "female"))
     imp.add_argument("--strict", action="store_true", help="stop at the first unreadable file")

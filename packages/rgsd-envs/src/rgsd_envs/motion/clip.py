@@ -34,15 +34,13 @@ body_offsets    (24, 3)      parent-relative offsets of the body the clip is for
 from __future__ import annotations
 
 import os
-import zipfile
-import zlib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
 from rgsd_envs import skeleton as sk
-from rgsd_envs.io_utils import InputFileError, atomic_path
+from rgsd_envs.io_utils import InputFileError, atomic_path, read_npz
 
 FORMAT_VERSION = 1
 CLIP_FPS = 30.0
@@ -151,7 +149,9 @@ def validate_clip(clip: MotionClip, path: str | os.PathLike = "<memory>") -> Non
     for key in ("root_rot", "joint_rot", "body_rot"):
         norm = np.linalg.norm(np.asarray(getattr(clip, key)), axis=-1)
         if np.abs(norm - 1.0).max() > 1e-3:
-            raise InputFileError(path, f"quaternions must have unit norm (worst {norm.flat[np.abs(norm - 1).argmax()]:.4f})", key)
+            raise InputFileError(
+                path, f"quaternions must have unit norm (worst {norm.flat[np.abs(norm - 1).argmax()]:.4f})", key
+            )
     off = np.asarray(clip.body_offsets)
     if off.shape != (sk.NUM_BODIES, 3) or not np.isfinite(off).all():
         raise InputFileError(path, f"expected a finite ({sk.NUM_BODIES}, 3) array, got {off.shape}", "body_offsets")
@@ -160,13 +160,7 @@ def validate_clip(clip: MotionClip, path: str | os.PathLike = "<memory>") -> Non
 def load_clip(path: str | os.PathLike) -> MotionClip:
     """Read and validate an rgsd clip file; errors name the file and the field."""
     path = Path(path)
-    if not path.is_file():
-        raise InputFileError(path, "no such file")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            raw = {k: data[k] for k in data.files}
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as err:
-        raise InputFileError(path, f"not a readable .npz file (truncated or corrupt?): {err}") from None
+    raw = read_npz(path)
     if "poses" in raw and "root_pos" not in raw:
         raise InputFileError(
             path, "this is an AMASS file, not an rgsd clip; convert it with `rgsd-motions import`", "poses"
@@ -176,7 +170,9 @@ def load_clip(path: str | os.PathLike) -> MotionClip:
         raise InputFileError(path, f"missing required key(s): {', '.join(missing)}", missing[0])
     version = int(raw["format_version"])
     if version != FORMAT_VERSION:
-        raise InputFileError(path, f"unsupported format version {version} (this rgsd reads {FORMAT_VERSION})", "format_version")
+        raise InputFileError(
+            path, f"unsupported format version {version} (this rgsd reads {FORMAT_VERSION})", "format_version"
+        )
     kwargs = {f.name: raw[f.name] for f in fields(MotionClip) if f.name in raw}
     for key in ("name", "category", "source"):
         kwargs[key] = str(kwargs[key])

@@ -46,7 +46,9 @@ def import_motions(
     report = ImportReport()
     for src, name, category in tqdm(jobs, desc="import", unit="clip", disable=not progress):
         try:
-            clip = amass_to_clip(read_amass(src), name=name, category=category, offsets=offsets, pelvis_rest=pelvis_rest, kinematics=km)
+            clip = amass_to_clip(
+                read_amass(src), name=name, category=category, offsets=offsets, pelvis_rest=pelvis_rest, kinematics=km
+            )
         except InputFileError as err:
             if not keep_going:
                 raise

@@ -192,7 +192,9 @@ def clip_from_rotations(
     dof -= 2 * np.pi * np.round((dof.mean(0) - centre) / (2 * np.pi))
     excess = np.maximum(dof - hi, lo - dof).max(0)
     if (excess > 1e-6).any():
-        worst = ", ".join(f"{sk.DOF_NAMES[i]} by {np.rad2deg(excess[i]):.1f} deg" for i in np.argsort(-excess)[:3] if excess[i] > 1e-6)
+        worst = ", ".join(
+            f"{sk.DOF_NAMES[i]} by {np.rad2deg(excess[i]):.1f} deg" for i in np.argsort(-excess)[:3] if excess[i] > 1e-6
+        )
         log.warning("clip %s: hinge angles clamped to the joint ranges (%s)", name, worst)
     dof = np.clip(dof, lo, hi)
     joint_rot = joint_rot_from_dof(dof)

@@ -11,7 +11,6 @@ import numpy as np
 import torch
 
 from rgsd_envs import rotations as rot
-from rgsd_envs import skeleton as sk
 from rgsd_envs.io_utils import InputFileError
 from rgsd_envs.motion.clip import CLIP_FPS, MotionClip, load_clip
 
@@ -190,5 +189,3 @@ class MotionLib:
 def load_motions(source: MotionSource) -> list[MotionClip]:
     """The clips a source names ("demo", file, folder, or a list of these)."""
     return _collect(source)
-
-

@@ -16,7 +16,11 @@ from rgsd_envs.humanoid_mjcf import HumanoidConfig, load_model, physics_substeps
 from rgsd_envs.sim.backend import SimBackend, SimState, Tensor
 
 _STAGE_VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
-_INSTABILITY = [int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQVEL)]
+_INSTABILITY = [
+    int(mujoco.mjtWarning.mjWARN_BADQACC),
+    int(mujoco.mjtWarning.mjWARN_BADQPOS),
+    int(mujoco.mjtWarning.mjWARN_BADQVEL),
+]
 
 
 log = logging.getLogger(__name__)
@@ -72,7 +76,10 @@ class MujocoBackend(SimBackend):
         self.batch = mj_batch.Batch(self.model, nsim=num_envs, nthread=threads, persistent=True)
         b = self.batch
         self._qpos, self._qvel, self._ctrl = (_view(b.bind(f)) for f in ("qpos", "qvel", "ctrl"))
-        self._np = {f: b.bind(f) for f in ("qpos", "qvel", "ctrl", "qacc_warmstart", "xpos", "xquat", "cvel", "subtree_com", "sensordata")}
+        self._np = {
+            f: b.bind(f)
+            for f in ("qpos", "qvel", "ctrl", "qacc_warmstart", "xpos", "xquat", "cvel", "subtree_com", "sensordata")
+        }
         self._body_ids = np.asarray(sk.MJ_BODY_IDS)
         self._warning = b.warning
         self._unstable = torch.zeros(num_envs, dtype=torch.bool)

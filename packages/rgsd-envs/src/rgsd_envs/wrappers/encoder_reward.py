@@ -32,7 +32,13 @@ Tensor = torch.Tensor
 class EncoderRewardCore:
     """Batched history and reward over N worlds (shared by both wrappers)."""
 
-    def __init__(self, core: RGSDCore, kappa: float | None = None, constant: float | None = None, trainable: EncoderLike | None = None):
+    def __init__(
+        self,
+        core: RGSDCore,
+        kappa: float | None = None,
+        constant: float | None = None,
+        trainable: EncoderLike | None = None,
+    ):
         self.core = core
         self.frozen = core.frozen_encoder
         self.trainable = trainable if trainable is not None else trainable_copy(self.frozen)
@@ -94,24 +100,32 @@ class EncoderRewardCore:
         self.trainable = enc
 
 
-class EncoderRewardVecWrapper(VectorWrapper):
-    """Adds the encoder reward to the native ``RGSDVectorEnv`` (see module docstring)."""
+class _EncoderAccess:
+    """What both wrappers offer a trainer: the trainable encoder and its replacement."""
 
-    def __init__(self, env: VectorEnv, kappa: float | None = None, constant: float | None = None):
-        super().__init__(env)
-        base = env.unwrapped
-        if not hasattr(base, "core") or not hasattr(base, "last_transition_features"):
-            raise TypeError("EncoderRewardVecWrapper wraps rgsd's native RGSDVectorEnv (gymnasium.make_vec('RGSD-SMPL-v0'))")
-        self.reward_core = EncoderRewardCore(base.core, kappa, constant)
+    reward_core: EncoderRewardCore
 
     @property
     def encoder(self) -> EncoderLike:
         """The trainable (discovery) encoder."""
         return self.reward_core.trainable
 
-    def set_encoder(self, encoder: EncoderLike | str) -> None:
-        """Replace the trainable (discovery) encoder."""
+    def set_encoder(self, encoder: EncoderLike | str | os.PathLike) -> None:
+        """Replace the trainable (discovery) encoder: an encoder object or file."""
         self.reward_core.set_encoder(encoder)
+
+
+class EncoderRewardVecWrapper(_EncoderAccess, VectorWrapper):
+    """Adds the encoder reward to the native ``RGSDVectorEnv`` (see module docstring)."""
+
+    def __init__(self, env: VectorEnv, kappa: float | None = None, constant: float | None = None):
+        super().__init__(env)
+        base = env.unwrapped
+        if not hasattr(base, "core") or not hasattr(base, "last_transition_features"):
+            raise TypeError(
+                "EncoderRewardVecWrapper wraps rgsd's native RGSDVectorEnv (gymnasium.make_vec('RGSD-SMPL-v0'))"
+            )
+        self.reward_core = EncoderRewardCore(base.core, kappa, constant)
 
     @env_side
     def state_dict(self) -> dict[str, Any]:
@@ -143,7 +157,7 @@ class EncoderRewardVecWrapper(VectorWrapper):
         return obs, reward + info["encoder_reward"].astype(np.float64), term, trunc, info
 
 
-class EncoderRewardWrapper(gym.Wrapper):
+class EncoderRewardWrapper(_EncoderAccess, gym.Wrapper):
     """Adds the encoder reward to a single ``RGSDEnv`` (see module docstring)."""
 
     def __init__(self, env: gym.Env, kappa: float | None = None, constant: float | None = None):
@@ -153,15 +167,6 @@ class EncoderRewardWrapper(gym.Wrapper):
             raise TypeError("EncoderRewardWrapper wraps rgsd's RGSDEnv (gymnasium.make('RGSD-SMPL-v0'))")
         self.reward_core = EncoderRewardCore(base.core, kappa, constant)
         self._all = torch.ones(1, dtype=torch.bool, device=base.core.device)
-
-    @property
-    def encoder(self) -> EncoderLike:
-        """The trainable (discovery) encoder."""
-        return self.reward_core.trainable
-
-    def set_encoder(self, encoder: EncoderLike | str) -> None:
-        """Replace the trainable (discovery) encoder."""
-        self.reward_core.set_encoder(encoder)
 
     @env_side
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
