@@ -222,3 +222,13 @@ def test_cli_play_writes_video_and_contact_sheet(short_clip, tmp_path, capsys):
     assert sheet.shape[:2] == (render.TITLE_HEIGHT + H + render.CAPTION_HEIGHT, 3 * W)
     assert "x.mp4" in capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.mp4", "x.npz", "x.png"]
+
+
+def test_side_by_side_frame_step_draws_every_kth_frame_in_real_time(short_clip, tmp_path):
+    q = short_clip.qpos[:6]
+    out = render.render_side_by_side([q, q], tmp_path / "fast.mp4", width=W, height=H, frame_step=2, shadows=False)
+    frames, meta = _read_video(out)
+    assert frames.shape[0] == 3
+    assert meta["fps"] == pytest.approx(15.0)
+    with pytest.raises(ValueError, match="frame_step must be >= 1"):
+        render.render_side_by_side([q], tmp_path / "bad.mp4", width=W, height=H, frame_step=0)

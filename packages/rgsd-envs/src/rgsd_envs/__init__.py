@@ -7,6 +7,7 @@
 
     env = gym.make("RGSD-SMPL-v0")                      # one world, encoder reward
     envs = gym.make_vec("RGSD-SMPL-v0", num_envs=64)    # native batched worlds
+    task = gym.make("RGSD-SMPL-GoalReaching-v0", low_level="runs/demo", style="sidestep")
 """
 
 import os as _os
@@ -23,4 +24,4 @@ from rgsd_envs.envs.registration import ENV_ID, register_envs
 register_envs()
 
 __version__ = "0.1.0"
-__all__ = ["ENV_ID", "__version__"]
+__all__ = ["ENV_ID", "GOAL_ENV_ID", "__version__"]

@@ -11,6 +11,7 @@ from rgsd_envs.envs.smpl_v0 import RGSDEnv, RGSDVectorEnv
 from rgsd_envs.wrappers.encoder_reward import EncoderRewardVecWrapper, EncoderRewardWrapper
 
 ENV_ID = "RGSD-SMPL-v0"
+GOAL_ENV_ID = "RGSD-SMPL-GoalReaching-v0"
 
 
 def make_env(
@@ -34,7 +35,13 @@ def make_vec_env(
 
 
 def register_envs() -> None:
-    """Register RGSD-SMPL-v0 (idempotent)."""
+    """Register RGSD-SMPL-v0 and RGSD-SMPL-GoalReaching-v0 (idempotent)."""
+    if GOAL_ENV_ID not in gym.registry:
+        gym.register(
+            id=GOAL_ENV_ID,
+            entry_point="rgsd_envs.envs.goal_reaching_v0:GoalReachingEnv",
+            vector_entry_point="rgsd_envs.envs.goal_reaching_v0:GoalReachingVectorEnv",
+        )
     if ENV_ID not in gym.registry:
         gym.register(
             id=ENV_ID,

@@ -1,0 +1,51 @@
+"""Latent selection: parsing the mode, the automatic choice, best-of-N picking and reproducible sampling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rgsd_eval.latents import (
+    LatentMode,
+    auto_latent_mode,
+    parse_latent_mode,
+    search_candidates,
+    select_best,
+    vmf_samples,
+)
+
+
+def test_parse_latent_mode():
+    assert parse_latent_mode("auto") == LatentMode("auto")
+    assert parse_latent_mode("Encoder") == LatentMode("encoder")
+    assert parse_latent_mode("best-of-500") == LatentMode("best-of", 500)
+    assert str(parse_latent_mode("best-of-7")) == "best-of-7"
+    for bad in ("best-of-0", "best-of", "best", "zm", "best-of--3"):
+        with pytest.raises(ValueError, match="best-of-N"):
+            parse_latent_mode(bad)
+
+
+def test_auto_mode_picks_best_of_n_for_runs_without_a_grounded_encoder():
+    assert auto_latent_mode(0.7, "pretrained", True) == LatentMode("encoder")
+    assert auto_latent_mode(0.7, None, True) == LatentMode("encoder")
+    assert auto_latent_mode(0.0, "pretrained", True, n=9) == LatentMode("best-of", 9)  # no imitation episodes
+    assert auto_latent_mode(0.7, "random", True).kind == "best-of"  # DIAYN ablation encoder
+    assert auto_latent_mode(0.7, "pretrained", False).kind == "best-of"  # no encoder file
+
+
+def test_select_best_takes_the_lowest_finite_error_per_clip():
+    cand = np.arange(2 * 3 * 16, dtype=float).reshape(2, 3, 16)
+    err = np.array([[0.5, 0.2, 0.9], [np.nan, 0.7, 0.3]])
+    best, idx = select_best(cand, err)
+    np.testing.assert_array_equal(idx, [1, 2])
+    np.testing.assert_array_equal(best, cand[[0, 1], [1, 2]])
+
+
+def test_sampling_is_unit_norm_and_reproducible_per_clip():
+    a = search_candidates(3, 50, seed=4)
+    np.testing.assert_allclose(np.linalg.norm(a, axis=-1), 1.0, atol=1e-12)
+    np.testing.assert_array_equal(search_candidates(5, 50, seed=4)[:3], a)  # clip c's draws do not depend on M
+    assert not np.allclose(search_candidates(3, 50, seed=5), a)
+    mu = np.eye(16)[0]
+    np.testing.assert_array_equal(vmf_samples(mu, 100.0, 8, 0, 2, 1), vmf_samples(mu, 100.0, 8, 0, 2, 1))
+    assert not np.allclose(vmf_samples(mu, 100.0, 8, 0, 2, 1), vmf_samples(mu, 100.0, 8, 0, 3, 1))

@@ -1,0 +1,122 @@
+"""Cartesian error, dispersion and latent spread: pinned numbers, and zero error for the replayed reference."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rgsd_envs import skills
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.registration import ENV_ID
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.policy import PolicyMLP
+from rgsd_eval.latents import vmf_samples
+from rgsd_eval.metrics import cartesian_error, dispersion, frame_errors, latent_spread, to_start_frame
+from rgsd_eval.rollouts import RolloutJobs, eval_env_config, run_rollouts
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return MotionLib("demo")
+
+
+@pytest.fixture(scope="module")
+def env(lib):
+    cfg, _ = eval_env_config(EnvConfig())
+    e = gym.make_vec(ENV_ID, num_envs=5, encoder_reward=False, config=cfg, motions=lib)
+    yield e
+    e.close()
+
+
+def _policy(seed: int = 0) -> PolicyMLP:
+    torch.manual_seed(seed)
+    return PolicyMLP(375, 69, (16,))
+
+
+def test_cartesian_error_of_the_reference_against_itself_is_zero(lib):
+    for clip in lib.clips:
+        assert cartesian_error(clip.body_pos, clip.body_pos) == 0.0
+
+
+def test_cartesian_error_is_the_mean_body_distance_in_metres(lib):
+    ref = lib.clips[0].body_pos
+    shifted = ref + np.array([0.03, 0.04, 0.0])  # every body 5 cm off
+    assert cartesian_error(shifted, ref) == pytest.approx(0.05, abs=1e-6)
+    half = ref.copy()
+    half[::2] += np.array([0.0, 0.0, 0.2])  # every other frame 20 cm off
+    expected = 0.2 * len(ref[::2]) / len(ref)
+    assert cartesian_error(half, ref) == pytest.approx(expected, abs=1e-6)
+    one_body = ref.copy()
+    one_body[:, 5] += np.array([0.24, 0.0, 0.0])  # one body of 24, 24 cm off: 1 cm on average
+    np.testing.assert_allclose(frame_errors(one_body, ref), 0.01, atol=1e-6)
+
+
+def test_cartesian_error_rejects_mismatched_shapes(lib):
+    ref = lib.clips[0].body_pos
+    with pytest.raises(ValueError, match="body positions"):
+        cartesian_error(ref[:-1], ref)
+
+
+def test_world_held_at_the_reference_each_step_scores_zero_error(env, lib):
+    def replay(e, t):
+        core = e.unwrapped.core
+        ref = core.lib.frame_state(core.clip, torch.full_like(core.clip, t))
+        core.backend.set_state(torch.arange(e.unwrapped.num_envs), ref.qpos, ref.qvel)
+
+    jobs = RolloutJobs(np.arange(5), env.unwrapped.core.clip_embeddings.numpy(), 0, False)
+    res = run_rollouts(env, _policy(), jobs, on_step=replay)
+    np.testing.assert_array_equal(res.length, lib.num_frames.numpy())
+    assert res.error.max() < 1e-5
+    assert not res.fell.any() and not res.unstable.any()
+    for c, clip in enumerate(lib.clips):
+        np.testing.assert_allclose(res.root_pos[c, : clip.num_frames], clip.body_pos[:, 0], atol=1e-5)
+
+
+def test_rollout_error_equals_the_envs_per_step_error_averaged_over_the_episode(env, lib):
+    policy = _policy(1)
+    z = env.unwrapped.core.clip_embeddings.numpy()
+    # same torch threads in both loops: float round-off differs between thread counts, and falls amplify it
+    res = run_rollouts(env, policy, RolloutJobs(np.arange(5), z, 0, False), torch_threads=None)
+    obs, _ = env.reset(
+        seed=0, options={"clip": list(range(5)), "start_frame": [0] * 5, "task": "imitation", "skill": z}
+    )
+    n = lib.num_frames.numpy()
+    sums, done = np.zeros(5), np.zeros(5, dtype=bool)
+    for _ in range(1, int(n.max())):
+        obs, _, term, trunc, info = env.step(policy.act(obs))
+        sums += np.where(done, 0.0, info["cartesian_error"])
+        done |= term | trunc
+    assert done.all() and res.error.min() > 0.05  # the random policy drifts off
+    np.testing.assert_allclose(res.error, sums / (n - 1), rtol=1e-4)
+
+
+def test_dispersion_is_the_rms_distance_from_the_mean():
+    assert dispersion(np.array([[0.0, 0.0], [2.0, 0.0]])) == pytest.approx(1.0)
+    assert dispersion(np.array([[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]])) == 0.0
+    assert dispersion(np.array([[0.0, 0.0], [0.0, 4.0], [np.nan, 1.0]])) == pytest.approx(2.0)
+    assert np.isnan(dispersion(np.array([[0.0, 1.0]])))
+
+
+def test_to_start_frame_rotates_into_the_start_heading():
+    # start at (1, 1) facing +y: (1, 3) is 2 m ahead, (0, 1) 1 m to the left (+y), (2, 0) 1 m behind and 1 m right
+    out = to_start_frame(np.array([[1.0, 3.0], [0.0, 1.0], [2.0, 0.0]]), np.array([1.0, 1.0]), np.array([0.0, 2.0]))
+    np.testing.assert_allclose(out, [[2.0, 0.0], [0.0, 1.0], [-1.0, -1.0]], atol=1e-12)
+
+
+@pytest.mark.parametrize("dim", [16])
+def test_spread_of_vmf_samples_falls_as_kappa_grows(dim):
+    centre = np.eye(dim)[3]
+    spreads, cosines = [], []
+    for i, kappa in enumerate((20.0, 100.0, 1000.0)):
+        z = vmf_samples(centre, kappa, 400, seed=0, clip=0, kappa_index=i)
+        np.testing.assert_allclose(np.linalg.norm(z, axis=1), 1.0, atol=1e-9)
+        spreads.append(latent_spread(z, centre))
+        cosines.append((z @ centre).mean())
+        # the sample mean cosine matches the vMF mean resultant length A_d(kappa)
+        assert cosines[-1] == pytest.approx(skills.vmf_mean_resultant_length(kappa, dim), abs=0.02)
+    assert spreads[0] > spreads[1] > spreads[2]
+    assert spreads[0] > 40 and spreads[2] < 8  # degrees: about 47, 21 and 7
+    wide, tight = vmf_samples(centre, 20.0, 200, 1, 0, 0), vmf_samples(centre, 1000.0, 200, 1, 0, 2)
+    assert dispersion(wide) > 3 * dispersion(tight)

@@ -1,0 +1,138 @@
+"""The report from fabricated runs: files, the paper-style table, CSV/JSON agreeing with it, runs side by side."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from rgsd_envs.config_utils import load_yaml
+from rgsd_eval.config import EvalConfig
+from rgsd_eval.pipeline import run_evaluation
+from rgsd_eval.testing import make_fake_run
+
+CATEGORIES = ("walk", "run", "sidestep", "backward", "punch")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval")
+    rgsd = make_fake_run(root / "rgsd", seed=0)
+    diayn = make_fake_run(root / "diayn", seed=1, p_imitation=0.0, encoder_init="random")
+    cfg = EvalConfig(
+        rollouts=3, kappas=(20.0, 1000.0), best_of=4, video_clips=1, video_variants=2,
+        video_size=(64, 48), video_frame_step=6, progress=False,
+    )  # fmt: skip
+    out = root / "report"
+    paths = run_evaluation([rgsd, diayn], "demo", out, cfg)
+    return {
+        "out": out,
+        "paths": paths,
+        "md": paths["report"].read_text(),
+        "json": json.loads(paths["json"].read_text()),
+        "csv": list(csv.DictReader(paths["csv"].open())),
+        "cfg": cfg,
+    }
+
+
+def _main_table(md: str) -> dict[str, dict[str, str]]:
+    """The imitation table as {run: {column: cell}}."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Run | Walk ERR"))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = dict(zip(header, cells))
+    return rows
+
+
+def test_report_files_exist(report):
+    out = report["out"]
+    for name in ("report.md", "metrics.json", "metrics.csv", "eval_config.yaml", "spread.png", "comparison.png"):
+        assert (out / name).stat().st_size > 0, name
+    for run in ("rgsd", "diayn"):
+        for fig in ("trajectories.png", "kappa_sweep.png", "embedding.png"):
+            assert (out / run / fig).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        videos = sorted(p.name for p in (out / run / "videos").iterdir())
+        assert videos == ["demo_walk_imitation.mp4", "demo_walk_variants_k20.mp4"]
+        assert all((out / run / "videos" / v).stat().st_size > 1000 for v in videos)
+    assert not list(out.rglob("*.tmp"))
+    assert load_yaml(EvalConfig, out / "eval_config.yaml") == report["cfg"]  # the settings load back
+    # everything linked from the report exists
+    links = [part.split(")")[0] for part in report["md"].split("](")[1:]]
+    assert len(links) >= 12
+    assert all((out / link).is_file() for link in links), links
+
+
+def test_table_has_every_category_and_both_runs_side_by_side(report):
+    table = _main_table(report["md"])
+    assert list(table) == ["rgsd", "diayn"]
+    for cat in CATEGORIES:
+        for run in table.values():
+            assert float(run[f"{cat.capitalize()} ERR"]) > 0
+            assert float(run[f"{cat.capitalize()} FID"]) > 0
+    doc = report["json"]
+    assert doc["categories"] == list(CATEGORIES)
+    assert doc["runs"]["rgsd"]["latent"] == "encoder"
+    assert doc["runs"]["diayn"]["latent"] == "best-of-4"
+
+
+def test_json_numbers_agree_with_the_table(report):
+    table = _main_table(report["md"])
+    for run, row in table.items():
+        im = report["json"]["runs"][run]["imitation"]
+        for cat in CATEGORIES:
+            v = im["categories"][cat]
+            assert float(row[f"{cat.capitalize()} ERR"]) == pytest.approx(v["err_cm"], abs=0.05 + 1e-9)
+            assert float(row[f"{cat.capitalize()} FID"]) == pytest.approx(v["fid"], abs=0.005 + 1e-9)
+            assert v["rollouts"] == 1 and v["clips"] == 1
+        assert float(row["All ERR"]) == pytest.approx(im["all"]["err_cm"], abs=0.05 + 1e-9)
+        # a category's ERR is the mean of its clips' ERR; all clips' ERR the mean over clips
+        clips = im["clips"]
+        assert im["all"]["err_cm"] == pytest.approx(np.mean([c["err_cm"] for c in clips.values()]))
+        assert im["all"]["rollouts"] == 5
+
+
+def test_csv_holds_the_same_numbers_as_the_json(report):
+    rows = report["csv"]
+    doc = report["json"]["runs"]
+    got = {(r["run"], r["section"], r["kappa"], r["scope"], r["name"], r["metric"]): r["value"] for r in rows}
+    checked = 0
+    for run, m in doc.items():
+        for cat, v in m["imitation"]["categories"].items():
+            for metric in ("err_cm", "fid", "rollouts", "fall_rate"):
+                assert float(got[(run, "imitation", "", "category", cat, metric)]) == pytest.approx(v[metric])
+                checked += 1
+        for key, d in m["diversity"].items():
+            for clip, v in d["clips"].items():
+                assert float(got[(run, "diversity", key, "clip", clip, "root_spread_m")]) == pytest.approx(
+                    v["root_spread_m"]
+                )
+                checked += 1
+    assert checked == 2 * 5 * 4 + 2 * 2 * 5
+    assert {r["section"] for r in rows if r["run"] == "diayn"} == {"run", "imitation", "diversity", "search"}
+
+
+def test_diversity_numbers(report):
+    for run in ("rgsd", "diayn"):
+        div = report["json"]["runs"][run]["diversity"]
+        assert set(div) == {"20", "1000"}
+        assert div["20"]["mean"]["latent_angle_deg"] > 3 * div["1000"]["mean"]["latent_angle_deg"]
+        assert div["20"]["mean"]["rollouts"] == 15
+        for d in div.values():
+            for v in d["clips"].values():
+                assert v["rollouts"] == 3 and v["root_spread_m"] >= 0 and v["fid"] > 0
+
+
+def test_best_of_n_latent_is_the_one_evaluated(report):
+    m = report["json"]["runs"]["diayn"]
+    for clip, s in m["search"].items():
+        assert s["candidates"] == 4 and s["best_err_cm"] <= s["median_err_cm"]
+        # the deterministic policy repeats the search rollout of the chosen latent exactly
+        assert m["imitation"]["clips"][clip]["err_cm"] == pytest.approx(s["best_err_cm"], rel=1e-6)
+    assert "search" not in report["json"]["runs"]["rgsd"]
