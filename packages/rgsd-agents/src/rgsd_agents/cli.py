@@ -14,11 +14,11 @@ import os
 # cores the simulator steps on (see rgsd_envs.threads).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import argparse  # noqa: E402
-import importlib  # noqa: E402
-import logging  # noqa: E402
-import sys  # noqa: E402
-from importlib.metadata import entry_points  # noqa: E402
+import argparse
+import importlib
+import logging
+import sys
+from importlib.metadata import entry_points
 
 BUILTIN_COMMANDS = ("pretrain", "train", "demo", "downstream")
 """Modules under rgsd_agents.commands, in help order."""

@@ -152,6 +152,8 @@ class GoalReachingCore:
         self.steps = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self.success = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
         self.max_steps = int(round(self.cfg.episode_seconds * 30 / self.cfg.low_level_steps))
+        self.recording: list[Tensor] | None = None
+        """Set to a list to record body positions (N, 24, 3) after every 30 Hz control step."""
 
     def reset_envs(self, env_ids: list[int]) -> None:
         """New episodes: RSI from the style's clips, moved to the centre, random heading and goal."""
@@ -201,6 +203,8 @@ class GoalReachingCore:
             self.core.frame = self.core.frame % (lib.num_frames[self.core.clip] - 1)
             info = self.core.observe()
             fell |= info.fall | info.unstable
+            if self.recording is not None:
+                self.recording.append(self.core.backend.state().body_pos.to(self.device).clone())
         self.steps += 1
         root = self.core.backend.state().body_pos[:, 0].to(self.device)
         distance = (root[:, :2] - self.goal).norm(dim=-1)

@@ -1,0 +1,144 @@
+"""Samples per second of the full RGSD training loop against the env alone and stable-baselines3 PPO.
+
+Measured in one process, one after the other, with the ``cpu`` preset (or ``--config``):
+
+- ``ours``: ``rgsd_agents.runner.Runner`` iterations (rollout with the policy,
+  GAE, PPO update, discovery-encoder update), after one warm-up iteration, with
+  the time share of simulation (env.step: physics, observations, encoder reward),
+  policy inference (plus the loop's bookkeeping) and the updates;
+- ``env only``: the same vector env (same N, same encoder reward) stepped with
+  random actions N(0, 0.1), no learning;
+- ``sb3``: stable-baselines3 PPO on ``rgsd_envs.compat.sb3.make_sb3_vec_env``
+  with the same networks (tanh MLPs, same sizes, state-independent log std),
+  n_steps = horizon, the same minibatch size and epochs. SB3 trains no discovery
+  encoder and does not normalise observations, so it does less work per sample.
+
+Targets (issue 4): ours / env-only >= 0.5 and ours / sb3 >= 3.
+The encoder is a randomly initialised MLP of the preset's size (its cost, not
+its weights, matters here). Run: ``python benchmarks/train_throughput.py``
+(about 2-3 minutes on 2 cores); the numbers depend on the load of the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np
+import torch
+
+from rgsd_agents.config import TrainConfig, load_config
+from rgsd_agents.pretraining import build_encoder, load_reference
+from rgsd_agents.runner import Runner
+
+
+def make_encoder(cfg: TrainConfig, folder: Path) -> str:
+    """A random encoder of the preset's size, standardised on the references."""
+    _, inputs = load_reference(cfg.pretrain)
+    path = folder / "encoder.pt"
+    build_encoder(cfg.pretrain, inputs).save(path)
+    return str(path)
+
+
+def ours(cfg: TrainConfig, folder: Path, iterations: int) -> tuple[float, dict[str, float], Runner]:
+    """Samples/s of the full loop and the time shares of its parts."""
+    runner = Runner(cfg, folder / "run", progress=False)
+    runner.iterate()  # warm-up: first-touch allocations, thread pools
+    metrics = [runner.iterate() for _ in range(iterations)]
+    total = sum(m["perf/iteration_seconds"] for m in metrics)
+    shares = {
+        "simulation (env.step)": sum(m["perf/env_seconds"] for m in metrics) / total,
+        "policy inference + bookkeeping": sum(m["perf/policy_seconds"] for m in metrics) / total,
+        "PPO update": sum(m["perf/update_seconds"] for m in metrics) / total,
+        "discovery-encoder update": sum(m["perf/discovery_seconds"] for m in metrics) / total,
+    }
+    return cfg.batch_size * iterations / total, shares, runner
+
+
+def env_only(runner: Runner, steps: int) -> float:
+    """Samples/s of the same vector env under random actions N(0, 0.1)."""
+    env, n = runner.env, runner.cfg.num_envs
+    rng = np.random.default_rng(0)
+    actions = [rng.normal(0.0, 0.1, (n, 69)).astype(np.float32) for _ in range(steps)]
+    env.reset(seed=1)
+    for a in actions[:5]:
+        env.step(a)
+    start = time.perf_counter()
+    for a in actions:
+        env.step(a)
+    return n * steps / (time.perf_counter() - start)
+
+
+def sb3(cfg: TrainConfig, encoder: str, iterations: int) -> float:
+    """Samples/s of stable-baselines3 PPO with comparable settings."""
+    from stable_baselines3 import PPO
+
+    from rgsd_envs.compat.sb3 import make_sb3_vec_env
+
+    venv = make_sb3_vec_env(cfg.num_envs, config=cfg.env, encoder=encoder)
+    policy_kwargs = {
+        "net_arch": {"pi": list(cfg.networks.actor_hidden), "vf": list(cfg.networks.critic_hidden)},
+        "activation_fn": torch.nn.Tanh,
+        "log_std_init": cfg.networks.init_log_std,
+    }
+    model = PPO(
+        "MlpPolicy",
+        venv,
+        n_steps=cfg.horizon,
+        batch_size=cfg.ppo.minibatch_size,
+        n_epochs=cfg.ppo.epochs,
+        learning_rate=cfg.ppo.actor_lr,
+        gamma=cfg.ppo.gamma,
+        gae_lambda=cfg.ppo.gae_lambda,
+        clip_range=cfg.ppo.clip,
+        ent_coef=cfg.ppo.entropy_coef,
+        max_grad_norm=cfg.ppo.max_grad_norm,
+        policy_kwargs=policy_kwargs,
+        device="cpu",
+        seed=cfg.seed,
+        verbose=0,
+    )
+    model.learn(cfg.batch_size)  # warm-up iteration
+    start = time.perf_counter()
+    model.learn(cfg.batch_size * iterations, reset_num_timesteps=False)
+    rate = cfg.batch_size * iterations / (time.perf_counter() - start)
+    venv.close()
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="cpu", help="preset or YAML file (default: cpu)")
+    parser.add_argument("--iterations", type=int, default=6, help="timed iterations per trainer")
+    parser.add_argument("--no-sb3", action="store_true", help="skip the stable-baselines3 measurement")
+    args = parser.parse_args()
+    cfg = load_config(args.config, {"probe_every": 0})
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        cfg.encoder = make_encoder(cfg, folder)
+        print(
+            f"config {args.config}: N={cfg.num_envs} horizon={cfg.horizon} actor {list(cfg.networks.actor_hidden)} "
+            f"critic {list(cfg.networks.critic_hidden)} encoder {list(cfg.pretrain.hidden)} epochs={cfg.ppo.epochs} "
+            f"minibatch={cfg.ppo.minibatch_size}; torch threads {torch.get_num_threads()}, {os.cpu_count()} cores, "
+            f"load average {os.getloadavg()[0]:.1f}"
+        )
+        rate, shares, runner = ours(cfg, folder, args.iterations)
+        env_rate = env_only(runner, cfg.horizon * args.iterations)
+        runner.close()
+        print(f"ours (full loop)   {rate:8.0f} samples/s")
+        print(f"env only           {env_rate:8.0f} samples/s   ours / env = {rate / env_rate:.2f}  (target >= 0.5)")
+        for name, share in shares.items():
+            print(f"  {name:<32s} {100 * share:5.1f} % of the loop")
+        if not args.no_sb3:
+            sb3_rate = sb3(cfg, cfg.encoder, args.iterations)
+            print(f"sb3 PPO            {sb3_rate:8.0f} samples/s   ours / sb3 = {rate / sb3_rate:.2f}  (target >= 3)")
+        print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Training configs: presets, YAML loading, --set overrides, resolution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rgsd_agents.config import TrainConfig, load_config, parse_set, preset_names, resolve
+from rgsd_envs.config_utils import from_dict, save_yaml, to_dict
+from rgsd_envs.io_utils import InputFileError
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def test_the_four_presets_exist_and_load():
+    assert set(preset_names()) >= {"paper", "cpu", "demo", "diayn"}
+    for name in preset_names():
+        assert isinstance(load_config(name), TrainConfig)
+
+
+def test_paper_preset_has_the_papers_hyperparameters():
+    cfg = load_config("paper")
+    assert (cfg.num_envs, cfg.horizon) == (4096, 32)
+    assert cfg.networks.actor_hidden == cfg.networks.critic_hidden == (1024, 1024, 1024, 512)
+    assert cfg.networks.activation == "tanh"
+    p = cfg.ppo
+    assert (p.actor_lr, p.critic_lr, p.minibatch_size, p.epochs) == (2e-5, 1e-4, 32768, 5)
+    assert (p.clip, p.gae_lambda, p.gamma, p.entropy_coef) == (0.2, 0.95, 0.99, 0.1)
+    assert (cfg.discovery.lr, cfg.discovery.alpha, cfg.env.p_imitation) == (1e-4, 0.5, 0.7)
+    assert cfg.pretrain.hidden == (1024, 1024, 1024, 512) and cfg.pretrain.lr == 1e-4 and cfg.pretrain.batch_size == 256
+    assert cfg.encoder is None and cfg.encoder_init == "pretrained"
+
+
+def test_diayn_differs_from_cpu_only_by_the_grounding():
+    cpu, diayn = _flat(to_dict(load_config("cpu"))), _flat(to_dict(load_config("diayn")))
+    diff = {k for k in cpu if cpu[k] != diayn[k]}
+    assert diff == {"encoder_init", "env.p_imitation"}
+    assert diayn["encoder_init"] == "random" and diayn["env.p_imitation"] == 0.0
+
+
+def test_demo_preset_pretrains_and_has_a_time_budget():
+    cfg = load_config("demo")
+    assert cfg.encoder is None and cfg.max_minutes is not None and cfg.max_minutes <= 20
+    assert cfg.probe_every > 0
+
+
+def test_set_overrides_parse_yaml_values_including_scientific_notation():
+    ov = parse_set(["ppo.actor_lr=3e-4", "networks.actor_hidden=[64, 64]", "env.motions=demo", "max_minutes=null"])
+    assert ov == {"ppo.actor_lr": 3e-4, "networks.actor_hidden": [64, 64], "env.motions": "demo", "max_minutes": None}
+    cfg = load_config("cpu", ov)
+    assert cfg.ppo.actor_lr == 3e-4 and cfg.networks.actor_hidden == (64, 64) and cfg.max_minutes is None
+    with pytest.raises(ValueError, match="key=value"):
+        parse_set(["ppo.actor_lr"])
+
+
+def test_unknown_keys_and_bad_values_name_the_field(tmp_path):
+    with pytest.raises(InputFileError, match=r"ppo\.learning_rate"):
+        load_config("cpu", {"ppo.learning_rate": 1e-3})
+    with pytest.raises(InputFileError, match="ppo"):
+        load_config("cpu", {"ppo.epochs": 0})
+    with pytest.raises(InputFileError, match="presets: "):
+        load_config("no_such_preset")
+    with pytest.raises(InputFileError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_resolved_config_is_self_contained_and_round_trips(tmp_path):
+    (tmp_path / "clips").mkdir()
+    cfg = resolve(load_config("cpu", {"env.motions": "clips", "seed": 7}), base_dir=tmp_path)
+    assert Path(cfg.env.motions).is_absolute() and cfg.pretrain.motions == cfg.env.motions and cfg.pretrain.seed == 7
+    save_yaml(cfg, tmp_path / "config.yaml")
+    import yaml
+
+    again = from_dict(TrainConfig, yaml.safe_load((tmp_path / "config.yaml").read_text()))
+    assert to_dict(again) == to_dict(cfg)

@@ -1,0 +1,115 @@
+"""Actor-critic and PPO update rule."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from rgsd_agents.config import NetworkConfig, PPOConfig
+from rgsd_agents.networks import ActorCritic, ValueNormalizer
+from rgsd_agents.ppo import PPO
+from rgsd_agents.storage import RolloutStorage
+from rgsd_envs.policy import PolicyMLP
+
+
+def _ac(learn_std=False, obs_dim=4, act_dim=2) -> ActorCritic:
+    torch.manual_seed(0)
+    return ActorCritic(
+        obs_dim, act_dim, NetworkConfig(actor_hidden=(16,), critic_hidden=(16,), init_log_std=-1.0, learn_std=learn_std)
+    )
+
+
+def test_actor_mean_is_an_exportable_policy_mlp(tmp_path):
+    ac = _ac()
+    assert isinstance(ac.actor, PolicyMLP)
+    ac.obs_normalizer.update(torch.randn(100, 4) * 3 + 1)
+    ac.actor.save(tmp_path / "policy.pt")
+    from rgsd_envs.policy import load_policy
+
+    loaded = load_policy(tmp_path / "policy.pt")
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(loaded.act(x), ac.actor.act(x))
+
+
+def test_log_prob_and_entropy_match_torch_normal():
+    ac = _ac()
+    obs = torch.randn(7, 4)
+    actions, log_prob, _ = ac.act(obs, torch.Generator().manual_seed(1))
+    dist = torch.distributions.Normal(ac.actor.net(obs), ac.log_std.exp())
+    torch.testing.assert_close(log_prob, dist.log_prob(actions).sum(-1))
+    lp, ent, _, _ = ac.evaluate(obs, actions)
+    torch.testing.assert_close(lp, dist.log_prob(actions).sum(-1))
+    torch.testing.assert_close(ent, dist.entropy().sum(-1)[0])
+
+
+def test_fixed_std_is_not_trained_and_learned_std_is():
+    assert not any(p is _ac().log_std for p in _ac().actor_parameters())
+    ac = _ac(learn_std=True)
+    assert any(p is ac.log_std for p in ac.actor_parameters())
+
+
+def test_value_normalizer_roundtrip_and_statistics():
+    vn = ValueNormalizer()
+    x = torch.randn(1000, dtype=torch.float64) * 5 + 3
+    vn.update(x[:400])
+    vn.update(x[400:])
+    assert abs(vn.mean.item() - x.mean().item()) < 1e-9
+    assert abs(vn.var.item() - x.var(unbiased=False).item()) < 1e-6
+    y = torch.randn(10)
+    torch.testing.assert_close(vn.denormalize(vn.normalize(y)), y)
+
+
+def _storage(ac: ActorCritic, adv_sign: torch.Tensor) -> RolloutStorage:
+    """A rollout whose advantages favour actions with the sign of adv_sign."""
+    t_len, n = 4, 16
+    st = RolloutStorage(t_len, n, 4, 2, 1, 1)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(t_len):
+        obs = torch.randn(n, 4, generator=g)
+        a, lp, v = ac.act(obs, g)
+        r = (a * adv_sign).sum(-1)
+        st.add(obs, a, lp, v, r, torch.ones(n), torch.ones(n), torch.zeros(n, 1), torch.zeros(n, 1), torch.zeros(n, 1))
+    st.compute_returns(torch.zeros(n), 0.99, 0.95)
+    return st
+
+
+def test_ppo_update_moves_the_policy_towards_positive_advantages():
+    ac = _ac()
+    sign = torch.tensor([1.0, -1.0])
+    st = _storage(ac, sign)
+    probe = torch.randn(256, 4)
+    before = (ac.actor.net(probe) * sign).sum(-1).mean().item()
+    cfg = PPOConfig(actor_lr=3e-3, critic_lr=3e-3, epochs=4, minibatch_size=16, entropy_coef=0.0)
+    stats = PPO(ac, cfg).update(st, torch.Generator().manual_seed(0))
+    after = (ac.actor.net(probe) * sign).sum(-1).mean().item()
+    assert after > before + 0.05
+    assert all(math.isfinite(v) for v in stats.values())
+    assert 0.0 <= stats["clip_fraction"] <= 1.0
+
+
+def test_clipping_bounds_the_ratio_gradient():
+    """With ratio beyond 1 + clip on positive advantages, the surrogate has no gradient."""
+    ac = _ac()
+    cfg = PPOConfig(actor_lr=1e-3, critic_lr=1e-3, clip=0.2, entropy_coef=0.0, bounds_coef=0.0)
+    ppo = PPO(ac, cfg)
+    obs = torch.randn(8, 4)
+    actions = ac.actor.net(obs).detach()  # at the mean: log-prob is maximal
+    log_probs, _, _, _ = ac.evaluate(obs, actions)
+    old = log_probs.detach() - 1.0  # ratio = e > 1.2
+    ppo.optimizer.zero_grad()
+    stats = ppo._step(obs, actions, old, torch.ones(8), torch.zeros(8), torch.zeros(8))
+    assert stats["clip_fraction"].item() == 1.0
+    assert all(p.grad is None or p.grad.abs().max() == 0 for p in ac.actor.net.parameters())
+
+
+def test_bounds_loss_pulls_means_back_inside():
+    ac = _ac()
+    with torch.no_grad():
+        ac.actor.net[-1].bias.fill_(3.0)
+    cfg = PPOConfig(actor_lr=1e-2, critic_lr=1e-3, epochs=1, minibatch_size=64, entropy_coef=0.0, bounds_coef=10.0)
+    st = _storage(ac, torch.zeros(2))
+    st.advantages.zero_()
+    cfg.normalize_advantages = False
+    PPO(ac, cfg).update(st, torch.Generator().manual_seed(0))
+    assert ac.actor.net[-1].bias.max().item() < 3.0

@@ -1,0 +1,238 @@
+"""End to end on tiny settings: run-folder files, finite losses, determinism, exact resumption, truncation bootstrap."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+import torch
+
+from rgsd_agents.config import DiscoveryConfig, NetworkConfig, PPOConfig, TrainConfig
+from rgsd_agents.runner import Runner
+from rgsd_envs.encoders import load_encoder
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.policy import load_policy
+from rgsd_envs.run_dir import RunDir
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory) -> str:
+    """A small random MLP encoder standardised on the demo references (saved like a pretrained one)."""
+    from rgsd_agents.pretraining import PretrainConfig, build_encoder, load_reference
+
+    cfg = PretrainConfig(hidden=(32,), seed=0)
+    _, inputs = load_reference(cfg)
+    path = tmp_path_factory.mktemp("enc") / "encoder.pt"
+    build_encoder(cfg, inputs).save(path)
+    return str(path)
+
+
+def tiny_config(encoder: str, **kw) -> TrainConfig:
+    base = dict(
+        num_envs=4,
+        horizon=8,
+        iterations=4,
+        checkpoint_every=2,
+        encoder=encoder,
+        networks=NetworkConfig(actor_hidden=(32,), critic_hidden=(32,), init_log_std=-1.0),
+        ppo=PPOConfig(minibatch_size=16, epochs=2, actor_lr=1e-3, critic_lr=1e-3),
+        discovery=DiscoveryConfig(minibatch_size=16, lr=1e-3),
+    )
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def _numbers(history):
+    """The metrics that must reproduce exactly (timings left out)."""
+    return [{k: v for k, v in m.items() if not k.startswith("perf/") and k != "charts/SPS"} for m in history]
+
+
+def _params(runner: Runner) -> dict[str, torch.Tensor]:
+    state = {f"ac.{k}": v for k, v in runner.ac.state_dict().items()}
+    state.update({f"enc.{k}": v for k, v in runner.trainable.state_dict().items()})
+    return state
+
+
+def test_training_writes_the_run_folder_with_finite_losses(tmp_path, tiny_encoder):
+    runner = Runner(tiny_config(tiny_encoder), tmp_path / "run", progress=False)
+    history = runner.learn()
+    runner.close()
+    assert len(history) == 4
+    for m in history:
+        assert {"losses/policy_loss", "losses/value_loss", "discovery/loss", "charts/SPS"} <= m.keys()
+        assert all(math.isfinite(v) for v in m.values())
+    assert any("rollout/imitation_reward" in m for m in history) and any(
+        "rollout/discovery_reward" in m for m in history
+    )
+    run = RunDir(tmp_path / "run")
+    run.check(RunDir.CONFIG, RunDir.POLICY, RunDir.ENCODER, RunDir.DISCOVERY_ENCODER)
+    assert {p.name for p in run.checkpoints_dir.iterdir()} >= {"iter_000002.pt", "iter_000004.pt", "latest.pt"}
+    assert any(run.tensorboard_dir.iterdir())
+    assert run.env_config().p_imitation == 0.7
+    assert run.config()["ppo"]["minibatch_size"] == 16
+    policy = load_policy(run.policy_path)
+    assert policy.meta["iteration"] == 4
+    obs = torch.randn(3, 375)
+    torch.testing.assert_close(policy.act(obs), runner.ac.actor.act(obs))
+    disc = load_encoder(run.discovery_encoder_path)
+    x = torch.randn(2, 1795)
+    torch.testing.assert_close(disc(x), runner.trainable(x))
+    assert not torch.allclose(disc(x), run.load_encoder()(x))  # the discovery encoder was trained
+
+
+def test_same_seed_gives_the_same_numbers_and_another_seed_does_not(tmp_path, tiny_encoder):
+    histories = []
+    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
+        runner = Runner(tiny_config(tiny_encoder, iterations=2, seed=seed), tmp_path / name, progress=False)
+        histories.append(_numbers(runner.learn()))
+        runner.close()
+    assert histories[0] == histories[1]
+    assert histories[0] != histories[2]
+
+
+def test_resume_continues_exactly(tmp_path, tiny_encoder):
+    straight = Runner(tiny_config(tiny_encoder, iterations=4), tmp_path / "straight", progress=False)
+    full = _numbers(straight.learn())
+    straight.close()
+
+    first = Runner(tiny_config(tiny_encoder, iterations=2), tmp_path / "split", progress=False)
+    first.learn()
+    first.close()
+    resumed = Runner.resume(tmp_path / "split", {"iterations": 4}, progress=False)
+    assert resumed.iteration == 2
+    rest = _numbers(resumed.learn())
+    resumed.close()
+    assert rest == full[2:]
+    a, b = _params(straight), _params(resumed)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert RunDir(tmp_path / "split").config()["iterations"] == 4
+
+
+def test_resume_refuses_changes_that_would_break_continuation(tmp_path, tiny_encoder):
+    runner = Runner(tiny_config(tiny_encoder, iterations=2), tmp_path / "run", progress=False)
+    runner.learn()
+    runner.close()
+    with pytest.raises(ValueError, match="only iterations"):
+        Runner.resume(tmp_path / "run", {"ppo.epochs": 3})
+
+
+def test_rollout_bootstraps_truncated_steps_with_the_final_observation_value(tmp_path, tiny_encoder):
+    env = EnvConfig(deviation_termination=False, contact_termination=False, fall_height=0.0)
+    runner = Runner(tiny_config(tiny_encoder, horizon=60, env=env), tmp_path / "run", progress=False)
+    recorded = []
+    step = runner.env.step
+
+    def recording_step(actions):
+        out = step(actions)
+        recorded.append(out)
+        return out
+
+    runner.env.step = recording_step
+    norm = runner.ac.obs_normalizer
+    mean, std = norm.mean.clone().float(), (norm.var + norm.eps).sqrt().float()  # frozen for the rollout
+    runner.rollout()
+    runner.close()
+    gamma = runner.cfg.ppo.gamma
+    truncations = terminations = 0
+    for t, (_, reward, term, trunc, info) in enumerate(recorded):
+        for i in range(runner.cfg.num_envs):
+            stored = runner.storage.rewards[t, i].item()
+            expected = float(reward[i])
+            if trunc[i]:
+                truncations += 1
+                final = torch.as_tensor(info["final_obs"][i]).unsqueeze(0)
+                with torch.no_grad():
+                    expected += gamma * runner.ac.value(((final - mean) / std).clamp(-norm.clip, norm.clip)).item()
+            terminations += int(term[i])
+            assert runner.storage.dones[t, i].item() == float(term[i] or trunc[i])
+            assert abs(stored - expected) < 1e-4 * max(1.0, abs(expected)), (t, i, stored, expected)
+    assert truncations > 0
+
+
+def test_cli_train_writes_a_run_from_a_yaml_file_and_set_overrides(tmp_path, tiny_encoder):
+    from rgsd_agents.commands import train
+
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(
+        "num_envs: 4\nhorizon: 8\niterations: 2\ncheckpoint_every: 1\n"
+        f"encoder: {tiny_encoder}\n"
+        "networks: {actor_hidden: [16], critic_hidden: [16]}\n"
+        "ppo: {minibatch_size: 16, epochs: 1}\ndiscovery: {minibatch_size: 32}\n"
+    )
+    parser = argparse.ArgumentParser()
+    train.register(parser.add_subparsers())
+    out = tmp_path / "run"
+    args = parser.parse_args(
+        ["train", "--config", str(cfg), "--out", str(out), "--set", "ppo.actor_lr=3e-4", "--seed", "5", "--no-progress"]
+    )
+    assert args.func(args) == 0
+    saved = RunDir(out).config()
+    assert saved["seed"] == 5 and saved["ppo"]["actor_lr"] == 3e-4
+    assert (out / "checkpoints" / "iter_000002.pt").exists()
+    args = parser.parse_args(["train", "--resume", str(out), "--set", "iterations=3", "--no-progress"])
+    assert args.func(args) == 0
+    assert load_policy(out / "policy.pt").meta["iteration"] == 3
+
+
+def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, tiny_encoder):
+    import signal
+
+    runner = Runner(tiny_config(tiny_encoder, iterations=50, checkpoint_every=100), tmp_path / "run", progress=False)
+    iterate = runner.iterate
+
+    def iterate_then_interrupt():
+        metrics = iterate()
+        if runner.iteration == 2:
+            signal.raise_signal(signal.SIGINT)
+        return metrics
+
+    runner.iterate = iterate_then_interrupt
+    history = runner.learn()
+    runner.close()
+    assert len(history) == 2
+    assert torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=False)["iteration"] == 2
+    assert load_policy(tmp_path / "run" / "policy.pt").meta["iteration"] == 2
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_diayn_ablation_uses_a_random_encoder_and_no_imitation(tmp_path):
+    from rgsd_agents.pretraining import PretrainConfig
+
+    cfg = tiny_config(None, iterations=1, encoder_init="random", env=EnvConfig(p_imitation=0.0))
+    cfg.pretrain = PretrainConfig(hidden=(16,))
+    runner = Runner(cfg, tmp_path / "run", progress=False)
+    history = runner.learn()
+    runner.close()
+    assert (tmp_path / "run" / "encoder.pt").exists() and not (tmp_path / "run" / "pretrain").exists()
+    assert history[0]["rollout/imitation_share"] == 0.0
+    assert "rollout/imitation_reward" not in history[0] and "discovery/kl_to_frozen" not in history[0]
+
+
+def test_demo_command_pretrains_then_trains_into_the_run_folder(tmp_path):
+    from rgsd_agents.commands import demo
+
+    parser = argparse.ArgumentParser()
+    demo.register(parser.add_subparsers())
+    out = tmp_path / "demo"
+    tiny = [
+        "num_envs=4",
+        "horizon=8",
+        "iterations=2",
+        "pretrain.steps=3",
+        "pretrain.hidden=[16]",
+        "probe_every=1",
+        "networks.actor_hidden=[16]",
+        "networks.critic_hidden=[16]",
+        "ppo.minibatch_size=16",
+        "discovery.minibatch_size=16",
+    ]
+    argv = ["demo", "--out", str(out), "--no-eval", "--no-progress"] + [a for kv in tiny for a in ("--set", kv)]
+    args = parser.parse_args(argv)
+    assert args.func(args) == 0
+    assert (out / "pretrain" / "encoder.pt").exists() and (out / "encoder.pt").exists()
+    RunDir(out).check(RunDir.CONFIG, RunDir.POLICY, RunDir.DISCOVERY_ENCODER)
+    assert RunDir(out).config()["max_minutes"] == demo.DEFAULT_MINUTES
+    assert args.func(args) == 2  # refuses to overwrite a run
