@@ -6,10 +6,12 @@ For N in {1, 16, 64} worlds and 1 and 2 simulation threads this prints:
   physics, observations, terminations, resets, info), actions ~ N(0, 0.1) as an
   early policy would send;
 - ``env+reward``: the same with the encoder-reward wrapper (default encoder);
-- ``raw``: the physics alone for the same work: the same number of ``mj_step``
-  calls on the same ``mujoco.batch.Batch`` in one C call (``Batch.rollout``, no
-  Python between steps);
-- ``ratio`` = env / raw, and the 2-thread speed-up of the env.
+- ``raw``: the physics bound for the same work: the same ``mj_step`` calls on the
+  same states, timed inside MuJoCo's batch calls during the env run (no Python);
+- ``ratio`` = env / raw, and the 2-thread speed-up of the env;
+- ``rollout``: for reference, the physics of the same number of steps in one C
+  call (``Batch.rollout``) holding the last targets from the env's final states
+  (other states: other contacts, so a different amount of work).
 
 Targets (issue 3): at N=64 with 2 threads, ratio >= 0.85 and 2-thread speed-up >= 1.8x.
 Run: ``python benchmarks/env_throughput.py [--steps 300] [--repeats 3]``.
@@ -29,19 +31,21 @@ import torch
 from rgsd_envs.envs.registration import make_vec_env
 
 
-def env_rate(num_envs: int, threads: int, steps: int, reward: bool) -> tuple[float, object]:
-    """Env steps/s (world-steps) over ``steps`` calls of ``step``."""
+def env_rate(num_envs: int, threads: int, steps: int, reward: bool) -> tuple[float, float, object]:
+    """Env steps/s and physics-only steps/s of the same run (world-steps) over ``steps`` calls of ``step``."""
     env = make_vec_env(num_envs, encoder_reward=reward, num_threads=threads)
     rng = np.random.default_rng(0)
     actions = [rng.normal(0.0, 0.1, (num_envs, 69)).astype(np.float32) for _ in range(steps)]
     env.reset(seed=0)
     for a in actions[:10]:
         env.step(a)
+    backend = env.unwrapped.core.backend
+    backend.physics_seconds = 0.0
     start = time.perf_counter()
     for a in actions:
         env.step(a)
-    rate = num_envs * steps / (time.perf_counter() - start)
-    return rate, env
+    elapsed = time.perf_counter() - start
+    return num_envs * steps / elapsed, num_envs * steps / backend.physics_seconds, env
 
 
 def raw_rate(env, steps: int) -> float:
@@ -62,23 +66,28 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 16, 64])
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, steps {args.steps}, median of {args.repeats}")
-    head = f"{'N':>4} {'thr':>3} | {'env':>9} {'env+reward':>11} {'raw':>9} | {'ratio':>5} {'ratio+rw':>8}"
+    head = f"{'N':>4} {'thr':>3} | {'env':>9} {'env+reward':>11} {'raw':>9} | {'ratio':>5} {'ratio+rw':>8} | {'rollout':>9}"
     print(head + "\n" + "-" * len(head))
     rates: dict[tuple[int, int], float] = {}
     for n in args.sizes:
         for threads in (1, 2):
-            env_r, rew_r, raw_r = [], [], []
+            env_r, rew_r, raw_r, raw_rw, roll_r = [], [], [], [], []
             for _ in range(args.repeats):
-                r, env = env_rate(n, threads, args.steps, reward=False)
+                r, p, env = env_rate(n, threads, args.steps, reward=False)
                 env_r.append(r)
-                raw_r.append(raw_rate(env, args.steps))
+                raw_r.append(p)
+                roll_r.append(raw_rate(env, args.steps))
                 env.close()
-                r, env = env_rate(n, threads, args.steps, reward=True)
+                r, p, env = env_rate(n, threads, args.steps, reward=True)
                 rew_r.append(r)
+                raw_rw.append(p)
                 env.close()
-            e, w, p = np.median(env_r), np.median(rew_r), np.median(raw_r)
+            e, w, p, pw, ro = (np.median(x) for x in (env_r, rew_r, raw_r, raw_rw, roll_r))
             rates[(n, threads)] = e
-            print(f"{n:>4} {threads:>3} | {e:>9.0f} {w:>11.0f} {p:>9.0f} | {e / p:>5.2f} {w / p:>8.2f}", flush=True)
+            print(
+                f"{n:>4} {threads:>3} | {e:>9.0f} {w:>11.0f} {p:>9.0f} | {e / p:>5.2f} {w / pw:>8.2f} | {ro:>9.0f}",
+                flush=True,
+            )
     print("\n2-thread speed-up of env steps/s:")
     for n in args.sizes:
         print(f"  N={n:>3}: {rates[(n, 2)] / rates[(n, 1)]:.2f}x")

@@ -137,7 +137,7 @@ def test_single_env_passes_check_env_and_vector_env_autoresets(low_level):
     obs, _ = venv.reset(seed=0)
     assert obs.shape == (3, 364)
     for _ in range(3):
-        obs, r, term, trunc, info = venv.step(np.ones((3, 16), np.float32))
+        obs, _, term, trunc, info = venv.step(np.ones((3, 16), np.float32))
     assert trunc.all() or term.any()
     assert info["_final_obs"].any()
     with pytest.raises(ValueError, match=r"skill\) has shape \(3, 15\)"):

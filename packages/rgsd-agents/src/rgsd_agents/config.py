@@ -176,17 +176,17 @@ class TrainConfig:
         return self.num_envs * self.horizon
 
 
-def preset_names() -> list[str]:
-    """Names of the built-in presets (``rgsd_agents/presets/*.yaml``)."""
-    files = resources.files("rgsd_agents") / "presets"
+def preset_names(folder: str = "") -> list[str]:
+    """Names of the built-in presets (``rgsd_agents/presets/<folder>/*.yaml``; folder "downstream" for those)."""
+    files = resources.files("rgsd_agents") / "presets" / folder
     return sorted(p.name[: -len(".yaml")] for p in files.iterdir() if p.name.endswith(".yaml"))
 
 
-def preset_path(name: str) -> Path:
+def preset_path(name: str, folder: str = "") -> Path:
     """Path of a built-in preset, or a clear error listing them."""
-    path = Path(str(resources.files("rgsd_agents") / "presets" / f"{name}.yaml"))
+    path = Path(str(resources.files("rgsd_agents") / "presets" / folder / f"{name}.yaml"))
     if not path.is_file():
-        raise InputFileError(name, f"no such config file or preset; presets: {', '.join(preset_names())}")
+        raise InputFileError(name, f"no such config file or preset; presets: {', '.join(preset_names(folder))}")
     return path
 
 
@@ -212,13 +212,16 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def load_config(spec: str | os.PathLike, overrides: dict[str, Any] | None = None, cls: type | None = None) -> Any:
-    """A config (``cls``, default TrainConfig) from a YAML file or a preset name, with dotted-key overrides."""
+def load_config(
+    spec: str | os.PathLike, overrides: dict[str, Any] | None = None, cls: type | None = None, presets: str = ""
+) -> Any:
+    """A config (``cls``, default TrainConfig) from a YAML file or a preset name (in ``presets/<presets>``),
+    with dotted-key overrides."""
     path = Path(spec)
     if not path.is_file():
         if path.suffix or os.sep in str(spec):
-            raise InputFileError(path, f"config file not found (or give a preset: {', '.join(preset_names())})")
-        path = preset_path(str(spec))
+            raise InputFileError(path, f"config file not found (or give a preset: {', '.join(preset_names(presets))})")
+        path = preset_path(str(spec), presets)
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:

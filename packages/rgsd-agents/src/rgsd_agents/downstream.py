@@ -26,12 +26,12 @@ import numpy as np
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
-from rgsd_agents.loop import TrainingLoop, latest_checkpoint, torch_threads
+from rgsd_agents.loop import TrainingLoop, latest_checkpoint, resume_config, torch_threads
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.rollout import collect_rollout
 from rgsd_agents.storage import RolloutStorage
-from rgsd_envs.config_utils import from_dict, save_yaml, to_dict
+from rgsd_envs.config_utils import save_yaml, to_dict
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, GoalReachingVectorEnv
 from rgsd_envs.envs.registration import GOAL_ENV_ID
 from rgsd_envs.fid import GaussianStats, fid
@@ -68,7 +68,11 @@ class DownstreamConfig:
     task: GoalReachingConfig = field(default_factory=GoalReachingConfig)
     networks: NetworkConfig = field(
         default_factory=lambda: NetworkConfig(
-            actor_hidden=(256, 256), critic_hidden=(256, 256), init_log_std=-1.0, learn_std=True, init_mean_action="zero"
+            actor_hidden=(256, 256),
+            critic_hidden=(256, 256),
+            init_log_std=-1.0,
+            learn_std=True,
+            init_mean_action="zero",
         )
     )
     ppo: PPOConfig = field(
@@ -76,7 +80,15 @@ class DownstreamConfig:
     )
 
     def __post_init__(self) -> None:
-        for name in ("num_envs", "horizon", "checkpoint_every", "keep_checkpoints", "log_every", "eval_every", "eval_episodes"):
+        for name in (
+            "num_envs",
+            "horizon",
+            "checkpoint_every",
+            "keep_checkpoints",
+            "log_every",
+            "eval_every",
+            "eval_episodes",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
@@ -95,7 +107,9 @@ class GoalEvaluator:
         task = self.env.task
         lib = task.core.lib
         clips = [lib.clips[i] for i in task.start_clips] if cfg.task.style != "freestyle" else []
-        self.reference = GaussianStats.of(np.concatenate([motion_features(c.body_pos) for c in clips])) if clips else None
+        self.reference = (
+            GaussianStats.of(np.concatenate([motion_features(c.body_pos) for c in clips])) if clips else None
+        )
         self.trajectories: list[dict[str, np.ndarray]] = []
 
     @torch.no_grad()
@@ -141,7 +155,11 @@ class GoalEvaluator:
         }
         if self.reference is not None:
             steps = self.cfg.task.low_level_steps
-            gen = [motion_features(frames[: ended_at[i] * steps, i]) for i in range(n) if num_windows(ended_at[i] * steps) > 0]
+            gen = [
+                motion_features(frames[: ended_at[i] * steps, i])
+                for i in range(n)
+                if num_windows(ended_at[i] * steps) > 0
+            ]
             if gen:
                 out["eval/style_fid"] = fid(self.reference, GaussianStats.of(np.concatenate(gen)))
             out["eval/style_cosine"] = float(np.concatenate(cosines).mean())
@@ -185,16 +203,12 @@ class DownstreamRunner(TrainingLoop):
         self.last_eval: dict[str, float] = {}
 
     @classmethod
-    def resume(cls, run_dir: str | os.PathLike, overrides: dict[str, Any] | None = None, progress: bool = True) -> DownstreamRunner:
+    def resume(
+        cls, run_dir: str | os.PathLike, overrides: dict[str, Any] | None = None, progress: bool = True
+    ) -> DownstreamRunner:
         """Continue from ``<run>/checkpoints/latest.pt`` (only loop-length keys may be overridden)."""
         run = RunDir(run_dir)
-        run.check(RunDir.CONFIG)
-        bad = sorted(set(overrides or {}) - set(RESUME_OVERRIDABLE))
-        if bad:
-            raise ValueError(f"--resume continues the saved config; only {', '.join(RESUME_OVERRIDABLE)} may change, not {bad[0]}")
-        data = run.config()
-        data.update(overrides or {})
-        cfg = from_dict(DownstreamConfig, data, str(run.config_path))
+        cfg = resume_config(run, DownstreamConfig, overrides, RESUME_OVERRIDABLE)
         path = latest_checkpoint(run)
         runner = cls(cfg, run.path, progress=progress, _resume=True)
         runner.load_checkpoint(path)
@@ -221,7 +235,14 @@ class DownstreamRunner(TrainingLoop):
         start = time.perf_counter()
         with torch_threads(cfg.rollout_threads):
             self.obs, times = collect_rollout(
-                self.env, self.ac, self.storage, self.obs, self.sample_gen, cfg.ppo.gamma, cfg.ppo.gae_lambda, after_step
+                self.env,
+                self.ac,
+                self.storage,
+                self.obs,
+                self.sample_gen,
+                cfg.ppo.gamma,
+                cfg.ppo.gae_lambda,
+                after_step,
             )
         ppo_stats = self.ppo.update(self.storage, self.minibatch_gen)
         seconds = time.perf_counter() - start
@@ -325,7 +346,9 @@ class DownstreamRunner(TrainingLoop):
 
         if self.evaluator is None or not self.evaluator.trajectories:
             self.evaluate()
-        return write_downstream_report(self.run.path, self.cfg, self.history, self.initial_eval, self.last_eval, self.evaluator.trajectories)
+        return write_downstream_report(
+            self.run.path, self.cfg, self.history, self.initial_eval, self.last_eval, self.evaluator.trajectories
+        )
 
 
 def check_low_level(path: str | os.PathLike) -> RunDir:

@@ -77,7 +77,9 @@ def write_downstream_report(
     """Write ``<run>/report.md``, ``trajectories.png`` and ``curves.png``; returns the report path."""
     run = Path(run_dir)
     style = cfg.task.style
-    plot_trajectories(trajectories, cfg.task.arena_size, f"{style}: {len(trajectories)} evaluation episodes", run / "trajectories.png")
+    plot_trajectories(
+        trajectories, cfg.task.arena_size, f"{style}: {len(trajectories)} evaluation episodes", run / "trajectories.png"
+    )
     plot_curves(history, initial, run / "curves.png")
     rows = [("success rate", "eval/success_rate", "{:.2f}"), ("final distance to goal (m)", "eval/final_distance", "{:.2f}"),
             ("fall rate", "eval/fall_rate", "{:.2f}"), ("style FID", "eval/style_fid", "{:.2f}"),

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import torch
 
+from rgsd_envs.config_utils import from_dict
 from rgsd_envs.io_utils import InputFileError, atomic_path
 from rgsd_envs.run_dir import RunDir
 
@@ -209,6 +210,17 @@ class TrainingLoop:
         if not isinstance(state, dict) or state.get("format") != self.CHECKPOINT_FORMAT:
             raise InputFileError(path, f"not an {self.CHECKPOINT_FORMAT} file (wrong kind of checkpoint)", "format")
         self.load_state_dict(state)
+
+
+def resume_config(run: RunDir, cls: type, overrides: dict[str, Any] | None, allowed: tuple[str, ...]) -> Any:
+    """The saved config of a run to continue, with loop-length overrides only (others would break exactness)."""
+    run.check(RunDir.CONFIG)
+    bad = sorted(set(overrides or {}) - set(allowed))
+    if bad:
+        raise ValueError(f"--resume continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}")
+    data = run.config()
+    data.update(overrides or {})
+    return from_dict(cls, data, str(run.config_path))
 
 
 def latest_checkpoint(run: RunDir) -> Path:

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from rgsd_agents.config import NetworkConfig
-from rgsd_envs.policy import PolicyMLP, mlp
+from rgsd_envs.policy import PolicyMLP, fold_batch_stats, mlp
 
 Tensor = torch.Tensor
 LOG_2PI = math.log(2.0 * math.pi)
@@ -33,19 +33,10 @@ class ValueNormalizer(nn.Module):
         self.register_buffer("var", torch.ones((), dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
 
-    @torch.no_grad()
     def update(self, x: Tensor) -> None:
         """Fold a batch of returns into the statistics (parallel Welford)."""
-        if not self.enabled or x.numel() == 0:
-            return
-        x = x.reshape(-1).to(torch.float64)
-        n = x.numel()
-        b_mean, b_var = x.mean(), x.var(unbiased=False)
-        total = self.count + n
-        delta = b_mean - self.mean
-        self.mean += delta * n / total
-        self.var.copy_((self.var * self.count + b_var * n + delta.square() * self.count * n / total) / total)
-        self.count.copy_(total)
+        if self.enabled:
+            fold_batch_stats(self.mean, self.var, self.count, x.reshape(-1).to(torch.float64))
 
     def normalize(self, x: Tensor) -> Tensor:
         """Standardised values (identity when disabled)."""

@@ -33,14 +33,14 @@ import torch
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.config import TrainConfig, resolve
 from rgsd_agents.discovery import DiscoveryTrainer
-from rgsd_agents.loop import TrainingLoop, latest_checkpoint, torch_threads
+from rgsd_agents.loop import TrainingLoop, latest_checkpoint, resume_config, torch_threads
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.probe import ImitationProbe
 from rgsd_agents.rollout import collect_rollout
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs import skeleton as sk
-from rgsd_envs.config_utils import from_dict, save_yaml, to_dict
+from rgsd_envs.config_utils import save_yaml, to_dict
 from rgsd_envs.encoders import MLPEncoder, load_encoder, trainable_copy
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.io_utils import InputFileError, atomic_path
@@ -228,14 +228,7 @@ class Runner(TrainingLoop):
         """Continue a run from ``<run>/checkpoints/latest.pt`` (only loop-length keys may be overridden)."""
         run = RunDir(run_dir)
         run.check(RunDir.CONFIG, RunDir.ENCODER)
-        bad = sorted(set(overrides or {}) - set(RESUME_OVERRIDABLE))
-        if bad:
-            raise ValueError(
-                f"--resume continues the saved config; only {', '.join(RESUME_OVERRIDABLE)} may change, not {bad[0]}"
-            )
-        data = run.config()
-        data.update(overrides or {})
-        cfg = from_dict(TrainConfig, data, str(run.config_path))
+        cfg = resume_config(run, TrainConfig, overrides, RESUME_OVERRIDABLE)
         path = latest_checkpoint(run)
         runner = cls(cfg, run.path, progress=progress, _resume=True)
         runner.load_checkpoint(path)

@@ -38,6 +38,20 @@ def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, activation: str = "tan
     return nn.Sequential(*layers)
 
 
+@torch.no_grad()
+def fold_batch_stats(mean: Tensor, var: Tensor, count: Tensor, x: Tensor) -> None:
+    """Fold a batch x (B, ...) into running mean/var/count in place (parallel Welford, population variance)."""
+    n = x.shape[0]
+    if n == 0:
+        return
+    b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
+    total = count + n
+    delta = b_mean - mean
+    mean += delta * n / total
+    var.copy_((var * count + b_var * n + delta.square() * count * n / total) / total)
+    count.copy_(total)
+
+
 class ObsNormalizer(nn.Module):
     """Running mean/variance of observations; normalises and clips to +-clip."""
 
@@ -49,19 +63,9 @@ class ObsNormalizer(nn.Module):
         self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
         self.register_buffer("count", torch.tensor(eps, dtype=torch.float64))
 
-    @torch.no_grad()
     def update(self, x: Tensor) -> None:
         """Fold a batch (B, dim) into the running statistics (parallel Welford)."""
-        x = x.reshape(-1, self.mean.shape[0]).to(torch.float64)
-        n = x.shape[0]
-        if n == 0:
-            return
-        b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
-        total = self.count + n
-        delta = b_mean - self.mean
-        self.mean += delta * n / total
-        self.var.copy_((self.var * self.count + b_var * n + delta.square() * self.count * n / total) / total)
-        self.count.copy_(total)
+        fold_batch_stats(self.mean, self.var, self.count, x.reshape(-1, self.mean.shape[0]).to(torch.float64))
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalised, clipped observations (same dtype as x)."""

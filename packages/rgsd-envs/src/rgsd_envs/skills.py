@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy import special
+from scipy import special, stats
 
 
 def sample_uniform_sphere(rng: np.random.Generator, dim: int) -> np.ndarray:
@@ -14,30 +14,12 @@ def sample_uniform_sphere(rng: np.random.Generator, dim: int) -> np.ndarray:
 
 
 def sample_vmf(rng: np.random.Generator, mu: np.ndarray, kappa: float) -> np.ndarray:
-    """One sample of vMF(mu, kappa) on the unit sphere (Wood, 1994).
-
-    The cosine w = mu^T z is drawn by rejection from its exact marginal, the rest
-    of z is a uniform direction orthogonal to mu.
-    """
+    """One sample of vMF(mu, kappa) on the unit sphere, drawn from ``rng`` (scipy's sampler)."""
     mu = np.asarray(mu, dtype=np.float64)
     mu = mu / np.linalg.norm(mu)
-    d = mu.shape[0]
     if kappa <= 0:
-        return sample_uniform_sphere(rng, d)
-    # b = (-2k + sqrt(4k^2 + (d-1)^2)) / (d-1), written without cancellation
-    b = (d - 1) / (2.0 * kappa + np.sqrt(4.0 * kappa**2 + (d - 1) ** 2))
-    x0 = (1.0 - b) / (1.0 + b)
-    c = kappa * x0 + (d - 1) * np.log(1.0 - x0**2)
-    while True:
-        beta = rng.beta((d - 1) / 2.0, (d - 1) / 2.0)
-        w = (1.0 - (1.0 + b) * beta) / (1.0 - (1.0 - b) * beta)
-        u = rng.uniform()
-        if kappa * w + (d - 1) * np.log(1.0 - x0 * w) - c >= np.log(u):
-            break
-    v = rng.standard_normal(d)
-    v -= v.dot(mu) * mu
-    v /= max(np.linalg.norm(v), 1e-12)
-    return w * mu + np.sqrt(max(1.0 - w * w, 0.0)) * v
+        return sample_uniform_sphere(rng, mu.shape[0])
+    return stats.vonmises_fisher(mu, kappa).rvs(1, random_state=rng)[0]
 
 
 def vmf_mean_resultant_length(kappa: float, dim: int) -> float:

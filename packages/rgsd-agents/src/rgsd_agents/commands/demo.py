@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rgsd_agents.commands import add_set_argument
+
 DEFAULT_MINUTES = 15.0
 
 
@@ -25,14 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--minutes", type=float, default=DEFAULT_MINUTES, help=f"training time budget (default {DEFAULT_MINUTES:g})"
     )
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a value of the demo preset (repeatable), as in rgsd train",
-    )
+    add_set_argument(p, "override a value of the demo preset (repeatable), as in rgsd train")
     p.add_argument("--no-eval", action="store_true", help="skip the evaluation step")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)

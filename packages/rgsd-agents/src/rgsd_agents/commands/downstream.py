@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from rgsd_agents.commands import add_set_argument
 from rgsd_envs.envs.goal_reaching_v0 import STYLES
 
 
@@ -19,11 +20,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--low-level", help="run folder of the frozen low-level policy (rgsd train / rgsd demo)")
     p.add_argument("--style", choices=STYLES, help="style command (default: the config's, freestyle)")
-    p.add_argument("--config", default="downstream", help="a YAML file or a preset name (default: downstream)")
+    p.add_argument("--config", default="default", help="a YAML file or a downstream preset name (default: default)")
     p.add_argument("--out", help="run folder (default: runs/downstream_<style>_<date-time>)")
     p.add_argument("--resume", metavar="RUN", help="continue the run in this folder from checkpoints/latest.pt")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set task.arena_size=8 (repeatable)")  # fmt: skip
+    add_set_argument(p, "override a config value, e.g. --set task.arena_size=8 (repeatable)")
     p.add_argument("--seed", type=int, help="shorthand for --set seed=N")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -50,8 +50,12 @@ def run(args: argparse.Namespace) -> int:
         overrides["low_level"] = args.low_level
         if args.style:
             overrides["task.style"] = args.style
-        cfg = load_config(args.config, overrides, cls=DownstreamConfig)
-        out = Path(args.out) if args.out else Path("runs") / f"downstream_{cfg.task.style}_{time.strftime('%Y%m%d-%H%M%S')}"
+        cfg = load_config(args.config, overrides, cls=DownstreamConfig, presets="downstream")
+        out = (
+            Path(args.out)
+            if args.out
+            else Path("runs") / f"downstream_{cfg.task.style}_{time.strftime('%Y%m%d-%H%M%S')}"
+        )
         if (out / "checkpoints" / "latest.pt").exists():
             print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
             return 2
@@ -63,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
         runner.close()
     before, after = runner.initial_eval, runner.last_eval
     print(f"run folder: {runner.run.path}\nreport: {report}")
-    for key, label in (("eval/success_rate", "success rate"), ("eval/style_fid", "style FID"), ("eval/final_distance", "final distance (m)")):
+    for key, label in (
+        ("eval/success_rate", "success rate"),
+        ("eval/style_fid", "style FID"),
+        ("eval/final_distance", "final distance (m)"),
+    ):
         if key in after:
             prev = f"{before[key]:.3f} -> " if key in before else ""
             print(f"  {label}: {prev}{after[key]:.3f}")

@@ -196,19 +196,19 @@ class RGSDCore:
 
     def check_actions(self, actions: Any) -> Tensor:
         """Actions as a float32 (N, 69) tensor, or a clear error."""
-        a = torch.as_tensor(np.asarray(actions, dtype=np.float32) if not isinstance(actions, Tensor) else actions)
+        a = actions.detach().cpu().numpy() if isinstance(actions, Tensor) else np.asarray(actions, dtype=np.float32)
         expected = (self.num_envs, sk.NUM_DOFS)
         if a.shape != expected and not (self.num_envs == 1 and a.shape == (sk.NUM_DOFS,)):
             raise ValueError(
                 f"action has shape {tuple(a.shape)}; expected {expected if self.num_envs > 1 else (sk.NUM_DOFS,)} (one target per hinge, in [-1, 1])"
             )
-        a = a.reshape(expected).to(self.device, torch.float32)
-        if not torch.isfinite(a).all():
-            bad = torch.nonzero(~torch.isfinite(a))[0].tolist()
+        a = a.reshape(expected)
+        if not np.isfinite(a).all():
+            bad = np.argwhere(~np.isfinite(a))[0].tolist()
             raise ValueError(
                 f"action contains NaN or inf (world {bad[0]}, hinge {sk.DOF_NAMES[bad[1]]}); the policy output is broken"
             )
-        return a
+        return torch.as_tensor(a, dtype=torch.float32).to(self.device)
 
     def physics_step(self, actions: Tensor) -> None:
         """Advance all worlds one control step and move their reference clocks on."""
@@ -258,7 +258,7 @@ class RGSDCore:
             self.features[env_ids] = feats
         ref_pos = self.lib.frames("body_pos")[self.lib.starts[clip] + frame]
         err = (pos - ref_pos).norm(dim=-1).mean(dim=-1)
-        unstable = s.unstable.to(self.device) | ~torch.isfinite(pos).flatten(1).all(dim=-1)
+        unstable = s.unstable.to(self.device)  # MuJoCo resets an exploding world (finite again)
         fall = pos[:, 0, 2] < self.cfg.fall_height
         if self.cfg.contact_termination:
             fall = fall | (s.contact.to(self.device) & self._non_foot).any(dim=-1)

@@ -151,7 +151,7 @@ class GoalReachingCore:
         self.goal = torch.zeros(num_envs, 2, device=self.device)
         self.steps = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self.success = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
-        self.max_steps = int(round(self.cfg.episode_seconds * 30 / self.cfg.low_level_steps))
+        self.max_steps = round(self.cfg.episode_seconds * 30 / self.cfg.low_level_steps)
         self.recording: list[Tensor] | None = None
         """Set to a list to record body positions (N, 24, 3) after every 30 Hz control step."""
 

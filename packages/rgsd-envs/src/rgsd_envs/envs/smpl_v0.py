@@ -267,7 +267,8 @@ class RGSDVectorEnv(_Observer, VectorEnv):
             self.last_stepped = ~self.last_started
             return self._obs(), rewards, term_np, trunc_np, _vector_info(step_info.numpy(), range(n), n)
         done = np.flatnonzero((term | trunc).cpu().numpy()).tolist()
-        infos = _vector_info(step_info.numpy(), range(n), n)
+        values = step_info.numpy()
+        infos = _vector_info(values, range(n), n)
         if done:
             final_obs_batch = self._obs(done)
             final_obs = np.full(n, None, dtype=object)
@@ -275,11 +276,13 @@ class RGSDVectorEnv(_Observer, VectorEnv):
                 final_obs[i] = _index(final_obs_batch, k)
             infos["final_obs"] = final_obs
             infos["_final_obs"] = _mask(done, n)
-            infos["final_info"] = _vector_info(step_info.numpy(done), done, n, rows=done)
+            infos["final_info"] = _vector_info({k: v[done] for k, v in values.items()}, done, n, rows=done)
             infos["_final_info"] = _mask(done, n)
             core.reset_envs(done)
-            reset_info = core.observe_reset(torch.as_tensor(done, device=core.device))
-            infos.update(_vector_info(_merge(step_info, reset_info, done).numpy(), range(n), n))
+            reset_values = core.observe_reset(torch.as_tensor(done, device=core.device)).numpy()
+            for k, v in reset_values.items():  # rows of reset worlds describe their new episode
+                infos[k] = infos[k].copy()
+                infos[k][done] = v
         self.last_started = torch.zeros(n, dtype=torch.bool)
         self.last_started[done] = True
         self.last_stepped = torch.ones(n, dtype=torch.bool)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import warnings
 
 import mujoco
@@ -83,6 +84,8 @@ class MujocoBackend(SimBackend):
         self._body_ids = np.asarray(sk.MJ_BODY_IDS)
         self._warning = b.warning
         self._unstable = torch.zeros(num_envs, dtype=torch.bool)
+        self.physics_seconds = 0.0
+        """Wall time spent inside MuJoCo's batch stepping (for benchmarks: the physics share)."""
         self._ids = torch.as_tensor(sk.MJ_BODY_IDS)
         self._root_body = int(self.model.body_rootid[sk.MJ_BODY_IDS[0]])
         b.reset()
@@ -119,7 +122,9 @@ class MujocoBackend(SimBackend):
         # MuJoCo resets an exploding world itself and restarts its warning counts,
         # so counts are cleared before each step and any count means "unstable now"
         self._warning[...] = 0
+        start = time.perf_counter()
         self.batch.step(nstep=self.substeps, stage=_STAGE_VEL)
+        self.physics_seconds += time.perf_counter() - start
         self._unstable = torch.from_numpy((self._warning[:, _INSTABILITY, 1] > 0).any(axis=1))
 
     def state(self, env_ids: Tensor | None = None) -> SimState:
