@@ -52,3 +52,25 @@ def real_clip_dir(tmp_path_factory, real_clips) -> str:
     for clip in real_clips:
         clip.save(out / f"{clip.name}.npz")
     return str(out)
+
+
+SHORT_DEMO = [
+    "iterations=3", "num_envs=16", "horizon=8", "max_minutes=null",
+    "pretrain.steps=30", "pretrain.hidden=[32]",
+    "networks.actor_hidden=[32]", "networks.critic_hidden=[32]",
+    "ppo.minibatch_size=64", "discovery.minibatch_size=64",
+]  # fmt: skip
+"""A few seconds of ``rgsd train --config demo``: a real (barely trained) run folder."""
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """A run folder from a very short ``rgsd train --config demo`` (for eval and downstream tests)."""
+    from rgsd_agents.cli import main as rgsd
+
+    out = tmp_path_factory.mktemp("train") / "demo_run"
+    sets = [a for kv in SHORT_DEMO for a in ("--set", kv)]
+    assert rgsd(["train", "--config", "demo", "--out", str(out), "--no-progress", *sets]) == 0
+    for name in ("config.yaml", "policy.pt", "encoder.pt"):
+        assert (out / name).is_file(), name
+    return out

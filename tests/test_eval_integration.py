@@ -13,23 +13,6 @@ from rgsd_eval.pipeline import run_evaluation
 
 pytestmark = pytest.mark.slow
 
-SHORT_DEMO = [
-    "iterations=3", "num_envs=16", "horizon=8", "max_minutes=null",
-    "pretrain.steps=30", "pretrain.hidden=[32]",
-    "networks.actor_hidden=[32]", "networks.critic_hidden=[32]",
-    "ppo.minibatch_size=64", "discovery.minibatch_size=64",
-]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("train") / "demo_run"
-    sets = [a for kv in SHORT_DEMO for a in ("--set", kv)]
-    assert rgsd(["train", "--config", "demo", "--out", str(out), "--no-progress", *sets]) == 0
-    for name in ("config.yaml", "policy.pt", "encoder.pt"):
-        assert (out / name).is_file(), name
-    return out
-
 
 def test_vmf_spread_falls_as_kappa_grows_on_a_trained_demo_checkpoint(demo_run, tmp_path):
     cfg = EvalConfig(rollouts=16, kappas=(20.0, 100.0, 1000.0), video=False, progress=False)
