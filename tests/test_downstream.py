@@ -65,3 +65,19 @@ def test_downstream_needs_a_trained_low_level_run(tmp_path, capsys):
     code = rgsd(["downstream", "--low-level", str(tmp_path / "missing"), "--out", str(tmp_path / "x")])
     assert code == 2
     assert "low-level run folder not found" in capsys.readouterr().err
+
+
+def test_the_high_level_policy_starts_at_the_commanded_style(demo_run, tmp_path):
+    cfg = DownstreamConfig(
+        low_level=str(demo_run),
+        iterations=0,
+        num_envs=2,
+        task=GoalReachingConfig(style="sidestep", episode_seconds=1.0),
+    )
+    runner = DownstreamRunner(cfg, tmp_path / "r", progress=False)
+    with torch.no_grad():
+        z = runner.ac.actor(torch.as_tensor(runner.obs))
+    z_style = runner.env.task.z_style
+    cos = torch.nn.functional.cosine_similarity(z, z_style.expand_as(z), dim=-1)
+    assert (cos > 0.99).all()
+    runner.close()

@@ -63,6 +63,9 @@ class DownstreamConfig:
     eval_every: int = 10
     """Iterations between evaluations (success rate, style FID); also one before training."""
     eval_episodes: int = 16
+    init_skill: str = "style"
+    """Initial mean skill of the high-level policy: "style" (z_style; for freestyle the normalised mean
+    embedding of the locomotion clips) so exploration starts around the commanded style, or "zero"."""
     torch_threads: int | None = None
     rollout_threads: int | None = 1
     task: GoalReachingConfig = field(default_factory=GoalReachingConfig)
@@ -80,6 +83,8 @@ class DownstreamConfig:
     )
 
     def __post_init__(self) -> None:
+        if self.init_skill not in ("style", "zero"):
+            raise ValueError(f"init_skill must be 'style' or 'zero', got {self.init_skill!r}")
         for name in (
             "num_envs",
             "horizon",
@@ -191,6 +196,8 @@ class DownstreamRunner(TrainingLoop):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
             self.ac = ActorCritic(GOAL_OBS_DIM, SKILL_DIM, cfg.networks, cfg.ppo.normalize_values)
+        if cfg.init_skill == "style":
+            self.ac.set_mean_action(initial_skill(self.env.task))
         self.ppo = PPO(self.ac, cfg.ppo)
         self.storage = RolloutStorage(cfg.horizon, cfg.num_envs, GOAL_OBS_DIM, SKILL_DIM, 0, 0)
         self.sample_gen = torch.Generator().manual_seed(cfg.seed)
@@ -349,6 +356,18 @@ class DownstreamRunner(TrainingLoop):
         return write_downstream_report(
             self.run.path, self.cfg, self.history, self.initial_eval, self.last_eval, self.evaluator.trajectories
         )
+
+
+LOCOMOTION = ("walk", "run", "sidestep", "backward")
+
+
+def initial_skill(task: Any) -> Tensor:
+    """z_style, or for freestyle the normalised mean embedding of the locomotion clips (all clips if none)."""
+    if task.z_style is not None:
+        return task.z_style
+    lib, z = task.core.lib, task.core.clip_embeddings
+    ids = [i for i, c in enumerate(lib.categories) if c in LOCOMOTION] or list(range(lib.num_clips))
+    return torch.nn.functional.normalize(z[ids].mean(0), dim=0)
 
 
 def check_low_level(path: str | os.PathLike) -> RunDir:
