@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
-from rgsd_agents.loop import TrainingLoop, latest_checkpoint, resume_config, torch_threads
+from rgsd_agents.loop import TrainingLoop, torch_threads
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.rollout import collect_rollout
@@ -42,7 +42,6 @@ from rgsd_envs.run_dir import RunDir
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)
-RESUME_OVERRIDABLE = ("iterations", "max_minutes", "checkpoint_every", "keep_checkpoints", "log_every", "eval_every")
 
 
 @dataclass
@@ -178,6 +177,10 @@ class GoalEvaluator:
 class DownstreamRunner(TrainingLoop):
     """PPO on the goal-reaching task over a frozen low-level policy (see the module docstring)."""
 
+    CONFIG_CLASS = DownstreamConfig
+    RESUME_OVERRIDABLE = TrainingLoop.RESUME_OVERRIDABLE + ("eval_every",)
+    RESUME_REQUIRES = (RunDir.CONFIG,)
+
     CHECKPOINT_FORMAT = "rgsd-downstream-checkpoint"
     PROGRESS_DESC = "downstream"
 
@@ -208,20 +211,6 @@ class DownstreamRunner(TrainingLoop):
         self.evaluator: GoalEvaluator | None = None
         self.initial_eval: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
-
-    @classmethod
-    def resume(
-        cls, run_dir: str | os.PathLike, overrides: dict[str, Any] | None = None, progress: bool = True
-    ) -> DownstreamRunner:
-        """Continue from ``<run>/checkpoints/latest.pt`` (only loop-length keys may be overridden)."""
-        run = RunDir(run_dir)
-        cfg = resume_config(run, DownstreamConfig, overrides, RESUME_OVERRIDABLE)
-        path = latest_checkpoint(run)
-        runner = cls(cfg, run.path, progress=progress, _resume=True)
-        runner.load_checkpoint(path)
-        if overrides:
-            save_yaml(cfg, run.config_path)
-        return runner
 
     def iterate(self) -> dict[str, float]:
         """One rollout and a PPO update; returns this iteration's metrics."""

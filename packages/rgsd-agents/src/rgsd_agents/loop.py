@@ -86,6 +86,19 @@ class TrainingLoop:
     CHECKPOINT_VERSION = 1
     PROGRESS_DESC = "train"
 
+    CONFIG_CLASS: type
+    """The trainer's config dataclass (for resume)."""
+    RESUME_OVERRIDABLE: tuple[str, ...] = (
+        "iterations",
+        "max_minutes",
+        "checkpoint_every",
+        "keep_checkpoints",
+        "log_every",
+    )
+    """Config keys that ``--resume`` may change (the rest would break exact continuation)."""
+    RESUME_REQUIRES: tuple[str, ...] = (RunDir.CONFIG,)
+    """Run-folder files a resumable run must hold."""
+
     cfg: LoopConfig
     run: RunDir
     progress: bool
@@ -97,6 +110,20 @@ class TrainingLoop:
         """Seconds spent in the loop over all sessions (for max_minutes)."""
         self.history: list[dict[str, float]] = []
         """Per-iteration metrics of this session."""
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True) -> Any:
+        """Continue a run from ``<run>/checkpoints/latest.pt``; only ``RESUME_OVERRIDABLE`` keys may change."""
+        from rgsd_envs.config_utils import save_yaml
+
+        run = RunDir(run_dir)
+        run.check(*cls.RESUME_REQUIRES)
+        cfg = resume_config(run, cls.CONFIG_CLASS, overrides, cls.RESUME_OVERRIDABLE)
+        runner = cls(cfg, run.path, progress=progress, _resume=True)
+        runner.load_checkpoint(latest_checkpoint(run))
+        if overrides:
+            save_yaml(cfg, run.config_path)
+        return runner
 
     # -- what a trainer provides ----------------------------------------------------
     def iterate(self) -> dict[str, float]:

@@ -33,7 +33,7 @@ import torch
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.config import TrainConfig, resolve
 from rgsd_agents.discovery import DiscoveryTrainer
-from rgsd_agents.loop import TrainingLoop, latest_checkpoint, resume_config, torch_threads
+from rgsd_agents.loop import TrainingLoop, torch_threads
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.probe import ImitationProbe
@@ -53,8 +53,6 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = "rgsd-train-checkpoint"
 CHECKPOINT_VERSION = 1
-RESUME_OVERRIDABLE = ("iterations", "max_minutes", "checkpoint_every", "keep_checkpoints", "log_every", "probe_every")
-"""Config keys that ``--resume`` may change (the rest would break exact continuation)."""
 
 
 # -- encoder set-up ---------------------------------------------------------------
@@ -168,6 +166,10 @@ class EpisodeTracker:
 class Runner(TrainingLoop):
     """Builds the env and learners for a run folder; ``learn()`` (``TrainingLoop``) trains."""
 
+    CONFIG_CLASS = TrainConfig
+    RESUME_OVERRIDABLE = TrainingLoop.RESUME_OVERRIDABLE + ("probe_every",)
+    RESUME_REQUIRES = (RunDir.CONFIG, RunDir.ENCODER)
+
     CHECKPOINT_FORMAT = CHECKPOINT_FORMAT
     CHECKPOINT_VERSION = CHECKPOINT_VERSION
 
@@ -222,19 +224,6 @@ class Runner(TrainingLoop):
         self.obs = torch.as_tensor(obs).clone()
         self.ac.obs_normalizer.update(self.obs)
         self.tracker = EpisodeTracker(cfg.num_envs, self._frames_left(info))
-
-    @classmethod
-    def resume(cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True) -> Runner:
-        """Continue a run from ``<run>/checkpoints/latest.pt`` (only loop-length keys may be overridden)."""
-        run = RunDir(run_dir)
-        run.check(RunDir.CONFIG, RunDir.ENCODER)
-        cfg = resume_config(run, TrainConfig, overrides, RESUME_OVERRIDABLE)
-        path = latest_checkpoint(run)
-        runner = cls(cfg, run.path, progress=progress, _resume=True)
-        runner.load_checkpoint(path)
-        if overrides:
-            save_yaml(cfg, run.config_path)
-        return runner
 
     def _frames_left(self, info: dict[str, np.ndarray]) -> np.ndarray:
         """Frames from each world's current frame to its clip's end."""

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from rgsd_agents.commands import add_set_argument
+from rgsd_agents.commands import add_run_arguments
 from rgsd_envs.envs.goal_reaching_v0 import STYLES
 
 
@@ -22,10 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--style", choices=STYLES, help="style command (default: the config's, freestyle)")
     p.add_argument("--config", default="default", help="a YAML file or a downstream preset name (default: default)")
     p.add_argument("--out", help="run folder (default: runs/downstream_<style>_<date-time>)")
-    p.add_argument("--resume", metavar="RUN", help="continue the run in this folder from checkpoints/latest.pt")
-    add_set_argument(p, "override a config value, e.g. --set task.arena_size=8 (repeatable)")
-    p.add_argument("--seed", type=int, help="shorthand for --set seed=N")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_run_arguments(p, "override a config value, e.g. --set task.arena_size=8 (repeatable)")
     p.set_defaults(func=run)
 
 

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from rgsd_agents.commands import add_set_argument
+from rgsd_agents.commands import add_run_arguments
 
 PRESET_HELP = "a YAML file or a preset name (paper, cpu, demo, diayn)"
 
@@ -22,10 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", help=PRESET_HELP + "; not needed with --resume")
     p.add_argument("--out", help="run folder (default: runs/<config name>_<date-time>)")
-    p.add_argument("--resume", metavar="RUN", help="continue the run in this folder from checkpoints/latest.pt")
-    add_set_argument(p, "override a config value, e.g. --set ppo.epochs=3 --set env.motions=motions/ (repeatable)")
-    p.add_argument("--seed", type=int, help="shorthand for --set seed=N")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_run_arguments(p, "override a config value, e.g. --set ppo.epochs=3 --set env.motions=motions/ (repeatable)")
     p.set_defaults(func=run)
 
 
