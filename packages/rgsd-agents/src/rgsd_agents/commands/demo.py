@@ -68,7 +68,10 @@ def run(args: argparse.Namespace) -> int:
         from rgsd_agents.cli import main
 
         print(f"[3/3] evaluating into {report}", flush=True)
-        code = main(["eval", "--run", str(out), "--motions", "demo", "--out", str(report)])
+        code = main(
+            ["eval", "--run", str(out), "--motions", "demo", "--out", str(report)]
+            + (["--no-progress"] if args.no_progress else [])
+        )
         if code:
             print(f"evaluation failed (exit code {code}); the trained run is in {out}")
             return code
