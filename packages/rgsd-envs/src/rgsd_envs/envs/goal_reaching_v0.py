@@ -52,6 +52,7 @@ from gymnasium.vector.utils import batch_space
 
 from rgsd_envs import rotations as rot
 from rgsd_envs.envs.core import RGSDCore
+from rgsd_envs.envs.smpl_v0 import final_obs_info
 from rgsd_envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.policy import PolicyMLP
 from rgsd_envs.run_dir import RunDir
@@ -312,14 +313,9 @@ class GoalReachingVectorEnv(VectorEnv):
         done = np.flatnonzero((term | trunc).cpu().numpy()).tolist()
         obs = self.task.observation().numpy()
         if done:
-            final_obs = np.full(self.num_envs, None, dtype=object)
-            for i in done:
-                final_obs[i] = obs[i].copy()
-            mask = np.zeros(self.num_envs, dtype=bool)
-            mask[done] = True
-            infos["final_obs"], infos["_final_obs"] = final_obs, mask
-            infos["final_info"] = {k: v.copy() for k, v in infos.items() if not k.startswith(("final", "_final"))}
-            infos["_final_info"] = mask
+            infos["final_info"] = {k: v.copy() for k, v in infos.items()}
+            infos.update(final_obs_info(obs[done], done, self.num_envs))
+            infos["_final_info"] = infos["_final_obs"]
             self.task.reset_envs(done)
             obs = self.task.observation().numpy()
         return obs, reward.cpu().numpy().astype(np.float64), term.cpu().numpy(), trunc.cpu().numpy(), infos

@@ -72,7 +72,7 @@ from gymnasium.vector.utils import batch_space
 from rgsd_envs import skeleton as sk
 from rgsd_envs.encoders import EncoderLike
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.envs.core import RGSDCore, StepInfo
+from rgsd_envs.envs.core import RGSDCore
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.observations import FRAME_DIM, POLICY_OBS_DIM, SKILL_DIM
 from rgsd_envs.threads import env_side
@@ -258,35 +258,30 @@ class RGSDVectorEnv(_Observer, VectorEnv):
             term_np[pending] = False
             trunc_np[pending] = False
             self._autoreset = term_np | trunc_np
+            values = step_info.numpy()
             if pending:
-                core.reset_envs(pending)
-                reset_info = core.observe_reset(torch.as_tensor(pending, device=core.device))
-                step_info = _merge(step_info, reset_info, pending)
+                values = _splice(values, self._restart(pending), pending)
             self.last_started = torch.zeros(n, dtype=torch.bool)
             self.last_started[pending] = True
             self.last_stepped = ~self.last_started
-            return self._obs(), rewards, term_np, trunc_np, _vector_info(step_info.numpy(), range(n), n)
+            return self._obs(), rewards, term_np, trunc_np, _vector_info(values, range(n), n)
         done = np.flatnonzero((term | trunc).cpu().numpy()).tolist()
         values = step_info.numpy()
         infos = _vector_info(values, range(n), n)
         if done:
-            final_obs_batch = self._obs(done)
-            final_obs = np.full(n, None, dtype=object)
-            for k, i in enumerate(done):
-                final_obs[i] = _index(final_obs_batch, k)
-            infos["final_obs"] = final_obs
-            infos["_final_obs"] = _mask(done, n)
+            infos.update(final_obs_info(self._obs(done), done, n))
             infos["final_info"] = _vector_info({k: v[done] for k, v in values.items()}, done, n, rows=done)
             infos["_final_info"] = _mask(done, n)
-            core.reset_envs(done)
-            reset_values = core.observe_reset(torch.as_tensor(done, device=core.device)).numpy()
-            for k, v in reset_values.items():  # rows of reset worlds describe their new episode
-                infos[k] = infos[k].copy()
-                infos[k][done] = v
+            infos.update(_vector_info(_splice(values, self._restart(done), done), range(n), n))
         self.last_started = torch.zeros(n, dtype=torch.bool)
         self.last_started[done] = True
         self.last_stepped = torch.ones(n, dtype=torch.bool)
         return self._obs(), rewards, term.cpu().numpy(), trunc.cpu().numpy(), infos
+
+    def _restart(self, ids: list[int]) -> dict[str, np.ndarray]:
+        """Start new episodes in worlds ``ids``; their info rows (numpy, one per id)."""
+        self.core.reset_envs(ids)
+        return self.core.observe_reset(torch.as_tensor(ids, device=self.core.device)).numpy()
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly (simulator, episodes, generators)."""
@@ -311,10 +306,13 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         self.core.close()
 
 
-def _index(obs: Any, k: int) -> Any:
-    if isinstance(obs, dict):
-        return {key: v[k] for key, v in obs.items()}
-    return obs[k]
+def final_obs_info(obs_rows: Any, done: list[int], n: int) -> dict[str, np.ndarray]:
+    """``final_obs`` (object array, an entry per finished world) and its ``_final_obs`` mask, as
+    SyncVectorEnv lays them out; ``obs_rows`` holds the finished worlds' observations in ``done`` order."""
+    final_obs = np.full(n, None, dtype=object)
+    for k, i in enumerate(done):
+        final_obs[i] = {key: v[k] for key, v in obs_rows.items()} if isinstance(obs_rows, dict) else obs_rows[k]
+    return {"final_obs": final_obs, "_final_obs": _mask(done, n)}
 
 
 def _mask(ids: Any, n: int) -> np.ndarray:
@@ -323,12 +321,12 @@ def _mask(ids: Any, n: int) -> np.ndarray:
     return m
 
 
-def _merge(step: StepInfo, reset: StepInfo, ids: list[int]) -> StepInfo:
-    """Step info with the rows of ``ids`` replaced by their reset info (one row per id)."""
-    out = StepInfo(**{k: v.clone() for k, v in vars(step).items()})
-    idx = torch.as_tensor(ids, device=step.task.device)
-    for k, v in vars(out).items():
-        v[idx] = getattr(reset, k)
+def _splice(values: dict[str, np.ndarray], rows: dict[str, np.ndarray], ids: list[int]) -> dict[str, np.ndarray]:
+    """Info values with the rows of ``ids`` replaced (reset worlds describe their new episode)."""
+    out = {}
+    for k, v in values.items():
+        out[k] = v.copy()
+        out[k][ids] = rows[k]
     return out
 
 

@@ -86,7 +86,6 @@ class MujocoBackend(SimBackend):
         self._unstable = torch.zeros(num_envs, dtype=torch.bool)
         self.physics_seconds = 0.0
         """Wall time spent inside MuJoCo's batch stepping (for benchmarks: the physics share)."""
-        self._ids = torch.as_tensor(sk.MJ_BODY_IDS)
         self._root_body = int(self.model.body_rootid[sk.MJ_BODY_IDS[0]])
         b.reset()
         b.forward(stage=_STAGE_VEL)
