@@ -187,8 +187,7 @@ class DownstreamRunner(TrainingLoop):
     def __init__(self, cfg: DownstreamConfig, run_dir: str | os.PathLike, progress: bool = True, _resume: bool = False):
         super().__init__()
         self.cfg, self.run, self.progress = cfg, RunDir(run_dir), progress
-        low = RunDir(cfg.low_level)
-        low.check(RunDir.CONFIG, RunDir.POLICY, RunDir.ENCODER)
+        low = check_low_level(cfg.low_level)
         if cfg.torch_threads is not None:
             torch.set_num_threads(cfg.torch_threads)
         self.run.path.mkdir(parents=True, exist_ok=True)

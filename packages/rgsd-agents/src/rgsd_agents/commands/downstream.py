@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd downstream``."""
     from rgsd_agents.config import load_config, parse_set
-    from rgsd_agents.downstream import DownstreamConfig, DownstreamRunner, check_low_level
+    from rgsd_agents.downstream import DownstreamConfig, DownstreamRunner
 
     overrides = parse_set(args.overrides)
     if args.seed is not None:
@@ -43,7 +43,6 @@ def run(args: argparse.Namespace) -> int:
         if not args.low_level:
             print("error: give --low-level RUN (a trained skill policy) or --resume RUN")
             return 2
-        check_low_level(args.low_level)
         overrides["low_level"] = args.low_level
         if args.style:
             overrides["task.style"] = args.style
