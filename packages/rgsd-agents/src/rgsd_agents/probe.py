@@ -13,8 +13,6 @@ depend on whether it runs.
 
 from __future__ import annotations
 
-import dataclasses
-
 import gymnasium as gym
 import numpy as np
 import torch
@@ -29,14 +27,7 @@ class ImitationProbe:
     """Worlds at fixed starts of each clip; ``run(policy)`` returns Cartesian errors (overall, per clip) and tracking metrics."""
 
     def __init__(self, env_cfg: EnvConfig, lib: MotionLib, encoder: str, starts_per_clip: int = 4, max_clips: int = 32):
-        cfg = dataclasses.replace(
-            env_cfg,
-            deviation_termination=False,
-            contact_termination=False,
-            fall_height=0.0,
-            p_imitation=1.0,
-            eval_kappa=None,
-        )
+        cfg = env_cfg.without_early_termination(p_imitation=1.0, eval_kappa=None)
         self.threshold = env_cfg.deviation_threshold
         frames = lib.num_frames[: min(lib.num_clips, max_clips)].cpu().numpy()
         self.clips = np.repeat(np.arange(len(frames)), starts_per_clip)

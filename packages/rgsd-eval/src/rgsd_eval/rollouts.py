@@ -19,7 +19,6 @@ features are also folded into Gaussian statistics per (group, clip).
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -42,22 +41,10 @@ class Controller(Protocol):
     def act(self, obs: Any) -> Any: ...
 
 
-EVAL_ENV_OVERRIDES: dict[str, Any] = {
-    "obs_mode": "flat",
-    "autoreset_mode": "NextStep",
-    "deviation_termination": False,
-    "contact_termination": False,
-    "fall_height": -math.inf,
-    "eval_kappa": None,
-}
-"""EnvConfig fields an evaluation environment must have (see the module docstring)."""
-
-
 def eval_env_config(base: EnvConfig) -> tuple[EnvConfig, float]:
     """The evaluation variant of a run's EnvConfig, and the run's fall height (for the fall flag)."""
-    data = dict(vars(base))
-    data.update(EVAL_ENV_OVERRIDES)
-    return EnvConfig(**data), float(base.fall_height)
+    cfg = base.without_early_termination(obs_mode="flat", autoreset_mode="NextStep", eval_kappa=None)
+    return cfg, float(base.fall_height)
 
 
 @dataclass
@@ -177,7 +164,8 @@ def _torch_threads(n: int | None) -> Iterator[None]:
 
 
 def _check_eval_env(cfg: EnvConfig) -> None:
-    bad = {k: getattr(cfg, k) for k, v in EVAL_ENV_OVERRIDES.items() if getattr(cfg, k) != v}
+    expected, _ = eval_env_config(cfg)
+    bad = {k: v for k, v in vars(cfg).items() if v != getattr(expected, k)}
     if bad:
         raise ValueError(f"evaluation needs an environment made with eval_env_config(...); these fields differ: {bad}")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 
 from rgsd_envs.humanoid_mjcf import DEFAULT_TIMESTEP
@@ -44,3 +46,10 @@ class EnvConfig:
             raise ValueError(f"autoreset_mode must be 'SameStep' or 'NextStep', got {self.autoreset_mode!r}")
         if self.eval_kappa is not None and self.eval_kappa < 0:
             raise ValueError(f"eval_kappa must be >= 0, got {self.eval_kappa}")
+
+    def without_early_termination(self, **changes: object) -> EnvConfig:
+        """A copy in which only the clip's end (or instability) ends an episode: no deviation,
+        contact or pelvis-height termination, as evaluation and tracking probes need (SPEC §6)."""
+        return dataclasses.replace(
+            self, deviation_termination=False, contact_termination=False, fall_height=-math.inf, **changes
+        )
