@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
-from rgsd_agents.loop import TrainingLoop, torch_threads
+from rgsd_agents.loop import TrainingLoop
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.rollout import collect_rollout
@@ -39,6 +39,7 @@ from rgsd_envs.io_utils import InputFileError
 from rgsd_envs.motion_features import motion_features, num_windows
 from rgsd_envs.observations import SKILL_DIM
 from rgsd_envs.run_dir import RunDir
+from rgsd_envs.threads import torch_threads
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)

@@ -65,20 +65,6 @@ def deferred_interrupt() -> Iterator[list[bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
-@contextlib.contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Run the block with ``n`` torch intra-op threads (None: unchanged)."""
-    before = torch.get_num_threads()
-    if n is None or n == before:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 class TrainingLoop:
     """Iterations with logging and checkpoints around a trainer's ``iterate`` (see the module docstring)."""
 

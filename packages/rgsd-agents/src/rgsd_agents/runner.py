@@ -33,7 +33,7 @@ import torch
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.config import TrainConfig, resolve
 from rgsd_agents.discovery import DiscoveryTrainer
-from rgsd_agents.loop import TrainingLoop, torch_threads
+from rgsd_agents.loop import TrainingLoop
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.probe import ImitationProbe
@@ -47,6 +47,7 @@ from rgsd_envs.io_utils import InputFileError, atomic_path
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM
 from rgsd_envs.run_dir import RunDir
+from rgsd_envs.threads import torch_threads
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)

@@ -20,17 +20,22 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 @contextlib.contextmanager
-def single_threaded() -> Iterator[None]:
-    """Run torch ops on one intra-op thread inside the block (cheap to enter)."""
-    n = torch.get_num_threads()
-    if n == 1:
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``n`` torch intra-op threads (None: unchanged); cheap to enter."""
+    before = torch.get_num_threads()
+    if n is None or n == before:
         yield
         return
-    torch.set_num_threads(1)
+    torch.set_num_threads(n)
     try:
         yield
     finally:
-        torch.set_num_threads(n)
+        torch.set_num_threads(before)
+
+
+def single_threaded() -> contextlib.AbstractContextManager[None]:
+    """Run torch ops on one intra-op thread inside the block."""
+    return torch_threads(1)
 
 
 def env_side(fn: F) -> F:

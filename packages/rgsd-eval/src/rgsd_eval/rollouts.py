@@ -18,8 +18,7 @@ features are also folded into Gaussian statistics per (group, clip).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,6 +27,7 @@ import torch
 from tqdm import tqdm
 
 from rgsd_envs import skeleton as sk
+from rgsd_envs import threads
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.fid import GaussianStats
 from rgsd_envs.motion.library import MotionLib
@@ -144,23 +144,12 @@ def run_rollouts(
     gen = torch.Generator().manual_seed(int(seed))
     with (
         tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=False) as bar,
-        _torch_threads(torch_threads),
+        threads.torch_threads(torch_threads),
     ):
         opts = _ChunkOptions(action_noise, gen, fall_height, features, fid_window, on_step, bar)
         for k, ids in enumerate(chunks):
             _run_chunk(env, policy, jobs, ids, out, opts, seed + k)
     return out
-
-
-@contextlib.contextmanager
-def _torch_threads(n: int | None) -> Iterator[None]:
-    old = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def _check_eval_env(cfg: EnvConfig) -> None:
