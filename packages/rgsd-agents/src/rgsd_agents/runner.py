@@ -273,6 +273,10 @@ class Runner(TrainingLoop):
         self.global_step += self.cfg.batch_size
         self.elapsed += seconds
         metrics.update(stats.summary())
+        core = self.env.unwrapped.core
+        if core.cfg.clip_sampling != "uniform":
+            probs = core.clip_probabilities().tolist()
+            metrics.update({f"clip_sampling/{name}": p for name, p in zip(core.lib.names, probs)})
         metrics.update({f"losses/{k}": v for k, v in ppo_stats.items()})
         metrics.update({f"discovery/{k}": v for k, v in disc_stats.items()})
         metrics.update(

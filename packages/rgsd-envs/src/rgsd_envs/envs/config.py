@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from rgsd_envs.humanoid_mjcf import DEFAULT_TIMESTEP
 
+CLIP_SAMPLING = ("uniform", "failure_weighted")
+
 
 @dataclass
 class EnvConfig:
@@ -22,6 +24,14 @@ class EnvConfig:
     deviation_threshold: float = 0.5
     """Imitation episodes end when the mean body-position error exceeds this (m)."""
     deviation_termination: bool = True
+    clip_sampling: str = "uniform"
+    """How RSI picks a clip: "uniform", or "failure_weighted" (ProtoMotions-style: clips whose imitation
+    episodes end in a failure are drawn more often; see ``failure_weighted_share``)."""
+    failure_weighted_share: float = 0.5
+    """With "failure_weighted": the share of draws that follow the clips' failure rates; the rest stay uniform,
+    so every clip keeps at least (1 - share) of its uniform share."""
+    failure_rate_memory: float = 100.0
+    """With "failure_weighted": episodes per clip over which its failure rate is averaged (an EMA)."""
     fall_height: float = 0.35
     """An episode ends when the pelvis drops below this height (m)..."""
     contact_termination: bool = True
@@ -44,6 +54,10 @@ class EnvConfig:
             raise ValueError(f"obs_mode must be 'flat' or 'dict', got {self.obs_mode!r}")
         if self.autoreset_mode not in ("SameStep", "NextStep"):
             raise ValueError(f"autoreset_mode must be 'SameStep' or 'NextStep', got {self.autoreset_mode!r}")
+        if self.clip_sampling not in CLIP_SAMPLING:
+            raise ValueError(f"clip_sampling must be one of {', '.join(CLIP_SAMPLING)}, got {self.clip_sampling!r}")
+        if not 0.0 <= self.failure_weighted_share <= 1.0 or self.failure_rate_memory < 1.0:
+            raise ValueError("failure_weighted_share must be in [0, 1] and failure_rate_memory >= 1")
         if self.eval_kappa is not None and self.eval_kappa < 0:
             raise ValueError(f"eval_kappa must be >= 0, got {self.eval_kappa}")
 

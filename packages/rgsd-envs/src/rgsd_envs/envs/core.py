@@ -116,6 +116,9 @@ class RGSDCore:
         self._non_foot[list(sk.FOOT_BODY_IDS)] = False
         self.features = torch.zeros(n, FRAME_DIM, device=dev)
         """(N, 359) frame features of the current state."""
+        self._clip_probs: np.ndarray | None = None
+        self.failure_rate = torch.ones(self.lib.num_clips, dtype=torch.float64)
+        """(clips,) EMA of the share of imitation episodes that ended in a failure (``clip_sampling``)."""
 
     # -- reference data -------------------------------------------------
     def _default_encoder(self) -> enc.EncoderLike:
@@ -144,7 +147,11 @@ class RGSDCore:
         rng, lib = self.rngs[i], self.lib
         clip = options.get("clip")
         clip = (
-            int(rng.integers(lib.num_clips))
+            (
+                int(rng.integers(lib.num_clips))
+                if self._clip_probs is None
+                else int(rng.choice(lib.num_clips, p=self._clip_probs))
+            )
             if clip is None
             else (lib.clip_id(clip) if isinstance(clip, str) else int(clip))
         )
@@ -180,6 +187,8 @@ class RGSDCore:
         """Start new episodes in the given worlds: RSI, task indicator and skill."""
         if not env_ids:
             return
+        weighted = self.cfg.clip_sampling == "failure_weighted"
+        self._clip_probs = self.clip_probabilities().numpy() if weighted else None
         draws = [self._draw(i, _world_options(options or {}, k, len(env_ids))) for k, i in enumerate(env_ids)]
         ids = torch.as_tensor(env_ids, device=self.device)
         self.clip[ids] = torch.as_tensor([d[0] for d in draws], device=self.device)
@@ -268,10 +277,34 @@ class RGSDCore:
         return StepInfo(task.clone(), clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
 
     def done_flags(self, info: StepInfo) -> tuple[Tensor, Tensor]:
-        """(terminated, truncated): failure, or the clip's last frame reached."""
+        """(terminated, truncated): failure, or the clip's last frame reached; records imitation outcomes."""
         terminated = info.fall | info.deviation | info.unstable
         truncated = ~terminated & (self.frame >= self.lib.num_frames[self.clip] - 1)
+        if self.cfg.clip_sampling == "failure_weighted":
+            self._record_outcomes(info, terminated, truncated)
         return terminated, truncated
+
+    def clip_probabilities(self) -> Tensor:
+        """(clips,) probability of each clip at the next RSI draw (``clip_sampling``)."""
+        uniform = torch.full((self.lib.num_clips,), 1.0 / self.lib.num_clips, dtype=torch.float64)
+        if self.cfg.clip_sampling == "uniform" or float(self.failure_rate.sum()) <= 0.0:
+            return uniform
+        share = self.cfg.failure_weighted_share
+        return (1.0 - share) * uniform + share * self.failure_rate / self.failure_rate.sum()
+
+    def _record_outcomes(self, info: StepInfo, terminated: Tensor, truncated: Tensor) -> None:
+        """Fold the imitation episodes that ended this step into each clip's failure-rate EMA."""
+        ended = ((terminated | truncated) & (info.task == IMITATION)).cpu()
+        if not ended.any():
+            return
+        clips = info.clip_id.cpu()[ended]
+        failed = terminated.cpu()[ended].to(torch.float64)
+        count = torch.bincount(clips, minlength=self.lib.num_clips).to(torch.float64)
+        fails = torch.bincount(clips, weights=failed, minlength=self.lib.num_clips)
+        seen = count > 0
+        # k episodes of one clip at once: the EMA's weight on the old value is (1 - 1/memory)^k
+        keep = (1.0 - 1.0 / self.cfg.failure_rate_memory) ** count[seen]
+        self.failure_rate[seen] = keep * self.failure_rate[seen] + (1.0 - keep) * fails[seen] / count[seen]
 
     def state_dict(self) -> dict[str, Any]:
         """Episode state, generators and simulator state of all worlds (for checkpoints)."""
@@ -282,6 +315,7 @@ class RGSDCore:
             "task": self.task.cpu().clone(),
             "skill": self.skill.cpu().clone(),
             "features": self.features.cpu().clone(),
+            "failure_rate": self.failure_rate.clone(),
             "rngs": [r.bit_generator.state for r in self.rngs],
         }
 
@@ -292,6 +326,8 @@ class RGSDCore:
         self.backend.load_state_dict(state["backend"])
         for name in ("clip", "frame", "task", "skill", "features"):
             setattr(self, name, torch.as_tensor(state[name]).to(self.device).clone())
+        if "failure_rate" in state:
+            self.failure_rate = torch.as_tensor(state["failure_rate"], dtype=torch.float64).clone()
         for rng, st in zip(self.rngs, state["rngs"]):
             rng.bit_generator.state = st
 
