@@ -22,8 +22,8 @@ import gymnasium
 import mujoco
 import numpy as np
 
-from rgsd_envs import skeleton as sk
-from rgsd_envs.humanoid_mjcf import HumanoidConfig, load_model, physics_substeps
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.humanoid.mjcf import HumanoidConfig, load_model, physics_substeps
 from rgsd_envs.motion.replay import capture_mujoco_warnings
 
 GYM_HUMANOID_XML = Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / "humanoid.xml"

@@ -31,8 +31,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from rgsd_envs import skeleton as sk
-from rgsd_envs.humanoid_mjcf import DEFAULT_TIMESTEP, HumanoidConfig, load_model, physics_substeps
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.humanoid.mjcf import DEFAULT_TIMESTEP, HumanoidConfig, load_model, physics_substeps
 from rgsd_envs.motion.clip import MotionClip
 from rgsd_envs.motion.demo import demo_clips
 from rgsd_envs.motion.replay import UNSTABLE_WARNINGS, ReplayResult, capture_mujoco_warnings, pd_replay, pd_standing

@@ -8,7 +8,7 @@ import torch
 from rgsd_agents.cli import main as rgsd
 from rgsd_agents.downstream import DownstreamConfig, DownstreamRunner
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig
-from rgsd_envs.policy import load_policy
+from rgsd_envs.runs.policy import load_policy
 
 pytestmark = pytest.mark.slow
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 from pathlib import Path
@@ -39,11 +40,10 @@ def _deps(pkg: str) -> list[str]:
 
 def test_dependencies_point_one_way():
     assert not {"rgsd-agents", "rgsd-eval"} & set(_deps("rgsd-envs"))
-    assert "rgsd-envs" in _deps("rgsd-agents") and "rgsd-eval" not in _deps("rgsd-agents")
+    assert {"rgsd-envs", "rgsd-eval"} <= set(_deps("rgsd-agents"))  # envs <- eval <- agents
     assert "rgsd-envs" in _deps("rgsd-eval") and "rgsd-agents" not in _deps("rgsd-eval")
     forbidden = {
         "rgsd-envs": ("rgsd_agents", "rgsd_eval"),
-        "rgsd-agents": ("rgsd_eval",),
         "rgsd-eval": ("rgsd_agents",),
     }
     for pkg, names in forbidden.items():
@@ -57,3 +57,55 @@ def test_no_licensed_data_or_shared_files_are_tracked():
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     bad = [f for f in files if re.search(r"(_poses|_stageii)\.npz$|SMPL_(NEUTRAL|MALE|FEMALE)|\.pkl$|^shared/", f)]
     assert not bad, bad
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every source module of the three packages -> the package modules it imports (anywhere in the file)."""
+    files = {}
+    for src in (ROOT / "packages").glob("*/src"):
+        for f in src.rglob("*.py"):
+            parts = list(f.relative_to(src).with_suffix("").parts)
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    graph: dict[str, set[str]] = {}
+    for name, f in files.items():
+        deps = set()
+        for node in ast.walk(ast.parse(f.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            for t in targets:
+                if t in files and t != name:
+                    deps.add(t)
+                    break  # "from pkg import module" names the module; otherwise the package itself
+        graph[name] = deps
+    return graph
+
+
+def test_no_import_cycle_between_files():
+    graph = _module_graph()
+    assert "rgsd_envs.sim.mujoco_backend" in graph and "rgsd_eval.fid" in graph
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*path[path.index(dep) :], dep]))
+            if dep not in state:
+                visit(dep, [*path, dep])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+
+
+def test_folder_names_say_where_things_live():
+    envs = ROOT / "packages" / "rgsd-envs" / "src" / "rgsd_envs"
+    for path in ("humanoid/skeleton.py", "humanoid/mjcf.py", "envs/observations.py", "rewards/encoder_reward.py",
+                 "sim/backend.py", "sim/mujoco_backend.py", "runs/run_dir.py", "runs/policy.py", "motion/clip.py"):  # fmt: skip
+        assert (envs / path).is_file(), path
+    top = sorted(p.name for p in envs.iterdir() if not p.name.startswith(("_", ".")))
+    assert top == ["compat", "envs", "humanoid", "motion", "py.typed", "render.py", "rewards", "runs", "sim", "utils"]

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from rgsd_agents.config import TrainConfig, load_config, parse_set, preset_names, resolve
-from rgsd_envs.config_utils import from_dict, save_yaml, to_dict
-from rgsd_envs.io_utils import InputFileError
+from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
+from rgsd_envs.utils.files import InputFileError
 
 
 def _flat(d: dict, prefix: str = "") -> dict:

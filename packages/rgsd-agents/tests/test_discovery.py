@@ -9,9 +9,9 @@ import torch
 from rgsd_agents.config import DiscoveryConfig
 from rgsd_agents.discovery import DiscoveryTrainer, discovery_loss
 from rgsd_agents.storage import RolloutStorage
-from rgsd_envs.encoders import MLPEncoder
-from rgsd_envs.observations import ENCODER_INPUT_DIM, SKILL_DIM
-from rgsd_envs.skills import vmf_kl_same_kappa
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, SKILL_DIM
+from rgsd_envs.envs.skills import vmf_kl_same_kappa
+from rgsd_envs.rewards.encoders import MLPEncoder
 
 
 def _encoders(seed=0):

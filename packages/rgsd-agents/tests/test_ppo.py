@@ -10,7 +10,7 @@ from rgsd_agents.config import NetworkConfig, PPOConfig
 from rgsd_agents.networks import ActorCritic, ValueNormalizer
 from rgsd_agents.ppo import PPO
 from rgsd_agents.storage import RolloutStorage
-from rgsd_envs.policy import PolicyMLP
+from rgsd_envs.runs.policy import PolicyMLP
 
 
 def _ac(learn_std=False, obs_dim=4, act_dim=2) -> ActorCritic:
@@ -25,7 +25,7 @@ def test_actor_mean_is_an_exportable_policy_mlp(tmp_path):
     assert isinstance(ac.actor, PolicyMLP)
     ac.obs_normalizer.update(torch.randn(100, 4) * 3 + 1)
     ac.actor.save(tmp_path / "policy.pt")
-    from rgsd_envs.policy import load_policy
+    from rgsd_envs.runs.policy import load_policy
 
     loaded = load_policy(tmp_path / "policy.pt")
     x = torch.randn(5, 4)

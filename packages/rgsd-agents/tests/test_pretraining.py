@@ -29,12 +29,12 @@ from rgsd_agents.pretraining import (
     resolve_motions,
     sample_pairs,
 )
-from rgsd_envs import skeleton as sk
-from rgsd_envs.config_utils import load_yaml
-from rgsd_envs.encoders import embed, load_encoder, read_encoder_file, within_motion_alignment
-from rgsd_envs.io_utils import InputFileError
+from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN
+from rgsd_envs.rewards.encoders import embed, load_encoder, read_encoder_file, within_motion_alignment
+from rgsd_envs.utils.config import load_yaml
+from rgsd_envs.utils.files import InputFileError
 
 KAPPA = 10.0
 SMALL = dict(

@@ -10,10 +10,10 @@ import torch
 
 from rgsd_agents.config import DiscoveryConfig, NetworkConfig, PPOConfig, TrainConfig
 from rgsd_agents.runner import Runner
-from rgsd_envs.encoders import load_encoder
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.policy import load_policy
-from rgsd_envs.run_dir import RunDir
+from rgsd_envs.rewards.encoders import load_encoder
+from rgsd_envs.runs.policy import load_policy
+from rgsd_envs.runs.run_dir import RunDir
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rgsd_envs.io_utils import InputFileError
-from rgsd_envs.policy import PolicyMLP
+from rgsd_envs.runs.policy import PolicyMLP
+from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.cli import main
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.pipeline import run_evaluation

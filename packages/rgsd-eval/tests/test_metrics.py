@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from rgsd_envs import skills
+from rgsd_envs.envs import skills
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.policy import PolicyMLP
+from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_eval.latents import vmf_samples
 from rgsd_eval.metrics import cartesian_error, dispersion, frame_errors, latent_spread, to_start_frame
 from rgsd_eval.rollouts import RolloutJobs, eval_env_config, run_rollouts

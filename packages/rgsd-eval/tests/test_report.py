@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from rgsd_envs.config_utils import load_yaml
+from rgsd_envs.utils.config import load_yaml
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.pipeline import run_evaluation
 from rgsd_eval.testing import make_fake_run

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 # Before torch is imported: idle OpenMP workers sleep instead of spinning on the
-# cores the simulator steps on (see rgsd_envs.threads).
+# cores the simulator steps on (see rgsd_envs.utils.threads).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
@@ -54,7 +54,7 @@ def _missing(command: str, package: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rgsd``."""
-    from rgsd_envs.io_utils import InputFileError
+    from rgsd_envs.utils.files import InputFileError
 
     parser = build_parser()
     args = parser.parse_args(argv)

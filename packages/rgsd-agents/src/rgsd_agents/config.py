@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 
 from rgsd_agents.pretraining import PretrainConfig
-from rgsd_envs.config_utils import apply_override, from_dict
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.io_utils import InputFileError
+from rgsd_envs.utils.config import apply_override, from_dict
+from rgsd_envs.utils.files import InputFileError
 
 PAPER_HIDDEN = (1024, 1024, 1024, 512)
 _SCIENTIFIC = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$")

@@ -19,8 +19,8 @@ from torch import nn
 
 from rgsd_agents.config import DiscoveryConfig
 from rgsd_agents.storage import RolloutStorage
-from rgsd_envs.encoders import MLPEncoder, embed, within_motion_alignment
-from rgsd_envs.skills import vmf_kl_same_kappa
+from rgsd_envs.envs.skills import vmf_kl_same_kappa
+from rgsd_envs.rewards.encoders import MLPEncoder, embed, within_motion_alignment
 
 Tensor = torch.Tensor
 

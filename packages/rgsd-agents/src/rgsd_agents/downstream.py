@@ -7,8 +7,8 @@ iterations (and before training) it runs ``eval_episodes`` deterministic
 episodes: success rate (within ``task.success_radius`` of the goal at any time),
 final distance, fall rate and, for sidestep and backward, the style FID of the
 generated motion against the style's reference clips (the heading- and
-position-invariant feature of ``rgsd_envs.motion_features``). The run folder has
-the layout of ``rgsd_envs.run_dir`` (config.yaml, policy.pt = the high-level
+position-invariant feature of ``rgsd_eval.features``). The run folder has
+the layout of ``rgsd_envs.runs.run_dir`` (config.yaml, policy.pt = the high-level
 actor, checkpoints/, tb/) plus ``report.md`` with curves and top views of
 goal-reaching trajectories.
 """
@@ -31,15 +31,15 @@ from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.rollout import collect_rollout
 from rgsd_agents.storage import RolloutStorage
-from rgsd_envs.config_utils import save_yaml, to_dict
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, GoalReachingVectorEnv
+from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.envs.registration import GOAL_ENV_ID
-from rgsd_envs.fid import GaussianStats, fid
-from rgsd_envs.io_utils import InputFileError
-from rgsd_envs.motion_features import motion_features, num_windows
-from rgsd_envs.observations import SKILL_DIM
-from rgsd_envs.run_dir import RunDir
-from rgsd_envs.threads import torch_threads
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.config import save_yaml, to_dict
+from rgsd_envs.utils.files import InputFileError
+from rgsd_envs.utils.threads import torch_threads
+from rgsd_eval.features import motion_features, num_windows
+from rgsd_eval.fid import GaussianStats, fid
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from rgsd_envs.io_utils import atomic_path
+from rgsd_envs.utils.files import atomic_path
 
 
 def plot_trajectories(trajectories: list[dict[str, Any]], arena: float, title: str, out: Path) -> Path:

@@ -22,9 +22,9 @@ from typing import Any, Protocol
 
 import torch
 
-from rgsd_envs.config_utils import from_dict
-from rgsd_envs.io_utils import InputFileError, atomic_path
-from rgsd_envs.run_dir import RunDir
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.config import from_dict
+from rgsd_envs.utils.files import InputFileError, atomic_path
 
 log = logging.getLogger(__name__)
 LATEST = "latest.pt"
@@ -100,7 +100,7 @@ class TrainingLoop:
     @classmethod
     def resume(cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True) -> Any:
         """Continue a run from ``<run>/checkpoints/latest.pt``; only ``RESUME_OVERRIDABLE`` keys may change."""
-        from rgsd_envs.config_utils import save_yaml
+        from rgsd_envs.utils.config import save_yaml
 
         run = RunDir(run_dir)
         run.check(*cls.RESUME_REQUIRES)

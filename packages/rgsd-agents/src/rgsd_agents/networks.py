@@ -1,6 +1,6 @@
 """Actor-critic networks of the skill-conditioned policy (SPEC §5).
 
-The actor's mean network *is* an ``rgsd_envs.policy.PolicyMLP`` (running
+The actor's mean network *is* an ``rgsd_envs.runs.policy.PolicyMLP`` (running
 observation normaliser + tanh MLP), so exporting it as ``<run>/policy.pt`` needs
 no conversion and evaluation needs only rgsd-envs. The Gaussian's log standard
 deviation is a separate, state-independent parameter (fixed or learned). The
@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from rgsd_agents.config import NetworkConfig
-from rgsd_envs.policy import PolicyMLP, fold_batch_stats, mlp
+from rgsd_envs.runs.policy import PolicyMLP, fold_batch_stats, mlp
 
 Tensor = torch.Tensor
 LOG_2PI = math.log(2.0 * math.pi)

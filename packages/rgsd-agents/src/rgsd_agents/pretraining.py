@@ -1,6 +1,6 @@
 """Contrastive encoder pretraining (SPEC §4, paper "Pretraining").
 
-The encoder ``mu_phi`` (``rgsd_envs.encoders.MLPEncoder``) maps a reference
+The encoder ``mu_phi`` (``rgsd_envs.rewards.encoders.MLPEncoder``) maps a reference
 state ``s_t`` (5 stacked frames, 1795-D) to a unit vector in R^16. It is trained
 with InfoNCE at temperature ``T = 1/kappa``: a minibatch holds ``batch_size``
 (anchor, positive) pairs, each from one clip drawn uniformly (the two states
@@ -12,7 +12,7 @@ anchors against the anchors (the same logits transposed, no extra forward pass).
 
 After training, ``z_m`` is the normalised mean of clip m's state embeddings and
 the within-motion alignment is the mean over clips of the mean cosine between
-each state's embedding and ``z_m`` (``rgsd_envs.encoders``). Training stops at
+each state's embedding and ``z_m`` (``rgsd_envs.rewards.encoders``). Training stops at
 ``steps``, at ``max_seconds`` of wall time, or as soon as the alignment reaches
 ``target_alignment`` (checked every ``eval_every`` steps), whichever comes first.
 
@@ -51,11 +51,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rgsd_envs.config_utils import save_yaml, to_dict
-from rgsd_envs.encoders import PAPER_HIDDEN, MLPEncoder, embed
-from rgsd_envs.io_utils import InputFileError, atomic_path
+from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, reference_encoder_inputs
+from rgsd_envs.rewards.encoders import PAPER_HIDDEN, MLPEncoder, embed
+from rgsd_envs.utils.config import save_yaml, to_dict
+from rgsd_envs.utils.files import InputFileError, atomic_path
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ import torch
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.policy import PolicyMLP
+from rgsd_envs.runs.policy import PolicyMLP
 
 
 class ImitationProbe:

@@ -9,7 +9,7 @@ statistics are frozen during a rollout (the stored normalised observations
 and log-probabilities stay consistent for PPO's ratio) and updated with the
 rollout's raw observations as it goes, taking effect at the next rollout.
 
-The run folder follows ``rgsd_envs.run_dir.RunDir``. A checkpoint holds
+The run folder follows ``rgsd_envs.runs.run_dir.RunDir``. A checkpoint holds
 everything the next iteration depends on (networks, optimisers, normalisers,
 discovery encoder, the env's full state, the current observation, the
 generators, the episode trackers), so ``--resume`` continues with the same
@@ -39,15 +39,15 @@ from rgsd_agents.ppo import PPO
 from rgsd_agents.probe import ImitationProbe
 from rgsd_agents.rollout import collect_rollout
 from rgsd_agents.storage import RolloutStorage
-from rgsd_envs import skeleton as sk
-from rgsd_envs.config_utils import save_yaml, to_dict
-from rgsd_envs.encoders import MLPEncoder, load_encoder, trainable_copy
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM
 from rgsd_envs.envs.registration import ENV_ID
-from rgsd_envs.io_utils import InputFileError, atomic_path
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM
-from rgsd_envs.run_dir import RunDir
-from rgsd_envs.threads import torch_threads
+from rgsd_envs.rewards.encoders import MLPEncoder, load_encoder, trainable_copy
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.config import save_yaml, to_dict
+from rgsd_envs.utils.files import InputFileError, atomic_path
+from rgsd_envs.utils.threads import torch_threads
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)

@@ -33,10 +33,10 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from rgsd_envs import skeleton as sk
-from rgsd_envs.humanoid_mjcf import HumanoidConfig, load_model
-from rgsd_envs.io_utils import atomic_path
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.humanoid.mjcf import HumanoidConfig, load_model
 from rgsd_envs.motion.clip import CLIP_FPS, MotionClip
+from rgsd_envs.utils.files import atomic_path
 
 CAPTION_HEIGHT = 18
 """Pixels of the caption strip under each contact-sheet frame (the frame time)."""

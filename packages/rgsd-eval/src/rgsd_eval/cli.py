@@ -14,8 +14,8 @@ import sys
 from typing import Any
 
 import rgsd_envs  # noqa: F401  (before torch: sets OMP_WAIT_POLICY and MUJOCO_GL)
-from rgsd_envs.config_utils import load_yaml
-from rgsd_envs.io_utils import InputFileError
+from rgsd_envs.utils.config import load_yaml
+from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.latents import parse_latent_mode
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rgsd_envs.fid import DEFAULT_EPS
-from rgsd_envs.motion_features import WINDOW
+from rgsd_eval.features import WINDOW
+from rgsd_eval.fid import DEFAULT_EPS
 from rgsd_eval.latents import DEFAULT_BEST_OF, parse_latent_mode
 
 PAPER_KAPPAS = (20.0, 100.0, 1000.0)

@@ -18,13 +18,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rgsd_envs.encoders import embed, within_motion_alignment
 from rgsd_envs.envs.registration import ENV_ID
-from rgsd_envs.fid import GaussianStats, fid
 from rgsd_envs.motion.clip import CATEGORIES
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.motion_features import FEATURE_DIM, heading_directions, motion_features
+from rgsd_envs.rewards.encoders import embed, within_motion_alignment
 from rgsd_eval.config import EvalConfig
+from rgsd_eval.features import FEATURE_DIM, heading_directions, motion_features
+from rgsd_eval.fid import GaussianStats, fid
 from rgsd_eval.latents import search_candidates, select_best, vmf_samples
 from rgsd_eval.metrics import CM_PER_M, angles_deg, dispersion, path_dispersion, to_start_frame
 from rgsd_eval.rollouts import RolloutJobs, Rollouts, run_rollouts

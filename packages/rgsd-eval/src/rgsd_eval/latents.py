@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rgsd_envs import skills
-from rgsd_envs.observations import SKILL_DIM
+from rgsd_envs.envs import skills
+from rgsd_envs.envs.observations import SKILL_DIM
 
 DEFAULT_BEST_OF = 64
 """N of ``--latent auto`` when it picks best-of-N (the paper uses 500)."""

@@ -13,8 +13,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from rgsd_envs.config_utils import save_yaml
-from rgsd_envs.io_utils import InputFileError
+from rgsd_envs.utils.config import save_yaml
+from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import ReferenceFeatures, RunEvaluation, category_order, evaluate_run
 from rgsd_eval.plots import plot_embedding, plot_kappa_sweep, plot_spread, plot_trajectories, plot_trajectory_comparison

@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rgsd_envs.io_utils import atomic_path
+from rgsd_envs.utils.files import atomic_path
 from rgsd_eval.evaluate import RunEvaluation
 
 REF_STYLE = {"color": "black", "lw": 2.0, "zorder": 5}

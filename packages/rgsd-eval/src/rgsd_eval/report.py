@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rgsd_envs.config_utils import to_dict
-from rgsd_envs.io_utils import atomic_path
-from rgsd_envs.motion_features import FEATURE_BODIES, FEATURE_DIM
+from rgsd_envs.utils.config import to_dict
+from rgsd_envs.utils.files import atomic_path
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import RunEvaluation
+from rgsd_eval.features import FEATURE_BODIES, FEATURE_DIM
 
 REPORT_FORMAT = "rgsd-eval-report"
 REPORT_VERSION = 1

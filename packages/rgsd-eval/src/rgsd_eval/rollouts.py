@@ -26,12 +26,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rgsd_envs import skeleton as sk
-from rgsd_envs import threads
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.fid import GaussianStats
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.motion_features import FEATURE_DIM, WINDOW, motion_features, num_windows
+from rgsd_envs.utils import threads
+from rgsd_eval.features import FEATURE_DIM, WINDOW, motion_features, num_windows
+from rgsd_eval.fid import GaussianStats
 from rgsd_eval.metrics import frame_errors
 
 

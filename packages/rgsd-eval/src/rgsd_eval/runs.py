@@ -6,13 +6,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rgsd_envs import skeleton as sk
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.io_utils import InputFileError
+from rgsd_envs.envs.observations import POLICY_OBS_DIM
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.observations import POLICY_OBS_DIM
-from rgsd_envs.policy import PolicyMLP
-from rgsd_envs.run_dir import RunDir
+from rgsd_envs.runs.policy import PolicyMLP
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.latents import LatentMode, auto_latent_mode, parse_latent_mode
 from rgsd_eval.rollouts import eval_env_config
 

@@ -10,10 +10,10 @@ from typing import Any
 import torch
 import yaml
 
-from rgsd_envs import skeleton as sk
-from rgsd_envs.encoders import MLPEncoder
-from rgsd_envs.observations import POLICY_OBS_DIM
-from rgsd_envs.policy import PolicyMLP
+from rgsd_envs.envs.observations import POLICY_OBS_DIM
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.rewards.encoders import MLPEncoder
+from rgsd_envs.runs.policy import PolicyMLP
 
 
 def make_fake_run(

@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
 def config_from_args(args: argparse.Namespace) -> PretrainConfig:
     """The PretrainConfig of a YAML file (if any) with the command-line overrides applied."""
     from rgsd_agents.pretraining import PretrainConfig
-    from rgsd_envs.config_utils import from_dict, load_yaml
+    from rgsd_envs.utils.config import from_dict, load_yaml
 
     overrides: dict[str, Any] = {}
     if args.motions:
@@ -73,7 +73,7 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
 def run(args: argparse.Namespace) -> int:
     """Run ``rgsd pretrain``; prints the final alignment and where the files are."""
     from rgsd_agents.pretraining import pretrain
-    from rgsd_envs.io_utils import InputFileError
+    from rgsd_envs.utils.files import InputFileError
 
     cfg = config_from_args(args)
     try:

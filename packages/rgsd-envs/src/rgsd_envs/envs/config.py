@@ -6,7 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from rgsd_envs.humanoid_mjcf import DEFAULT_TIMESTEP
+from rgsd_envs.humanoid.mjcf import DEFAULT_TIMESTEP
 
 CLIP_SAMPLING = ("uniform", "failure_weighted")
 

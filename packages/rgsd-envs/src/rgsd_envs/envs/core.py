@@ -15,13 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rgsd_envs import encoders as enc
-from rgsd_envs import skeleton as sk
-from rgsd_envs import skills
+from rgsd_envs.envs import skills
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.humanoid_mjcf import HumanoidConfig
-from rgsd_envs.motion.library import MotionLib, MotionSource
-from rgsd_envs.observations import (
+from rgsd_envs.envs.observations import (
     FRAME_DIM,
     HISTORY_LEN,
     SKILL_DIM,
@@ -31,6 +27,10 @@ from rgsd_envs.observations import (
     reference_encoder_inputs,
     reference_frame_features,
 )
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.humanoid.mjcf import HumanoidConfig
+from rgsd_envs.motion.library import MotionLib, MotionSource
+from rgsd_envs.rewards import encoders as enc
 from rgsd_envs.sim import make_backend
 
 Tensor = torch.Tensor

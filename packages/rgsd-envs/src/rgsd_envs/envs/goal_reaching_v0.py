@@ -50,13 +50,13 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rgsd_envs import rotations as rot
 from rgsd_envs.envs.core import RGSDCore
+from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.envs.smpl_v0 import final_obs_info
-from rgsd_envs.observations import FRAME_DIM, SKILL_DIM
-from rgsd_envs.policy import PolicyMLP
-from rgsd_envs.run_dir import RunDir
-from rgsd_envs.threads import env_side
+from rgsd_envs.runs.policy import PolicyMLP
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils import rotations as rot
+from rgsd_envs.utils.threads import env_side
 
 Tensor = torch.Tensor
 

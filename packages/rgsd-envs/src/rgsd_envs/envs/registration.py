@@ -8,7 +8,7 @@ import gymnasium as gym
 from gymnasium.vector import VectorEnv
 
 from rgsd_envs.envs.smpl_v0 import RGSDEnv, RGSDVectorEnv
-from rgsd_envs.wrappers.encoder_reward import EncoderRewardVecWrapper, EncoderRewardWrapper
+from rgsd_envs.rewards.encoder_reward import EncoderRewardVecWrapper, EncoderRewardWrapper
 
 ENV_ID = "RGSD-SMPL-v0"
 GOAL_ENV_ID = "RGSD-SMPL-GoalReaching-v0"

@@ -20,7 +20,7 @@ Default (``obs_mode="flat"``): ``Box(-inf, inf, (375,), float32)`` =
 ``[o_t (359), z (16)]``, slices in ``observations.POLICY_LAYOUT``: phase 0:1,
 root height 1:2, body positions 2:71, body rotations 71:215, body linear
 velocities 215:287, body angular velocities 287:359, skill 359:375 (see
-``rgsd_envs.observations`` for the frames). ``obs_mode="dict"``:
+``rgsd_envs.envs.observations`` for the frames). ``obs_mode="dict"``:
 ``{"proprio": Box(359), "skill": Box(16)}``.
 
 ## Rewards
@@ -69,13 +69,13 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rgsd_envs import skeleton as sk
-from rgsd_envs.encoders import EncoderLike
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.core import RGSDCore
+from rgsd_envs.envs.observations import FRAME_DIM, POLICY_OBS_DIM, SKILL_DIM
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib, MotionSource
-from rgsd_envs.observations import FRAME_DIM, POLICY_OBS_DIM, SKILL_DIM
-from rgsd_envs.threads import env_side
+from rgsd_envs.rewards.encoders import EncoderLike
+from rgsd_envs.utils.threads import env_side
 
 
 def single_spaces(cfg: EnvConfig) -> tuple[spaces.Space, spaces.Box]:

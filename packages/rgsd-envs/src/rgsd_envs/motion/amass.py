@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rgsd_envs import rotations as rot
-from rgsd_envs import skeleton as sk
-from rgsd_envs.io_utils import InputFileError, read_npz
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.clip import MotionClip
 from rgsd_envs.motion.kinematics import KinematicModel, clip_from_rotations
+from rgsd_envs.utils import rotations as rot
+from rgsd_envs.utils.files import InputFileError, read_npz
 
 POSE_WIDTHS = {156: "SMPL+H", 165: "SMPL-X"}
 """Accepted ``poses`` widths and the model each means."""

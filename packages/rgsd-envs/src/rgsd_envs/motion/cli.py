@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from rgsd_envs.io_utils import InputFileError
+from rgsd_envs.utils.files import InputFileError
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
@@ -18,7 +18,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print("error: --betas needs --smpl-model DIR (the SMPL model the betas belong to)", file=sys.stderr)
         return 2
     if args.smpl_model:
-        from rgsd_envs.body_shape import body_from_smpl
+        from rgsd_envs.humanoid.body_shape import body_from_smpl
 
         try:
             offsets, pelvis = body_from_smpl(args.smpl_model, betas=args.betas, gender=args.gender)

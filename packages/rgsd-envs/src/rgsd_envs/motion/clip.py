@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rgsd_envs import skeleton as sk
-from rgsd_envs.io_utils import InputFileError, atomic_path, read_npz
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.utils.files import InputFileError, atomic_path, read_npz
 
 FORMAT_VERSION = 1
 CLIP_FPS = 30.0

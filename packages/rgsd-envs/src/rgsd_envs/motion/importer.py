@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from rgsd_envs.io_utils import InputFileError
 from rgsd_envs.motion.amass import amass_to_clip, clip_name_from_path, find_amass_files, read_amass
 from rgsd_envs.motion.kinematics import KinematicModel
 from rgsd_envs.motion.paper_set import PAPER_CLIPS, find_paper_clips
+from rgsd_envs.utils.files import InputFileError
 
 
 @dataclass

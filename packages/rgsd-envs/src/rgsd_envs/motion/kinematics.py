@@ -13,10 +13,10 @@ import mujoco
 import numpy as np
 import torch
 
-from rgsd_envs import rotations as rot
-from rgsd_envs import skeleton as sk
-from rgsd_envs.humanoid_mjcf import HumanoidConfig, load_model
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.humanoid.mjcf import HumanoidConfig, load_model
 from rgsd_envs.motion.clip import CLIP_FPS, MotionClip
+from rgsd_envs.utils import rotations as rot
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rgsd_envs import rotations as rot
-from rgsd_envs.io_utils import InputFileError
 from rgsd_envs.motion.clip import CLIP_FPS, MotionClip, load_clip
+from rgsd_envs.utils import rotations as rot
+from rgsd_envs.utils.files import InputFileError
 
 Tensor = torch.Tensor
 MotionSource = str | os.PathLike | MotionClip | Sequence["str | os.PathLike | MotionClip"]

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 import mujoco
 import numpy as np
 
-from rgsd_envs import skeleton as sk
-from rgsd_envs.humanoid_mjcf import CONTROL_HZ, HumanoidConfig, load_model, physics_substeps
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.humanoid.mjcf import CONTROL_HZ, HumanoidConfig, load_model, physics_substeps
 from rgsd_envs.motion.clip import MotionClip
 from rgsd_envs.motion.kinematics import KinematicModel
 

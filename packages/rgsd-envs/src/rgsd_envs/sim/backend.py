@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rgsd_envs.humanoid_mjcf import HumanoidConfig
+from rgsd_envs.humanoid.mjcf import HumanoidConfig
 
 Tensor = torch.Tensor
 
@@ -77,19 +77,3 @@ class SimBackend(abc.ABC):
 
     def close(self) -> None:
         """Release native resources."""
-
-
-def make_backend(
-    name: str,
-    num_envs: int,
-    config: HumanoidConfig | None = None,
-    device: str | torch.device = "cpu",
-    num_threads: int | None = None,
-) -> SimBackend:
-    """Create a backend by name: "mujoco" (CPU, the reference) is the one shipped now."""
-    config = config or HumanoidConfig()
-    if name == "mujoco":
-        from rgsd_envs.sim.mujoco_backend import MujocoBackend
-
-        return MujocoBackend(num_envs, config, device=device, num_threads=num_threads)
-    raise ValueError(f"unknown simulator backend {name!r}; available: 'mujoco' (a GPU backend is planned)")

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from mujoco import batch as mj_batch
 
-from rgsd_envs import skeleton as sk
-from rgsd_envs.humanoid_mjcf import HumanoidConfig, load_model, physics_substeps
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.humanoid.mjcf import HumanoidConfig, load_model, physics_substeps
 from rgsd_envs.sim.backend import SimBackend, SimState, Tensor
 
 _STAGE_VEL = int(mujoco.mjtStage.mjSTAGE_VEL)

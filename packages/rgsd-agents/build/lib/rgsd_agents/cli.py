@@ -1,0 +1,72 @@
+"""``rgsd``: pretrain encoders, train skill policies, run the demo pipeline, downstream tasks.
+
+Subcommands live in ``rgsd_agents.commands.<name>`` (each exposes
+``register(subparsers)``). Other packages add subcommands through the
+``rgsd.commands`` entry-point group (rgsd-eval adds ``rgsd eval``), so the CLI
+is one tool while the packages stay independent.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before torch is imported: idle OpenMP workers sleep instead of spinning on the
+# cores the simulator steps on (see rgsd_envs.utils.threads).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse
+import importlib
+import logging
+import sys
+from importlib.metadata import entry_points
+
+BUILTIN_COMMANDS = ("pretrain", "train", "demo", "downstream")
+"""Modules under rgsd_agents.commands, in help order."""
+PLUGIN_GROUP = "rgsd.commands"
+
+
+def _plugins() -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=PLUGIN_GROUP)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rgsd`` argument parser with built-in and plugin subcommands."""
+    parser = argparse.ArgumentParser(prog="rgsd", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in BUILTIN_COMMANDS:
+        importlib.import_module(f"rgsd_agents.commands.{name}").register(sub)
+    for name, target in sorted(_plugins().items()):
+        if name in BUILTIN_COMMANDS:
+            continue
+        module, _, func = target.partition(":")
+        getattr(importlib.import_module(module), func or "register")(sub)
+    if "eval" not in sub.choices:
+        p = sub.add_parser("eval", help="evaluate runs (needs rgsd-eval: pip install rgsd-eval)")
+        p.set_defaults(func=lambda args: _missing("eval", "rgsd-eval"))
+    return parser
+
+
+def _missing(command: str, package: str) -> int:
+    print(f"error: `rgsd {command}` is provided by {package}; install it with: pip install {package}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``rgsd``."""
+    from rgsd_envs.utils.files import InputFileError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return int(args.func(args) or 0)
+    except (InputFileError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

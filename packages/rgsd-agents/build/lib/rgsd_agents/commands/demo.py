@@ -1,0 +1,84 @@
+"""``rgsd demo``: the first run on a fresh machine: pretrain, train, evaluate, all on the built-in demo motions.
+
+1. pretrains an encoder on the five demo clips (``<out>/pretrain``, under a minute);
+2. trains with the ``demo`` preset (a time budget of ``--minutes``; 2 CPU cores are enough);
+3. evaluates the run with ``rgsd eval`` when rgsd-eval is installed (``<out>/report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rgsd_agents.commands import add_set_argument
+
+DEFAULT_MINUTES = 15.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``rgsd demo`` to the CLI."""
+    p = subparsers.add_parser(
+        "demo",
+        help="pretrain, train and evaluate on the built-in demo motions (about 20 minutes on 2 cores)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
+    p.add_argument(
+        "--minutes", type=float, default=DEFAULT_MINUTES, help=f"training time budget (default {DEFAULT_MINUTES:g})"
+    )
+    add_set_argument(p, "override a value of the demo preset (repeatable), as in rgsd train")
+    p.add_argument("--no-eval", action="store_true", help="skip the evaluation step")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def eval_available() -> bool:
+    """Whether ``rgsd eval`` is provided (rgsd-eval installed)."""
+    from rgsd_agents.cli import _plugins
+
+    return "eval" in _plugins()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``rgsd demo``."""
+    from rgsd_agents.commands.train import summary
+    from rgsd_agents.config import load_config, parse_set
+    from rgsd_agents.runner import Runner
+
+    out = Path(args.out)
+    if (out / "checkpoints" / "latest.pt").exists():
+        print(f"error: {out} already holds a run; choose another --out (or continue it: rgsd train --resume {out})")
+        return 2
+    overrides = {"max_minutes": args.minutes, **parse_set(args.overrides)}
+    cfg = load_config("demo", overrides)
+    print(f"[1/3] pretraining the encoder and [2/3] training ({cfg.max_minutes:g} min budget) into {out}", flush=True)
+    runner = Runner(cfg, out, progress=not args.no_progress)
+    try:
+        history = runner.learn()
+    finally:
+        runner.close()
+    print(summary(out, history, runner.initial_probe), flush=True)
+    report = out / "report"
+    if args.no_eval:
+        print("[3/3] evaluation skipped (--no-eval)")
+    elif not eval_available():
+        print("[3/3] evaluation skipped: `rgsd eval` needs rgsd-eval (pip install -e packages/rgsd-eval)")
+    else:
+        from rgsd_agents.cli import main
+
+        print(f"[3/3] evaluating into {report}", flush=True)
+        code = main(
+            ["eval", "--run", str(out), "--motions", "demo", "--out", str(report)]
+            + (["--no-progress"] if args.no_progress else [])
+        )
+        if code:
+            print(f"evaluation failed (exit code {code}); the trained run is in {out}")
+            return code
+    print("\nresults:")
+    print(f"  run folder      {out}  (config.yaml, policy.pt, encoder.pt, discovery_encoder.pt, checkpoints/)")
+    print(f"  pretraining     {out / 'pretrain'}  (embeddings.png: the grounded latent space)")
+    print(f"  training curves tensorboard --logdir {out / 'tb'}")
+    if report.exists():
+        print(f"  evaluation      {report}")
+    return 0

@@ -1,0 +1,74 @@
+"""``rgsd downstream``: train a high-level goal-reaching policy over a frozen skill policy."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rgsd_agents.commands import add_run_arguments
+from rgsd_envs.envs.goal_reaching_v0 import STYLES
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``rgsd downstream`` to the CLI."""
+    p = subparsers.add_parser(
+        "downstream",
+        help="train a goal-reaching policy with a style command on top of a trained skill policy",
+        description="Train pi_high(z | s, g) with PPO on RGSD-SMPL-GoalReaching-v0 (SPEC §7). Writes <out>/config.yaml, "
+        "policy.pt (the high-level actor), checkpoints/, tb/ and report.md (success rate, style FID, top views).",
+    )
+    p.add_argument("--low-level", help="run folder of the frozen low-level policy (rgsd train / rgsd demo)")
+    p.add_argument("--style", choices=STYLES, help="style command (default: the config's, freestyle)")
+    p.add_argument("--config", default="default", help="a YAML file or a downstream preset name (default: default)")
+    p.add_argument("--out", help="run folder (default: runs/downstream_<style>_<date-time>)")
+    add_run_arguments(p, "override a config value, e.g. --set task.arena_size=8 (repeatable)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``rgsd downstream``."""
+    from rgsd_agents.config import load_config, parse_set
+    from rgsd_agents.downstream import DownstreamConfig, DownstreamRunner
+
+    overrides = parse_set(args.overrides)
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    if args.resume:
+        if args.low_level or args.style or args.out:
+            print("error: --resume continues a run with its saved config; leave out --low-level, --style and --out")
+            return 2
+        runner = DownstreamRunner.resume(args.resume, overrides, progress=not args.no_progress)
+    else:
+        if not args.low_level:
+            print("error: give --low-level RUN (a trained skill policy) or --resume RUN")
+            return 2
+        overrides["low_level"] = args.low_level
+        if args.style:
+            overrides["task.style"] = args.style
+        cfg = load_config(args.config, overrides, cls=DownstreamConfig, presets="downstream")
+        out = (
+            Path(args.out)
+            if args.out
+            else Path("runs") / f"downstream_{cfg.task.style}_{time.strftime('%Y%m%d-%H%M%S')}"
+        )
+        if (out / "checkpoints" / "latest.pt").exists():
+            print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
+            return 2
+        runner = DownstreamRunner(cfg, out, progress=not args.no_progress)
+    try:
+        runner.learn()
+        report = runner.write_report()
+    finally:
+        runner.close()
+    before, after = runner.initial_eval, runner.last_eval
+    print(f"run folder: {runner.run.path}\nreport: {report}")
+    for key, label in (
+        ("eval/success_rate", "success rate"),
+        ("eval/style_fid", "style FID"),
+        ("eval/final_distance", "final distance (m)"),
+    ):
+        if key in after:
+            prev = f"{before[key]:.3f} -> " if key in before else ""
+            print(f"  {label}: {prev}{after[key]:.3f}")
+    return 0

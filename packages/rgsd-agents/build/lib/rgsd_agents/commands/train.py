@@ -1,0 +1,108 @@
+"""``rgsd train``: train a skill-conditioned policy (imitation + discovery) into a run folder."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rgsd_agents.commands import add_run_arguments
+
+PRESET_HELP = "a YAML file or a preset name (paper, cpu, demo, diayn)"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``rgsd train`` to the CLI."""
+    p = subparsers.add_parser(
+        "train",
+        help="train an RGSD policy (PPO + discovery encoder) into a run folder",
+        description="Train an RGSD skill-conditioned policy. Writes <out>/config.yaml, encoder.pt, policy.pt, "
+        "discovery_encoder.pt, checkpoints/ and tb/ (TensorBoard). Without an encoder in the config, "
+        "pretrains one first into <out>/pretrain/.",
+    )
+    p.add_argument("--config", help=PRESET_HELP + "; not needed with --resume")
+    p.add_argument("--out", help="run folder (default: runs/<config name>_<date-time>)")
+    add_run_arguments(p, "override a config value, e.g. --set ppo.epochs=3 --set env.motions=motions/ (repeatable)")
+    p.set_defaults(func=run)
+
+
+def default_out(config: str) -> Path:
+    """``runs/<config stem>_<YYYYmmdd-HHMMSS>``."""
+    return Path("runs") / f"{Path(config).stem}_{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``rgsd train``."""
+    from rgsd_agents.config import load_config, parse_set
+    from rgsd_agents.runner import Runner
+
+    overrides = parse_set(args.overrides)
+    if args.seed is not None:
+        overrides["seed"] = args.seed
+    if args.resume:
+        if args.config or args.out:
+            print("error: --resume continues a run with its saved config; leave out --config and --out")
+            return 2
+        runner = Runner.resume(args.resume, overrides, progress=not args.no_progress)
+    else:
+        if not args.config:
+            print("error: give --config (" + PRESET_HELP + ") or --resume RUN")
+            return 2
+        cfg = load_config(args.config, overrides)
+        out = Path(args.out) if args.out else default_out(args.config)
+        if (out / "checkpoints" / "latest.pt").exists():
+            print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
+            return 2
+        runner = Runner(cfg, out, progress=not args.no_progress)
+    try:
+        history = runner.learn()
+    finally:
+        runner.close()
+    print(summary(runner.run.path, history, runner.initial_probe))
+    return 0
+
+
+def summary(run: Path, history: list[dict[str, float]], initial_probe: dict[str, float] | None = None) -> str:
+    """A few lines on how the session went (early vs late iterations, probe before vs after) and where its files are."""
+    lines = [f"run folder: {run}"]
+    if history:
+        # windows of ~10% of the iterations; the first iteration is skipped: only episodes shorter than one
+        # rollout can end in it, which biases its episode statistics low
+        w = max(1, min(50, len(history) // 10))
+        first = _mean(history[1 : 1 + w] if len(history) > w + 1 else history[:w])
+        last = _mean(history[-w:])
+        span = f"iterations 2-{1 + w}" if len(history) > w + 1 else "first iterations"
+        lines.append(f"  mean over {span} -> last {w}:")
+        for key, label, scale, unit in (
+            ("rollout/imitation_reward", "imitation reward / step", 1.0, ""),
+            ("episodes/imitation_length", "imitation episode length", 1.0, " steps"),
+            ("rollout/imitation_cartesian_error", "imitation Cartesian error (training episodes)", 100.0, " cm"),
+            ("rollout/discovery_reward", "discovery reward / step", 1.0, ""),
+        ):
+            if key in first and key in last:
+                lines.append(f"    {label}: {scale * first[key]:.2f}{unit} -> {scale * last[key]:.2f}{unit}")
+        probes = [h for h in history if "probe/cartesian_error_cm" in h]
+        if initial_probe and probes:
+            before, after = initial_probe, probes[-1]
+            lines.append(
+                "  probe (fixed starts of every clip, mean action, no early termination): Cartesian error "
+                f"{before['probe/cartesian_error_cm']:.1f} cm -> {after['probe/cartesian_error_cm']:.1f} cm, frames within "
+                f"the deviation threshold {100 * before['probe/frames_within_threshold']:.0f}% -> "
+                f"{100 * after['probe/frames_within_threshold']:.0f}%"
+            )
+            clips = [k for k in before if k.startswith("probe_clips/") and k in after]
+            if clips:
+                per_clip = ", ".join(
+                    f"{k[len('probe_clips/') : -len('_cm')]} {before[k]:.0f} -> {after[k]:.0f}" for k in clips
+                )
+                lines.append(f"    per clip (cm): {per_clip}")
+        sps = sum(h["charts/SPS"] for h in history) / len(history)
+        lines.append(f"  {len(history)} iterations this session, mean {sps:.0f} samples/s")
+    lines.append(f"  policy: {run / 'policy.pt'}   TensorBoard: tensorboard --logdir {run / 'tb'}")
+    return "\n".join(lines)
+
+
+def _mean(history: list[dict[str, float]]) -> dict[str, float]:
+    """Per-key mean over iterations (keys missing in some iterations are averaged where present)."""
+    keys = {k for h in history for k in h}
+    return {k: sum(h[k] for h in history if k in h) / sum(k in h for h in history) for k in keys}

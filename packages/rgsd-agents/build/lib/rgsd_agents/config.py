@@ -1,0 +1,250 @@
+"""Training configuration: dataclasses that load from YAML (``rgsd train --config``).
+
+The defaults are the paper's GPU-scale values (SPEC §5, paper Table
+"Hyperparameters"); the presets in ``rgsd_agents/presets`` override what differs
+(``cpu``, ``demo``, ``diayn``). The resolved config is saved as
+``<run>/config.yaml``; its ``env:`` section is an ``rgsd_envs`` ``EnvConfig``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rgsd_agents.pretraining import PretrainConfig
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.utils.config import apply_override, from_dict
+from rgsd_envs.utils.files import InputFileError
+
+PAPER_HIDDEN = (1024, 1024, 1024, 512)
+_SCIENTIFIC = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$")
+"""Numbers like 3e-4 that YAML 1.1 (PyYAML) reads as strings."""
+ENCODER_INITS = ("pretrained", "random")
+
+
+@dataclass
+class NetworkConfig:
+    """Actor and critic MLPs and the Gaussian policy's standard deviation."""
+
+    actor_hidden: tuple[int, ...] = PAPER_HIDDEN
+    """Hidden sizes of the actor (the exported ``PolicyMLP``); paper: 1024, 1024, 1024, 512."""
+    critic_hidden: tuple[int, ...] = PAPER_HIDDEN
+    """Hidden sizes of the critic (same input: normalised observation)."""
+    activation: str = "tanh"
+    init_log_std: float = -2.9
+    """Initial log standard deviation of the (state-independent) Gaussian; ASE's fixed exp(-2.9) = 0.055."""
+    learn_std: bool = False
+    """Learn the log std (False: keep it at ``init_log_std``; the entropy bonus then has no effect)."""
+    init_mean_action: str = "reference"
+    """Initial mean action: "reference" (the action that holds the references' mean joint angles) or "zero"
+    (PD targets at the middle of each joint's range, a crouch)."""
+
+    def __post_init__(self) -> None:
+        self.actor_hidden = tuple(int(h) for h in self.actor_hidden)
+        self.critic_hidden = tuple(int(h) for h in self.critic_hidden)
+        if not self.actor_hidden or not self.critic_hidden or min(self.actor_hidden + self.critic_hidden) < 1:
+            raise ValueError("actor_hidden and critic_hidden must be non-empty lists of positive sizes")
+        if self.init_mean_action not in ("reference", "zero"):
+            raise ValueError(f"networks.init_mean_action must be 'reference' or 'zero', got {self.init_mean_action!r}")
+
+
+@dataclass
+class PPOConfig:
+    """The PPO update rule (clipped surrogate, value regression, GAE)."""
+
+    actor_lr: float = 2e-5
+    critic_lr: float = 1e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    """Clip range of the probability ratio."""
+    epochs: int = 5
+    minibatch_size: int = 32768
+    """Samples per gradient step; the rollout (num_envs x horizon) is split into batch // minibatch_size parts."""
+    entropy_coef: float = 0.1
+    value_clip: bool = False
+    """Clip the value prediction around the rollout's value like the ratio (False: plain MSE)."""
+    bounds_coef: float = 10.0
+    """Penalty on action means outside [-bound, bound] (actions are clipped to [-1, 1] by the env)."""
+    bound: float = 1.1
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip, applied to the actor and the critic separately."""
+    normalize_advantages: bool = True
+    """Standardise the advantages over the whole rollout."""
+    normalize_values: bool = True
+    """The critic predicts returns standardised by running statistics (rewards are not scaled)."""
+
+    def __post_init__(self) -> None:
+        positive = {
+            "actor_lr": self.actor_lr,
+            "critic_lr": self.critic_lr,
+            "clip": self.clip,
+            "epochs": self.epochs,
+            "minibatch_size": self.minibatch_size,
+            "max_grad_norm": self.max_grad_norm,
+            "bound": self.bound,
+        }
+        bad = [k for k, v in positive.items() if not v > 0]
+        if bad:
+            raise ValueError(f"ppo.{bad[0]} must be > 0, got {positive[bad[0]]!r}")
+        if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0):
+            raise ValueError(f"ppo.gamma and ppo.gae_lambda must be in [0, 1], got {self.gamma}, {self.gae_lambda}")
+
+
+@dataclass
+class DiscoveryConfig:
+    """Training of the discovery encoder q_phi' (paper: initialised from the frozen encoder)."""
+
+    enabled: bool = True
+    """Train the discovery encoder (False: discovery worlds keep scoring with the initial copy)."""
+    lr: float = 1e-4
+    alpha: float = 0.5
+    """Weight of KL(q_phi'(.|s) || q_frozen(.|s)) on imitation samples."""
+    epochs: int = 1
+    """Passes over each rollout."""
+    minibatch_size: int = 32768
+    max_grad_norm: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.lr > 0 and self.alpha >= 0 and self.epochs >= 1 and self.minibatch_size >= 1):
+            raise ValueError("discovery: lr > 0, alpha >= 0, epochs >= 1 and minibatch_size >= 1 are required")
+
+
+@dataclass
+class TrainConfig:
+    """One RGSD training run: environment, encoder, networks, PPO, discovery and the loop."""
+
+    seed: int = 0
+    """Seeds the networks, the action noise, the minibatches, the env worlds and the pretraining."""
+    num_envs: int = 4096
+    horizon: int = 32
+    """Steps per world per iteration (rollout = num_envs x horizon samples)."""
+    iterations: int = 20000
+    max_minutes: float | None = None
+    """Stop after this much wall time of the training loop (None: run all iterations)."""
+    checkpoint_every: int = 100
+    """Iterations between checkpoints (also written at the end and on Ctrl-C)."""
+    keep_checkpoints: int = 5
+    """Newest ``iter_XXXXXX.pt`` files kept (``latest.pt`` is always kept)."""
+    log_every: int = 1
+    """Iterations between TensorBoard writes."""
+    probe_every: int = 50
+    """Iterations between imitation probes (deterministic rollouts from each clip's start, ``probe/`` in
+    TensorBoard, also before the first iteration) and the discovery encoder's reference alignment; 0: never."""
+    torch_threads: int | None = None
+    """torch intra-op threads of the updates (None: one per core)."""
+    rollout_threads: int | None = 1
+    """torch intra-op threads while collecting a rollout (None: as the updates). Small per-step batches
+    run faster on one thread, and the env's own torch work then skips its thread switching."""
+    encoder: str | None = None
+    """Frozen pretrained encoder file; None: pretrain one on env.motions (``pretrain:``) into <run>/pretrain."""
+    encoder_init: str = "pretrained"
+    """"pretrained" (RGSD) or "random" (DIAYN ablation: a randomly initialised encoder, no grounding)."""
+    reward_kappa: float | None = None
+    """kappa of r = C + kappa mu(s')^T z (None: the encoder's)."""
+    reward_constant: float | None = None
+    """C of the reward (None: kappa, so rewards lie in [0, 2 kappa])."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    """Used when ``encoder`` is None; its motions and seed follow env.motions and seed."""
+    networks: NetworkConfig = field(default_factory=NetworkConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("num_envs", "horizon", "checkpoint_every", "keep_checkpoints", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.rollout_threads is not None and self.rollout_threads < 1:
+            raise ValueError(f"rollout_threads must be >= 1 or null, got {self.rollout_threads}")
+        if self.iterations < 0 or self.probe_every < 0:
+            raise ValueError(f"iterations and probe_every must be >= 0, got {self.iterations}, {self.probe_every}")
+        if self.encoder_init not in ENCODER_INITS:
+            raise ValueError(f"encoder_init must be one of {', '.join(ENCODER_INITS)}, got {self.encoder_init!r}")
+        if self.env.obs_mode != "flat" or self.env.autoreset_mode != "SameStep":
+            raise ValueError("training needs env.obs_mode 'flat' and env.autoreset_mode 'SameStep'")
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per iteration."""
+        return self.num_envs * self.horizon
+
+
+def preset_names(folder: str = "") -> list[str]:
+    """Names of the built-in presets (``rgsd_agents/presets/<folder>/*.yaml``; folder "downstream" for those)."""
+    files = resources.files("rgsd_agents") / "presets" / folder
+    return sorted(p.name[: -len(".yaml")] for p in files.iterdir() if p.name.endswith(".yaml"))
+
+
+def preset_path(name: str, folder: str = "") -> Path:
+    """Path of a built-in preset, or a clear error listing them."""
+    path = Path(str(resources.files("rgsd_agents") / "presets" / folder / f"{name}.yaml"))
+    if not path.is_file():
+        raise InputFileError(name, f"no such config file or preset; presets: {', '.join(preset_names(folder))}")
+    return path
+
+
+def _numbers(value: Any) -> Any:
+    """``value`` with strings such as "3e-4" (YAML 1.1 reads them as text) turned into floats, recursively."""
+    if isinstance(value, str) and _SCIENTIFIC.match(value.strip()):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
+
+
+def parse_set(items: list[str] | None) -> dict[str, Any]:
+    """``["ppo.epochs=3", "env.motions=[a, b]"]`` -> {dotted key: YAML-parsed value}."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set expects key=value (e.g. ppo.epochs=3), got {item!r}")
+        out[key.strip()] = _numbers(yaml.safe_load(value))
+    return out
+
+
+def load_config(
+    spec: str | os.PathLike, overrides: dict[str, Any] | None = None, cls: type | None = None, presets: str = ""
+) -> Any:
+    """A config (``cls``, default TrainConfig) from a YAML file or a preset name (in ``presets/<presets>``),
+    with dotted-key overrides."""
+    path = Path(spec)
+    if not path.is_file():
+        if path.suffix or os.sep in str(spec):
+            raise InputFileError(path, f"config file not found (or give a preset: {', '.join(preset_names(presets))})")
+        path = preset_path(str(spec), presets)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise InputFileError(path, f"not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise InputFileError(path, "expected a mapping of config keys")
+    data = _numbers(data)
+    for key, value in (overrides or {}).items():
+        apply_override(data, key, _numbers(value))
+    return from_dict(cls or TrainConfig, data, str(path))
+
+
+def resolve(cfg: TrainConfig, base_dir: str | os.PathLike = ".") -> TrainConfig:
+    """Make the config self-contained: absolute motion/encoder paths, pretraining on env.motions."""
+    base = Path(base_dir)
+
+    def absolute(p: str) -> str:
+        return p if p == "demo" else str((base / p).resolve())
+
+    motions = cfg.env.motions
+    cfg.env.motions = absolute(motions) if isinstance(motions, str) else [absolute(m) for m in motions]
+    if cfg.encoder is not None:
+        cfg.encoder = absolute(cfg.encoder)
+    cfg.pretrain.motions = cfg.env.motions
+    cfg.pretrain.seed = cfg.seed
+    return cfg

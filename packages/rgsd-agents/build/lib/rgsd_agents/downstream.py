@@ -1,0 +1,368 @@
+"""Downstream training: a high-level policy that reaches goals in a style with frozen skills.
+
+``DownstreamRunner`` trains ``pi_high(z | s, g)`` with PPO on
+``RGSD-SMPL-GoalReaching-v0`` (SPEC §7): its actions are skills z that the frozen
+low-level policy of an rgsd run turns into joint actions. Every ``eval_every``
+iterations (and before training) it runs ``eval_episodes`` deterministic
+episodes: success rate (within ``task.success_radius`` of the goal at any time),
+final distance, fall rate and, for sidestep and backward, the style FID of the
+generated motion against the style's reference clips (the heading- and
+position-invariant feature of ``rgsd_eval.features``). The run folder has
+the layout of ``rgsd_envs.runs.run_dir`` (config.yaml, policy.pt = the high-level
+actor, checkpoints/, tb/) plus ``report.md`` with curves and top views of
+goal-reaching trajectories.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rgsd_agents.config import NetworkConfig, PPOConfig
+from rgsd_agents.loop import TrainingLoop
+from rgsd_agents.networks import ActorCritic
+from rgsd_agents.ppo import PPO
+from rgsd_agents.rollout import collect_rollout
+from rgsd_agents.storage import RolloutStorage
+from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, GoalReachingVectorEnv
+from rgsd_envs.envs.observations import SKILL_DIM
+from rgsd_envs.envs.registration import GOAL_ENV_ID
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.config import save_yaml, to_dict
+from rgsd_envs.utils.files import InputFileError
+from rgsd_envs.utils.threads import torch_threads
+from rgsd_eval.features import motion_features, num_windows
+from rgsd_eval.fid import GaussianStats, fid
+
+Tensor = torch.Tensor
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DownstreamConfig:
+    """A high-level training run on RGSD-SMPL-GoalReaching-v0."""
+
+    low_level: str = ""
+    """The frozen low-level policy: an rgsd run folder (policy.pt, encoder.pt, config.yaml)."""
+    seed: int = 0
+    num_envs: int = 64
+    horizon: int = 16
+    """High-level steps per world per iteration (each holds z for task.low_level_steps control steps)."""
+    iterations: int = 2000
+    max_minutes: float | None = None
+    checkpoint_every: int = 25
+    keep_checkpoints: int = 3
+    log_every: int = 1
+    eval_every: int = 10
+    """Iterations between evaluations (success rate, style FID); also one before training."""
+    eval_episodes: int = 16
+    init_skill: str = "style"
+    """Initial mean skill of the high-level policy: "style" (z_style; for freestyle the normalised mean
+    embedding of the locomotion clips) so exploration starts around the commanded style, or "zero"."""
+    torch_threads: int | None = None
+    rollout_threads: int | None = 1
+    task: GoalReachingConfig = field(default_factory=GoalReachingConfig)
+    networks: NetworkConfig = field(
+        default_factory=lambda: NetworkConfig(
+            actor_hidden=(256, 256),
+            critic_hidden=(256, 256),
+            init_log_std=-1.0,
+            learn_std=True,
+            init_mean_action="zero",
+        )
+    )
+    ppo: PPOConfig = field(
+        default_factory=lambda: PPOConfig(actor_lr=3e-4, critic_lr=1e-3, epochs=5, minibatch_size=512, entropy_coef=0.0)
+    )
+
+    def __post_init__(self) -> None:
+        if self.init_skill not in ("style", "zero"):
+            raise ValueError(f"init_skill must be 'style' or 'zero', got {self.init_skill!r}")
+        for name in (
+            "num_envs",
+            "horizon",
+            "checkpoint_every",
+            "keep_checkpoints",
+            "log_every",
+            "eval_every",
+            "eval_episodes",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    @property
+    def batch_size(self) -> int:
+        """High-level samples per iteration."""
+        return self.num_envs * self.horizon
+
+
+class GoalEvaluator:
+    """Deterministic episodes of the current high-level policy: success, distance, style FID, top views."""
+
+    def __init__(self, cfg: DownstreamConfig):
+        self.cfg = cfg
+        self.env = GoalReachingVectorEnv(cfg.eval_episodes, cfg.low_level, cfg.task)
+        task = self.env.task
+        lib = task.core.lib
+        clips = [lib.clips[i] for i in task.start_clips] if cfg.task.style != "freestyle" else []
+        self.reference = (
+            GaussianStats.of(np.concatenate([motion_features(c.body_pos) for c in clips])) if clips else None
+        )
+        self.trajectories: list[dict[str, np.ndarray]] = []
+
+    @torch.no_grad()
+    def run(self, actor: torch.nn.Module) -> dict[str, float]:
+        """One episode per world to its end (no autoreset is used: worlds stop at their first end)."""
+        env, task = self.env, self.env.task
+        obs, info = env.reset(seed=self.cfg.seed + 10_000)
+        goals = info["goal"].copy()
+        task.recording = []
+        n = self.cfg.eval_episodes
+        alive = np.ones(n, dtype=bool)
+        ended_at = np.full(n, task.max_steps, dtype=np.int64)
+        roots = [task.core.backend.state().body_pos[:, 0, :2].numpy().copy()]
+        success = np.zeros(n, dtype=bool)
+        final_distance = np.zeros(n)
+        fell = np.zeros(n, dtype=bool)
+        cosines: list[np.ndarray] = []
+        for step in range(task.max_steps):
+            z = actor(torch.as_tensor(obs)).clamp(-1.0, 1.0)
+            obs, _, term, trunc, info = env.step(z.numpy())
+            rows = info["final_info"] if (term | trunc).any() else info
+            now = alive.copy()
+            success[now] |= rows["success"][now]
+            final_distance[now] = rows["distance"][now]
+            fell[now] |= rows["fall"][now]
+            cosines.append(rows["style_cosine"][now])
+            ended = now & (term | trunc)
+            ended_at[ended] = step + 1
+            alive &= ~ended
+            if not alive.any():
+                break
+            roots.append(task.core.backend.state().body_pos[:, 0, :2].numpy().copy())
+        frames = torch.stack(task.recording).numpy()  # (T, n, 24, 3) at 30 Hz
+        task.recording = None
+        root_xy = np.stack(roots, axis=1)  # (n, steps, 2)
+        self.trajectories = [
+            {"root": root_xy[i, : ended_at[i] + 1], "goal": goals[i], "success": bool(success[i])} for i in range(n)
+        ]
+        out = {
+            "eval/success_rate": float(success.mean()),
+            "eval/final_distance": float(final_distance.mean()),
+            "eval/fall_rate": float(fell.mean()),
+        }
+        if self.reference is not None:
+            steps = self.cfg.task.low_level_steps
+            gen = [
+                motion_features(frames[: ended_at[i] * steps, i])
+                for i in range(n)
+                if num_windows(ended_at[i] * steps) > 0
+            ]
+            if gen:
+                out["eval/style_fid"] = fid(self.reference, GaussianStats.of(np.concatenate(gen)))
+            out["eval/style_cosine"] = float(np.concatenate(cosines).mean())
+        return out
+
+    def close(self) -> None:
+        """Release the simulator."""
+        self.env.close()
+
+
+class DownstreamRunner(TrainingLoop):
+    """PPO on the goal-reaching task over a frozen low-level policy (see the module docstring)."""
+
+    CONFIG_CLASS = DownstreamConfig
+    RESUME_OVERRIDABLE = TrainingLoop.RESUME_OVERRIDABLE + ("eval_every",)
+    RESUME_REQUIRES = (RunDir.CONFIG,)
+
+    CHECKPOINT_FORMAT = "rgsd-downstream-checkpoint"
+    PROGRESS_DESC = "downstream"
+
+    def __init__(self, cfg: DownstreamConfig, run_dir: str | os.PathLike, progress: bool = True, _resume: bool = False):
+        super().__init__()
+        self.cfg, self.run, self.progress = cfg, RunDir(run_dir), progress
+        low = check_low_level(cfg.low_level)
+        if cfg.torch_threads is not None:
+            torch.set_num_threads(cfg.torch_threads)
+        self.run.path.mkdir(parents=True, exist_ok=True)
+        if not _resume:
+            cfg.low_level = str(low.path.resolve())
+            save_yaml(cfg, self.run.config_path)
+        self.env = GoalReachingVectorEnv(cfg.num_envs, cfg.low_level, cfg.task)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            self.ac = ActorCritic(GOAL_OBS_DIM, SKILL_DIM, cfg.networks, cfg.ppo.normalize_values)
+        if cfg.init_skill == "style":
+            self.ac.set_mean_action(initial_skill(self.env.task))
+        self.ppo = PPO(self.ac, cfg.ppo)
+        self.storage = RolloutStorage(cfg.horizon, cfg.num_envs, GOAL_OBS_DIM, SKILL_DIM, 0, 0)
+        self.sample_gen = torch.Generator().manual_seed(cfg.seed)
+        self.minibatch_gen = torch.Generator().manual_seed(cfg.seed + 1)
+        obs, _ = self.env.reset(seed=cfg.seed)
+        self.obs = torch.as_tensor(obs).clone()
+        self.ac.obs_normalizer.update(self.obs)
+        self.evaluator: GoalEvaluator | None = None
+        self.initial_eval: dict[str, float] = {}
+        self.last_eval: dict[str, float] = {}
+
+    def iterate(self) -> dict[str, float]:
+        """One rollout and a PPO update; returns this iteration's metrics."""
+        cfg = self.cfg
+        sums = {"reward": 0.0, "episodes": 0, "success": 0.0, "distance": 0.0, "fall": 0.0, "style_cosine": 0.0}
+
+        def after_step(t: int, reward: np.ndarray, term: np.ndarray, trunc: np.ndarray, info: dict) -> None:
+            sums["reward"] += float(reward.sum())
+            sums["style_cosine"] += float(info["style_cosine"].sum())
+            done = term | trunc
+            if done.any():
+                fin = info["final_info"]
+                sums["episodes"] += int(done.sum())
+                sums["success"] += float(fin["success"][done].sum())
+                sums["distance"] += float(fin["distance"][done].sum())
+                sums["fall"] += float(fin["fall"][done].sum())
+
+        start = time.perf_counter()
+        with torch_threads(cfg.rollout_threads):
+            self.obs, times = collect_rollout(
+                self.env,
+                self.ac,
+                self.storage,
+                self.obs,
+                self.sample_gen,
+                cfg.ppo.gamma,
+                cfg.ppo.gae_lambda,
+                after_step,
+            )
+        ppo_stats = self.ppo.update(self.storage, self.minibatch_gen)
+        seconds = time.perf_counter() - start
+        self.iteration += 1
+        self.global_step += cfg.batch_size
+        self.elapsed += seconds
+        metrics = {
+            "rollout/reward": sums["reward"] / cfg.batch_size,
+            "rollout/style_cosine": sums["style_cosine"] / cfg.batch_size,
+            "perf/env_seconds": times.env_seconds,
+            "charts/SPS": cfg.batch_size / max(seconds, 1e-9),
+        }
+        if sums["episodes"]:
+            k = sums["episodes"]
+            metrics.update(
+                {
+                    "episodes/success_rate": sums["success"] / k,
+                    "episodes/final_distance": sums["distance"] / k,
+                    "episodes/fall_rate": sums["fall"] / k,
+                    "episodes/count": float(k),
+                }
+            )
+        metrics.update({f"losses/{k}": v for k, v in ppo_stats.items()})
+        return metrics
+
+    def evaluate(self) -> dict[str, float]:
+        """Deterministic evaluation episodes of the current policy."""
+        if self.evaluator is None:
+            self.evaluator = GoalEvaluator(self.cfg)
+        with torch_threads(self.cfg.rollout_threads):
+            self.last_eval = self.evaluator.run(self.ac.actor)
+        return self.last_eval
+
+    def on_start(self, writer: Any) -> None:
+        """Evaluate the untrained high-level policy on fresh runs."""
+        if self.iteration == 0:
+            self.initial_eval = self.evaluate()
+            for k, v in self.initial_eval.items():
+                writer.add_scalar(k, v, 0)
+
+    def on_iteration(self, metrics: dict[str, float]) -> None:
+        """Evaluate every ``eval_every`` iterations."""
+        if self.iteration % self.cfg.eval_every == 0:
+            metrics.update(self.evaluate())
+
+    def postfix(self, metrics: dict[str, float]) -> str:
+        """Progress-bar text."""
+        parts = [f"sps={metrics['charts/SPS']:.0f}", f"r={metrics['rollout/reward']:.3f}"]
+        if "episodes/success_rate" in metrics:
+            parts.append(f"succ={metrics['episodes/success_rate']:.2f}")
+        if "eval/style_fid" in metrics:
+            parts.append(f"fid={metrics['eval/style_fid']:.1f}")
+        return " ".join(parts)
+
+    def trainer_state(self) -> dict[str, Any]:
+        """Networks, optimiser, env, observation and generators."""
+        return {
+            "config": to_dict(self.cfg),
+            "actor_critic": self.ac.state_dict(),
+            "ppo": self.ppo.state_dict(),
+            "env": self.env.task.core.state_dict(),
+            "goal": self.env.task.goal.clone(),
+            "steps": self.env.task.steps.clone(),
+            "success": self.env.task.success.clone(),
+            "obs": self.obs.clone(),
+            "rng": {"sample": self.sample_gen.get_state(), "minibatch": self.minibatch_gen.get_state()},
+            "initial_eval": dict(self.initial_eval),
+        }
+
+    def load_trainer_state(self, state: dict[str, Any]) -> None:
+        """Restore ``trainer_state``."""
+        self.ac.load_state_dict(state["actor_critic"])
+        self.ppo.load_state_dict(state["ppo"])
+        task = self.env.task
+        task.core.load_state_dict(state["env"])
+        task.goal, task.steps, task.success = (state[k].clone() for k in ("goal", "steps", "success"))
+        self.obs = state["obs"].clone()
+        self.sample_gen.set_state(state["rng"]["sample"])
+        self.minibatch_gen.set_state(state["rng"]["minibatch"])
+        self.initial_eval = dict(state.get("initial_eval", {}))
+
+    def export(self) -> None:
+        """policy.pt: the high-level actor (observation 364-D -> skill 16-D)."""
+        self.ac.actor.save(
+            self.run.policy_path,
+            env_id=GOAL_ENV_ID,
+            low_level=self.cfg.low_level,
+            style=self.cfg.task.style,
+            iteration=self.iteration,
+        )
+
+    def close(self) -> None:
+        """Release the simulators."""
+        self.env.close()
+        if self.evaluator is not None:
+            self.evaluator.close()
+
+    def write_report(self) -> Path:
+        """report.md with the learning curves and top views of the last evaluation's trajectories."""
+        from rgsd_agents.downstream_report import write_downstream_report
+
+        if self.evaluator is None or not self.evaluator.trajectories:
+            self.evaluate()
+        return write_downstream_report(
+            self.run.path, self.cfg, self.history, self.initial_eval, self.last_eval, self.evaluator.trajectories
+        )
+
+
+LOCOMOTION = ("walk", "run", "sidestep", "backward")
+
+
+def initial_skill(task: Any) -> Tensor:
+    """z_style, or for freestyle the normalised mean embedding of the locomotion clips (all clips if none)."""
+    if task.z_style is not None:
+        return task.z_style
+    lib, z = task.core.lib, task.core.clip_embeddings
+    ids = [i for i, c in enumerate(lib.categories) if c in LOCOMOTION] or list(range(lib.num_clips))
+    return torch.nn.functional.normalize(z[ids].mean(0), dim=0)
+
+
+def check_low_level(path: str | os.PathLike) -> RunDir:
+    """A low-level run folder with its policy, encoder and config, or a clear error."""
+    run = RunDir(path)
+    if not run.path.is_dir():
+        raise InputFileError(run.path, "low-level run folder not found (train one with `rgsd train` or `rgsd demo`)")
+    run.check(RunDir.CONFIG, RunDir.POLICY, RunDir.ENCODER)
+    return run

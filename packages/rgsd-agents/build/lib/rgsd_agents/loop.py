@@ -1,0 +1,244 @@
+"""The training loop shared by every rgsd trainer: iterations, logging, checkpoints, resume.
+
+A trainer subclasses ``TrainingLoop`` and provides ``iterate`` (one iteration,
+returning its metrics), ``state_dict``/``load_state_dict`` (everything the next
+iteration depends on) and ``export`` (the deployable files). The loop adds the
+progress bar with ETA, TensorBoard, checkpoints written atomically every
+``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
+finishes the iteration and saves, a second aborts), the wall-clock budget and
+exact resumption from ``checkpoints/latest.pt``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.config import from_dict
+from rgsd_envs.utils.files import InputFileError, atomic_path
+
+log = logging.getLogger(__name__)
+LATEST = "latest.pt"
+
+
+class LoopConfig(Protocol):
+    """The loop settings a trainer's config must carry."""
+
+    iterations: int
+    max_minutes: float | None
+    checkpoint_every: int
+    keep_checkpoints: int
+    log_every: int
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[list[bool]]:
+    """First Ctrl-C sets a flag (the loop stops after the iteration and saves); a second one raises."""
+    flag = [False]
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag[0]:
+            raise KeyboardInterrupt
+        flag[0] = True
+        print(
+            "\nCtrl-C: finishing this iteration and writing a checkpoint (Ctrl-C again to abort without saving)",
+            flush=True,
+        )
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: no signal handling
+        yield flag
+        return
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class TrainingLoop:
+    """Iterations with logging and checkpoints around a trainer's ``iterate`` (see the module docstring)."""
+
+    CHECKPOINT_FORMAT = "rgsd-checkpoint"
+    CHECKPOINT_VERSION = 1
+    PROGRESS_DESC = "train"
+
+    CONFIG_CLASS: type
+    """The trainer's config dataclass (for resume)."""
+    RESUME_OVERRIDABLE: tuple[str, ...] = (
+        "iterations",
+        "max_minutes",
+        "checkpoint_every",
+        "keep_checkpoints",
+        "log_every",
+    )
+    """Config keys that ``--resume`` may change (the rest would break exact continuation)."""
+    RESUME_REQUIRES: tuple[str, ...] = (RunDir.CONFIG,)
+    """Run-folder files a resumable run must hold."""
+
+    cfg: LoopConfig
+    run: RunDir
+    progress: bool
+
+    def __init__(self) -> None:
+        self.iteration = 0
+        self.global_step = 0
+        self.elapsed = 0.0
+        """Seconds spent in the loop over all sessions (for max_minutes)."""
+        self.history: list[dict[str, float]] = []
+        """Per-iteration metrics of this session."""
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True) -> Any:
+        """Continue a run from ``<run>/checkpoints/latest.pt``; only ``RESUME_OVERRIDABLE`` keys may change."""
+        from rgsd_envs.utils.config import save_yaml
+
+        run = RunDir(run_dir)
+        run.check(*cls.RESUME_REQUIRES)
+        cfg = resume_config(run, cls.CONFIG_CLASS, overrides, cls.RESUME_OVERRIDABLE)
+        runner = cls(cfg, run.path, progress=progress, _resume=True)
+        runner.load_checkpoint(latest_checkpoint(run))
+        if overrides:
+            save_yaml(cfg, run.config_path)
+        return runner
+
+    # -- what a trainer provides ----------------------------------------------------
+    def iterate(self) -> dict[str, float]:
+        """One iteration; returns its metrics (TensorBoard tags) and advances ``global_step``."""
+        raise NotImplementedError
+
+    def trainer_state(self) -> dict[str, Any]:
+        """The trainer's state besides the loop counters."""
+        raise NotImplementedError
+
+    def load_trainer_state(self, state: dict[str, Any]) -> None:
+        """Restore ``trainer_state``."""
+        raise NotImplementedError
+
+    def export(self) -> None:
+        """Write the deployable files (refreshed with every checkpoint)."""
+
+    def on_start(self, writer: Any) -> None:
+        """Called once before the first iteration of a session."""
+
+    def on_iteration(self, metrics: dict[str, float]) -> None:
+        """Called after each iteration; may add metrics."""
+
+    def on_finish(self) -> None:
+        """Called when the session ends (also on errors)."""
+
+    def postfix(self, metrics: dict[str, float]) -> str:
+        """Short progress-bar text of an iteration's metrics."""
+        return f"sps={metrics.get('charts/SPS', 0.0):.0f}"
+
+    # -- the loop -----------------------------------------------------------------------
+    def learn(self) -> list[dict[str, float]]:
+        """Train until ``iterations`` (or ``max_minutes``); checkpoint periodically, at the end and on Ctrl-C."""
+        from torch.utils.tensorboard import SummaryWriter
+        from tqdm import tqdm
+
+        cfg = self.cfg
+        writer = SummaryWriter(str(self.run.tensorboard_dir), purge_step=self.global_step or None)
+        bar = tqdm(
+            total=cfg.iterations,
+            initial=self.iteration,
+            desc=self.PROGRESS_DESC,
+            unit="it",
+            disable=not self.progress,
+            dynamic_ncols=True,
+        )
+        budget = math.inf if cfg.max_minutes is None else 60.0 * cfg.max_minutes
+        saved_at = self.iteration
+        try:
+            self.on_start(writer)
+            with deferred_interrupt() as interrupted:
+                while self.iteration < cfg.iterations and self.elapsed < budget:
+                    metrics = self.iterate()
+                    self.on_iteration(metrics)
+                    self.history.append(metrics)
+                    if self.iteration % cfg.log_every == 0 or self.iteration == cfg.iterations:
+                        for k, v in metrics.items():
+                            writer.add_scalar(k, v, self.global_step)
+                    bar.update(1)
+                    bar.set_postfix_str(self.postfix(metrics), refresh=False)
+                    if self.iteration % cfg.checkpoint_every == 0:
+                        self.save_checkpoint()
+                        saved_at = self.iteration
+                    if interrupted[0]:
+                        log.info("stopped by Ctrl-C after iteration %d", self.iteration)
+                        break
+                if saved_at != self.iteration or not (self.run.checkpoints_dir / LATEST).exists():
+                    self.save_checkpoint()
+        finally:
+            bar.close()
+            writer.close()
+            self.on_finish()
+        return self.history
+
+    # -- checkpoints ----------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Loop counters and the trainer's state."""
+        return {
+            "format": self.CHECKPOINT_FORMAT,
+            "version": self.CHECKPOINT_VERSION,
+            "iteration": self.iteration,
+            "global_step": self.global_step,
+            "elapsed": self.elapsed,
+            **self.trainer_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict``."""
+        self.iteration, self.global_step, self.elapsed = state["iteration"], state["global_step"], state["elapsed"]
+        self.load_trainer_state(state)
+
+    def save_checkpoint(self) -> Path:
+        """Write ``checkpoints/iter_XXXXXX.pt`` and ``latest.pt`` atomically, then the exported files."""
+        ckpt_dir = self.run.checkpoints_dir
+        path = ckpt_dir / f"iter_{self.iteration:06d}.pt"
+        with atomic_path(path) as tmp:
+            torch.save(self.state_dict(), tmp)
+        with atomic_path(ckpt_dir / LATEST) as tmp:
+            shutil.copyfile(path, tmp)
+        for old in sorted(ckpt_dir.glob("iter_*.pt"))[: -self.cfg.keep_checkpoints]:
+            old.unlink(missing_ok=True)
+        self.export()
+        return path
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Load a checkpoint written by ``save_checkpoint`` (a trusted file: it holds Python objects)."""
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=False)
+        except Exception as err:
+            raise InputFileError(path, f"not a readable checkpoint (truncated or corrupt?): {err}") from None
+        if not isinstance(state, dict) or state.get("format") != self.CHECKPOINT_FORMAT:
+            raise InputFileError(path, f"not an {self.CHECKPOINT_FORMAT} file (wrong kind of checkpoint)", "format")
+        self.load_state_dict(state)
+
+
+def resume_config(run: RunDir, cls: type, overrides: dict[str, Any] | None, allowed: tuple[str, ...]) -> Any:
+    """The saved config of a run to continue, with loop-length overrides only (others would break exactness)."""
+    run.check(RunDir.CONFIG)
+    bad = sorted(set(overrides or {}) - set(allowed))
+    if bad:
+        raise ValueError(f"--resume continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}")
+    data = run.config()
+    data.update(overrides or {})
+    return from_dict(cls, data, str(run.config_path))
+
+
+def latest_checkpoint(run: RunDir) -> Path:
+    """``<run>/checkpoints/latest.pt``, or a clear error if the run has none."""
+    path = run.checkpoints_dir / LATEST
+    if not path.is_file():
+        raise InputFileError(path, "no checkpoint to resume from (a run writes one every checkpoint_every iterations)")
+    return path

@@ -1,0 +1,108 @@
+"""Actor-critic networks of the skill-conditioned policy (SPEC §5).
+
+The actor's mean network *is* an ``rgsd_envs.runs.policy.PolicyMLP`` (running
+observation normaliser + tanh MLP), so exporting it as ``<run>/policy.pt`` needs
+no conversion and evaluation needs only rgsd-envs. The Gaussian's log standard
+deviation is a separate, state-independent parameter (fixed or learned). The
+critic is a separate MLP on the same normalised observation; with value
+normalisation it predicts standardised returns (``ValueNormalizer``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from rgsd_agents.config import NetworkConfig
+from rgsd_envs.runs.policy import PolicyMLP, fold_batch_stats, mlp
+
+Tensor = torch.Tensor
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+class ValueNormalizer(nn.Module):
+    """Running mean/variance of value targets; the critic regresses standardised returns."""
+
+    def __init__(self, enabled: bool = True, eps: float = 1e-5):
+        super().__init__()
+        self.enabled = enabled
+        self.eps = eps
+        self.register_buffer("mean", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("var", torch.ones((), dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    def update(self, x: Tensor) -> None:
+        """Fold a batch of returns into the statistics (parallel Welford)."""
+        if self.enabled:
+            fold_batch_stats(self.mean, self.var, self.count, x.reshape(-1).to(torch.float64))
+
+    def normalize(self, x: Tensor) -> Tensor:
+        """Standardised values (identity when disabled)."""
+        if not self.enabled:
+            return x
+        return (x - self.mean.to(x.dtype)) / (self.var + self.eps).sqrt().to(x.dtype)
+
+    def denormalize(self, x: Tensor) -> Tensor:
+        """Values in return units (identity when disabled)."""
+        if not self.enabled:
+            return x
+        return x * (self.var + self.eps).sqrt().to(x.dtype) + self.mean.to(x.dtype)
+
+
+def _init_linear(net: nn.Sequential, last_gain: float) -> None:
+    """Orthogonal weights (gain sqrt 2 hidden, ``last_gain`` output), zero biases (CleanRL)."""
+    linears = [m for m in net if isinstance(m, nn.Linear)]
+    for i, layer in enumerate(linears):
+        nn.init.orthogonal_(layer.weight, last_gain if i == len(linears) - 1 else math.sqrt(2.0))
+        nn.init.zeros_(layer.bias)
+
+
+class ActorCritic(nn.Module):
+    """Gaussian actor (``PolicyMLP`` mean, state-independent log std) and a critic MLP."""
+
+    def __init__(self, obs_dim: int, act_dim: int, cfg: NetworkConfig, normalize_values: bool = True):
+        super().__init__()
+        self.actor = PolicyMLP(obs_dim, act_dim, cfg.actor_hidden, cfg.activation)
+        self.critic = mlp(obs_dim, cfg.critic_hidden, 1, cfg.activation)
+        _init_linear(self.actor.net, 0.01)
+        _init_linear(self.critic, 1.0)
+        self.log_std = nn.Parameter(torch.full((act_dim,), float(cfg.init_log_std)), requires_grad=cfg.learn_std)
+        self.value_normalizer = ValueNormalizer(normalize_values)
+
+    @torch.no_grad()
+    def set_mean_action(self, action: Tensor) -> None:
+        """Make ``action`` (A,) the initial mean action (the bias of the actor's output layer)."""
+        self.actor.net[-1].bias.copy_(action)
+
+    @property
+    def obs_normalizer(self) -> nn.Module:
+        """The actor's running observation normaliser (shared with the critic)."""
+        return self.actor.normalizer
+
+    def actor_parameters(self) -> list[nn.Parameter]:
+        """Trainable parameters of the policy (mean network and, if learned, log std)."""
+        return [*self.actor.net.parameters(), *([self.log_std] if self.log_std.requires_grad else [])]
+
+    def value(self, obs_n: Tensor) -> Tensor:
+        """V(s) in return units (B,) for normalised observations."""
+        return self.value_normalizer.denormalize(self.critic(obs_n).squeeze(-1))
+
+    @torch.no_grad()
+    def act(self, obs_n: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Sampled actions (B, A), their log-probabilities (B,) and values V(s) (B,)."""
+        mean = self.actor.net(obs_n)
+        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype)
+        std = self.log_std.exp()
+        actions = mean + std * eps
+        log_prob = -0.5 * eps.square().sum(-1) - self.log_std.sum() - 0.5 * LOG_2PI * mean.shape[-1]
+        return actions, log_prob, self.value(obs_n)
+
+    def evaluate(self, obs_n: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(log-probabilities (B,), entropy (), standardised values (B,), means (B, A)) for PPO's loss."""
+        mean = self.actor.net(obs_n)
+        z = (actions - mean) * torch.exp(-self.log_std)
+        log_prob = -0.5 * z.square().sum(-1) - self.log_std.sum() - 0.5 * LOG_2PI * mean.shape[-1]
+        entropy = self.log_std.sum() + 0.5 * (1.0 + LOG_2PI) * mean.shape[-1]
+        return log_prob, entropy, self.critic(obs_n).squeeze(-1), mean

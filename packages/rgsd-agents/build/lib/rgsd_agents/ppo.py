@@ -1,0 +1,109 @@
+"""PPO's update rule (clipped surrogate), separate from the loop and the storage.
+
+Per minibatch: ``loss = policy + value - entropy_coef * entropy + bounds_coef * bounds``
+with
+
+* policy: ``-min(ratio * A, clip(ratio, 1 +- clip) * A)``, advantages standardised
+  over the rollout;
+* value: ``0.5 * (V_n(s) - R_n)^2`` on standardised returns R_n (``ValueNormalizer``),
+  optionally clipped around the rollout's values like the ratio;
+* bounds: squared excess of the action means beyond ``+-bound`` (the env clips
+  actions to [-1, 1], so means drifting outside get no policy gradient back).
+
+Actor and critic have disjoint parameters and their own learning rates (one
+Adam, two parameter groups); gradient norms are clipped per network so the
+critic's larger gradients cannot shrink the actor's step.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rgsd_agents.config import PPOConfig
+from rgsd_agents.networks import ActorCritic
+from rgsd_agents.storage import RolloutStorage
+
+Tensor = torch.Tensor
+
+
+class PPO:
+    """Clipped-surrogate PPO over an ``ActorCritic`` (see the module docstring)."""
+
+    def __init__(self, actor_critic: ActorCritic, cfg: PPOConfig):
+        self.ac = actor_critic
+        self.cfg = cfg
+        self.actor_params = actor_critic.actor_parameters()
+        self.critic_params = list(actor_critic.critic.parameters())
+        self.optimizer = torch.optim.Adam(
+            [{"params": self.actor_params, "lr": cfg.actor_lr}, {"params": self.critic_params, "lr": cfg.critic_lr}]
+        )
+
+    def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, float]:
+        """``epochs`` passes of minibatch steps over one rollout; returns mean losses and diagnostics."""
+        cfg, ac = self.cfg, self.ac
+        ac.value_normalizer.update(storage.returns)
+        obs, actions = storage.flat("obs"), storage.flat("actions")
+        old_log_probs, advantages = storage.flat("log_probs"), storage.flat("advantages")
+        returns_n = ac.value_normalizer.normalize(storage.flat("returns"))
+        old_values_n = ac.value_normalizer.normalize(storage.flat("values"))
+        if cfg.normalize_advantages:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        sums: dict[str, Tensor] = {}
+        steps = 0
+        for _ in range(cfg.epochs):
+            for idx in storage.minibatch_indices(cfg.minibatch_size, generator):
+                stats = self._step(
+                    obs[idx], actions[idx], old_log_probs[idx], advantages[idx], returns_n[idx], old_values_n[idx]
+                )
+                for k, v in stats.items():
+                    sums[k] = sums[k] + v if k in sums else v
+                steps += 1
+        out = {k: float(v) / steps for k, v in sums.items()}
+        values, returns = storage.flat("values"), storage.flat("returns")
+        out["explained_variance"] = float(1.0 - (returns - values).var() / returns.var().clamp_min(1e-8))
+        out["action_std"] = float(ac.log_std.detach().exp().mean())
+        return out
+
+    def _step(
+        self, obs: Tensor, actions: Tensor, old_log_probs: Tensor, adv: Tensor, returns_n: Tensor, old_values_n: Tensor
+    ) -> dict[str, Tensor]:
+        """One gradient step on one minibatch; returns detached loss terms."""
+        cfg = self.cfg
+        log_probs, entropy, values_n, means = self.ac.evaluate(obs, actions)
+        log_ratio = log_probs - old_log_probs
+        ratio = log_ratio.exp()
+        policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - cfg.clip, 1.0 + cfg.clip) * adv).mean()
+        value_loss = (values_n - returns_n).square()
+        if cfg.value_clip:
+            clipped = old_values_n + (values_n - old_values_n).clamp(-cfg.clip, cfg.clip)
+            value_loss = torch.max(value_loss, (clipped - returns_n).square())
+        value_loss = 0.5 * value_loss.mean()
+        bounds_loss = (
+            ((means - cfg.bound).clamp_min(0).square() + (-cfg.bound - means).clamp_min(0).square()).sum(-1).mean()
+        )
+        loss = policy_loss + value_loss - cfg.entropy_coef * entropy + cfg.bounds_coef * bounds_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        actor_norm = nn.utils.clip_grad_norm_(self.actor_params, cfg.max_grad_norm)
+        critic_norm = nn.utils.clip_grad_norm_(self.critic_params, cfg.max_grad_norm)
+        self.optimizer.step()
+        with torch.no_grad():
+            return {
+                "policy_loss": policy_loss.detach(),
+                "value_loss": value_loss.detach(),
+                "entropy": entropy.detach(),
+                "bounds_loss": bounds_loss.detach(),
+                "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
+                "clip_fraction": ((ratio - 1.0).abs() > cfg.clip).float().mean(),
+                "actor_grad_norm": actor_norm.detach(),
+                "critic_grad_norm": critic_norm.detach(),
+            }
+
+    def state_dict(self) -> dict:
+        """Optimiser state (the networks are saved by their owner)."""
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore the optimiser state."""
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,439 @@
+"""Contrastive encoder pretraining (SPEC §4, paper "Pretraining").
+
+The encoder ``mu_phi`` (``rgsd_envs.rewards.encoders.MLPEncoder``) maps a reference
+state ``s_t`` (5 stacked frames, 1795-D) to a unit vector in R^16. It is trained
+with InfoNCE at temperature ``T = 1/kappa``: a minibatch holds ``batch_size``
+(anchor, positive) pairs, each from one clip drawn uniformly (the two states
+drawn uniformly and independently inside it); every anchor scores its own
+positive against the positives of the other pairs. Positives of pairs from the
+*same* clip are masked out: they are not negatives (the paper draws negatives
+from other motions only). With ``symmetric`` the positives are also scored as
+anchors against the anchors (the same logits transposed, no extra forward pass).
+
+After training, ``z_m`` is the normalised mean of clip m's state embeddings and
+the within-motion alignment is the mean over clips of the mean cosine between
+each state's embedding and ``z_m`` (``rgsd_envs.rewards.encoders``). Training stops at
+``steps``, at ``max_seconds`` of wall time, or as soon as the alignment reaches
+``target_alignment`` (checked every ``eval_every`` steps), whichever comes first.
+
+Outputs in ``out_dir``: ``encoder.pt`` (with ``clip_names``, ``clip_categories``,
+``clip_embeddings``, ``alignment``, ``separation``, ``config``), ``pretrain.yaml``
+(the resolved config), ``embeddings.png`` (3-D PCA of the embeddings) and
+``tb/`` (TensorBoard scalars). A run is deterministic for a seed unless the
+wall-clock budget stops it.
+
+Defaults: the paper's network, minibatch, optimiser and loss (Adam 1e-4, 256
+pairs), at most 3000 steps, stopping early at alignment 0.999, on one torch
+thread. On the 13 demo + real clips, on 2 CPU cores shared with other jobs,
+this reaches 0.999 in 270-300 steps, 41-47 s (0.15 s/step; seeds 0-2), max
+cosine between clips -0.03..+0.02; lr 3e-4 needs 110-130 steps (~20 s) but
+leaves the clips less spread (+0.04..+0.07). Two torch threads ran at 0.75 s/step there
+(OpenMP regions waiting for a descheduled thread). See ``benchmarks/pretrain.py``.
+``PretrainConfig.paper()`` runs all 3000 steps (no early stop).
+
+Input standardisation uses the reference states' mean and std, each std floored
+at ``std_floor`` times the median std of its feature group: the built-in demo
+clips leave some joints still, and a plain (1e-3-floored) std amplified the
+simulator's jitter in those dims so much that a state one PD step away from the
+reference scored like another clip.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, reference_encoder_inputs
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.rewards.encoders import PAPER_HIDDEN, MLPEncoder, embed
+from rgsd_envs.utils.config import save_yaml, to_dict
+from rgsd_envs.utils.files import InputFileError, atomic_path
+
+Tensor = torch.Tensor
+log = logging.getLogger(__name__)
+
+ENCODER_FILE = "encoder.pt"
+CONFIG_FILE = "pretrain.yaml"
+PLOT_FILE = "embeddings.png"
+TB_DIR = "tb"
+
+
+@dataclass
+class PretrainConfig:
+    """Encoder pretraining settings (YAML-loadable; ``rgsd pretrain --config``)."""
+
+    motions: str | list[str] = "demo"
+    """Reference clips: "demo", a clip file, a folder of clips, or a list of these (relative paths: to the cwd;
+    pretrain.yaml and encoder.pt record them absolute)."""
+    hidden: tuple[int, ...] = PAPER_HIDDEN
+    """Encoder MLP hidden sizes (paper: 1024, 1024, 1024, 512)."""
+    kappa: float = 10.0
+    """vMF concentration; InfoNCE temperature T = 1/kappa; stored in the encoder for the reward."""
+    batch_size: int = 256
+    """(anchor, positive) pairs per minibatch (paper: 256)."""
+    lr: float = 1e-4
+    """Adam learning rate (paper: 1e-4; 3e-4 reaches the target in ~40% of the steps, less spread)."""
+    std_floor: float = 0.5
+    """Input standardisation: each dim's std is floored at this fraction of its feature group's median std."""
+    symmetric: bool = False
+    """Also score each positive as an anchor against the anchors (free: same logits transposed; paper: no)."""
+    steps: int = 3000
+    """Maximum optimiser steps."""
+    max_seconds: float | None = None
+    """Wall-clock budget of the training loop (None: no budget). Makes a run non-deterministic."""
+    target_alignment: float | None = 0.999
+    """Stop as soon as the within-motion alignment reaches this (None: run all steps)."""
+    eval_every: int = 10
+    """Steps between alignment evaluations (over all reference states)."""
+    log_every: int = 10
+    """Steps between TensorBoard loss/speed scalars."""
+    seed: int = 0
+    """Seeds the network initialisation and the minibatch sampling."""
+    device: str = "cpu"
+    """Torch device of the training."""
+    num_threads: int | None = 1
+    """torch intra-op threads while training (None: torch's default, one per core). On 2 cores shared with
+    other jobs one thread ran the paper's network at 0.15 s/step and two at 0.8 s/step (OpenMP waits)."""
+
+    def __post_init__(self) -> None:
+        self.hidden = tuple(int(h) for h in self.hidden)
+        checks = {
+            "hidden": all(h > 0 for h in self.hidden),
+            "kappa": self.kappa > 0,
+            "batch_size": self.batch_size >= 2,
+            "lr": self.lr > 0,
+            "std_floor": self.std_floor >= 0,
+            "steps": self.steps >= 0,
+            "eval_every": self.eval_every >= 1,
+            "log_every": self.log_every >= 1,
+            "max_seconds": self.max_seconds is None or self.max_seconds > 0,
+            "target_alignment": self.target_alignment is None or -1.0 <= self.target_alignment <= 1.0,
+            "num_threads": self.num_threads is None or self.num_threads >= 1,
+        }
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"invalid {bad[0]} = {getattr(self, bad[0])!r} (see PretrainConfig's field docs)")
+
+    @classmethod
+    def paper(cls, **overrides: Any) -> PretrainConfig:
+        """The paper's schedule: all 3000 steps, no early stop at the target alignment."""
+        return replace(cls(target_alignment=None), **overrides)
+
+
+@dataclass
+class PretrainResult:
+    """What ``pretrain`` produced and how it ended."""
+
+    encoder_path: Path
+    alignment: float
+    """Within-motion alignment of the saved encoder (SPEC §4)."""
+    separation: float
+    """Max cosine between different clips' z_m (lower is better separated)."""
+    seconds: float
+    """Wall time of the training loop (data preparation and outputs excluded)."""
+    steps: int
+    loss: float
+    """Mean InfoNCE loss of the last logged steps."""
+    reached_target: bool
+    clip_names: list[str] = field(default_factory=list)
+    config_path: Path | None = None
+    plot_path: Path | None = None
+    tb_dir: Path | None = None
+
+
+def info_nce_loss(anchor: Tensor, positive: Tensor, clip_ids: Tensor, kappa: float, symmetric: bool = False) -> Tensor:
+    """InfoNCE (T = 1/kappa) of unit (B, d) anchors vs in-batch positives; same-clip candidates masked."""
+    if anchor.shape != positive.shape or anchor.dim() != 2 or clip_ids.shape != anchor.shape[:1]:
+        raise ValueError(
+            f"info_nce_loss needs anchor and positive (B, d) and clip_ids (B,); got {tuple(anchor.shape)}, "
+            f"{tuple(positive.shape)}, {tuple(clip_ids.shape)}"
+        )
+    b = anchor.shape[0]
+    logits = kappa * anchor @ positive.T  # (B, B): anchor i vs positive j
+    eye = torch.eye(b, dtype=torch.bool, device=anchor.device)
+    other_same_clip = (clip_ids.unsqueeze(0) == clip_ids.unsqueeze(1)) & ~eye
+    logits = logits.masked_fill(other_same_clip, float("-inf"))
+    target = torch.arange(b, device=anchor.device)
+    loss = F.cross_entropy(logits, target)
+    if symmetric:  # mask is symmetric, so the transpose scores positives against anchors
+        loss = 0.5 * (loss + F.cross_entropy(logits.T, target))
+    return loss
+
+
+def sample_pairs(lib: MotionLib, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    """Clip ids (B,) uniform over clips, and anchor and positive frame indices (B,) inside each clip."""
+    clips = torch.randint(lib.num_clips, (batch_size,), generator=generator, device=lib.device)
+    n = lib.num_frames[clips]
+    u = torch.rand(2, batch_size, generator=generator, device=lib.device)
+    frames = lib.starts[clips] + (u * n).long().clamp_max(n - 1)
+    return clips, frames[0], frames[1]
+
+
+def separation_stats(z: Tensor) -> tuple[float, float]:
+    """(max, mean over clips of the nearest other clip's) cosine between clip embeddings (M, d)."""
+    if z.shape[0] < 2:
+        return float("nan"), float("nan")
+    cos = z @ z.T
+    cos.fill_diagonal_(float("-inf"))
+    nearest = cos.max(dim=1).values
+    return float(nearest.max()), float(nearest.mean())
+
+
+def alignment_from_embeddings(e: Tensor, clip_of_frame: Tensor, num_clips: int) -> tuple[float, Tensor]:
+    """(within-motion alignment, z_m (M, d)) from state embeddings (F, d) (SPEC §4)."""
+    z = F.normalize(torch.zeros(num_clips, e.shape[1], dtype=e.dtype).index_add_(0, clip_of_frame, e), dim=-1)
+    cos = (e * z[clip_of_frame]).sum(-1)
+    per_clip = torch.zeros(num_clips, dtype=cos.dtype).index_add_(0, clip_of_frame, cos)
+    counts = torch.bincount(clip_of_frame, minlength=num_clips).to(cos.dtype)
+    return float((per_clip / counts).mean()), z
+
+
+def resolve_motions(motions: str | list[str]) -> str | list[str]:
+    """``motions`` with absolute paths ("demo" kept); a clear error naming the field for a missing path."""
+    single = isinstance(motions, (str, os.PathLike))
+    items = [motions] if single else list(motions)
+    if not items:
+        raise InputFileError("<config>", "no reference motions given", "motions")
+    resolved = []
+    for item in items:
+        if str(item) == "demo":
+            resolved.append("demo")
+            continue
+        if not Path(item).exists():
+            raise InputFileError(
+                item, "no such motion file or folder (give clip files, a folder of clips, or 'demo')", "motions"
+            )
+        resolved.append(str(Path(item).resolve()))
+    return resolved[0] if single else resolved
+
+
+def load_reference(cfg: PretrainConfig) -> tuple[MotionLib, Tensor]:
+    """The MotionLib of ``cfg.motions`` and its encoder inputs (F, 1795)."""
+    lib = MotionLib(resolve_motions(cfg.motions), device=cfg.device)
+    if lib.num_clips < 2:
+        raise ValueError(
+            f"pretraining needs at least 2 reference clips (negatives come from other clips); "
+            f"motions={cfg.motions!r} has {lib.num_clips}"
+        )
+    return lib, reference_encoder_inputs(lib)
+
+
+def input_stats(inputs: Tensor, std_floor: float = 0.5) -> tuple[Tensor, Tensor]:
+    """Mean and std (1795,) of encoder inputs; each std floored at ``std_floor`` x its feature group's median.
+
+    Reference clips can hold dims that barely vary (a joint a clip set never
+    moves, a structural zero): a plain std would scale the simulator's jitter in
+    them by up to 1000 and make the reward of near-reference states arbitrary.
+    """
+    mean, std = inputs.mean(0), inputs.std(0)
+    frames = std.reshape(HISTORY_LEN, FRAME_DIM)
+    floor = torch.empty(FRAME_DIM, dtype=std.dtype, device=std.device)
+    for sl in FRAME_LAYOUT.values():
+        floor[sl] = std_floor * frames[:, sl].median()
+    return mean, torch.maximum(std, floor.repeat(HISTORY_LEN))
+
+
+def build_encoder(cfg: PretrainConfig, inputs: Tensor) -> MLPEncoder:
+    """A freshly initialised encoder (seeded) standardising with the reference inputs' statistics."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        encoder = MLPEncoder(cfg.hidden, kappa=cfg.kappa)
+    mean, std = input_stats(inputs, cfg.std_floor)
+    encoder.set_input_stats(mean.cpu(), std.cpu())
+    return encoder.to(cfg.device)
+
+
+def plot_embeddings(
+    embeddings: Tensor, clip_of_frame: Tensor, z: Tensor, names: list[str], path: str | os.PathLike, title: str = ""
+) -> Path:
+    """3-D PCA scatter of state embeddings (one colour per clip) with z_m marked; written atomically as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    e = embeddings.detach().cpu().to(torch.float64)
+    zz = z.detach().cpu().to(torch.float64)
+    mean = e.mean(0)
+    _, s, vh = torch.linalg.svd(e - mean, full_matrices=False)
+    k = min(3, vh.shape[0])
+    basis = vh[:k].T
+    explained = float((s[:k] ** 2).sum() / (s**2).sum().clamp_min(1e-12))
+    pe = ((e - mean) @ basis).numpy()
+    pz = ((zz - mean) @ basis).numpy()
+    if k < 3:  # fewer frames than 3 dims: pad so the 3-D axes still work
+        import numpy as np
+
+        pe = np.pad(pe, ((0, 0), (0, 3 - k)))
+        pz = np.pad(pz, ((0, 0), (0, 3 - k)))
+    cmap = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
+    fig = plt.figure(figsize=(8, 7))
+    ax = fig.add_subplot(projection="3d")
+    cof = clip_of_frame.cpu()
+    for m, name in enumerate(names):
+        sel = (cof == m).numpy()
+        colour = cmap(m % cmap.N)
+        ax.scatter(pe[sel, 0], pe[sel, 1], pe[sel, 2], s=6, color=colour, alpha=0.6, label=name)
+        ax.scatter(pz[m, 0], pz[m, 1], pz[m, 2], s=160, color=colour, marker="*", edgecolors="k", linewidths=0.8)
+    ax.set_xlabel("PC 1")
+    ax.set_ylabel("PC 2")
+    ax.set_zlabel("PC 3")
+    heading = f"State embeddings: PCA of the 16-D encoder outputs (first 3 PCs, {100 * explained:.0f}% of variance)"
+    ax.set_title(heading + ("\n" + title if title else "") + "\n(stars: clip embeddings z_m)", fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, markerscale=2, title="clip")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return Path(path)
+
+
+def train_step(
+    encoder: MLPEncoder,
+    opt: torch.optim.Optimizer,
+    lib: MotionLib,
+    inputs: Tensor,
+    cfg: PretrainConfig,
+    gen: torch.Generator,
+) -> float:
+    """One InfoNCE update on a fresh minibatch of (anchor, positive) pairs; returns the loss."""
+    clips, anchors, positives = sample_pairs(lib, cfg.batch_size, gen)
+    emb = encoder(inputs[torch.cat((anchors, positives))])  # one forward pass for both halves
+    loss = info_nce_loss(emb[: cfg.batch_size], emb[cfg.batch_size :], clips, cfg.kappa, cfg.symmetric)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise FloatingPointError(f"InfoNCE loss became {value}; lower the learning rate (lr = {cfg.lr})")
+    return value
+
+
+class _Monitor:
+    """TensorBoard scalars of a pretraining run: loss, speed, alignment and clip separation."""
+
+    def __init__(self, tb_dir: Path, encoder: MLPEncoder, inputs: Tensor, clip_of_frame: Tensor, num_clips: int):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(str(tb_dir))
+        self.encoder, self.inputs, self.cof, self.num_clips = encoder, inputs, clip_of_frame, num_clips
+        self.last_eval_step = -1
+        self.alignment = float("nan")
+
+    def evaluate(self, step: int) -> float:
+        """Alignment over all reference states (logged with the separation scalars)."""
+        if step != self.last_eval_step:
+            alignment, z = alignment_from_embeddings(embed(self.encoder, self.inputs).cpu(), self.cof, self.num_clips)
+            worst, nearest = separation_stats(z)
+            self.writer.add_scalar("charts/alignment", alignment, step)
+            self.writer.add_scalar("charts/nearest_other_clip_cos", nearest, step)
+            self.writer.add_scalar("charts/max_other_clip_cos", worst, step)
+            self.alignment, self.last_eval_step = alignment, step
+        return self.alignment
+
+    def losses(self, step: int, mean_loss: float, steps_per_second: float) -> None:
+        """Loss and speed scalars."""
+        self.writer.add_scalar("losses/infonce", mean_loss, step)
+        self.writer.add_scalar("charts/steps_per_second", steps_per_second, step)
+
+
+def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True) -> PretrainResult:
+    """Pretrain the encoder with InfoNCE on ``cfg.motions``; write encoder.pt, pretrain.yaml, embeddings.png, tb/."""
+    from tqdm import tqdm
+
+    out = Path(out_dir)
+    cfg = replace(cfg, motions=resolve_motions(cfg.motions))  # the saved config works from any folder
+    lib, inputs = load_reference(cfg)
+    cof = lib.clip_of_frame.cpu()
+    out.mkdir(parents=True, exist_ok=True)
+    save_yaml(cfg, out / CONFIG_FILE)
+    threads = torch.get_num_threads()
+    if cfg.num_threads is not None:
+        torch.set_num_threads(cfg.num_threads)
+    encoder = build_encoder(cfg, inputs)
+    opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
+    gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
+    monitor = _Monitor(out / TB_DIR, encoder, inputs, cof, lib.num_clips)
+
+    def reached(alignment: float) -> bool:
+        return cfg.target_alignment is not None and alignment >= cfg.target_alignment
+
+    step, losses = 0, []
+    bar = tqdm(total=cfg.steps, desc="pretrain", unit="step", disable=not progress, dynamic_ncols=True)
+    try:
+        alignment = monitor.evaluate(0)
+        t0 = last_log = time.perf_counter()
+        while step < cfg.steps and not reached(alignment):
+            losses.append(train_step(encoder, opt, lib, inputs, cfg, gen))
+            step += 1
+            if step % cfg.log_every == 0:
+                now = time.perf_counter()
+                monitor.losses(
+                    step, sum(losses[-cfg.log_every :]) / cfg.log_every, cfg.log_every / max(now - last_log, 1e-9)
+                )
+                last_log = now
+            if step % cfg.eval_every == 0:
+                alignment = monitor.evaluate(step)
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.4f}", align=f"{alignment:.5f}")
+            if cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds:
+                log.info("pretraining stopped by its %.0f s budget after %d steps", cfg.max_seconds, step)
+                break
+        seconds = time.perf_counter() - t0
+        monitor.evaluate(step)
+    finally:
+        bar.close()
+        monitor.writer.close()
+        torch.set_num_threads(threads)
+    return _write_outputs(cfg, out, encoder.cpu().eval(), lib, inputs.cpu(), step, seconds, losses)
+
+
+def _write_outputs(
+    cfg: PretrainConfig,
+    out: Path,
+    encoder: MLPEncoder,
+    lib: MotionLib,
+    inputs: Tensor,
+    steps: int,
+    seconds: float,
+    losses: list[float],
+) -> PretrainResult:
+    """Save encoder.pt (with clip embeddings and metrics) and embeddings.png; the result."""
+    cof = lib.clip_of_frame.cpu()
+    e = embed(encoder, inputs)
+    alignment, z = alignment_from_embeddings(e, cof, lib.num_clips)
+    separation, _ = separation_stats(z)
+    tail = losses[-cfg.log_every :]
+    encoder_path = encoder.save(
+        out / ENCODER_FILE,
+        clip_names=list(lib.names),
+        clip_categories=list(lib.categories),
+        clip_embeddings=z.to(torch.float32),
+        alignment=alignment,
+        separation=separation,
+        steps=steps,
+        config=to_dict(cfg),
+    )
+    title = f"{lib.num_clips} clips, {steps} steps, alignment {alignment:.5f}, max cos between clips {separation:.3f}"
+    plot_path = plot_embeddings(e, cof, z, lib.names, out / PLOT_FILE, title)
+    return PretrainResult(
+        encoder_path=encoder_path,
+        alignment=alignment,
+        separation=separation,
+        seconds=seconds,
+        steps=steps,
+        loss=sum(tail) / len(tail) if tail else float("nan"),
+        reached_target=cfg.target_alignment is not None and alignment >= cfg.target_alignment,
+        clip_names=list(lib.names),
+        config_path=out / CONFIG_FILE,
+        plot_path=plot_path,
+        tb_dir=out / TB_DIR,
+    )

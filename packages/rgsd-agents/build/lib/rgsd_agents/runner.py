@@ -1,0 +1,386 @@
+"""The RGSD training loop: rollouts, updates, logging, checkpoints and exact resumption.
+
+One iteration: ``horizon`` batched steps of all ``num_envs`` worlds (the policy
+samples actions, the env returns the encoder reward: frozen encoder for
+imitation worlds, the trainable discovery encoder for discovery worlds), GAE
+with bootstrapping on truncation, a PPO update (``ppo.PPO``) and a discovery
+encoder update (``discovery.DiscoveryTrainer``). The observation normaliser's
+statistics are frozen during a rollout (the stored normalised observations
+and log-probabilities stay consistent for PPO's ratio) and updated with the
+rollout's raw observations as it goes, taking effect at the next rollout.
+
+The run folder follows ``rgsd_envs.runs.run_dir.RunDir``. A checkpoint holds
+everything the next iteration depends on (networks, optimisers, normalisers,
+discovery encoder, the env's full state, the current observation, the
+generators, the episode trackers), so ``--resume`` continues with the same
+numbers as an uninterrupted run. Ctrl-C finishes the current iteration,
+writes a checkpoint and stops; a second Ctrl-C aborts at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
+from rgsd_agents.config import TrainConfig, resolve
+from rgsd_agents.discovery import DiscoveryTrainer
+from rgsd_agents.loop import TrainingLoop
+from rgsd_agents.networks import ActorCritic
+from rgsd_agents.ppo import PPO
+from rgsd_agents.probe import ImitationProbe
+from rgsd_agents.rollout import collect_rollout
+from rgsd_agents.storage import RolloutStorage
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM
+from rgsd_envs.envs.registration import ENV_ID
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.rewards.encoders import MLPEncoder, load_encoder, trainable_copy
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.config import save_yaml, to_dict
+from rgsd_envs.utils.files import InputFileError, atomic_path
+from rgsd_envs.utils.threads import torch_threads
+
+Tensor = torch.Tensor
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = "rgsd-train-checkpoint"
+CHECKPOINT_VERSION = 1
+
+
+# -- encoder set-up ---------------------------------------------------------------
+def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Path:
+    """Write the frozen encoder to ``<run>/encoder.pt``: given file, fresh pretraining, or random init (DIAYN)."""
+    if cfg.encoder_init == "random":
+        from rgsd_agents.pretraining import build_encoder, load_reference
+
+        _, inputs = load_reference(cfg.pretrain)
+        encoder = build_encoder(cfg.pretrain, inputs)
+        encoder.save(run.encoder_path, init="random", seed=cfg.seed)
+        log.info("DIAYN ablation: random encoder (hidden %s) -> %s", list(cfg.pretrain.hidden), run.encoder_path)
+    elif cfg.encoder is not None:
+        load_encoder(cfg.encoder)  # clear error now rather than inside the env
+        with atomic_path(run.encoder_path) as tmp:
+            shutil.copyfile(cfg.encoder, tmp)
+    else:
+        from rgsd_agents.pretraining import pretrain
+
+        log.info("no encoder given: pretraining on %s into %s", cfg.env.motions, run.file("pretrain"))
+        result = pretrain(cfg.pretrain, run.file("pretrain"), progress=progress)
+        log.info("pretraining: alignment %.5f after %d steps (%.0f s)", result.alignment, result.steps, result.seconds)
+        with atomic_path(run.encoder_path) as tmp:
+            shutil.copyfile(result.encoder_path, tmp)
+    return run.encoder_path
+
+
+# -- episode statistics ----------------------------------------------------------
+def _per_task() -> np.ndarray:
+    return np.zeros(2)
+
+
+@dataclass
+class RolloutStats:
+    """Sums over one rollout, split by task (index 0 discovery, 1 imitation)."""
+
+    reward_sum: np.ndarray = field(default_factory=_per_task)
+    steps: np.ndarray = field(default_factory=_per_task)
+    error_sum: float = 0.0
+    """Cartesian error (m) summed over imitation transitions."""
+    ep_count: np.ndarray = field(default_factory=_per_task)
+    ep_length: np.ndarray = field(default_factory=_per_task)
+    ep_return: np.ndarray = field(default_factory=_per_task)
+    ep_completed: np.ndarray = field(default_factory=_per_task)
+    """Episodes that reached the clip's end (truncated, not failed)."""
+    ep_completion: np.ndarray = field(default_factory=_per_task)
+    """Sum over episodes of length / frames left in the clip at the start."""
+
+    def summary(self) -> dict[str, float]:
+        """Per-step and per-episode means by task (keys left out when there was nothing to average)."""
+        out: dict[str, float] = {}
+        for c, task in ((1, "imitation"), (0, "discovery")):
+            if self.steps[c]:
+                out[f"rollout/{task}_reward"] = self.reward_sum[c] / self.steps[c]
+            if self.ep_count[c]:
+                k = self.ep_count[c]
+                out[f"episodes/{task}_length"] = self.ep_length[c] / k
+                out[f"episodes/{task}_return"] = self.ep_return[c] / k
+                out[f"episodes/{task}_completed"] = self.ep_completed[c] / k
+                out[f"episodes/{task}_completion"] = self.ep_completion[c] / k
+        if self.steps[1]:
+            out["rollout/imitation_cartesian_error"] = self.error_sum / self.steps[1]
+        out["rollout/imitation_share"] = self.steps[1] / max(self.steps.sum(), 1)
+        return {k: float(v) for k, v in out.items()}
+
+
+class EpisodeTracker:
+    """Per-world running episode return and length, folded into ``RolloutStats`` when episodes end."""
+
+    def __init__(self, num_envs: int, frames_left: np.ndarray):
+        self.ret = np.zeros(num_envs)
+        self.length = np.zeros(num_envs, dtype=np.int64)
+        self.frames_left = frames_left.astype(np.int64)
+
+    def step(
+        self,
+        stats: RolloutStats,
+        reward: np.ndarray,
+        task: np.ndarray,
+        done: np.ndarray,
+        trunc: np.ndarray,
+        frames_left: np.ndarray,
+    ) -> None:
+        """Account one step; ``frames_left`` describes the episodes now running (new ones for done worlds)."""
+        self.ret += reward
+        self.length += 1
+        np.add.at(stats.reward_sum, task, reward)
+        stats.steps += np.bincount(task, minlength=2)
+        if done.any():
+            ids = np.flatnonzero(done)
+            t = task[ids]
+            np.add.at(stats.ep_count, t, 1)
+            np.add.at(stats.ep_length, t, self.length[ids])
+            np.add.at(stats.ep_return, t, self.ret[ids])
+            np.add.at(stats.ep_completed, t, trunc[ids].astype(np.float64))
+            np.add.at(stats.ep_completion, t, self.length[ids] / np.maximum(self.frames_left[ids], 1))
+            self.ret[ids] = 0.0
+            self.length[ids] = 0
+            self.frames_left[ids] = frames_left[ids]
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The running counters."""
+        return {"ret": self.ret.copy(), "length": self.length.copy(), "frames_left": self.frames_left.copy()}
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Restore the running counters."""
+        self.ret, self.length, self.frames_left = (np.array(state[k]) for k in ("ret", "length", "frames_left"))
+
+
+# -- the runner ----------------------------------------------------------------
+class Runner(TrainingLoop):
+    """Builds the env and learners for a run folder; ``learn()`` (``TrainingLoop``) trains."""
+
+    CONFIG_CLASS = TrainConfig
+    RESUME_OVERRIDABLE = TrainingLoop.RESUME_OVERRIDABLE + ("probe_every",)
+    RESUME_REQUIRES = (RunDir.CONFIG, RunDir.ENCODER)
+
+    CHECKPOINT_FORMAT = CHECKPOINT_FORMAT
+    CHECKPOINT_VERSION = CHECKPOINT_VERSION
+
+    def __init__(self, cfg: TrainConfig, run_dir: str | Path, progress: bool = True, _resume: bool = False):
+        super().__init__()
+        self.cfg = cfg
+        self.run = RunDir(run_dir)
+        self.progress = progress
+        self.initial_probe: dict[str, float] = {}
+        """Imitation probe of the untrained policy (``probe_every`` > 0, fresh runs)."""
+        if cfg.torch_threads is not None:
+            torch.set_num_threads(cfg.torch_threads)
+        self.run.path.mkdir(parents=True, exist_ok=True)
+        if not _resume:
+            resolve(cfg)
+            save_yaml(cfg, self.run.config_path)
+            prepare_encoder(cfg, self.run, progress)
+        self.env = gym.make_vec(
+            ENV_ID,
+            num_envs=cfg.num_envs,
+            config=cfg.env,
+            encoder=str(self.run.encoder_path),
+            reward_kappa=cfg.reward_kappa,
+            reward_constant=cfg.reward_constant,
+        )
+        core = self.env.unwrapped.core
+        self.frozen = core.frozen_encoder
+        if not isinstance(self.frozen, MLPEncoder):
+            raise InputFileError(self.run.encoder_path, "training needs an MLP encoder file (rgsd pretrain)")
+        self.frozen.requires_grad_(False)
+        self.trainable: MLPEncoder = trainable_copy(self.frozen)
+        self.trainable.requires_grad_(cfg.discovery.enabled)
+        self.env.set_encoder(self.trainable)
+        self.kappa = float(self.env.reward_core.kappa)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            self.ac = ActorCritic(
+                POLICY_OBS_DIM, self.env.single_action_space.shape[0], cfg.networks, cfg.ppo.normalize_values
+            )
+        if cfg.networks.init_mean_action == "reference":
+            self.ac.set_mean_action(reference_mean_action(core.lib))
+        self.ppo = PPO(self.ac, cfg.ppo)
+        self.discovery = DiscoveryTrainer(self.trainable, self.frozen, self.kappa, cfg.discovery)
+        self.storage = RolloutStorage(
+            cfg.horizon, cfg.num_envs, POLICY_OBS_DIM, self.ac.actor.act_dim, SKILL_DIM, ENCODER_INPUT_DIM
+        )
+        self.sample_gen = torch.Generator().manual_seed(cfg.seed)
+        self.minibatch_gen = torch.Generator().manual_seed(cfg.seed + 1)
+        self._probe: ImitationProbe | None = None
+        self._num_frames = core.lib.num_frames.cpu().numpy()
+        obs, info = self.env.reset(seed=cfg.seed)
+        self.obs = torch.as_tensor(obs).clone()
+        self.ac.obs_normalizer.update(self.obs)
+        self.tracker = EpisodeTracker(cfg.num_envs, self._frames_left(info))
+
+    def _frames_left(self, info: dict[str, np.ndarray]) -> np.ndarray:
+        """Frames from each world's current frame to its clip's end."""
+        return self._num_frames[info["clip_id"]] - 1 - info["frame"]
+
+    # -- one iteration --------------------------------------------------------
+    def rollout(self) -> tuple[RolloutStats, dict[str, float]]:
+        """Collect ``horizon`` steps of all worlds into the storage and compute GAE."""
+        stats = RolloutStats()
+        reward_core = self.env.reward_core
+
+        def after_step(t: int, reward: np.ndarray, term: np.ndarray, trunc: np.ndarray, info: dict) -> dict:
+            done = term | trunc
+            task = reward_core.last_tasks
+            error = info["cartesian_error"]
+            if done.any():  # SameStep: rows of reset worlds describe the new episode
+                error = np.where(done, info["final_info"]["cartesian_error"], error)
+            task_np = task.numpy()
+            stats.error_sum += float(error[task_np == 1].sum())
+            self.tracker.step(stats, reward, task_np, done, trunc, self._frames_left(info))
+            return {
+                "tasks": task,
+                "skills": reward_core.last_skills,
+                "encoder_inputs": reward_core.encoder_inputs,
+                "next_encoder_inputs": reward_core.next_encoder_inputs,
+            }
+
+        cfg = self.cfg
+        self.obs, times = collect_rollout(
+            self.env, self.ac, self.storage, self.obs, self.sample_gen, cfg.ppo.gamma, cfg.ppo.gae_lambda, after_step
+        )
+        return stats, {"perf/env_seconds": times.env_seconds, "perf/policy_seconds": times.policy_seconds}
+
+    def iterate(self) -> dict[str, float]:
+        """One rollout and the PPO and discovery updates; returns this iteration's metrics."""
+        start = time.perf_counter()
+        with torch_threads(self.cfg.rollout_threads):
+            stats, metrics = self.rollout()
+        t0 = time.perf_counter()
+        ppo_stats = self.ppo.update(self.storage, self.minibatch_gen)
+        t1 = time.perf_counter()
+        disc_stats = self.discovery.update(self.storage, self.minibatch_gen) if self.cfg.discovery.enabled else {}
+        t2 = time.perf_counter()
+        seconds = t2 - start
+        self.iteration += 1
+        self.global_step += self.cfg.batch_size
+        self.elapsed += seconds
+        metrics.update(stats.summary())
+        core = self.env.unwrapped.core
+        if core.cfg.clip_sampling != "uniform":
+            probs = core.clip_probabilities().tolist()
+            metrics.update({f"clip_sampling/{name}": p for name, p in zip(core.lib.names, probs)})
+        metrics.update({f"losses/{k}": v for k, v in ppo_stats.items()})
+        metrics.update({f"discovery/{k}": v for k, v in disc_stats.items()})
+        metrics.update(
+            {
+                "perf/update_seconds": t1 - t0,
+                "perf/discovery_seconds": t2 - t1,
+                "perf/iteration_seconds": seconds,
+                "charts/SPS": self.cfg.batch_size / seconds,
+                "charts/actor_lr": self.ppo.optimizer.param_groups[0]["lr"],
+                "charts/critic_lr": self.ppo.optimizer.param_groups[1]["lr"],
+                "charts/encoder_lr": self.discovery.optimizer.param_groups[0]["lr"],
+                "charts/iteration": float(self.iteration),
+            }
+        )
+        return metrics
+
+    # -- hooks of the loop -------------------------------------------------------------
+    def on_start(self, writer: Any) -> None:
+        """Probe the untrained policy (fresh runs) so TensorBoard starts from it."""
+        if not self.cfg.probe_every:
+            return
+        self._probe = ImitationProbe(self.cfg.env, self.env.unwrapped.core.lib, str(self.run.encoder_path))
+        if self.iteration == 0:
+            self.initial_probe = self.probe(self._probe)
+            for k, v in self.initial_probe.items():
+                writer.add_scalar(k, v, 0)
+
+    def on_iteration(self, metrics: dict[str, float]) -> None:
+        """Probe every ``probe_every`` iterations."""
+        if self._probe is not None and self.iteration % self.cfg.probe_every == 0:
+            metrics.update(self.probe(self._probe))
+
+    def on_finish(self) -> None:
+        """Release the probe's environment."""
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
+
+    def postfix(self, metrics: dict[str, float]) -> str:
+        """Progress-bar text: SPS, imitation reward, episode length, errors."""
+        return _postfix(metrics)
+
+    def probe(self, probe: ImitationProbe) -> dict[str, float]:
+        """Imitation probe of the current policy and reference statistics of the discovery encoder."""
+        out = probe.run(self.ac.actor)
+        if self.cfg.discovery.enabled:
+            core = self.env.unwrapped.core
+            ref = self.discovery.reference_stats(core.ref_inputs, core.lib.clip_of_frame, core.lib.num_clips)
+            out.update({f"discovery/{k}": v for k, v in ref.items()})
+        return out
+
+    # -- checkpoints ----------------------------------------------------------------
+    def trainer_state(self) -> dict[str, Any]:
+        """Everything the next iteration depends on besides the loop counters."""
+        return {
+            "config": to_dict(self.cfg),
+            "actor_critic": self.ac.state_dict(),
+            "ppo": self.ppo.state_dict(),
+            "discovery": self.discovery.state_dict(),
+            "env": self.env.state_dict(),
+            "obs": self.obs.clone(),
+            "rng": {"sample": self.sample_gen.get_state(), "minibatch": self.minibatch_gen.get_state()},
+            "tracker": self.tracker.state_dict(),
+        }
+
+    def load_trainer_state(self, state: dict[str, Any]) -> None:
+        """Restore ``trainer_state`` (the env and networks must have the saved shapes)."""
+        self.ac.load_state_dict(state["actor_critic"])
+        self.ppo.load_state_dict(state["ppo"])
+        self.discovery.load_state_dict(state["discovery"])
+        self.env.load_state_dict(state["env"])
+        self.obs = state["obs"].clone()
+        self.sample_gen.set_state(state["rng"]["sample"])
+        self.minibatch_gen.set_state(state["rng"]["minibatch"])
+        self.tracker.load_state_dict(state["tracker"])
+
+    def export(self) -> None:
+        """Write the deployable files: policy.pt (actor) and discovery_encoder.pt."""
+        meta = {"env_id": ENV_ID, "iteration": self.iteration, "global_step": self.global_step}
+        self.ac.actor.save(self.run.policy_path, **meta, action_std=self.ac.log_std.detach().exp().tolist())
+        self.trainable.save(self.run.discovery_encoder_path, **meta)
+
+    def close(self) -> None:
+        """Release the environment."""
+        self.env.close()
+
+
+def reference_mean_action(lib: MotionLib) -> Tensor:
+    """The action (69,) whose PD targets are the reference clips' mean joint angles (clipped to [-1, 1])."""
+    offset = torch.as_tensor(sk.ACTION_OFFSET, dtype=torch.float32)
+    scale = torch.as_tensor(sk.ACTION_SCALE, dtype=torch.float32)
+    actions = (lib.frames("dof_pos").cpu().to(torch.float32) - offset) / scale
+    return actions.clamp(-1.0, 1.0).mean(0)
+
+
+def _postfix(m: dict[str, float]) -> str:
+    parts = [f"sps={m['charts/SPS']:.0f}"]
+    for key, label, scale, fmt in (
+        ("rollout/imitation_reward", "r_im", 1.0, ".2f"),
+        ("episodes/imitation_length", "len_im", 1.0, ".1f"),
+        ("rollout/imitation_cartesian_error", "err_cm", 100.0, ".1f"),
+        ("rollout/discovery_reward", "r_disc", 1.0, ".2f"),
+        ("probe/cartesian_error_cm", "probe_cm", 1.0, ".1f"),
+    ):
+        if key in m:
+            parts.append(f"{label}={scale * m[key]:{fmt}}")
+    return " ".join(parts)

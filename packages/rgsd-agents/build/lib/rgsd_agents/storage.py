@@ -1,0 +1,113 @@
+"""On-policy rollout storage (T steps x N worlds) with GAE(lambda).
+
+Truncation is handled the way rsl_rl handles ``time_outs``: when an episode is
+cut at the clip's end (not a failure), the value of the state it reached,
+V(final_obs), is folded into that step's reward as ``gamma * V(final_obs)``
+and the step is then treated as the episode's end. A termination (fall,
+deviation) gets no bootstrap. GAE then never looks across an episode boundary.
+
+Besides PPO's tensors it keeps what the discovery encoder is trained on: the
+skill z and task c of each transition, and one encoder input per sample:
+s' for discovery samples (the -log q(z|s') term) and s for imitation samples
+(the KL term), which halves the memory of keeping both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+Tensor = torch.Tensor
+
+
+class RolloutStorage:
+    """Fixed-size buffer of one rollout; tensors are (T, N, ...)."""
+
+    def __init__(self, horizon: int, num_envs: int, obs_dim: int, act_dim: int, skill_dim: int, encoder_dim: int):
+        t, n = horizon, num_envs
+        self.horizon, self.num_envs = t, n
+        self.obs = torch.zeros(t, n, obs_dim)
+        """Normalised observations (the statistics are frozen during a rollout)."""
+        self.actions = torch.zeros(t, n, act_dim)
+        self.log_probs = torch.zeros(t, n)
+        self.values = torch.zeros(t, n)
+        self.rewards = torch.zeros(t, n)
+        self.dones = torch.zeros(t, n)
+        """1 where the episode ended at this step (terminated or truncated)."""
+        self.tasks = torch.zeros(t, n)
+        """Task indicator c of the transition (1 imitation, 0 discovery)."""
+        self.skills = torch.zeros(t, n, skill_dim)
+        self.encoder_inputs = torch.zeros(t, n, encoder_dim)
+        """s' (discovery samples) or s (imitation samples), 5 stacked frames."""
+        self.advantages = torch.zeros(t, n)
+        self.returns = torch.zeros(t, n)
+        self.step = 0
+
+    def add(
+        self,
+        obs_n: Tensor,
+        actions: Tensor,
+        log_probs: Tensor,
+        values: Tensor,
+        rewards: Tensor,
+        dones: Tensor,
+        tasks: Tensor | None = None,
+        skills: Tensor | None = None,
+        encoder_inputs: Tensor | None = None,
+        next_encoder_inputs: Tensor | None = None,
+    ) -> None:
+        """Store one step of all worlds (s for imitation rows, s' for discovery rows of the encoder inputs).
+
+        The task, skill and encoder fields are RGSD's; a storage built with
+        ``skill_dim = encoder_dim = 0`` (other trainers) leaves them out.
+        """
+        if self.step >= self.horizon:
+            raise RuntimeError(f"rollout storage is full ({self.horizon} steps); call clear() first")
+        t = self.step
+        self.obs[t].copy_(obs_n)
+        self.actions[t].copy_(actions)
+        self.log_probs[t].copy_(log_probs)
+        self.values[t].copy_(values)
+        self.rewards[t].copy_(rewards)
+        self.dones[t].copy_(dones)
+        if tasks is not None:
+            self.tasks[t].copy_(tasks)
+            self.skills[t].copy_(skills)
+            imitation = self.tasks[t].unsqueeze(-1) > 0.5
+            torch.where(imitation, encoder_inputs, next_encoder_inputs, out=self.encoder_inputs[t])
+        self.step += 1
+
+    def add_bootstrap(self, steps: Tensor, env_ids: Tensor, final_values: Tensor, gamma: float) -> None:
+        """Fold gamma * V(final_obs) into the rewards of truncated (step, world) pairs."""
+        self.rewards.index_put_((steps, env_ids), gamma * final_values, accumulate=True)
+
+    def clear(self) -> None:
+        """Start a new rollout (tensors are overwritten, not freed)."""
+        self.step = 0
+
+    @torch.no_grad()
+    def compute_returns(self, last_values: Tensor, gamma: float, lam: float) -> None:
+        """GAE(lambda) advantages and returns (advantage + value), not crossing episode ends."""
+        if self.step != self.horizon:
+            raise RuntimeError(f"rollout holds {self.step} of {self.horizon} steps; compute returns on a full rollout")
+        gae = torch.zeros_like(last_values)
+        next_values = last_values
+        for t in reversed(range(self.horizon)):
+            not_done = 1.0 - self.dones[t]
+            delta = self.rewards[t] + gamma * next_values * not_done - self.values[t]
+            gae = delta + gamma * lam * not_done * gae
+            self.advantages[t] = gae
+            next_values = self.values[t]
+        self.returns.copy_(self.advantages + self.values)
+
+    def flat(self, name: str) -> Tensor:
+        """A stored tensor with time and worlds merged: (T * N, ...)."""
+        x = getattr(self, name)
+        return x.reshape(-1, *x.shape[2:])
+
+    def minibatch_indices(self, minibatch_size: int, generator: torch.Generator) -> Iterator[Tensor]:
+        """Random disjoint index sets covering the rollout, each of about ``minibatch_size`` samples."""
+        n = self.horizon * self.num_envs
+        count = max(1, n // max(1, minibatch_size))
+        yield from torch.randperm(n, generator=generator).chunk(count)

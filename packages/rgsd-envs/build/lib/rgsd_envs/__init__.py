@@ -1,0 +1,36 @@
+"""rgsd-envs: the SMPL humanoid, motion library and Gymnasium environments for RGSD.
+
+``import rgsd_envs`` registers ``RGSD-SMPL-v0``::
+
+    import gymnasium as gym
+    import rgsd_envs
+
+    env = gym.make("RGSD-SMPL-v0")                      # one world, encoder reward
+    envs = gym.make_vec("RGSD-SMPL-v0", num_envs=64)    # native batched worlds
+    task = gym.make("RGSD-SMPL-GoalReaching-v0", low_level="runs/demo", style="sidestep")
+
+Where things are: ``humanoid/`` (joint table, MJCF, body shape), ``motion/`` (clip format,
+AMASS import, motion library), ``sim/`` (simulator interface and one module per backend),
+``envs/`` (config, batched core, observation layout, skills, the versioned envs),
+``rewards/`` (encoders and the encoder reward), ``runs/`` (run folder and exported
+policy), ``render.py``, ``compat/`` (other RL libraries), ``utils/``.
+"""
+
+import os as _os
+
+# Offscreen rendering: MuJoCo picks its GL backend when it is first imported, and
+# a machine without a display needs EGL (or OSMesa). Users can still override it.
+_os.environ.setdefault("MUJOCO_GL", "egl")
+# Idle OpenMP workers sleep instead of spinning on the cores MuJoCo steps on
+# (only effective if torch is not imported yet; see rgsd_envs.utils.threads).
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.registration import ENV_ID, GOAL_ENV_ID, register_envs
+from rgsd_envs.runs.policy import PolicyMLP, load_policy
+from rgsd_envs.runs.run_dir import RunDir
+
+register_envs()
+
+__version__ = "0.1.0"
+__all__ = ["ENV_ID", "GOAL_ENV_ID", "EnvConfig", "PolicyMLP", "RunDir", "__version__", "load_policy"]

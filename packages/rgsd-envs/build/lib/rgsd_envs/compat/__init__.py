@@ -1,0 +1,1 @@
+"""Adapters to other RL libraries, one file each."""

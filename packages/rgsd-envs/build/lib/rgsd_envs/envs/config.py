@@ -1,0 +1,69 @@
+"""Configuration of RGSD-SMPL-v0 (a dataclass that loads from YAML)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from rgsd_envs.humanoid.mjcf import DEFAULT_TIMESTEP
+
+CLIP_SAMPLING = ("uniform", "failure_weighted")
+
+
+@dataclass
+class EnvConfig:
+    """Everything that shapes an RGSD-SMPL-v0 episode; see the env's docstring."""
+
+    motions: str | list[str] = "demo"
+    """Reference clips: "demo" (built-in), a clip file, a folder of clips, or a list."""
+    p_imitation: float = 0.7
+    """Probability p of an imitation episode (z = z_m); otherwise discovery (uniform z)."""
+    eval_kappa: float | None = None
+    """If set, every episode is an evaluation episode with z ~ vMF(z_m, eval_kappa)."""
+    deviation_threshold: float = 0.5
+    """Imitation episodes end when the mean body-position error exceeds this (m)."""
+    deviation_termination: bool = True
+    clip_sampling: str = "uniform"
+    """How RSI picks a clip: "uniform", or "failure_weighted" (ProtoMotions-style: clips whose imitation
+    episodes end in a failure are drawn more often; see ``failure_weighted_share``)."""
+    failure_weighted_share: float = 0.5
+    """With "failure_weighted": the share of draws that follow the clips' failure rates; the rest stay uniform,
+    so every clip keeps at least (1 - share) of its uniform share."""
+    failure_rate_memory: float = 100.0
+    """With "failure_weighted": episodes per clip over which its failure rate is averaged (an EMA)."""
+    fall_height: float = 0.35
+    """An episode ends when the pelvis drops below this height (m)..."""
+    contact_termination: bool = True
+    """...or when a body other than the feet and toes touches the floor."""
+    obs_mode: str = "flat"
+    """"flat": one 375-D Box; "dict": {"proprio": 359, "skill": 16}."""
+    autoreset_mode: str = "SameStep"
+    """Vector env autoreset: "SameStep" (final_obs in info) or "NextStep"."""
+    backend: str = "mujoco"
+    timestep: float = DEFAULT_TIMESTEP
+    num_threads: int | None = None
+    """C threads stepping the worlds (default: one per core, at most num_envs)."""
+    device: str = "cpu"
+    """Torch device of the env-side tensors (observations, rewards, skills)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.p_imitation <= 1.0:
+            raise ValueError(f"p_imitation must be in [0, 1], got {self.p_imitation}")
+        if self.obs_mode not in ("flat", "dict"):
+            raise ValueError(f"obs_mode must be 'flat' or 'dict', got {self.obs_mode!r}")
+        if self.autoreset_mode not in ("SameStep", "NextStep"):
+            raise ValueError(f"autoreset_mode must be 'SameStep' or 'NextStep', got {self.autoreset_mode!r}")
+        if self.clip_sampling not in CLIP_SAMPLING:
+            raise ValueError(f"clip_sampling must be one of {', '.join(CLIP_SAMPLING)}, got {self.clip_sampling!r}")
+        if not 0.0 <= self.failure_weighted_share <= 1.0 or self.failure_rate_memory < 1.0:
+            raise ValueError("failure_weighted_share must be in [0, 1] and failure_rate_memory >= 1")
+        if self.eval_kappa is not None and self.eval_kappa < 0:
+            raise ValueError(f"eval_kappa must be >= 0, got {self.eval_kappa}")
+
+    def without_early_termination(self, **changes: object) -> EnvConfig:
+        """A copy in which only the clip's end (or instability) ends an episode: no deviation,
+        contact or pelvis-height termination, as evaluation and tracking probes need (SPEC §6)."""
+        return dataclasses.replace(
+            self, deviation_termination=False, contact_termination=False, fall_height=-math.inf, **changes
+        )

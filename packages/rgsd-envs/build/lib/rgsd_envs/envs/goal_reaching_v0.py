@@ -1,0 +1,325 @@
+"""RGSD-SMPL-GoalReaching-v0: reach a goal in a given style with a frozen skill policy.
+
+## Description
+A downstream task (SPEC §7). A trained low-level policy ``pi_low(a | s, z)``
+(an rgsd run folder) is frozen; the agent of this environment is the high-level
+policy ``pi_high(z | s, g)``: its action is a skill ``z`` that the low-level
+policy turns into joint actions. The humanoid starts at the centre of a
+20 x 20 m arena from a reference state of the commanded style (reference state
+initialisation, any clip for ``freestyle``) with a random heading; the goal is
+drawn uniformly in the arena, at least ``min_goal_distance`` from the start.
+
+## Action space
+``Box(-1, 1, (16,), float32)``: the skill, normalised to a unit vector before it
+reaches the low-level policy. Each action is held for ``low_level_steps`` (5)
+control steps at 30 Hz: the high-level policy decides at 6 Hz.
+
+## Observation space
+``Box(-inf, inf, (364,), float32)``: the 359-D frame features ``o_t`` (as in
+RGSD-SMPL-v0; the phase cycles with the start clip's period), the goal position
+in the humanoid's heading frame (x forward, y left; 2), and the style as a
+one-hot over (freestyle, sidestep, backward) (3). Slices: ``GOAL_OBS_LAYOUT``.
+
+## Reward
+``exp(-0.25 * d_goal) + exp(-8 * (1 - cos(z, z_style)))`` with ``d_goal`` the
+horizontal distance from the pelvis to the goal (m) after the action, ``z_style``
+the normalised mean embedding of the style's reference clips (frozen encoder);
+``freestyle`` uses the first term only.
+
+## Episode end
+Truncated after ``episode_seconds`` (20 s); terminated by a fall (pelvis below
+0.35 m or a body other than the feet touching the floor) or simulator
+instability. Episodes do not stop at the goal, so reaching it early never costs
+reward. ``info["success"]``: the pelvis came within ``success_radius`` (0.5 m) of
+the goal during the episode. Also ``distance``, ``style_cosine``, ``fall``.
+
+## Version history
+* v0: initial release.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from rgsd_envs.envs.core import RGSDCore
+from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
+from rgsd_envs.envs.smpl_v0 import final_obs_info
+from rgsd_envs.runs.policy import PolicyMLP
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils import rotations as rot
+from rgsd_envs.utils.threads import env_side
+
+Tensor = torch.Tensor
+
+STYLES = ("freestyle", "sidestep", "backward")
+"""Style commands; sidestep and backward name the motion categories they follow."""
+GOAL_OBS_DIM = FRAME_DIM + 2 + len(STYLES)
+GOAL_OBS_LAYOUT: dict[str, slice] = {
+    "frame": slice(0, FRAME_DIM),
+    "goal": slice(FRAME_DIM, FRAME_DIM + 2),
+    "style": slice(FRAME_DIM + 2, GOAL_OBS_DIM),
+}
+"""Slices of the 364-D observation."""
+
+
+@dataclass
+class GoalReachingConfig:
+    """Task parameters of RGSD-SMPL-GoalReaching-v0 (see the module docstring)."""
+
+    style: str = "freestyle"
+    arena_size: float = 20.0
+    """Side of the square arena (m); the start is at its centre."""
+    min_goal_distance: float = 1.0
+    success_radius: float = 0.5
+    episode_seconds: float = 20.0
+    low_level_steps: int = 5
+    """Control steps (1/30 s each) per high-level action."""
+    distance_scale: float = 0.25
+    style_scale: float = 8.0
+    num_threads: int | None = None
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if self.style not in STYLES:
+            raise ValueError(f"style must be one of {', '.join(STYLES)}, got {self.style!r}")
+        if self.low_level_steps < 1:
+            raise ValueError(f"low_level_steps must be >= 1, got {self.low_level_steps}")
+
+
+def goal_reward(distance: Tensor, z: Tensor, z_style: Tensor | None, cfg: GoalReachingConfig) -> Tensor:
+    """exp(-0.25 d) + exp(-8 cosdist(z, z_style)); the style term is dropped for freestyle."""
+    r = torch.exp(-cfg.distance_scale * distance)
+    if z_style is not None:
+        cos = (torch.nn.functional.normalize(z, dim=-1) * z_style).sum(-1)
+        r = r + torch.exp(-cfg.style_scale * (1.0 - cos))
+    return r
+
+
+def goal_in_heading_frame(root_pos: Tensor, root_rot: Tensor, goal: Tensor) -> Tensor:
+    """Goal (N, 2) relative to the pelvis, in its yaw-only frame (x forward, y left)."""
+    d = goal - root_pos[:, :2]
+    yaw = rot.heading_angle(root_rot)
+    c, s = torch.cos(yaw), torch.sin(yaw)
+    return torch.stack((c * d[:, 0] + s * d[:, 1], -s * d[:, 0] + c * d[:, 1]), dim=-1)
+
+
+def style_embedding(core: RGSDCore, style: str) -> Tensor | None:
+    """z_style: normalised mean of the embeddings of the style's clips (None for freestyle)."""
+    if style == "freestyle":
+        return None
+    ids = [i for i, c in enumerate(core.lib.categories) if c == style]
+    if not ids:
+        raise ValueError(
+            f"style {style!r} needs reference clips of category {style!r}; the low-level run's clips have "
+            f"categories {sorted(set(core.lib.categories))}"
+        )
+    return torch.nn.functional.normalize(core.clip_embeddings[ids].mean(0), dim=0)
+
+
+class GoalReachingCore:
+    """N worlds of the goal-reaching task driven by a frozen low-level policy."""
+
+    def __init__(self, num_envs: int, low_level: str | RunDir, config: GoalReachingConfig | None = None):
+        self.cfg = config or GoalReachingConfig()
+        run = low_level if isinstance(low_level, RunDir) else RunDir(low_level)
+        run.check(RunDir.CONFIG, RunDir.POLICY)
+        env_cfg = run.env_config(
+            deviation_termination=False, num_threads=self.cfg.num_threads, device=self.cfg.device, eval_kappa=None
+        )
+        encoder = str(run.encoder_path) if run.encoder_path.exists() else None
+        self.core = RGSDCore(num_envs, env_cfg, encoder=encoder)
+        self.policy: PolicyMLP = run.load_policy()
+        self.num_envs = num_envs
+        self.device = self.core.device
+        self.z_style = style_embedding(self.core, self.cfg.style)
+        lib = self.core.lib
+        self.start_clips = (
+            list(range(lib.num_clips))
+            if self.cfg.style == "freestyle"
+            else [i for i, c in enumerate(lib.categories) if c == self.cfg.style]
+        )
+        self.style_onehot = torch.zeros(len(STYLES), device=self.device)
+        self.style_onehot[STYLES.index(self.cfg.style)] = 1.0
+        self.goal = torch.zeros(num_envs, 2, device=self.device)
+        self.steps = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+        self.success = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
+        self.max_steps = round(self.cfg.episode_seconds * 30 / self.cfg.low_level_steps)
+        self.recording: list[Tensor] | None = None
+        """Set to a list to record body positions (N, 24, 3) after every 30 Hz control step."""
+
+    def reset_envs(self, env_ids: list[int]) -> None:
+        """New episodes: RSI from the style's clips, moved to the centre, random heading and goal."""
+        if not env_ids:
+            return
+        rngs = [self.core.rngs[i] for i in env_ids]
+        clips = [self.start_clips[int(r.integers(len(self.start_clips)))] for r in rngs]
+        self.core.reset_envs(env_ids, {"clip": clips, "task": "imitation"})
+        ids = torch.as_tensor(env_ids, device=self.device)
+        yaw = torch.as_tensor([r.uniform(-math.pi, math.pi) for r in rngs], dtype=torch.float64)
+        half = self.cfg.arena_size / 2
+        goals = []
+        for r in rngs:
+            while True:  # uniform in the arena, not on top of the start
+                g = r.uniform(-half, half, 2)
+                if np.hypot(*g) >= self.cfg.min_goal_distance:
+                    goals.append(g)
+                    break
+        st = self.core.backend.state(ids)
+        qpos, qvel = st.qpos.clone().double(), st.qvel.clone().double()
+        turn = rot.yaw_quat(yaw - rot.heading_angle(qpos[:, 3:7]))
+        qpos[:, :2] = 0.0
+        qpos[:, 3:7] = rot.quat_mul(turn, qpos[:, 3:7])
+        qvel[:, :3] = rot.quat_rotate(turn, qvel[:, :3])  # world linear velocity turns too
+        self.core.backend.set_state(ids, qpos, qvel)
+        self.core.observe(ids)
+        self.goal[ids] = torch.as_tensor(np.stack(goals), dtype=torch.float32, device=self.device)
+        self.steps[ids] = 0
+        self.success[ids] = False
+
+    def observation(self) -> Tensor:
+        """(N, 364): frame features, goal in the heading frame, style one-hot."""
+        st = self.core.backend.state()
+        goal = goal_in_heading_frame(st.body_pos[:, 0].to(self.device), st.body_rot[:, 0].to(self.device), self.goal)
+        return torch.cat((self.core.features, goal, self.style_onehot.expand(self.num_envs, -1)), dim=-1)
+
+    @torch.no_grad()
+    def step(self, z: Tensor) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
+        """Run the low-level policy on skill z for ``low_level_steps``; reward, terminated, truncated, info."""
+        z = torch.nn.functional.normalize(z.to(self.device, torch.float32), dim=-1)
+        fell = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        for _ in range(self.cfg.low_level_steps):
+            action = self.policy(torch.cat((self.core.features, z), dim=-1))
+            self.core.physics_step(action.clamp(-1.0, 1.0))
+            lib = self.core.lib
+            # the phase cycles with the start clip's period (clips loop)
+            self.core.frame = self.core.frame % (lib.num_frames[self.core.clip] - 1)
+            info = self.core.observe()
+            fell |= info.fall | info.unstable
+            if self.recording is not None:
+                self.recording.append(self.core.backend.state().body_pos.to(self.device).clone())
+        self.steps += 1
+        root = self.core.backend.state().body_pos[:, 0].to(self.device)
+        distance = (root[:, :2] - self.goal).norm(dim=-1)
+        self.success |= distance < self.cfg.success_radius
+        reward = goal_reward(distance, z, self.z_style, self.cfg)
+        truncated = ~fell & (self.steps >= self.max_steps)
+        style_cos = (z * self.z_style).sum(-1) if self.z_style is not None else torch.zeros_like(distance)
+        return (
+            reward,
+            fell,
+            truncated,
+            {"distance": distance, "success": self.success.clone(), "style_cosine": style_cos, "fall": fell},
+        )
+
+    def close(self) -> None:
+        """Release the simulator."""
+        self.core.close()
+
+
+def _spaces() -> tuple[spaces.Box, spaces.Box]:
+    return (
+        spaces.Box(-np.inf, np.inf, (GOAL_OBS_DIM,), np.float32),
+        spaces.Box(-1.0, 1.0, (SKILL_DIM,), np.float32),
+    )
+
+
+def _check_action(z: Any, shape: tuple[int, ...]) -> Tensor:
+    t = torch.as_tensor(np.asarray(z, dtype=np.float32))
+    if tuple(t.shape) != shape:
+        raise ValueError(f"action (skill) has shape {tuple(t.shape)}; expected {shape}")
+    if not torch.isfinite(t).all():
+        raise ValueError("action (skill) contains NaN or inf")
+    return t
+
+
+def _config(config: GoalReachingConfig | dict | None, overrides: dict[str, Any]) -> GoalReachingConfig:
+    base = vars(config).copy() if isinstance(config, GoalReachingConfig) else dict(config or {})
+    base.update(overrides)
+    return GoalReachingConfig(**base)
+
+
+class GoalReachingEnv(gym.Env):
+    """One world of RGSD-SMPL-GoalReaching-v0 (see the module docstring)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, low_level: str, config: GoalReachingConfig | dict | None = None, **overrides: Any):
+        self.cfg = _config(config, overrides)
+        self.task = GoalReachingCore(1, low_level, self.cfg)
+        self.observation_space, self.action_space = _spaces()
+
+    @env_side
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        """New episode: start at the centre, goal somewhere in the arena."""
+        super().reset(seed=seed)
+        self.task.core.rngs[0] = self.np_random
+        self.task.reset_envs([0])
+        return self.task.observation()[0].numpy(), {"goal": self.task.goal[0].numpy().copy()}
+
+    @env_side
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Hold skill ``action`` for ``low_level_steps`` control steps."""
+        z = _check_action(action, (SKILL_DIM,))
+        reward, term, trunc, info = self.task.step(z.unsqueeze(0))
+        out = {k: v[0].item() for k, v in info.items()}
+        return self.task.observation()[0].numpy(), float(reward[0]), bool(term[0]), bool(trunc[0]), out
+
+    def close(self) -> None:
+        """Release the simulator."""
+        self.task.close()
+
+
+class GoalReachingVectorEnv(VectorEnv):
+    """N worlds of RGSD-SMPL-GoalReaching-v0 (autoreset SameStep, ``final_obs`` in info)."""
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(
+        self, num_envs: int = 16, low_level: str = "", config: GoalReachingConfig | dict | None = None, **overrides: Any
+    ):
+        self.cfg = _config(config, overrides)
+        self.num_envs = num_envs
+        self.task = GoalReachingCore(num_envs, low_level, self.cfg)
+        self.single_observation_space, self.single_action_space = _spaces()
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+
+    @env_side
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict]:
+        """Reset every world; int seeds give world i seed + i."""
+        if seed is not None:
+            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
+            self.task.core.seed(list(range(self.num_envs)), seeds)
+        self.task.reset_envs(list(range(self.num_envs)))
+        return self.task.observation().numpy(), {"goal": self.task.goal.numpy().copy()}
+
+    @env_side
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step all worlds; finished episodes restart at once."""
+        z = _check_action(actions, (self.num_envs, SKILL_DIM))
+        reward, term, trunc, info = self.task.step(z)
+        infos: dict[str, Any] = {k: v.cpu().numpy() for k, v in info.items()}
+        done = np.flatnonzero((term | trunc).cpu().numpy()).tolist()
+        obs = self.task.observation().numpy()
+        if done:
+            infos["final_info"] = {k: v.copy() for k, v in infos.items()}
+            infos.update(final_obs_info(obs[done], done, self.num_envs))
+            infos["_final_info"] = infos["_final_obs"]
+            self.task.reset_envs(done)
+            obs = self.task.observation().numpy()
+        return obs, reward.cpu().numpy().astype(np.float64), term.cpu().numpy(), trunc.cpu().numpy(), infos
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Release the simulator."""
+        self.task.close()

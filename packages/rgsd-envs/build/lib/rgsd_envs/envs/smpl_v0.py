@@ -1,0 +1,346 @@
+"""RGSD-SMPL-v0: the SMPL humanoid imitating and varying reference motions.
+
+## Description
+A 69-DoF SMPL humanoid (MuJoCo) starts each episode from a reference state
+(RSI: a clip and a frame drawn uniformly) and receives a skill ``z``, a unit
+vector in R^16. With probability ``p_imitation`` (0.7) the episode is an
+*imitation* episode and ``z = z_m``, the clip's embedding under the frozen
+encoder; otherwise it is a *discovery* episode with ``z`` uniform on the sphere.
+Evaluation can ask for ``z ~ vMF(z_m, kappa)`` (``eval_kappa`` or
+``reset(options={"kappa": ...})``).
+
+## Action space
+``Box(-1, 1, (69,), float32)``: one PD target per hinge, in
+``skeleton.DOF_NAMES`` order; target = offset + scale * action with offset the
+middle of the hinge's range and scale half its width. Actions are held for one
+30 Hz control step (several physics steps).
+
+## Observation space
+Default (``obs_mode="flat"``): ``Box(-inf, inf, (375,), float32)`` =
+``[o_t (359), z (16)]``, slices in ``observations.POLICY_LAYOUT``: phase 0:1,
+root height 1:2, body positions 2:71, body rotations 71:215, body linear
+velocities 215:287, body angular velocities 287:359, skill 359:375 (see
+``rgsd_envs.envs.observations`` for the frames). ``obs_mode="dict"``:
+``{"proprio": Box(359), "skill": Box(16)}``.
+
+## Rewards
+The bare environment returns 0; the registered ``RGSD-SMPL-v0`` adds the
+encoder reward ``r = C + kappa * mu(s')^T z`` (``wrappers.encoder_reward``),
+frozen encoder for imitation episodes, trainable encoder for discovery.
+
+## Episode end
+* truncated: the reference clip's last frame is reached (the phase runs in
+  discovery episodes too);
+* terminated: a fall (the pelvis below ``fall_height`` or a body other than the
+  feet/toes touching the floor), in imitation episodes a mean body-position
+  error above ``deviation_threshold`` (0.5 m), or simulator instability (the
+  world is reset by MuJoCo; the process carries on).
+
+## Info
+``task`` (1 imitation, 0 discovery), ``clip_id``, ``frame``, ``ref_body_pos``
+(24, 3) of the current reference frame, ``cartesian_error`` (m, mean over
+bodies), ``fall``, ``deviation``, ``unstable``.
+
+## Reset options
+``clip`` (index or name), ``start_frame``, ``task`` ("imitation"/"discovery"),
+``skill`` (16 numbers) and ``kappa`` (vMF around z_m) fix parts of the next
+episode. In the vector env each may also be given per world: a list with one
+entry per reset world (an (n, 16) array for ``skill``).
+
+## Vector environment
+``gymnasium.make_vec("RGSD-SMPL-v0", num_envs=N)`` returns the native
+``RGSDVectorEnv``: all worlds are stepped by C threads and every computation is
+batched. Autoreset mode ``SameStep`` by default (``final_obs``/``final_info``
+in the info, as ``SyncVectorEnv`` lays them out), ``NextStep`` on request;
+declared in ``metadata["autoreset_mode"]``.
+
+## Version history
+* v0: initial release.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.core import RGSDCore
+from rgsd_envs.envs.observations import FRAME_DIM, POLICY_OBS_DIM, SKILL_DIM
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.motion.library import MotionLib, MotionSource
+from rgsd_envs.rewards.encoders import EncoderLike
+from rgsd_envs.utils.threads import env_side
+
+
+def single_spaces(cfg: EnvConfig) -> tuple[spaces.Space, spaces.Box]:
+    """Observation and action space of one world."""
+    if cfg.obs_mode == "dict":
+        obs: spaces.Space = spaces.Dict(
+            {
+                "proprio": spaces.Box(-np.inf, np.inf, (FRAME_DIM,), np.float32),
+                "skill": spaces.Box(-1.0, 1.0, (SKILL_DIM,), np.float32),
+            }
+        )
+    else:
+        obs = spaces.Box(-np.inf, np.inf, (POLICY_OBS_DIM,), np.float32)
+    return obs, spaces.Box(-1.0, 1.0, (sk.NUM_DOFS,), np.float32)
+
+
+def _config(config: EnvConfig | dict | None, overrides: dict[str, Any]) -> EnvConfig:
+    if isinstance(config, EnvConfig):
+        base = vars(config).copy()
+    else:
+        base = dict(config or {})
+    base.update(overrides)
+    return EnvConfig(**base)
+
+
+class _Observer:
+    """Turns the core's tensors into Gymnasium observations (numpy at the boundary)."""
+
+    core: RGSDCore
+    cfg: EnvConfig
+
+    def _obs(self, index: Any = slice(None)) -> Any:
+        f, z = self.core.features[index], self.core.skill[index]
+        if self.cfg.obs_mode == "dict":
+            return {"proprio": f.cpu().numpy(), "skill": z.cpu().numpy()}
+        return torch.cat((f, z), dim=-1).cpu().numpy()
+
+
+class RGSDEnv(_Observer, gym.Env):
+    """One world of RGSD-SMPL-v0 (see the module docstring)."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(
+        self,
+        config: EnvConfig | dict | None = None,
+        motions: MotionSource | MotionLib | None = None,
+        encoder: EncoderLike | str | None = None,
+        render_mode: str | None = None,
+        **overrides: Any,
+    ):
+        self.cfg = _config(config, overrides)
+        self.core = RGSDCore(1, self.cfg, motions=motions, encoder=encoder)
+        self.observation_space, self.action_space = single_spaces(self.cfg)
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        self.render_mode = render_mode
+        self._renderer = None
+        self._info: dict[str, Any] = {}
+
+    @property
+    def motion_lib(self) -> MotionLib:
+        """The reference clips."""
+        return self.core.lib
+
+    @env_side
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Start an episode (RSI); ``options`` may fix clip, start_frame, task, skill or kappa."""
+        super().reset(seed=seed)
+        self.core.rngs[0] = self.np_random
+        self.core.reset_envs([0], options)
+        info = self.core.observe_reset(torch.zeros(1, dtype=torch.long, device=self.core.device))
+        self._info = _scalars(info.numpy(0))
+        return self._obs(0), dict(self._info)
+
+    @env_side
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """One 30 Hz control step."""
+        a = self.core.check_actions(action)
+        self.core.physics_step(a)
+        info = self.core.observe()
+        term, trunc = self.core.done_flags(info)
+        self._info = _scalars(info.numpy(0))
+        return self._obs(0), 0.0, bool(term[0]), bool(trunc[0]), dict(self._info)
+
+    def render(self) -> np.ndarray | None:
+        """An RGB frame of the current state (render_mode="rgb_array")."""
+        if self.render_mode != "rgb_array":
+            return None
+        if self._renderer is None:
+            from rgsd_envs.render import HumanoidRenderer
+
+            self._renderer = HumanoidRenderer(model=self.core.backend.model)
+        qpos = self.core.backend.state().qpos[:1].cpu().numpy()
+        return self._renderer.frames(qpos)[0]
+
+    def close(self) -> None:
+        """Release the simulator and renderer."""
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        self.core.close()
+
+
+def _scalars(info: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Single-world info: numpy scalars and arrays without the batch axis."""
+    return {k: (v.item() if v.ndim == 0 else v) for k, v in info.items()}
+
+
+class RGSDVectorEnv(_Observer, VectorEnv):
+    """N worlds of RGSD-SMPL-v0 stepped together (the native vector environment)."""
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(
+        self,
+        num_envs: int = 64,
+        config: EnvConfig | dict | None = None,
+        motions: MotionSource | MotionLib | None = None,
+        encoder: EncoderLike | str | None = None,
+        **overrides: Any,
+    ):
+        self.cfg = _config(config, overrides)
+        self.num_envs = num_envs
+        self.core = RGSDCore(num_envs, self.cfg, motions=motions, encoder=encoder)
+        self.single_observation_space, self.single_action_space = single_spaces(self.cfg)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.autoreset_mode = AutoresetMode(self.cfg.autoreset_mode)
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
+        self._autoreset = np.zeros(num_envs, dtype=bool)
+        self.last_transition_features = self.core.features
+        """(N, 359) features of s' of the last step, before any autoreset."""
+        self.last_started = torch.zeros(num_envs, dtype=torch.bool)
+        """(N,) worlds whose episode (re)started in the last call."""
+        self.last_stepped = torch.zeros(num_envs, dtype=torch.bool)
+        """(N,) worlds that made a transition in the last step (NextStep resets do not)."""
+
+    @property
+    def motion_lib(self) -> MotionLib:
+        """The reference clips."""
+        return self.core.lib
+
+    @env_side
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset all worlds (or those in ``options["reset_mask"]``); int seeds give world i seed + i."""
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        ids = list(range(self.num_envs)) if mask is None else [int(i) for i in np.flatnonzero(mask)]
+        if seed is not None:
+            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"seed list has {len(seeds)} entries; expected num_envs={self.num_envs}")
+            self.core.seed(ids, [seeds[i] for i in ids])
+        self.core.reset_envs(ids, options)
+        info = self.core.observe_reset(torch.as_tensor(ids, device=self.core.device))
+        self._autoreset[ids] = False
+        self.last_started = torch.zeros(self.num_envs, dtype=torch.bool)
+        self.last_started[ids] = True
+        self.last_stepped = torch.zeros(self.num_envs, dtype=torch.bool)
+        self.last_transition_features = self.core.features
+        return self._obs(), _vector_info(info.numpy(), ids, self.num_envs, rows=ids)
+
+    @env_side
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step all worlds; finished episodes restart as ``autoreset_mode`` says."""
+        a = self.core.check_actions(actions)
+        core = self.core
+        core.physics_step(a)
+        step_info = core.observe()
+        term, trunc = core.done_flags(step_info)
+        self.last_transition_features = core.features
+        n = self.num_envs
+        rewards = np.zeros(n, dtype=np.float64)
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            pending = np.flatnonzero(self._autoreset).tolist()
+            term_np, trunc_np = term.cpu().numpy(), trunc.cpu().numpy()
+            term_np[pending] = False
+            trunc_np[pending] = False
+            self._autoreset = term_np | trunc_np
+            values = step_info.numpy()
+            if pending:
+                values = _splice(values, self._restart(pending), pending)
+            self.last_started = torch.zeros(n, dtype=torch.bool)
+            self.last_started[pending] = True
+            self.last_stepped = ~self.last_started
+            return self._obs(), rewards, term_np, trunc_np, _vector_info(values, range(n), n)
+        done = np.flatnonzero((term | trunc).cpu().numpy()).tolist()
+        values = step_info.numpy()
+        infos = _vector_info(values, range(n), n)
+        if done:
+            infos.update(final_obs_info(self._obs(done), done, n))
+            infos["final_info"] = _vector_info({k: v[done] for k, v in values.items()}, done, n, rows=done)
+            infos["_final_info"] = _mask(done, n)
+            infos.update(_vector_info(_splice(values, self._restart(done), done), range(n), n))
+        self.last_started = torch.zeros(n, dtype=torch.bool)
+        self.last_started[done] = True
+        self.last_stepped = torch.ones(n, dtype=torch.bool)
+        return self._obs(), rewards, term.cpu().numpy(), trunc.cpu().numpy(), infos
+
+    def _restart(self, ids: list[int]) -> dict[str, np.ndarray]:
+        """Start new episodes in worlds ``ids``; their info rows (numpy, one per id)."""
+        self.core.reset_envs(ids)
+        return self.core.observe_reset(torch.as_tensor(ids, device=self.core.device)).numpy()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly (simulator, episodes, generators)."""
+        return {
+            "core": self.core.state_dict(),
+            "autoreset": self._autoreset.copy(),
+            "last_transition_features": self.last_transition_features.cpu().clone(),
+            "last_started": self.last_started.clone(),
+            "last_stepped": self.last_stepped.clone(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly from ``state_dict``."""
+        self.core.load_state_dict(state["core"])
+        self._autoreset = np.asarray(state["autoreset"], dtype=bool).copy()
+        self.last_transition_features = torch.as_tensor(state["last_transition_features"]).to(self.core.device)
+        self.last_started = torch.as_tensor(state["last_started"]).clone()
+        self.last_stepped = torch.as_tensor(state["last_stepped"]).clone()
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Release the simulator."""
+        self.core.close()
+
+
+def final_obs_info(obs_rows: Any, done: list[int], n: int) -> dict[str, np.ndarray]:
+    """``final_obs`` (object array, an entry per finished world) and its ``_final_obs`` mask, as
+    SyncVectorEnv lays them out; ``obs_rows`` holds the finished worlds' observations in ``done`` order."""
+    final_obs = np.full(n, None, dtype=object)
+    for k, i in enumerate(done):
+        final_obs[i] = {key: v[k] for key, v in obs_rows.items()} if isinstance(obs_rows, dict) else obs_rows[k]
+    return {"final_obs": final_obs, "_final_obs": _mask(done, n)}
+
+
+def _mask(ids: Any, n: int) -> np.ndarray:
+    m = np.zeros(n, dtype=bool)
+    m[list(ids)] = True
+    return m
+
+
+def _splice(values: dict[str, np.ndarray], rows: dict[str, np.ndarray], ids: list[int]) -> dict[str, np.ndarray]:
+    """Info values with the rows of ``ids`` replaced (reset worlds describe their new episode)."""
+    out = {}
+    for k, v in values.items():
+        out[k] = v.copy()
+        out[k][ids] = rows[k]
+    return out
+
+
+def _vector_info(values: dict[str, np.ndarray], ids: Any, n: int, rows: list[int] | None = None) -> dict[str, Any]:
+    """Gymnasium vector info: each key batched over worlds with a ``_key`` presence mask."""
+    ids = list(ids)
+    mask = _mask(ids, n)
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        if rows is None and len(ids) == n:
+            arr = v
+        else:
+            arr = np.zeros((n, *v.shape[1:]), dtype=v.dtype)
+            arr[ids] = v if rows is not None else v[ids]
+        out[k] = arr
+        out[f"_{k}"] = mask.copy()
+    return out

@@ -1,0 +1,139 @@
+"""``rgsd-motions``: import AMASS files, write the demo clips, inspect and play clips."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rgsd_envs.utils.files import InputFileError
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from rgsd_envs.motion.importer import file_jobs, import_motions, paper_set_jobs
+
+    offsets = pelvis = None
+    if args.betas is not None and not args.smpl_model:
+        print("error: --betas needs --smpl-model DIR (the SMPL model the betas belong to)", file=sys.stderr)
+        return 2
+    if args.smpl_model:
+        from rgsd_envs.humanoid.body_shape import body_from_smpl
+
+        try:
+            offsets, pelvis = body_from_smpl(args.smpl_model, betas=args.betas, gender=args.gender)
+        except (ImportError, ValueError) as err:  # smplx missing, bad betas, bad model file
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    missing: list[str] = []
+    if args.paper_set:
+        jobs, missing = paper_set_jobs(args.paper_set)
+        if not jobs:
+            print(f"error: none of the paper's 20 clips found under {args.paper_set}", file=sys.stderr)
+            return 2
+    else:
+        if not args.inputs:
+            print("error: give AMASS files or folders, or --paper-set <AMASS root>", file=sys.stderr)
+            return 2
+        jobs = file_jobs(args.inputs, category=args.category)
+    report = import_motions(
+        jobs, args.out, offsets=offsets, pelvis_rest=pelvis, progress=not args.quiet, keep_going=not args.strict
+    )
+    print(f"wrote {len(report.written)} clip(s) to {args.out}")
+    for path, err in report.failed.items():
+        print(f"skipped {path}: {err}", file=sys.stderr)
+    for name in missing:
+        print(f"not found: {name}", file=sys.stderr)
+    return 1 if (report.failed or missing) else 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from rgsd_envs.motion.demo import write_demo_clips
+
+    paths = write_demo_clips(args.out)
+    print(f"wrote {len(paths)} demo clip(s) to {args.out}")
+    return 0
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from rgsd_envs.motion.library import load_motions
+
+    for clip in load_motions(args.clips):
+        print(
+            f"{clip.name:32s} {clip.category:10s} {clip.num_frames:5d} frames  {clip.duration:6.2f} s  source {clip.source_fps:g} Hz  {clip.source}"
+        )
+    return 0
+
+
+def _cmd_play(args: argparse.Namespace) -> int:
+    from rgsd_envs.motion.clip import load_clip
+    from rgsd_envs.render import render_clip, write_contact_sheet
+
+    clip = load_clip(args.clip)
+    out = Path(args.out) if args.out else Path(args.clip).with_suffix(".mp4")
+    if out.suffix.lower() == ".png" or args.sheet:
+        sheet = out if out.suffix.lower() == ".png" else out.with_suffix(".png")
+        write_contact_sheet(clip, sheet, num_frames=args.sheet_frames, width=args.width, height=args.height)
+        print(f"wrote {sheet}")
+    if out.suffix.lower() != ".png":
+        render_clip(clip, out, width=args.width, height=args.height)
+        print(f"wrote {out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``rgsd-motions``."""
+    p = argparse.ArgumentParser(prog="rgsd-motions", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    imp = sub.add_parser("import", help="convert AMASS SMPL+H / SMPL-X files to rgsd clips (30 Hz, grounded)")
+    imp.add_argument("inputs", nargs="*", help="AMASS .npz files or folders (searched recursively)")
+    imp.add_argument("--out", required=True, help="output folder for the clips")
+    imp.add_argument(
+        "--paper-set", metavar="AMASS_ROOT", help="import the paper's 20 ACCAD clips found under this root"
+    )
+    imp.add_argument("--category", default="unlabelled", help="category label for imported files (default: unlabelled)")
+    imp.add_argument(
+        "--smpl-model", metavar="DIR", help="SMPL model folder: use the subject's body shape (needs smplx)"
+    )
+    imp.add_argument("--betas", type=float, nargs="*", help="shape coefficients for --smpl-model (default: zeros)")
+    imp.add_argument("--gender", default="neutral", choices=("neutral", "male", "female"))
+    imp.add_argument("--strict", action="store_true", help="stop at the first unreadable file")
+    imp.add_argument("--quiet", action="store_true", help="no progress bar")
+    imp.set_defaults(func=_cmd_import)
+
+    demo = sub.add_parser("demo", help="write the built-in demo clips (walk, run, sidestep, backward, punch)")
+    demo.add_argument("--out", required=True)
+    demo.set_defaults(func=_cmd_demo)
+
+    info = sub.add_parser("info", help="list clips: name, category, frames, duration, source")
+    info.add_argument("clips", nargs="+", help="clip files or folders, or 'demo'")
+    info.set_defaults(func=_cmd_info)
+
+    play = sub.add_parser("play", help="render a clip offscreen to mp4 (and/or a PNG contact sheet)")
+    play.add_argument("clip")
+    play.add_argument("--out", help="output .mp4 (or .png for a contact sheet only); default: beside the clip")
+    play.add_argument("--sheet", action="store_true", help="also write a PNG contact sheet")
+    play.add_argument("--sheet-frames", type=int, default=8)
+    play.add_argument("--width", type=int, default=640)
+    play.add_argument("--height", type=int, default=480)
+    play.set_defaults(func=_cmd_play)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``rgsd-motions``."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (InputFileError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; files written so far are complete, nothing partial was left", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

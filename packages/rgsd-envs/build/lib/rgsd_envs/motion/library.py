@@ -1,0 +1,191 @@
+"""MotionLib: many clips in batched torch tensors, sampled and interpolated per environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rgsd_envs.motion.clip import CLIP_FPS, MotionClip, load_clip
+from rgsd_envs.utils import rotations as rot
+from rgsd_envs.utils.files import InputFileError
+
+Tensor = torch.Tensor
+MotionSource = str | os.PathLike | MotionClip | Sequence["str | os.PathLike | MotionClip"]
+"""What a MotionLib loads: "demo", a clip file, a folder of clips, clips, or a list of these."""
+
+
+@dataclass
+class ReferenceState:
+    """Batched reference state of N (clip, time) pairs; world frame, SMPL body order."""
+
+    root_pos: Tensor
+    root_rot: Tensor
+    dof_pos: Tensor
+    root_lin_vel: Tensor
+    root_ang_vel: Tensor
+    """World frame."""
+    dof_vel: Tensor
+    body_pos: Tensor
+    body_rot: Tensor
+    body_lin_vel: Tensor
+    body_ang_vel: Tensor
+
+    @property
+    def qpos(self) -> Tensor:
+        """MuJoCo generalized positions (N, 76)."""
+        return torch.cat((self.root_pos, self.root_rot, self.dof_pos), -1)
+
+    @property
+    def qvel(self) -> Tensor:
+        """MuJoCo generalized velocities (N, 75); root angular velocity in the pelvis frame."""
+        local_w = rot.quat_rotate_inv(self.root_rot, self.root_ang_vel)
+        return torch.cat((self.root_lin_vel, local_w, self.dof_vel), -1)
+
+
+_FRAME_FIELDS = tuple(f.name for f in fields(ReferenceState))
+_QUAT_FIELDS = ("root_rot", "body_rot")
+
+
+def _collect(source: MotionSource) -> list[MotionClip]:
+    if isinstance(source, MotionClip):
+        return [source]
+    if isinstance(source, (str, os.PathLike)):
+        if str(source) == "demo":
+            from rgsd_envs.motion.demo import demo_clips
+
+            return demo_clips()
+        path = Path(source)
+        if path.is_dir():
+            files = sorted(path.glob("*.npz"))
+            if not files:
+                raise InputFileError(path, "folder holds no .npz motion clips")
+            return [load_clip(f) for f in files]
+        return [load_clip(path)]
+    clips: list[MotionClip] = []
+    for item in source:
+        clips += _collect(item)
+    return clips
+
+
+class MotionLib:
+    """Reference clips concatenated into torch tensors on one device.
+
+    Sampling and lookup are batched over environments: ``sample_clips(n)``,
+    ``sample_start_frames(ids)``, ``frame_state(ids, frames)`` (exact frames) and
+    ``state_at(ids, times)`` (interpolated: rotations slerp, the rest lerp).
+    """
+
+    def __init__(self, source: MotionSource, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
+        clips = _collect(source)
+        if not clips:
+            raise ValueError("MotionLib needs at least one clip")
+        names = [c.name for c in clips]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"clip names must be unique; repeated: {', '.join(dup)}")
+        ref = clips[0].body_offsets
+        for c in clips[1:]:
+            if not np.allclose(c.body_offsets, ref, atol=1e-6):
+                raise InputFileError(
+                    c.source, f"clip {c.name!r} was made for another body shape than {clips[0].name!r}", "body_offsets"
+                )
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.clips = clips
+        self.names: list[str] = names
+        self.categories: list[str] = [c.category for c in clips]
+        self.body_offsets = np.asarray(ref, dtype=np.float64)
+        self.fps = CLIP_FPS
+        lengths = np.array([c.num_frames for c in clips])
+        self.num_frames = torch.as_tensor(lengths, device=self.device)
+        """(M,) frames per clip."""
+        self.starts = torch.as_tensor(np.concatenate([[0], np.cumsum(lengths)[:-1]]), device=self.device)
+        """(M,) index of each clip's first frame in the concatenated tensors."""
+        self.durations = (self.num_frames - 1).to(dtype) / self.fps
+        """(M,) seconds from first to last frame."""
+        self.clip_of_frame = torch.repeat_interleave(torch.arange(len(clips), device=self.device), self.num_frames)
+        """(F,) clip index of every concatenated frame."""
+        self._frames: dict[str, Tensor] = {}
+        for name in _FRAME_FIELDS:
+            arr = np.concatenate([getattr(c, name) for c in clips])
+            self._frames[name] = torch.as_tensor(arr, dtype=dtype, device=self.device)
+        # MuJoCo states of every frame, in float64 (RSI sets them exactly)
+        self._qpos = torch.as_tensor(np.concatenate([c.qpos for c in clips]), device=self.device)
+        self._qvel = torch.as_tensor(np.concatenate([c.qvel for c in clips]), device=self.device)
+
+    def __len__(self) -> int:
+        return len(self.clips)
+
+    @property
+    def num_clips(self) -> int:
+        """Number of clips M."""
+        return len(self.clips)
+
+    @property
+    def total_frames(self) -> int:
+        """Frames over all clips."""
+        return int(self.num_frames.sum())
+
+    def clip_id(self, name: str) -> int:
+        """Index of a clip by name."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise KeyError(f"no clip named {name!r}; clips are {', '.join(self.names)}") from None
+
+    def frames(self, name: str) -> Tensor:
+        """All frames of one field concatenated over clips, e.g. ``frames("body_pos")``."""
+        return self._frames[name]
+
+    def sample_clips(self, n: int, generator: torch.Generator | None = None) -> Tensor:
+        """n clip indices, uniform over clips."""
+        return torch.randint(self.num_clips, (n,), generator=generator, device=self.device)
+
+    def sample_start_frames(self, clip_ids: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """A uniform start frame in each clip, excluding its last frame."""
+        u = torch.rand(clip_ids.shape, generator=generator, device=self.device)
+        return (u * (self.num_frames[clip_ids] - 1).to(u.dtype)).long()
+
+    def frame_state(self, clip_ids: Tensor, frames: Tensor) -> ReferenceState:
+        """Exact reference state at integer frames (clamped to each clip)."""
+        frames = torch.minimum(frames.clamp_min(0), self.num_frames[clip_ids] - 1)
+        idx = self.starts[clip_ids] + frames
+        return ReferenceState(**{k: v[idx] for k, v in self._frames.items()})
+
+    def frame_qpos_qvel(self, clip_ids: Tensor, frames: Tensor) -> tuple[Tensor, Tensor]:
+        """MuJoCo (qpos, qvel) of integer frames, float64: what RSI sets."""
+        frames = torch.minimum(frames.clamp_min(0), self.num_frames[clip_ids] - 1)
+        idx = self.starts[clip_ids] + frames
+        return self._qpos[idx], self._qvel[idx]
+
+    def state_at(self, clip_ids: Tensor, times: Tensor) -> ReferenceState:
+        """Reference state at times (s) from each clip's start, interpolated between frames."""
+        f = (times.to(self.dtype) * self.fps).clamp_min(0)
+        last = self.num_frames[clip_ids] - 1
+        f0 = torch.minimum(f.floor().long(), last)
+        f1 = torch.minimum(f0 + 1, last)
+        a = (f - f0.to(f.dtype)).clamp(0, 1)
+        i0, i1 = self.starts[clip_ids] + f0, self.starts[clip_ids] + f1
+        out = {}
+        for k, v in self._frames.items():
+            x0, x1 = v[i0], v[i1]
+            w = a.reshape(a.shape + (1,) * (x0.dim() - 1))
+            out[k] = rot.quat_slerp(x0, x1, w) if k in _QUAT_FIELDS else x0 + w * (x1 - x0)
+        return ReferenceState(**out)
+
+    def to(self, device: str | torch.device) -> MotionLib:
+        """This library on another device (a new object sharing the clips)."""
+        return MotionLib(self.clips, device=device, dtype=self.dtype)
+
+    def __repr__(self) -> str:
+        return f"MotionLib({self.num_clips} clips, {self.total_frames} frames, device={self.device})"
+
+
+def load_motions(source: MotionSource) -> list[MotionClip]:
+    """The clips a source names ("demo", file, folder, or a list of these)."""
+    return _collect(source)

@@ -1,0 +1,79 @@
+"""The interface between the environments and the physics (SPEC §10).
+
+A backend holds N worlds of one humanoid model. It sets full states for chosen
+worlds, applies PD targets for one control step, and exposes the batched state
+as torch tensors on its device. Everything above it (observations, rewards,
+terminations, skills) is device-agnostic torch code, so a GPU backend (MuJoCo
+Warp, MJX) only has to implement this class.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import torch
+
+from rgsd_envs.humanoid.mjcf import HumanoidConfig
+
+Tensor = torch.Tensor
+
+
+@dataclass
+class SimState:
+    """Batched state after a control step; bodies in SMPL order, world frame."""
+
+    qpos: Tensor
+    """(N, 76) free joint (pos, quat wxyz) then hinges."""
+    qvel: Tensor
+    """(N, 75) root linear (world), root angular (pelvis frame), hinges."""
+    body_pos: Tensor
+    """(N, 24, 3) body origins."""
+    body_rot: Tensor
+    """(N, 24, 4) body orientations (w, x, y, z)."""
+    body_lin_vel: Tensor
+    """(N, 24, 3) linear velocities of the body origins."""
+    body_ang_vel: Tensor
+    """(N, 24, 3) angular velocities."""
+    contact: Tensor
+    """(N, 24) bool: the body touches the floor."""
+    unstable: Tensor
+    """(N,) bool: the simulator flagged this world during the last step (it was
+    reset by the engine and its episode must end)."""
+
+
+class SimBackend(abc.ABC):
+    """N worlds of the humanoid, stepped together at the 30 Hz control rate."""
+
+    num_envs: int
+    device: torch.device
+    config: HumanoidConfig
+
+    @property
+    @abc.abstractmethod
+    def control_dt(self) -> float:
+        """Seconds per control step."""
+
+    @abc.abstractmethod
+    def set_state(self, env_ids: Tensor, qpos: Tensor, qvel: Tensor) -> None:
+        """Set full states (N_ids, 76) / (N_ids, 75) of the given worlds and refresh their kinematics."""
+
+    @abc.abstractmethod
+    def step(self, targets: Tensor) -> None:
+        """Hold PD targets (N, 69) for one control step (several physics steps)."""
+
+    @abc.abstractmethod
+    def state(self, env_ids: Tensor | None = None) -> SimState:
+        """The current state of the given worlds (all by default); tensors may alias
+        internal buffers: read them, do not keep them."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict:
+        """Everything needed to continue the worlds exactly (for checkpoints)."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict) -> None:
+        """Restore worlds saved by ``state_dict``."""
+
+    def close(self) -> None:
+        """Release native resources."""

@@ -1,0 +1,264 @@
+"""State encoders mu(s): float32 (B, 1795) -> unit vectors (B, 16).
+
+An encoder is any callable with that contract, or a file saved by
+``MLPEncoder.save``. Two are shipped:
+
+* ``MLPEncoder``: the paper's encoder (SPEC §4), trained by ``rgsd pretrain``.
+* ``ReferenceKernelEncoder``: a training-free default built from the reference
+  clips. Each clip m gets a fixed direction u_m (orthonormal when there are at
+  most 16 clips); a state's embedding is the kernel-weighted mix of the
+  directions of the clips whose reference frames it resembles (phase, root
+  height, body positions and velocities of the newest frame, standardised).
+  Reference states map to their clip's direction, so ``r = C + kappa mu(s')^T z_m``
+  is an imitation reward out of the box. It is what ``gym.make`` uses when no
+  encoder is given; for the method itself, pretrain an MLPEncoder.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, FRAME_DIM, FRAME_LAYOUT, SKILL_DIM
+from rgsd_envs.utils.files import InputFileError, atomic_path
+
+Tensor = torch.Tensor
+EncoderLike = Callable[[Tensor], Tensor]
+ENCODER_FILE_FORMAT = "rgsd-encoder"
+ENCODER_FILE_VERSION = 1
+PAPER_HIDDEN = (1024, 1024, 1024, 512)
+"""SPEC §4 encoder hidden sizes."""
+DEFAULT_KAPPA = 10.0
+"""vMF concentration: InfoNCE temperature 1/kappa and the reward's scale."""
+
+
+class MLPEncoder(nn.Module):
+    """mu_phi: input standardisation, MLP with ReLU, linear to 16, L2-normalised."""
+
+    def __init__(
+        self,
+        hidden: Sequence[int] = PAPER_HIDDEN,
+        input_dim: int = ENCODER_INPUT_DIM,
+        out_dim: int = SKILL_DIM,
+        kappa: float = DEFAULT_KAPPA,
+    ):
+        super().__init__()
+        self.hidden = tuple(int(h) for h in hidden)
+        self.input_dim = input_dim
+        self.out_dim = out_dim
+        self.kappa = float(kappa)
+        layers: list[nn.Module] = []
+        width = input_dim
+        for h in self.hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        layers.append(nn.Linear(width, out_dim))
+        self.net = nn.Sequential(*layers)
+        self.register_buffer("input_mean", torch.zeros(input_dim))
+        self.register_buffer("input_std", torch.ones(input_dim))
+
+    def set_input_stats(self, mean: Tensor, std: Tensor) -> None:
+        """Standardise inputs with these statistics (std floored at 1e-3)."""
+        self.input_mean.copy_(mean)
+        self.input_std.copy_(std.clamp_min(1e-3))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Unit embeddings (B, 16) of states (B, 1795)."""
+        return F.normalize(self.net((x - self.input_mean) / self.input_std), dim=-1)
+
+    def save(self, path: str | os.PathLike, **extra: Any) -> Path:
+        """Write the encoder (and extra metadata, e.g. clip names/embeddings) atomically."""
+        payload = {
+            "format": ENCODER_FILE_FORMAT,
+            "version": ENCODER_FILE_VERSION,
+            "kind": "mlp",
+            "hidden": list(self.hidden),
+            "input_dim": self.input_dim,
+            "out_dim": self.out_dim,
+            "kappa": self.kappa,
+            "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
+            **extra,
+        }
+        with atomic_path(path) as tmp:
+            torch.save(payload, tmp)
+        return Path(path)
+
+
+def read_encoder_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The raw payload of an encoder file, checked; errors name the file and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputFileError(path, "no such encoder file (make one with `rgsd pretrain`)")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for corrupt files
+        raise InputFileError(path, f"not a readable encoder file (truncated or corrupt?): {err}") from None
+    if not isinstance(payload, dict) or payload.get("format") != ENCODER_FILE_FORMAT:
+        raise InputFileError(path, f"not an rgsd encoder file (expected format '{ENCODER_FILE_FORMAT}')", "format")
+    if payload.get("version") != ENCODER_FILE_VERSION:
+        raise InputFileError(path, f"unsupported version {payload.get('version')}", "version")
+    for key in ("hidden", "input_dim", "out_dim", "kappa", "state_dict"):
+        if key not in payload:
+            raise InputFileError(path, "missing", key)
+    if payload["input_dim"] != ENCODER_INPUT_DIM or payload["out_dim"] != SKILL_DIM:
+        raise InputFileError(
+            path,
+            f"encoder maps {payload['input_dim']} -> {payload['out_dim']}, the environment needs {ENCODER_INPUT_DIM} -> {SKILL_DIM}",
+            "input_dim" if payload["input_dim"] != ENCODER_INPUT_DIM else "out_dim",
+        )
+    return payload
+
+
+def load_encoder(path: str | os.PathLike) -> MLPEncoder:
+    """Load an encoder saved by ``MLPEncoder.save`` (eval mode, on the CPU)."""
+    payload = read_encoder_file(path)
+    enc = MLPEncoder(payload["hidden"], payload["input_dim"], payload["out_dim"], payload["kappa"])
+    try:
+        enc.load_state_dict(payload["state_dict"])
+    except RuntimeError as err:
+        raise InputFileError(path, f"weights do not match the stored architecture: {err}", "state_dict") from None
+    return enc.eval()
+
+
+def spread_directions(num: int, dim: int = SKILL_DIM, seed: int = 0) -> Tensor:
+    """num unit vectors in R^dim, orthonormal if num <= dim, else spread apart."""
+    g = torch.Generator().manual_seed(seed)
+    if num <= dim:
+        q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=g, dtype=torch.float64))
+        return q[:num].to(torch.float32)
+    x = F.normalize(torch.randn(num, dim, generator=g, dtype=torch.float64), dim=-1).requires_grad_(True)
+    opt = torch.optim.Adam([x], lr=0.05)
+    for _ in range(300):  # push apart: minimise the soft maximum of pairwise cosines
+        u = F.normalize(x, dim=-1)
+        cos = u @ u.T - 2.0 * torch.eye(num, dtype=u.dtype)
+        loss = torch.logsumexp(20.0 * cos, dim=-1).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return F.normalize(x.detach(), dim=-1).to(torch.float32)
+
+
+_KEY_SLICES = ("phase", "root_height", "body_pos", "body_lin_vel")
+
+
+def _kernel_keys(x: Tensor) -> Tensor:
+    """Newest frame's phase, root height, body positions and velocities from (B, 1795)."""
+    last = x[:, -FRAME_DIM:]
+    return torch.cat([last[:, FRAME_LAYOUT[k]] for k in _KEY_SLICES], dim=-1)
+
+
+class ReferenceKernelEncoder(nn.Module):
+    """Training-free default encoder: kernel-weighted mix of per-clip directions."""
+
+    def __init__(
+        self,
+        reference_inputs: Tensor,
+        clip_of_frame: Tensor,
+        num_clips: int,
+        kappa: float = DEFAULT_KAPPA,
+        seed: int = 0,
+    ):
+        super().__init__()
+        keys = _kernel_keys(reference_inputs.to(torch.float32))
+        mean, std = keys.mean(0), keys.std(0).clamp_min(1e-2)
+        keys = (keys - mean) / std
+        d2 = torch.cdist(keys, keys).square()
+        d2.fill_diagonal_(float("inf"))
+        nearest = d2.min(dim=1).values.sqrt()
+        # bandwidth: a few nearest-neighbour spacings, so each state sees its clip's local frames
+        self.bandwidth = float(3.0 * nearest[torch.isfinite(nearest)].median().clamp_min(1e-3))
+        self.kappa = float(kappa)
+        self.num_clips = num_clips
+        self.register_buffer("key_mean", mean)
+        self.register_buffer("key_std", std)
+        self.register_buffer("keys", keys)
+        self.register_buffer("clip_of_frame", clip_of_frame.long())
+        self.register_buffer("directions", spread_directions(num_clips, SKILL_DIM, seed))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Unit embeddings (B, 16) of states (B, 1795)."""
+        k = (_kernel_keys(x.to(torch.float32)) - self.key_mean) / self.key_std
+        logits = -torch.cdist(k, self.keys).square() / (2.0 * self.bandwidth**2)  # (B, F)
+        # per clip: log-sum-exp over its frames, then a softmax over clips
+        per_clip = torch.full((x.shape[0], self.num_clips), float("-inf"), device=x.device)
+        per_clip = per_clip.scatter_reduce(1, self.clip_of_frame.expand(x.shape[0], -1), logits, reduce="amax")
+        w = torch.softmax(per_clip, dim=-1)
+        return F.normalize(w @ self.directions, dim=-1)
+
+
+def check_encoder(encoder: EncoderLike, name: str = "encoder") -> None:
+    """Raise a clear error unless encoder maps float32 (B, 1795) to unit vectors (B, 16)."""
+    x = torch.zeros(2, ENCODER_INPUT_DIM)
+    try:
+        with torch.no_grad():
+            out = encoder(x)
+    except Exception as err:
+        raise ValueError(
+            f"{name} failed on a float32 (2, {ENCODER_INPUT_DIM}) input: {err}. "
+            f"An encoder maps float32 (B, {ENCODER_INPUT_DIM}) to unit vectors (B, {SKILL_DIM})."
+        ) from None
+    if not isinstance(out, Tensor) or tuple(out.shape) != (2, SKILL_DIM):
+        shape = tuple(out.shape) if hasattr(out, "shape") else type(out).__name__
+        raise ValueError(
+            f"{name} returned {shape} for a (2, {ENCODER_INPUT_DIM}) input; expected (2, {SKILL_DIM}) unit vectors"
+        )
+    norms = out.norm(dim=-1)
+    if not torch.allclose(norms, torch.ones_like(norms), atol=1e-3):
+        raise ValueError(f"{name} must return unit vectors; got norms {norms.tolist()}")
+
+
+def resolve_encoder(spec: EncoderLike | str | os.PathLike | None, default: Callable[[], EncoderLike]) -> EncoderLike:
+    """An encoder from a callable, a file path, or None (then ``default()``); checked."""
+    if spec is None:
+        enc = default()
+    elif isinstance(spec, (str, os.PathLike)):
+        enc = load_encoder(spec)
+    elif callable(spec):
+        enc = spec
+    else:
+        raise TypeError(f"encoder must be a callable, a path to an encoder file, or None; got {type(spec).__name__}")
+    check_encoder(enc)
+    return enc
+
+
+def trainable_copy(encoder: EncoderLike) -> EncoderLike:
+    """A separate copy for discovery: the trainable twin of a frozen nn.Module encoder."""
+    return copy.deepcopy(encoder) if isinstance(encoder, nn.Module) else encoder
+
+
+@torch.no_grad()
+def embed(encoder: EncoderLike, inputs: Tensor, batch_size: int = 4096) -> Tensor:
+    """Encoder outputs for many inputs, in chunks, without gradients."""
+    return torch.cat([encoder(inputs[i : i + batch_size]) for i in range(0, inputs.shape[0], batch_size)])
+
+
+def clip_embeddings(encoder: EncoderLike, reference_inputs: Tensor, clip_of_frame: Tensor, num_clips: int) -> Tensor:
+    """z_m: the normalised mean of each clip's state embeddings (M, 16)."""
+    e = embed(encoder, reference_inputs)
+    sums = torch.zeros(num_clips, e.shape[1], dtype=e.dtype).index_add_(0, clip_of_frame.cpu(), e.cpu())
+    return F.normalize(sums, dim=-1)
+
+
+def within_motion_alignment(
+    encoder: EncoderLike, reference_inputs: Tensor, clip_of_frame: Tensor, num_clips: int
+) -> float:
+    """Mean over clips of the mean cosine between each state's embedding and z_m (SPEC §4)."""
+    e = embed(encoder, reference_inputs).cpu()
+    z = clip_embeddings(encoder, reference_inputs, clip_of_frame, num_clips)
+    cos = (e * z[clip_of_frame.cpu()]).sum(-1)
+    per_clip = torch.zeros(num_clips, dtype=cos.dtype).index_add_(0, clip_of_frame.cpu(), cos)
+    counts = torch.bincount(clip_of_frame.cpu(), minlength=num_clips).to(cos.dtype)
+    return float((per_clip / counts).mean())
+
+
+def as_numpy_directions(x: Tensor) -> np.ndarray:
+    """float64 numpy copy of directions (for per-environment samplers)."""
+    return x.detach().cpu().to(torch.float64).numpy()

@@ -1,0 +1,118 @@
+"""The layout of a training run folder: written by rgsd-agents, read by everyone.
+
+::
+
+    <run>/
+      config.yaml             resolved training config; its ``env:`` section is an EnvConfig
+      encoder.pt              frozen pretrained encoder (rgsd-encoder)
+      discovery_encoder.pt    trainable discovery encoder, latest (rgsd-encoder)
+      policy.pt               latest exported policy (rgsd-policy)
+      checkpoints/            full trainer states for --resume (iter_XXXXXX.pt, latest.pt)
+      tb/                     TensorBoard event files
+      pretrain/               pretraining outputs when the run pretrained its own encoder
+
+Evaluation and downstream tasks need only this file's ``RunDir`` and rgsd-envs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.utils.files import InputFileError
+
+
+class RunDir:
+    """Paths and loaders of one run folder (see the module docstring)."""
+
+    CONFIG = "config.yaml"
+    ENCODER = "encoder.pt"
+    DISCOVERY_ENCODER = "discovery_encoder.pt"
+    POLICY = "policy.pt"
+    CHECKPOINTS = "checkpoints"
+    TENSORBOARD = "tb"
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    @property
+    def name(self) -> str:
+        """The run's folder name (used as its label in reports)."""
+        return self.path.resolve().name
+
+    def file(self, name: str) -> Path:
+        """Path of a file of the run."""
+        return self.path / name
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / self.CONFIG
+
+    @property
+    def encoder_path(self) -> Path:
+        return self.path / self.ENCODER
+
+    @property
+    def discovery_encoder_path(self) -> Path:
+        return self.path / self.DISCOVERY_ENCODER
+
+    @property
+    def policy_path(self) -> Path:
+        return self.path / self.POLICY
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / self.CHECKPOINTS
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        return self.path / self.TENSORBOARD
+
+    def check(self, *required: str) -> None:
+        """Raise a clear error unless the folder exists and holds the required files."""
+        if not self.path.is_dir():
+            raise InputFileError(self.path, "run folder not found (train one with `rgsd train --config ...`)")
+        missing = [r for r in (required or (self.CONFIG, self.POLICY)) if not (self.path / r).exists()]
+        if missing:
+            raise InputFileError(self.path, f"not a complete run folder: missing {', '.join(missing)}", missing[0])
+
+    def config(self) -> dict[str, Any]:
+        """The resolved training config as a dict."""
+        self.check(self.CONFIG)
+        try:
+            data = yaml.safe_load(self.config_path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise InputFileError(self.config_path, f"not valid YAML: {err}") from None
+        if not isinstance(data, dict):
+            raise InputFileError(self.config_path, "expected a mapping")
+        return data
+
+    def env_config(self, **overrides: Any) -> EnvConfig:
+        """The EnvConfig the run trained with (``env:`` section), with overrides."""
+        from rgsd_envs.utils.config import from_dict
+
+        data = dict(self.config().get("env", {}))
+        data.update(overrides)
+        return from_dict(EnvConfig, data, str(self.config_path), "env.")
+
+    def load_policy(self):
+        """The exported policy (``rgsd_envs.runs.policy.PolicyMLP``)."""
+        from rgsd_envs.runs.policy import load_policy
+
+        self.check(self.POLICY)
+        return load_policy(self.policy_path)
+
+    def load_encoder(self, discovery: bool = False):
+        """The frozen (or, with ``discovery``, the trained discovery) encoder."""
+        from rgsd_envs.rewards.encoders import load_encoder
+
+        path = self.discovery_encoder_path if discovery else self.encoder_path
+        self.check(path.name)
+        return load_encoder(path)

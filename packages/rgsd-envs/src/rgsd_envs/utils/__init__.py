@@ -1,0 +1,1 @@
+"""Small helpers: batched rotations, atomic files and input errors, dataclass configs from YAML, torch threads."""

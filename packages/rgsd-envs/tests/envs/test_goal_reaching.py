@@ -1,0 +1,149 @@
+"""RGSD-SMPL-GoalReaching-v0: reward, goal frame, style embeddings, episodes."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import yaml
+from gymnasium.utils.env_checker import check_env
+
+from rgsd_envs.envs.goal_reaching_v0 import (
+    GOAL_OBS_DIM,
+    GOAL_OBS_LAYOUT,
+    GoalReachingConfig,
+    GoalReachingCore,
+    goal_in_heading_frame,
+    goal_reward,
+    style_embedding,
+)
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM
+from rgsd_envs.rewards.encoders import MLPEncoder
+from rgsd_envs.runs.policy import PolicyMLP
+from rgsd_envs.utils.rotations import yaw_quat
+
+
+@pytest.fixture(scope="module")
+def low_level(tmp_path_factory):
+    """A run folder with an untrained low-level policy and encoder on the demo clips."""
+    run = tmp_path_factory.mktemp("low_level")
+    torch.manual_seed(0)
+    PolicyMLP(POLICY_OBS_DIM, 69, hidden=(32,)).save(run / "policy.pt")
+    MLPEncoder(hidden=(32,)).save(run / "encoder.pt")
+    (run / "config.yaml").write_text(yaml.safe_dump({"env": {"motions": "demo"}}))
+    return str(run)
+
+
+def test_reward_is_goal_term_plus_style_term():
+    cfg = GoalReachingConfig(style="sidestep")
+    z_style = torch.tensor([1.0] + [0.0] * 15)
+    d = torch.tensor([0.0, 4.0, 4.0])
+    z = torch.zeros(3, 16)
+    z[0, 0] = z[1, 0] = 2.0  # aligned with the style (normalised inside)
+    z[2, 1] = 1.0  # orthogonal: cosine distance 1
+    r = goal_reward(d, z, z_style, cfg)
+    expected = [1.0 + 1.0, math.exp(-1.0) + 1.0, math.exp(-1.0) + math.exp(-8.0)]
+    np.testing.assert_allclose(r.numpy(), expected, rtol=1e-6)
+    free = goal_reward(d, z, None, GoalReachingConfig(style="freestyle"))
+    np.testing.assert_allclose(free.numpy(), [1.0, math.exp(-1.0), math.exp(-1.0)], rtol=1e-6)
+
+
+def test_goal_is_expressed_in_the_heading_frame():
+    root = torch.tensor([[1.0, 2.0, 0.9]] * 2)
+    facing_y = yaw_quat(torch.tensor([math.pi / 2, math.pi / 2]))  # facing +y: left is -x
+    goal = torch.tensor([[1.0, 5.0], [0.0, 2.0]])
+    local = goal_in_heading_frame(root, facing_y, goal)
+    np.testing.assert_allclose(local.numpy(), [[3.0, 0.0], [0.0, 1.0]], atol=1e-6)
+
+
+def test_style_embedding_is_the_mean_of_the_styles_clip_embeddings(low_level):
+    task = GoalReachingCore(1, low_level, GoalReachingConfig(style="backward"))
+    core = task.core
+    ids = [i for i, c in enumerate(core.lib.categories) if c == "backward"]
+    expected = torch.nn.functional.normalize(core.clip_embeddings[ids].mean(0), dim=0)
+    torch.testing.assert_close(style_embedding(core, "backward"), expected)
+    assert style_embedding(core, "freestyle") is None
+    assert set(task.start_clips) == set(ids)
+    task.close()
+
+
+def test_unknown_style_and_a_style_without_clips_are_clear_errors(low_level, real_clip_dir, tmp_path):
+    with pytest.raises(ValueError, match="style must be one of"):
+        GoalReachingConfig(style="moonwalk")
+    run = tmp_path / "run"
+    run.mkdir()
+    PolicyMLP(POLICY_OBS_DIM, 69, hidden=(8,)).save(run / "policy.pt")
+    (run / "config.yaml").write_text(yaml.safe_dump({"env": {"motions": real_clip_dir}}))
+    with pytest.raises(ValueError, match="needs reference clips of category 'sidestep'"):
+        GoalReachingCore(1, str(run), GoalReachingConfig(style="sidestep"))
+
+
+def test_missing_low_level_run_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="run folder not found"):
+        gym.make("RGSD-SMPL-GoalReaching-v0", low_level=str(tmp_path / "nope"))
+
+
+def test_episodes_start_at_the_centre_with_a_goal_in_the_arena(low_level):
+    env = gym.make("RGSD-SMPL-GoalReaching-v0", low_level=low_level, style="sidestep")
+    goals = []
+    for seed in range(12):
+        obs, info = env.reset(seed=seed)
+        assert obs.shape == (GOAL_OBS_DIM,) == (364,)
+        root = env.unwrapped.task.core.backend.state().body_pos[0, 0]
+        assert abs(float(root[0])) < 1e-6 and abs(float(root[1])) < 1e-6
+        g = info["goal"]
+        assert np.all(np.abs(g) <= 10.0) and np.hypot(*g) >= 1.0
+        np.testing.assert_allclose(np.linalg.norm(obs[GOAL_OBS_LAYOUT["goal"]]), np.hypot(*g), rtol=1e-4)
+        np.testing.assert_array_equal(obs[GOAL_OBS_LAYOUT["style"]], [0, 1, 0])
+        goals.append(g)
+    assert np.std(goals, axis=0).min() > 2.0  # spread over the arena
+    env.close()
+
+
+def test_an_action_runs_the_low_level_policy_for_k_control_steps_and_episodes_truncate(low_level):
+    cfg = GoalReachingConfig(episode_seconds=1.0, low_level_steps=3)
+    task = GoalReachingCore(2, low_level, cfg)
+    task.core.seed([0, 1], [0, 1])
+    task.reset_envs([0, 1])
+    steps = 0
+    while True:
+        _, term, trunc, _ = task.step(torch.randn(2, 16))
+        steps += 1
+        if (term | trunc).all() or steps > 20:
+            break
+    assert task.max_steps == 10 and (steps == 10 or term.any())
+    task.close()
+
+
+def test_success_is_reaching_the_goal_radius(low_level):
+    task = GoalReachingCore(1, low_level, GoalReachingConfig())
+    task.core.seed([0], [3])
+    task.reset_envs([0])
+    task.goal[0] = task.core.backend.state().body_pos[0, 0, :2]  # the goal under the pelvis
+    reward, _, _, info = task.step(torch.randn(1, 16))
+    assert bool(info["success"][0]) and float(info["distance"][0]) < 0.5
+    assert float(reward[0]) > math.exp(-0.25 * 0.5)
+    task.close()
+
+
+def test_single_env_passes_check_env_and_vector_env_autoresets(low_level):
+    env = gym.make("RGSD-SMPL-GoalReaching-v0", low_level=low_level, disable_env_checker=True)
+    check_env(env.unwrapped, skip_render_check=True)
+    env.close()
+    venv = gym.make_vec("RGSD-SMPL-GoalReaching-v0", num_envs=3, low_level=low_level, episode_seconds=0.5)
+    obs, _ = venv.reset(seed=0)
+    assert obs.shape == (3, 364)
+    for _ in range(3):
+        obs, _, term, trunc, info = venv.step(np.ones((3, 16), np.float32))
+    assert trunc.all() or term.any()
+    assert info["_final_obs"].any()
+    with pytest.raises(ValueError, match=r"skill\) has shape \(3, 15\)"):
+        venv.step(np.ones((3, 15), np.float32))
+    venv.close()
+
+
+def test_encoder_input_width_is_the_envs():
+    assert ENCODER_INPUT_DIM == 1795

@@ -1,0 +1,161 @@
+"""MotionLib: sampling clips and start frames, exact and interpolated reference states."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.utils.files import InputFileError
+
+CHI2_DF7_P001 = 24.32
+"""Chi-square value with 7 degrees of freedom exceeded with probability 0.001."""
+QUAT_FIELDS = ("root_rot", "body_rot")
+FIELDS = ("root_pos", "root_rot", "dof_pos", "root_lin_vel", "root_ang_vel", "dof_vel", "body_pos", "body_rot",
+          "body_lin_vel", "body_ang_vel")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def lib(real_clips) -> MotionLib:
+    """The 8 real clips in float64, so lookups can be compared exactly."""
+    return MotionLib(real_clips, dtype=torch.float64)
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    """A seeded torch generator."""
+    return torch.Generator().manual_seed(seed)
+
+
+def test_lib_holds_every_clip_back_to_back(lib, real_clips):
+    assert lib.num_clips == len(real_clips) == 8
+    assert lib.num_frames.tolist() == [c.num_frames for c in real_clips]
+    assert lib.starts.tolist() == np.concatenate([[0], np.cumsum(lib.num_frames.tolist())[:-1]]).tolist()
+    assert lib.total_frames == sum(c.num_frames for c in real_clips)
+
+
+def test_sample_clips_is_uniform_over_clips(lib):
+    n = 16000
+    counts = torch.bincount(lib.sample_clips(n, generator=gen()), minlength=lib.num_clips).numpy()
+    expected = n / lib.num_clips
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < CHI2_DF7_P001, counts
+
+
+def test_sample_clips_is_reproducible_with_a_seeded_generator(lib):
+    assert torch.equal(lib.sample_clips(100, generator=gen(3)), lib.sample_clips(100, generator=gen(3)))
+
+
+def test_start_frames_are_inside_the_clip_and_never_its_last_frame(lib):
+    ids = lib.sample_clips(20000, generator=gen(1))
+    frames = lib.sample_start_frames(ids, generator=gen(2))
+    assert (frames >= 0).all()
+    assert (frames <= lib.num_frames[ids] - 2).all()
+
+
+def test_start_frames_reach_every_allowed_frame_of_a_clip(lib):
+    cid = lib.clip_id("run")
+    ids = torch.full((5000,), cid)
+    frames = lib.sample_start_frames(ids, generator=gen(4))
+    assert sorted(set(frames.tolist())) == list(range(int(lib.num_frames[cid]) - 1))
+
+
+def test_frame_state_at_integer_frames_equals_the_clip_arrays(lib, real_clips):
+    ids = torch.tensor([0, 3, 3, 7])
+    frames = torch.tensor([0, 5, int(lib.num_frames[3]) - 1, 10])
+    state = lib.frame_state(ids, frames)
+    for name in FIELDS:
+        want = np.stack([getattr(real_clips[int(c)], name)[int(f)] for c, f in zip(ids, frames)])
+        np.testing.assert_array_equal(getattr(state, name).numpy(), want, err_msg=name)
+
+
+def test_frame_state_clamps_frames_past_the_end(lib, real_clips):
+    state = lib.frame_state(torch.tensor([2]), torch.tensor([10_000]))
+    np.testing.assert_array_equal(state.body_pos[0].numpy(), real_clips[2].body_pos[-1])
+
+
+def test_state_at_frame_times_equals_the_frames(lib):
+    ids = torch.tensor([0, 1, 4, 6])
+    frames = torch.tensor([0, 7, 12, 20])
+    at = lib.state_at(ids, frames.to(torch.float64) / 30.0)
+    exact = lib.frame_state(ids, frames)
+    for name in FIELDS:
+        got, want = getattr(at, name), getattr(exact, name)
+        if name in QUAT_FIELDS:  # q and -q are one rotation
+            got = got * torch.sign((got * want).sum(-1, keepdim=True))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-9, err_msg=name)
+
+
+def test_state_at_midpoints_lerps_positions_and_velocities(lib):
+    ids, frames = torch.tensor([1, 5]), torch.tensor([3, 9])
+    mid = lib.state_at(ids, (frames.to(torch.float64) + 0.5) / 30.0)
+    a, b = lib.frame_state(ids, frames), lib.frame_state(ids, frames + 1)
+    for name in FIELDS:
+        if name not in QUAT_FIELDS:
+            want = 0.5 * (getattr(a, name) + getattr(b, name))
+            np.testing.assert_allclose(getattr(mid, name).numpy(), want.numpy(), atol=1e-12, err_msg=name)
+
+
+def test_state_at_midpoints_slerps_rotations(lib):
+    ids, frames = torch.tensor([1, 5]), torch.tensor([3, 9])
+    mid = lib.state_at(ids, (frames.to(torch.float64) + 0.5) / 30.0)
+    a, b = lib.frame_state(ids, frames), lib.frame_state(ids, frames + 1)
+    for name in QUAT_FIELDS:
+        q0, q1 = getattr(a, name), getattr(b, name)
+        q1 = q1 * torch.sign((q0 * q1).sum(-1, keepdim=True))
+        want = (q0 + q1) / (q0 + q1).norm(dim=-1, keepdim=True)  # the slerp midpoint
+        got = getattr(mid, name)
+        np.testing.assert_allclose((got * want).sum(-1).abs().numpy(), 1.0, atol=1e-12, err_msg=name)
+
+
+def test_state_at_after_the_end_gives_the_last_frame(lib, real_clips):
+    state = lib.state_at(torch.tensor([4]), torch.tensor([100.0], dtype=torch.float64))
+    np.testing.assert_allclose(state.body_pos[0].numpy(), real_clips[4].body_pos[-1], atol=1e-12)
+
+
+def test_reference_qpos_and_qvel_have_mujoco_layouts(lib, real_clips):
+    state = lib.frame_state(torch.tensor([2, 2, 6]), torch.tensor([0, 4, 8]))
+    assert state.qpos.shape == (3, sk.QPOS_DIM) and state.qvel.shape == (3, sk.QVEL_DIM)
+    np.testing.assert_allclose(state.qpos[1].numpy(), real_clips[2].qpos[4], atol=1e-12)
+    np.testing.assert_allclose(state.qvel[2].numpy(), real_clips[6].qvel[8], atol=1e-12)
+
+
+def test_float32_lib_matches_the_clips_to_float32_precision(real_clips):
+    lib32 = MotionLib(real_clips)
+    state = lib32.frame_state(torch.tensor([5]), torch.tensor([3]))
+    assert state.body_pos.dtype == torch.float32
+    np.testing.assert_allclose(state.body_pos[0].numpy(), real_clips[5].body_pos[3], atol=1e-6)
+
+
+def test_clips_of_different_body_shapes_are_refused(real_clips):
+    other = dataclasses.replace(real_clips[1], name="tall", body_offsets=1.1 * real_clips[1].body_offsets)
+    with pytest.raises(InputFileError, match="another body shape") as err:
+        MotionLib([real_clips[0], other])
+    assert err.value.field == "body_offsets"
+
+
+def test_duplicate_clip_names_are_refused(real_clips):
+    with pytest.raises(ValueError, match=r"unique; repeated: zombie_walk$"):
+        MotionLib([real_clips[0], real_clips[-1], real_clips[-1]])
+
+
+def test_lib_loads_a_folder_of_clip_files(real_clips, tmp_path):
+    for clip in real_clips[:3]:
+        clip.save(tmp_path / f"{clip.name}.npz")
+    lib = MotionLib(tmp_path)
+    assert lib.names == sorted(c.name for c in real_clips[:3])
+
+
+def test_lib_refuses_an_empty_folder(tmp_path):
+    with pytest.raises(InputFileError, match=r"no \.npz motion clips") as err:
+        MotionLib(tmp_path)
+    assert err.value.path == str(tmp_path)
+
+
+def test_clip_id_names_the_known_clips(lib):
+    assert lib.names[lib.clip_id("punch")] == "punch"
+    with pytest.raises(KeyError, match="no clip named 'swim'"):
+        lib.clip_id("swim")

@@ -1,0 +1,109 @@
+"""Encoders: the contract, the file format, the training-free default encoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, reference_encoder_inputs
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.rewards.encoders import (
+    MLPEncoder,
+    ReferenceKernelEncoder,
+    check_encoder,
+    clip_embeddings,
+    load_encoder,
+    spread_directions,
+    within_motion_alignment,
+)
+from rgsd_envs.utils.files import InputFileError
+
+
+@pytest.fixture(scope="module")
+def lib(real_clip_dir):
+    return MotionLib(real_clip_dir)
+
+
+@pytest.fixture(scope="module")
+def inputs(lib):
+    return reference_encoder_inputs(lib)
+
+
+def test_mlp_encoder_outputs_unit_vectors_and_round_trips_through_its_file(tmp_path):
+    torch.manual_seed(0)
+    enc = MLPEncoder(hidden=(32, 16), kappa=7.0)
+    enc.set_input_stats(torch.randn(ENCODER_INPUT_DIM), torch.rand(ENCODER_INPUT_DIM) + 0.5)
+    x = torch.randn(5, ENCODER_INPUT_DIM)
+    out = enc(x)
+    np.testing.assert_allclose(out.norm(dim=-1).detach(), 1.0, atol=1e-6)
+    path = enc.save(tmp_path / "enc.pt", clip_names=["a", "b"])
+    back = load_encoder(path)
+    assert back.kappa == 7.0 and back.hidden == (32, 16)
+    torch.testing.assert_close(back(x), out.detach())
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_loading_a_missing_corrupt_or_foreign_encoder_file_is_a_clear_error(tmp_path):
+    with pytest.raises(InputFileError, match="no such encoder file"):
+        load_encoder(tmp_path / "missing.pt")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a torch file")
+    with pytest.raises(InputFileError, match="not a readable encoder file"):
+        load_encoder(bad)
+    other = tmp_path / "other.pt"
+    torch.save({"format": "something-else"}, other)
+    with pytest.raises(InputFileError, match="not an rgsd encoder file") as err:
+        load_encoder(other)
+    assert err.value.field == "format"
+
+
+def test_encoder_file_with_the_wrong_width_is_refused(tmp_path):
+    enc = MLPEncoder(hidden=(8,), out_dim=8)
+    path = enc.save(tmp_path / "narrow.pt")
+    with pytest.raises(InputFileError, match="1795 -> 8, the environment needs 1795 -> 16") as err:
+        load_encoder(path)
+    assert err.value.field == "out_dim"
+
+
+def test_check_encoder_rejects_wrong_shapes_and_non_unit_outputs():
+    with pytest.raises(ValueError, match=r"returned \(2, 3\)"):
+        check_encoder(torch.nn.Linear(ENCODER_INPUT_DIM, 3))
+    with pytest.raises(ValueError, match="failed on a float32"):
+        check_encoder(torch.nn.Linear(7, 16))
+    with pytest.raises(ValueError, match="unit vectors"):
+        check_encoder(lambda x: torch.ones(x.shape[0], 16))
+
+
+def test_spread_directions_are_orthonormal_up_to_16_and_spread_beyond():
+    d = spread_directions(13)
+    torch.testing.assert_close(d @ d.T, torch.eye(13), atol=1e-5, rtol=0)
+    many = spread_directions(20)
+    cos = many @ many.T - 2 * torch.eye(20)
+    np.testing.assert_allclose(many.norm(dim=-1), 1.0, atol=1e-5)
+    assert cos.max() < 0.5
+
+
+def test_default_kernel_encoder_maps_reference_states_to_their_clip(lib, inputs):
+    enc = ReferenceKernelEncoder(inputs, lib.clip_of_frame, lib.num_clips)
+    z = clip_embeddings(enc, inputs, lib.clip_of_frame, lib.num_clips)
+    e = enc(inputs)
+    own = (e * z[lib.clip_of_frame]).sum(-1)
+    assert own.mean() > 0.98 and own.min() > 0.85
+    assert within_motion_alignment(enc, inputs, lib.clip_of_frame, lib.num_clips) > 0.98
+    # z_m of different clips are nearly orthogonal (directions are orthonormal)
+    off = z @ z.T - 2 * torch.eye(lib.num_clips)
+    assert off.max() < 0.3
+
+
+def test_default_encoder_reward_is_near_max_on_the_reference_and_lower_for_other_clips(lib, inputs):
+    enc = ReferenceKernelEncoder(inputs, lib.clip_of_frame, lib.num_clips)
+    kappa = enc.kappa
+    z = clip_embeddings(enc, inputs, lib.clip_of_frame, lib.num_clips)
+    e = enc(inputs)
+    reward = kappa + kappa * e @ z.T  # r = C + kappa mu^T z, C = kappa: max 2 kappa
+    own = reward.gather(1, lib.clip_of_frame[:, None]).squeeze(1)
+    other = reward.clone()
+    other[torch.arange(len(e)), lib.clip_of_frame] = float("nan")
+    assert own.mean() > 0.98 * 2 * kappa
+    assert torch.nanmean(other) < 1.2 * kappa

@@ -1,0 +1,334 @@
+"""Evaluate one run on a motion set: latents, batched rollouts, and every number of the report.
+
+For each clip m: the clip latent (z_m, or the best of N sampled latents),
+``imitation_rollouts`` rollouts with it from the clip's first frame, and for each
+kappa ``rollouts`` rollouts with z ~ vMF(latent, kappa). All of them run in one
+batched pass over the vector environment. Numbers (``RunEvaluation.metrics``,
+JSON-ready) are per clip, per category (mean over the category's clips; FID of
+the pooled windows) and over all clips; the arrays behind the figures and videos
+are kept beside them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rgsd_envs.envs.registration import ENV_ID
+from rgsd_envs.motion.clip import CATEGORIES
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.rewards.encoders import embed, within_motion_alignment
+from rgsd_eval.config import EvalConfig
+from rgsd_eval.features import FEATURE_DIM, heading_directions, motion_features
+from rgsd_eval.fid import GaussianStats, fid
+from rgsd_eval.latents import search_candidates, select_best, vmf_samples
+from rgsd_eval.metrics import CM_PER_M, angles_deg, dispersion, path_dispersion, to_start_frame
+from rgsd_eval.rollouts import RolloutJobs, Rollouts, run_rollouts
+from rgsd_eval.runs import LoadedRun, representative_clips
+
+IMITATION_GROUP = 0
+"""Job group of imitation rollouts; kappa i of the sweep is group i + 1."""
+
+
+@dataclass
+class ReferenceFeatures:
+    """FID statistics of the reference clips' feature windows, per clip."""
+
+    per_clip: list[GaussianStats]
+
+    @classmethod
+    def of(cls, lib: MotionLib, window: int) -> ReferenceFeatures:
+        """Feature statistics of every clip of a library."""
+        per_clip = [GaussianStats.of(motion_features(c.body_pos, lib.fps, window)) for c in lib.clips]
+        short = [c.name for c, s in zip(lib.clips, per_clip) if s.count < 2]
+        if short:
+            raise ValueError(f"clips {', '.join(short)} are shorter than the FID window ({window} frames) + 1")
+        return cls(per_clip)
+
+    def pooled(self, clips: list[int]) -> GaussianStats:
+        """Statistics of several clips' windows together."""
+        return GaussianStats.pool([self.per_clip[c] for c in clips], FEATURE_DIM)
+
+
+@dataclass
+class EmbeddingData:
+    """The run's frozen encoder on the reference states (for the embedding figure)."""
+
+    states: np.ndarray
+    """(F, 16) embeddings of every reference state."""
+    clip_of_frame: np.ndarray
+    clip_embeddings: np.ndarray
+    """(M, 16) z_m."""
+    latents: np.ndarray
+    """(M, 16) the latents evaluated (z_m, or the best-of-N picks)."""
+    alignment: float
+    """Within-motion alignment (SPEC §4)."""
+
+
+@dataclass
+class RunEvaluation:
+    """All numbers of one run (``metrics``, JSON-ready) and the arrays behind its figures and videos."""
+
+    label: str
+    metrics: dict[str, Any]
+    clip_names: list[str]
+    ref_root: list[np.ndarray]
+    """Per clip: (T, 3) reference pelvis positions."""
+    imitation_root: list[np.ndarray]
+    """Per clip: (K, T, 3) pelvis positions of the imitation rollouts."""
+    kappa_root: dict[float, list[np.ndarray]]
+    """Per kappa, per clip: (K, T, 3) pelvis positions of the vMF rollouts."""
+    embedding: EmbeddingData | None
+    imitation_qpos: dict[int, np.ndarray] = field(default_factory=dict)
+    """Clip -> (T, 76) qpos of its first imitation rollout (video clips only)."""
+    variant_qpos: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    """Clip -> qpos of vMF variants at the video kappa (video clips only)."""
+
+
+def category_order(lib: MotionLib) -> list[str]:
+    """Categories of the library: the paper's five in its order, then any others as they appear."""
+    present = list(dict.fromkeys(lib.categories))
+    return [c for c in CATEGORIES if c in present] + [c for c in present if c not in CATEGORIES]
+
+
+def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg: EvalConfig) -> RunEvaluation:
+    """Roll out and score one run on every clip of ``lib`` (see the module docstring)."""
+    start = time.perf_counter()
+    m = lib.num_clips
+    k_im, k = cfg.imitation_rollouts, cfg.rollouts
+    n_search = m * loaded.latent.n if loaded.latent.kind == "best-of" else 0
+    n_eval = m * (k_im + len(cfg.kappas) * k)
+    env = gym.make_vec(
+        ENV_ID,
+        num_envs=min(cfg.batch_size, max(n_search, n_eval)),
+        encoder_reward=False,
+        config=loaded.env_config,
+        motions=lib,
+        encoder=None if loaded.encoder_path is None else str(loaded.encoder_path),
+    )
+    common = {
+        "action_noise": cfg.action_noise,
+        "seed": cfg.seed,
+        "fall_height": loaded.fall_height,
+        "fid_window": cfg.fid_window,
+        "progress": cfg.progress,
+        "torch_threads": cfg.torch_threads,
+    }
+    try:
+        core = env.unwrapped.core
+        z_m = core.clip_embeddings.cpu().double().numpy()
+        search: dict[str, Any] | None = None
+        latents = z_m
+        if loaded.latent.kind == "best-of":
+            latents, search = _search(env, loaded, lib, cfg, common)
+        jobs = _eval_jobs(lib, latents, cfg)
+        res = run_rollouts(env, loaded.policy, jobs, desc=f"{loaded.label}: rollouts", **common)
+        embedding = _embedding(core, lib, latents) if loaded.encoder_path is not None else None
+    finally:
+        env.close()
+    metrics = {
+        "run_dir": str(loaded.run.path.resolve()),
+        "latent": str(loaded.latent),
+        "within_motion_alignment": None if embedding is None else embedding.alignment,
+        "imitation": _imitation_metrics(res, lib, ref, cfg),
+        "diversity": _diversity_metrics(res, lib, ref, latents, cfg),
+    }
+    if search is not None:
+        metrics["search"] = search
+    out = _plot_data(loaded.label, res, lib, cfg, embedding, metrics)
+    metrics["rollout_seconds"] = round(time.perf_counter() - start, 1)
+    return out
+
+
+def _search(
+    env: Any, loaded: LoadedRun, lib: MotionLib, cfg: EvalConfig, common: dict[str, Any]
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Best-of-N latents per clip by Cartesian error."""
+    m, n = lib.num_clips, loaded.latent.n
+    cand = search_candidates(m, n, cfg.seed)
+    jobs = RolloutJobs(np.repeat(np.arange(m), n), cand.reshape(m * n, -1), 0, False)
+    res = run_rollouts(env, loaded.policy, jobs, features=False, desc=f"{loaded.label}: best-of-{n}", **common)
+    err = res.error.reshape(m, n)
+    best, idx = select_best(cand, err)
+    info = {
+        lib.names[c]: {
+            "candidates": n,
+            "best_index": int(idx[c]),
+            "best_err_cm": _num(err[c, idx[c]] * CM_PER_M),
+            "median_err_cm": _num(np.nanmedian(err[c]) * CM_PER_M),
+        }
+        for c in range(m)
+    }
+    return best, info
+
+
+def _eval_jobs(lib: MotionLib, latents: np.ndarray, cfg: EvalConfig) -> RolloutJobs:
+    """Imitation jobs (group 0) then vMF jobs per kappa (group i + 1); qpos kept for the videos."""
+    m = lib.num_clips
+    video = set(representative_clips(lib, cfg.video_clips)) if cfg.video else set()
+    parts = []
+    for c in range(m):
+        keep = np.zeros(cfg.imitation_rollouts, dtype=bool)
+        keep[0] = c in video
+        parts.append(
+            RolloutJobs(
+                np.full(cfg.imitation_rollouts, c),
+                np.repeat(latents[c : c + 1], cfg.imitation_rollouts, 0),
+                IMITATION_GROUP,
+                keep,
+            )
+        )
+    for i, kappa in enumerate(cfg.kappas):
+        for c in range(m):
+            z = vmf_samples(latents[c], kappa, cfg.rollouts, cfg.seed, c, i)
+            keep = np.zeros(cfg.rollouts, dtype=bool)
+            if c in video and kappa == cfg.video_kappa_value:
+                keep[: cfg.video_variants] = True
+            parts.append(RolloutJobs(np.full(cfg.rollouts, c), z, i + 1, keep))
+    return RolloutJobs.concat(parts)
+
+
+def _num(x: Any) -> float | None:
+    """A JSON number: a float, or None for NaN."""
+    x = float(x)
+    return None if not np.isfinite(x) else x
+
+
+def _group_summary(res: Rollouts, rows: np.ndarray) -> dict[str, Any]:
+    return {
+        "rollouts": len(rows),
+        "err_cm": _num(np.nanmean(res.error[rows]) * CM_PER_M) if len(rows) else None,
+        "fall_rate": _num(res.fell[rows].mean()) if len(rows) else None,
+        "unstable": int(res.unstable[rows].sum()),
+    }
+
+
+def _gen_stats(res: Rollouts, group: int, clips: list[int]) -> GaussianStats:
+    return GaussianStats.pool(
+        [res.feature_stats.get((group, c), GaussianStats.empty(FEATURE_DIM)) for c in clips], FEATURE_DIM
+    )
+
+
+def _imitation_metrics(res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, cfg: EvalConfig) -> dict[str, Any]:
+    """Per clip, per category and over all clips: ERR (cm), FID, fall rate and rollout counts."""
+    jobs = res.jobs
+    clips: dict[str, Any] = {}
+    for c in range(lib.num_clips):
+        rows = np.flatnonzero((jobs.group == IMITATION_GROUP) & (jobs.clip == c))
+        s = _group_summary(res, rows)
+        s["err_cm_std"] = _num(np.nanstd(res.error[rows]) * CM_PER_M)
+        s["fid"] = _num(fid(ref.per_clip[c], _gen_stats(res, IMITATION_GROUP, [c]), cfg.fid_eps))
+        clips[lib.names[c]] = {"category": lib.categories[c], "frames": int(lib.num_frames[c]), **s}
+
+    def pooled(members: list[int]) -> dict[str, Any]:
+        errs = [clips[lib.names[c]]["err_cm"] for c in members]
+        errs = [e for e in errs if e is not None]
+        rows = np.flatnonzero((jobs.group == IMITATION_GROUP) & np.isin(jobs.clip, members))
+        s = _group_summary(res, rows)
+        return {
+            "clips": len(members),
+            **s,
+            "err_cm": _num(np.mean(errs)) if errs else None,
+            "fid": _num(fid(ref.pooled(members), _gen_stats(res, IMITATION_GROUP, members), cfg.fid_eps)),
+        }
+
+    categories = {
+        cat: pooled([c for c in range(lib.num_clips) if lib.categories[c] == cat]) for cat in category_order(lib)
+    }
+    return {"clips": clips, "categories": categories, "all": pooled(list(range(lib.num_clips)))}
+
+
+def _final_xy(res: Rollouts, rows: np.ndarray) -> np.ndarray:
+    return res.root_pos[rows, res.length[rows] - 1, :2].astype(np.float64)
+
+
+def _diversity_metrics(
+    res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, latents: np.ndarray, cfg: EvalConfig
+) -> dict[str, Any]:
+    """Per kappa and clip: latent angle, final-root and pose spreads, ERR and FID of the vMF rollouts."""
+    jobs = res.jobs
+    out: dict[str, Any] = {}
+    for i, kappa in enumerate(cfg.kappas):
+        g = i + 1
+        clips: dict[str, Any] = {}
+        for c in range(lib.num_clips):
+            rows = np.flatnonzero((jobs.group == g) & (jobs.clip == c))
+            body0 = lib.clips[c].body_pos[0]
+            start_fwd = heading_directions(body0[None])[0]
+            final = to_start_frame(_final_xy(res, rows), body0[0, :2], start_fwd)
+            clips[lib.names[c]] = {
+                "category": lib.categories[c],
+                **_group_summary(res, rows),
+                "latent_angle_deg": _num(angles_deg(jobs.skill[rows], latents[c]).mean()),
+                "root_spread_m": _num(dispersion(final)),
+                "path_spread_m": _num(path_dispersion(res.root_pos[rows, : int(lib.num_frames[c]), :2])),
+                "pose_spread": _num(dispersion(res.mean_feature[rows])),
+                "fid": _num(fid(ref.per_clip[c], _gen_stats(res, g, [c]), cfg.fid_eps)),
+            }
+        rows = np.flatnonzero(jobs.group == g)
+        mean = {
+            key: _num(np.nanmean([v[key] if v[key] is not None else np.nan for v in clips.values()]))
+            for key in ("latent_angle_deg", "root_spread_m", "path_spread_m", "pose_spread", "err_cm")
+        }
+        mean.update(
+            {
+                "rollouts": len(rows),
+                "fall_rate": _num(res.fell[rows].mean()),
+                "unstable": int(res.unstable[rows].sum()),
+                "fid": _num(
+                    fid(
+                        ref.pooled(list(range(lib.num_clips))),
+                        _gen_stats(res, g, list(range(lib.num_clips))),
+                        cfg.fid_eps,
+                    )
+                ),
+            }
+        )
+        out[_kappa_key(kappa)] = {"kappa": kappa, "clips": clips, "mean": mean}
+    return out
+
+
+def _kappa_key(kappa: float) -> str:
+    """ "20" for 20.0, "2.5" for 2.5: the JSON key of a kappa."""
+    return f"{kappa:g}"
+
+
+def _embedding(core: Any, lib: MotionLib, latents: np.ndarray) -> EmbeddingData:
+    enc = core.frozen_encoder
+    states = embed(enc, core.ref_inputs).cpu().double().numpy()
+    align = within_motion_alignment(enc, core.ref_inputs, lib.clip_of_frame, lib.num_clips)
+    return EmbeddingData(
+        states, lib.clip_of_frame.cpu().numpy(), core.clip_embeddings.cpu().double().numpy(), latents, float(align)
+    )
+
+
+def _plot_data(
+    label: str, res: Rollouts, lib: MotionLib, cfg: EvalConfig, embedding: EmbeddingData | None, metrics: dict[str, Any]
+) -> RunEvaluation:
+    """Arrays behind the figures and videos, cut to each clip's length."""
+    jobs = res.jobs
+    nf = lib.num_frames.cpu().numpy()
+
+    def roots(g: int, c: int) -> np.ndarray:
+        return res.root_pos[(jobs.group == g) & (jobs.clip == c), : nf[c]].astype(np.float64)
+
+    ev = RunEvaluation(
+        label=label,
+        metrics=metrics,
+        clip_names=list(lib.names),
+        ref_root=[c.body_pos[:, 0].astype(np.float64) for c in lib.clips],
+        imitation_root=[roots(IMITATION_GROUP, c) for c in range(lib.num_clips)],
+        kappa_root={kappa: [roots(i + 1, c) for c in range(lib.num_clips)] for i, kappa in enumerate(cfg.kappas)},
+        embedding=embedding,
+    )
+    for j, q in sorted(res.qpos.items()):
+        c = int(jobs.clip[j])
+        if jobs.group[j] == IMITATION_GROUP:
+            ev.imitation_qpos[c] = q
+        else:
+            ev.variant_qpos.setdefault(c, []).append(q)
+    return ev

@@ -1,0 +1,107 @@
+"""``rgsd eval`` end to end: check inputs, evaluate each run, draw figures and videos, write the report.
+
+Output folder::
+
+    <out>/report.md  metrics.json  metrics.csv  eval_config.yaml  spread.png  [comparison.png]
+    <out>/<run label>/trajectories.png  kappa_sweep.png  embedding.png  videos/*.mp4
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from rgsd_envs.utils.config import save_yaml
+from rgsd_envs.utils.files import InputFileError
+from rgsd_eval.config import EvalConfig
+from rgsd_eval.evaluate import ReferenceFeatures, RunEvaluation, category_order, evaluate_run
+from rgsd_eval.plots import plot_embedding, plot_kappa_sweep, plot_spread, plot_trajectories, plot_trajectory_comparison
+from rgsd_eval.report import ReportInputs, RunArtifacts, write_report
+from rgsd_eval.runs import load_motions, load_run, representative_clips, unique_labels
+from rgsd_eval.videos import write_run_videos
+
+log = logging.getLogger(__name__)
+
+
+def run_evaluation(
+    runs: Sequence[str | os.PathLike],
+    motions: str | os.PathLike | None,
+    out: str | os.PathLike,
+    cfg: EvalConfig | None = None,
+) -> dict[str, Path]:
+    """Evaluate runs on a motion set (default: the first run's training motions) and write the report into out."""
+    cfg = cfg or EvalConfig()
+    if not runs:
+        raise ValueError("give at least one run folder (--run <dir>)")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputFileError(out, "output path exists and is not a folder")
+    labels = unique_labels([Path(r).resolve().name for r in runs])
+    loaded = [
+        load_run(r, cfg.latent, cfg.best_of, label) for r, label in zip(runs, labels)
+    ]  # all checked before any work
+    spec = motions if motions is not None else _training_motions(loaded[0].env_config.motions)
+    lib = load_motions(spec)
+    ref = ReferenceFeatures.of(lib, cfg.fid_window)
+    evaluations: list[RunEvaluation] = []
+    artifacts: dict[str, RunArtifacts] = {}
+    for run in loaded:
+        log.info("evaluating %s (%s latents) on %d clips", run.label, run.latent, lib.num_clips)
+        ev = evaluate_run(run, lib, ref, cfg)
+        evaluations.append(ev)
+        artifacts[run.label] = _run_artifacts(ev, lib, out, cfg)
+    figures = {"spread": _rel(plot_spread(evaluations, out / "spread.png"), out)}
+    if len(evaluations) > 1:
+        clips = representative_clips(lib, 5)
+        figures["comparison"] = _rel(
+            plot_trajectory_comparison(
+                evaluations, clips, cfg.trajectory_kappa_value, out / "comparison.png", cfg.trajectory_rollouts
+            ),
+            out,
+        )
+    inputs = ReportInputs(
+        motions=str(spec),
+        clips=[
+            {"name": n, "category": c, "frames": int(f)}
+            for n, c, f in zip(lib.names, lib.categories, lib.num_frames.tolist())
+        ],
+        categories=category_order(lib),
+        config=cfg,
+        runs=evaluations,
+        artifacts=artifacts,
+        figures=figures,
+    )
+    paths = write_report(inputs, out)
+    paths["config"] = save_yaml(cfg, out / "eval_config.yaml")
+    return paths
+
+
+def _training_motions(motions: str | list[str]) -> str:
+    if isinstance(motions, list):
+        if len(motions) != 1:
+            raise ValueError("the run trained on several motion sources; choose one with --motions")
+        return motions[0]
+    return motions
+
+
+def _rel(path: Path | None, root: Path) -> str:
+    return "" if path is None else path.relative_to(root).as_posix()
+
+
+def _run_artifacts(ev: RunEvaluation, lib, out: Path, cfg: EvalConfig) -> RunArtifacts:
+    """Figures and videos of one run under out/<label>/."""
+    d = out / ev.label
+    art = RunArtifacts()
+    art.figures["trajectories"] = _rel(
+        plot_trajectories(ev, cfg.trajectory_kappa_value, d / "trajectories.png", cfg.trajectory_rollouts), out
+    )
+    sweep = representative_clips(lib, cfg.sweep_clips)
+    art.figures["kappa_sweep"] = _rel(plot_kappa_sweep(ev, sweep, d / "kappa_sweep.png", cfg.trajectory_rollouts), out)
+    emb = plot_embedding(ev, d / "embedding.png")
+    if emb is not None:
+        art.figures["embedding"] = _rel(emb, out)
+    if cfg.video:
+        art.videos = [(cap, _rel(p, out)) for cap, p in write_run_videos(ev, lib, d / "videos", cfg)]
+    return art

@@ -1,0 +1,232 @@
+"""Report figures (PNG, matplotlib without pyplot): top views, the kappa sweep, spreads, the embedding sphere.
+
+Top views show pelvis trajectories on the ground (metres, world frame): the
+reference in black (a dot marks its start), imitation rollouts in blue, vMF
+rollouts in red. Every figure is written atomically.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from rgsd_envs.utils.files import atomic_path
+from rgsd_eval.evaluate import RunEvaluation
+
+REF_STYLE = {"color": "black", "lw": 2.0, "zorder": 5}
+IMITATION_STYLE = {"color": "tab:blue", "lw": 1.5, "alpha": 0.9, "zorder": 4}
+VARIANT_STYLE = {"color": "tab:red", "lw": 0.6, "alpha": 0.35, "zorder": 3}
+
+
+def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
+    """Write a figure as PNG atomically; returns the path."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
+    return path
+
+
+def _square_limits(ax: Axes, xy: np.ndarray, margin: float = 0.3) -> None:
+    """Equal-aspect limits around the finite points (N, 2)."""
+    p = xy[np.isfinite(xy).all(axis=-1)]
+    if p.size == 0:
+        return
+    lo, hi = p.min(0), p.max(0)
+    centre, half = (lo + hi) / 2, max(float((hi - lo).max()) / 2 + margin, 0.5)
+    ax.set_xlim(centre[0] - half, centre[0] + half)
+    ax.set_ylim(centre[1] - half, centre[1] + half)
+    ax.set_aspect("equal")
+
+
+def draw_top_view(
+    ax: Axes,
+    ref: np.ndarray,
+    imitation: np.ndarray | None,
+    variants: np.ndarray | None,
+    title: str,
+    max_variants: int = 150,
+) -> None:
+    """Pelvis paths on the ground: reference (T, 3), imitation (K, T, 3) and vMF variants (K, T, 3)."""
+    pts = [ref[:, :2]]
+    if variants is not None and len(variants) and max_variants > 0:
+        for v in variants[:max_variants]:
+            ax.plot(v[:, 0], v[:, 1], **VARIANT_STYLE)
+        pts.append(variants[:max_variants, :, :2].reshape(-1, 2))
+    if imitation is not None:
+        for v in imitation:
+            ax.plot(v[:, 0], v[:, 1], **IMITATION_STYLE)
+        pts.append(imitation[:, :, :2].reshape(-1, 2))
+    ax.plot(ref[:, 0], ref[:, 1], **REF_STYLE)
+    ax.plot(ref[0, 0], ref[0, 1], "o", color="black", ms=4, zorder=6)
+    _square_limits(ax, np.concatenate(pts))
+    ax.set_title(title, fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+
+
+def _grid(n: int, ncols: int, size: float = 3.0) -> tuple[Figure, list[Axes]]:
+    cols = max(1, min(ncols, n))
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(size * cols, size * rows + 0.4), layout="constrained")
+    axes = [fig.add_subplot(rows, cols, i + 1) for i in range(n)]
+    return fig, axes
+
+
+def plot_trajectories(ev: RunEvaluation, kappa: float, path: str | os.PathLike, max_variants: int = 150) -> Path:
+    """Top views of every clip: reference, imitation and vMF(kappa) rollouts of one run."""
+    m = len(ev.clip_names)
+    fig, axes = _grid(m, 5)
+    variants = ev.kappa_root.get(kappa)
+    for c, ax in enumerate(axes):
+        draw_top_view(
+            ax,
+            ev.ref_root[c],
+            ev.imitation_root[c],
+            None if variants is None else variants[c],
+            ev.clip_names[c],
+            max_variants,
+        )
+    fig.suptitle(
+        f"{ev.label}: pelvis top view (black reference, blue imitation, red z ~ vMF(z_m, {kappa:g}))", fontsize=10
+    )
+    return save_figure(fig, path)
+
+
+def plot_trajectory_comparison(
+    evs: Sequence[RunEvaluation], clips: Sequence[int], kappa: float, path: str | os.PathLike, max_variants: int = 150
+) -> Path:
+    """Top views of several runs side by side: one row per run, one column per clip."""
+    rows, cols = len(evs), len(clips)
+    fig = Figure(figsize=(3.0 * cols, 3.0 * rows + 0.4), layout="constrained")
+    for r, ev in enumerate(evs):
+        variants = ev.kappa_root.get(kappa)
+        for k, c in enumerate(clips):
+            ax = fig.add_subplot(rows, cols, r * cols + k + 1)
+            draw_top_view(
+                ax,
+                ev.ref_root[c],
+                ev.imitation_root[c],
+                None if variants is None else variants[c],
+                f"{ev.label}: {ev.clip_names[c]}",
+                max_variants,
+            )
+    fig.suptitle(f"pelvis top views, z ~ vMF(z_m, {kappa:g}) in red", fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_kappa_sweep(ev: RunEvaluation, clips: Sequence[int], path: str | os.PathLike, max_variants: int = 150) -> Path:
+    """Rows of clips, columns of kappas: vMF rollouts around the reference, with their final-root spread."""
+    kappas = sorted(ev.kappa_root)
+    fig = Figure(figsize=(3.0 * len(kappas), 3.0 * len(clips) + 0.4), layout="constrained")
+    div = ev.metrics["diversity"]
+    for r, c in enumerate(clips):
+        name = ev.clip_names[c]
+        axes = []
+        for k, kappa in enumerate(kappas):
+            ax = fig.add_subplot(len(clips), len(kappas), r * len(kappas) + k + 1)
+            spread = div[f"{kappa:g}"]["clips"][name]["root_spread_m"]
+            label = "n/a" if spread is None else f"{spread:.2f} m"
+            draw_top_view(
+                ax, ev.ref_root[c], None, ev.kappa_root[kappa][c], f"κ={kappa:g}: spread {label}", max_variants
+            )
+            if k == 0:
+                ax.set_ylabel(name, fontsize=9)
+            axes.append(ax)
+        _share_limits(axes)
+    fig.suptitle(f"{ev.label}: z ~ vMF(z_m, κ); larger κ, tighter skills", fontsize=10)
+    return save_figure(fig, path)
+
+
+def _share_limits(axes: list[Axes]) -> None:
+    """Give a row of equal-aspect axes the union of their limits (so spreads compare by eye)."""
+    xs = [a.get_xlim() for a in axes]
+    ys = [a.get_ylim() for a in axes]
+    half = max(max(x[1] - x[0] for x in xs), max(y[1] - y[0] for y in ys)) / 2
+    cx = (min(x[0] for x in xs) + max(x[1] for x in xs)) / 2
+    cy = (min(y[0] for y in ys) + max(y[1] for y in ys)) / 2
+    for a in axes:
+        a.set_xlim(cx - half, cx + half)
+        a.set_ylim(cy - half, cy + half)
+
+
+def plot_spread(evs: Sequence[RunEvaluation], path: str | os.PathLike) -> Path:
+    """Latent angle and the pelvis and pose spreads against kappa (log axis): mean over clips (thick) and per clip."""
+    keys = (
+        ("latent_angle_deg", "latent angle to z_m (deg)"),
+        ("root_spread_m", "final pelvis spread (m)"),
+        ("path_spread_m", "pelvis path spread (m)"),
+        ("pose_spread", "pose-feature spread"),
+    )
+    fig = Figure(figsize=(15, 3.6), layout="constrained")
+    for i, (key, title) in enumerate(keys):
+        ax = fig.add_subplot(1, len(keys), i + 1)
+        for ev in evs:
+            div = ev.metrics["diversity"]
+            ks = sorted(div.values(), key=lambda d: d["kappa"])
+            x = [d["kappa"] for d in ks]
+            y = [np.nan if d["mean"][key] is None else d["mean"][key] for d in ks]
+            ax.plot(x, y, "o-", lw=2, label=ev.label)
+            for name in ev.clip_names:
+                yc = [np.nan if d["clips"][name][key] is None else d["clips"][name][key] for d in ks]
+                ax.plot(x, yc, "-", lw=0.7, alpha=0.4, color=ax.lines[-1].get_color())
+        ax.set_xscale("log")
+        ax.set_xlabel("κ")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    fig.axes[0].legend(fontsize=8)
+    fig.suptitle("diversity under z ~ vMF(z_m, κ) (thick: mean over clips, thin: clips)", fontsize=10)
+    return save_figure(fig, path)
+
+
+def project_3d(vectors: np.ndarray, basis_from: np.ndarray) -> np.ndarray:
+    """Coordinates (N, 3) of vectors on the top three principal axes (uncentred) of ``basis_from``."""
+    _, _, vt = np.linalg.svd(np.asarray(basis_from, dtype=np.float64), full_matrices=False)
+    basis = vt[:3]
+    if basis.shape[0] < 3:
+        basis = np.vstack([basis, np.zeros((3 - basis.shape[0], basis.shape[1]))])
+    return np.asarray(vectors, dtype=np.float64) @ basis.T
+
+
+def plot_embedding(ev: RunEvaluation, path: str | os.PathLike) -> Path | None:
+    """Reference state embeddings (dots, one colour per clip), clip embeddings z_m (stars) and the latents
+    evaluated (crosses) on the top three principal axes, with the unit sphere; None without an encoder."""
+    emb = ev.embedding
+    if emb is None:
+        return None
+    fig = Figure(figsize=(7, 6), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1, projection="3d")
+    u, v = np.mgrid[0 : 2 * np.pi : 24j, 0 : np.pi : 12j]
+    ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", lw=0.4)
+    basis = np.vstack([emb.states, emb.clip_embeddings])
+    states, zm, lat = (project_3d(x, basis) for x in (emb.states, emb.clip_embeddings, emb.latents))
+    cmap = _colours(len(ev.clip_names))
+    for c, name in enumerate(ev.clip_names):
+        s = states[emb.clip_of_frame == c]
+        ax.scatter(s[:, 0], s[:, 1], s[:, 2], s=4, color=cmap[c], alpha=0.5, label=name)
+        ax.scatter(*zm[c], s=160, marker="*", color=cmap[c], edgecolors="black", linewidths=0.6)
+        if not np.allclose(emb.latents[c], emb.clip_embeddings[c]):
+            ax.scatter(*lat[c], s=60, marker="X", color=cmap[c], edgecolors="black", linewidths=0.6)
+    ax.set_box_aspect((1, 1, 1))
+    ax.set_xlim(-1, 1)
+    ax.set_ylim(-1, 1)
+    ax.set_zlim(-1, 1)
+    ax.legend(fontsize=7, loc="upper left", markerscale=3)
+    ax.set_title(
+        f"{ev.label}: encoder embeddings of reference states (dots), z_m (stars)\n"
+        f"within-motion alignment {emb.alignment:.4f}; top-3 principal axes of the 16-D sphere",
+        fontsize=9,
+    )
+    return save_figure(fig, path)
+
+
+def _colours(n: int) -> list[tuple[float, ...]]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]

@@ -1,0 +1,280 @@
+"""Batched evaluation rollouts over the RGSD vector environment.
+
+A rollout job is (clip, skill z): the world starts at the clip's first frame
+(full reference state) with that z and runs the policy until the clip's last
+frame. All jobs are stepped together, ``env.num_envs`` worlds at a time.
+
+The environment must be made for evaluation (``eval_env_config``): no
+termination on deviation or falls, so every rollout reaches the clip's end as
+SPEC §6 asks (a fallen humanoid keeps accruing error; falls are recorded as a
+flag instead), and ``NextStep`` autoreset, so the state after the last step is
+still the episode's own when it is read. Only simulator instability ends a
+rollout early (flagged ``unstable``; its error covers the frames it had).
+
+Per job the result holds the Cartesian error, fall and instability flags, the
+root trajectory, the mean FID feature, and (on request) qpos for videos; FID
+features are also folded into Gaussian statistics per (group, clip).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.utils import threads
+from rgsd_eval.features import FEATURE_DIM, WINDOW, motion_features, num_windows
+from rgsd_eval.fid import GaussianStats
+from rgsd_eval.metrics import frame_errors
+
+
+class Controller(Protocol):
+    """Anything that maps observations (N, 375) to actions (N, 69): a ``PolicyMLP``."""
+
+    def act(self, obs: Any) -> Any: ...
+
+
+def eval_env_config(base: EnvConfig) -> tuple[EnvConfig, float]:
+    """The evaluation variant of a run's EnvConfig, and the run's fall height (for the fall flag)."""
+    cfg = base.without_early_termination(obs_mode="flat", autoreset_mode="NextStep", eval_kappa=None)
+    return cfg, float(base.fall_height)
+
+
+@dataclass
+class RolloutJobs:
+    """J rollouts to run: clip index, skill, group index and whether to keep qpos (for videos)."""
+
+    clip: np.ndarray
+    skill: np.ndarray
+    group: np.ndarray
+    keep_qpos: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.clip = np.asarray(self.clip, dtype=np.int64).reshape(-1)
+        j = self.clip.shape[0]
+        self.skill = np.asarray(self.skill, dtype=np.float64).reshape(j, -1)
+        self.group = np.broadcast_to(np.asarray(self.group, dtype=np.int64), (j,)).copy()
+        self.keep_qpos = np.broadcast_to(np.asarray(self.keep_qpos, dtype=bool), (j,)).copy()
+
+    def __len__(self) -> int:
+        return int(self.clip.shape[0])
+
+    @staticmethod
+    def concat(parts: list[RolloutJobs]) -> RolloutJobs:
+        """All jobs of several lists, in order."""
+        return RolloutJobs(
+            *(np.concatenate([getattr(p, k) for p in parts]) for k in ("clip", "skill", "group", "keep_qpos"))
+        )
+
+
+@dataclass
+class Rollouts:
+    """Results per job (see the module docstring); arrays indexed like the jobs."""
+
+    jobs: RolloutJobs
+    length: np.ndarray
+    """(J,) frames recorded, the start frame included."""
+    error: np.ndarray
+    """(J,) Cartesian error (m), mean over frames 1..length-1."""
+    fell: np.ndarray
+    """(J,) the pelvis went below the run's fall height or a non-foot body touched the floor."""
+    unstable: np.ndarray
+    """(J,) the simulator flagged the world; the rollout ended early."""
+    root_pos: np.ndarray
+    """(J, T_max, 3) pelvis positions, NaN after ``length``."""
+    mean_feature: np.ndarray
+    """(J, FEATURE_DIM) mean FID feature over the rollout's windows (NaN if it had none)."""
+    feature_stats: dict[tuple[int, int], GaussianStats] = field(default_factory=dict)
+    """FID feature statistics per (group, clip)."""
+    qpos: dict[int, np.ndarray] = field(default_factory=dict)
+    """(length, 76) qpos of the jobs with ``keep_qpos``."""
+
+
+StepHook = Callable[[Any, int], None]
+"""``hook(env, t)``: called after step t, before the state is recorded."""
+
+
+def run_rollouts(
+    env: Any,
+    policy: Controller,
+    jobs: RolloutJobs,
+    *,
+    action_noise: float = 0.0,
+    seed: int = 0,
+    fall_height: float = 0.35,
+    features: bool = True,
+    fid_window: int = WINDOW,
+    progress: bool = False,
+    desc: str = "rollouts",
+    on_step: StepHook | None = None,
+    torch_threads: int | None = 1,
+) -> Rollouts:
+    """Run every job to its clip's end, ``env.num_envs`` worlds at a time (see the module docstring).
+
+    ``torch_threads`` bounds the policy's intra-op threads (None: torch's default);
+    one is fastest on a few busy cores, where OpenMP workers fight the simulator's.
+    """
+    base = env.unwrapped
+    core = base.core
+    _check_eval_env(core.cfg)
+    lib: MotionLib = core.lib
+    n = base.num_envs
+    nf = lib.num_frames.cpu().numpy()
+    if len(jobs) and (jobs.clip.min() < 0 or jobs.clip.max() >= lib.num_clips):
+        raise ValueError(f"job clip indices must be in [0, {lib.num_clips})")
+    t_max = int(nf[jobs.clip].max()) if len(jobs) else 1
+    out = Rollouts(
+        jobs=jobs,
+        length=np.zeros(len(jobs), dtype=np.int64),
+        error=np.full(len(jobs), np.nan),
+        fell=np.zeros(len(jobs), dtype=bool),
+        unstable=np.zeros(len(jobs), dtype=bool),
+        root_pos=np.full((len(jobs), t_max, 3), np.nan, dtype=np.float32),
+        mean_feature=np.full((len(jobs), FEATURE_DIM), np.nan),
+    )
+    chunks = [np.arange(i, min(i + n, len(jobs))) for i in range(0, len(jobs), n)]
+    total = sum(int(nf[jobs.clip[c]].max()) - 1 for c in chunks)
+    gen = torch.Generator().manual_seed(int(seed))
+    with (
+        tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=False) as bar,
+        threads.torch_threads(torch_threads),
+    ):
+        opts = _ChunkOptions(action_noise, gen, fall_height, features, fid_window, on_step, bar)
+        for k, ids in enumerate(chunks):
+            _run_chunk(env, policy, jobs, ids, out, opts, seed + k)
+    return out
+
+
+def _check_eval_env(cfg: EnvConfig) -> None:
+    expected, _ = eval_env_config(cfg)
+    bad = {k: v for k, v in vars(cfg).items() if v != getattr(expected, k)}
+    if bad:
+        raise ValueError(f"evaluation needs an environment made with eval_env_config(...); these fields differ: {bad}")
+
+
+@dataclass
+class _ChunkOptions:
+    """What every chunk of one ``run_rollouts`` call shares."""
+
+    action_noise: float
+    generator: torch.Generator
+    fall_height: float
+    features: bool
+    fid_window: int
+    on_step: StepHook | None
+    bar: tqdm
+
+
+@dataclass
+class _Recording:
+    """One chunk's per-step records of its m jobs (T = the chunk's longest clip)."""
+
+    body_pos: np.ndarray
+    """(T, m, 24, 3)"""
+    qpos: np.ndarray
+    """(T, len(keep), 76) of the jobs in ``keep``."""
+    keep: np.ndarray
+    fell: np.ndarray
+    """(T, m)"""
+    length: np.ndarray
+    unstable: np.ndarray
+
+
+def _run_chunk(
+    env: Any, policy: Controller, jobs: RolloutJobs, ids: np.ndarray, out: Rollouts, opts: _ChunkOptions, seed: int
+) -> None:
+    """Reset the worlds to the chunk's jobs, step them to the longest clip's end and summarise."""
+    base = env.unwrapped
+    lib: MotionLib = base.core.lib
+    n, m = base.num_envs, len(ids)
+    world_jobs = np.concatenate([ids, np.full(n - m, ids[0])])  # idle worlds repeat the first job
+    clips = jobs.clip[world_jobs]
+    nf = lib.num_frames.cpu().numpy()
+    steps = int(nf[clips[:m]].max())
+    options = {
+        "clip": clips.tolist(),
+        "start_frame": [0] * n,
+        "task": "imitation",
+        "skill": jobs.skill[world_jobs],
+    }
+    obs, _ = env.reset(seed=seed, options=options)
+    keep = np.flatnonzero(jobs.keep_qpos[ids])
+    body_pos = np.zeros((steps, m, sk.NUM_BODIES, 3), dtype=np.float32)
+    qpos = np.zeros((steps, len(keep), sk.QPOS_DIM), dtype=np.float32)
+    fell = np.zeros((steps, m), dtype=bool)
+    non_foot = np.ones(sk.NUM_BODIES, dtype=bool)
+    non_foot[list(sk.FOOT_BODY_IDS)] = False
+
+    def record(t: int) -> None:
+        s = base.core.backend.state()
+        pos = s.body_pos[:m].cpu().numpy()
+        body_pos[t] = pos
+        qpos[t] = s.qpos[keep].cpu().numpy()
+        fell[t] = (pos[:, 0, 2] < opts.fall_height) | (s.contact[:m].cpu().numpy() & non_foot).any(axis=-1)
+
+    record(0)
+    length = np.full(m, steps, dtype=np.int64)
+    unstable = np.zeros(m, dtype=bool)
+    alive = np.ones(m, dtype=bool)
+    for t in range(1, steps):
+        actions = torch.as_tensor(policy.act(obs), dtype=torch.float32)
+        if opts.action_noise > 0:
+            actions = actions + opts.action_noise * torch.randn(actions.shape, generator=opts.generator)
+        obs, _, term, trunc, info = env.step(actions)
+        if opts.on_step is not None:
+            opts.on_step(env, t)
+        record(t)
+        ended = alive & (np.asarray(term[:m]) | np.asarray(trunc[:m]))
+        bad = ended & np.asarray(info["unstable"][:m], dtype=bool)
+        length[ended] = np.where(bad[ended], t, t + 1)  # an unstable step's state is the engine's reset
+        unstable |= bad
+        alive &= ~ended
+        opts.bar.update(1)
+        if not alive.any():
+            opts.bar.update(steps - 1 - t)
+            break
+    _summarise(out, jobs, ids, lib, _Recording(body_pos, qpos, keep, fell, length, unstable), opts)
+
+
+def _summarise(
+    out: Rollouts, jobs: RolloutJobs, ids: np.ndarray, lib: MotionLib, rec: _Recording, opts: _ChunkOptions
+) -> None:
+    """Errors, flags, trajectories and features of one chunk's recordings into ``out``."""
+    body_pos, length = rec.body_pos, rec.length
+    steps = body_pos.shape[0]
+    clips = jobs.clip[ids]
+    nf = lib.num_frames.cpu().numpy()[clips]
+    t = np.arange(steps)[:, None]
+    frame_idx = lib.starts.cpu().numpy()[clips][None, :] + np.minimum(t, nf[None, :] - 1)
+    ref = lib.frames("body_pos").cpu().numpy()[frame_idx]  # (steps, m, 24, 3)
+    err = frame_errors(body_pos, ref)  # (steps, m)
+    valid = t < length[None, :]
+    scored = valid & (t >= 1)
+    with np.errstate(invalid="ignore"):
+        out.error[ids] = np.where(scored.any(0), (err * scored).sum(0) / np.maximum(scored.sum(0), 1), np.nan)
+    out.length[ids] = length
+    out.fell[ids] = (rec.fell & scored).any(axis=0)
+    out.unstable[ids] = rec.unstable
+    root = np.where(valid[..., None], body_pos[:, :, 0], np.nan)
+    out.root_pos[ids, :steps] = root.transpose(1, 0, 2)
+    for k, j in enumerate(ids[rec.keep]):
+        out.qpos[int(j)] = rec.qpos[: length[rec.keep[k]], k].astype(np.float64)
+    if not opts.features:
+        return
+    for size in np.unique(length):
+        sel = np.flatnonzero(length == size)
+        if num_windows(int(size), opts.fid_window) == 0:
+            continue
+        f = motion_features(body_pos[:size, sel].transpose(1, 0, 2, 3), lib.fps, opts.fid_window)  # (k, w, D)
+        out.mean_feature[ids[sel]] = f.mean(axis=1)
+        groups = jobs.group[ids[sel]]
+        for g, c in sorted(set(zip(groups.tolist(), clips[sel].tolist()))):
+            rows = f[(groups == g) & (clips[sel] == c)]
+            out.feature_stats.setdefault((g, c), GaussianStats.empty(FEATURE_DIM)).add(rows)

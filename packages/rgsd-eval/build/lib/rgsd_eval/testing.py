@@ -1,0 +1,43 @@
+"""Fabricated run folders for tests and smoke checks: small random policy and encoder, a config.yaml."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from rgsd_envs.envs.observations import POLICY_OBS_DIM
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.rewards.encoders import MLPEncoder
+from rgsd_envs.runs.policy import PolicyMLP
+
+
+def make_fake_run(
+    path: str | os.PathLike,
+    *,
+    motions: str = "demo",
+    hidden: Sequence[int] = (32, 32),
+    encoder_hidden: Sequence[int] | None = (32,),
+    p_imitation: float = 0.7,
+    encoder_init: str = "pretrained",
+    seed: int = 0,
+    env: dict[str, Any] | None = None,
+) -> Path:
+    """A run folder (config.yaml, policy.pt, encoder.pt unless encoder_hidden is None) with random weights."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    config = {
+        "seed": seed,
+        "encoder_init": encoder_init,
+        "env": {"motions": motions, "p_imitation": p_imitation, **(env or {})},
+    }
+    (path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    PolicyMLP(POLICY_OBS_DIM, sk.NUM_DOFS, hidden).save(path / "policy.pt", fabricated=True)
+    if encoder_hidden is not None:
+        MLPEncoder(encoder_hidden).save(path / "encoder.pt")
+    return path

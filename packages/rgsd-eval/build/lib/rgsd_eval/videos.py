@@ -1,0 +1,80 @@
+"""Evaluation videos (H.264 mp4 via ``rgsd_envs.render``): imitation beside its reference, vMF variants side by side.
+
+Tiles are small and shadow-free by default (software GL renders them about three
+times faster), every ``frame_step``-th frame is drawn and the video plays at
+30 / frame_step fps, so motion stays in real time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from rgsd_envs.motion.clip import CLIP_FPS
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.render import model_for_clip, render_side_by_side
+from rgsd_eval.config import EvalConfig
+from rgsd_eval.evaluate import RunEvaluation
+
+
+def render_tiles(
+    qpos_list: Sequence[np.ndarray],
+    out_path: str | os.PathLike,
+    labels: Sequence[str],
+    size: tuple[int, int] = (192, 144),
+    frame_step: int = 2,
+    model: mujoco.MjModel | None = None,
+) -> Path:
+    """Trajectories qpos (T_i, 76) as captioned, shadow-free tiles left to right in one mp4."""
+    width, height = size
+    return render_side_by_side(
+        qpos_list,
+        out_path,
+        labels=labels,
+        fps=CLIP_FPS,
+        width=width,
+        height=height,
+        model=model,
+        frame_step=frame_step,
+        shadows=False,
+        reflections=False,
+    )
+
+
+def write_run_videos(
+    ev: RunEvaluation, lib: MotionLib, out_dir: str | os.PathLike, cfg: EvalConfig
+) -> list[tuple[str, Path]]:
+    """Imitation-vs-reference and variants videos of a run's video clips; returns (caption, path) pairs."""
+    out_dir = Path(out_dir)
+    model = model_for_clip(lib.clips[0])
+    written: list[tuple[str, Path]] = []
+    latent = ev.metrics["latent"]
+    for c, q in sorted(ev.imitation_qpos.items()):
+        name = lib.names[c]
+        path = render_tiles(
+            [q, lib.clips[c].qpos],
+            out_dir / f"{name}_imitation.mp4",
+            [f"policy ({latent})", "reference"],
+            cfg.video_size,
+            cfg.video_frame_step,
+            model,
+        )
+        written.append((f"{name}: imitation (left) and reference (right)", path))
+    kappa = cfg.video_kappa_value
+    for c, qs in sorted(ev.variant_qpos.items()):
+        name = lib.names[c]
+        labels = ["reference"] + [f"z~vMF k={kappa:g} #{i + 1}" for i in range(len(qs))]
+        path = render_tiles(
+            [lib.clips[c].qpos, *qs],
+            out_dir / f"{name}_variants_k{kappa:g}.mp4",
+            labels,
+            cfg.video_size,
+            cfg.video_frame_step,
+            model,
+        )
+        written.append((f"{name}: reference and {len(qs)} discovered variants, z ~ vMF(z_m, {kappa:g})", path))
+    return written
