@@ -57,6 +57,8 @@ def test_no_licensed_data_or_shared_files_are_tracked():
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     bad = [f for f in files if re.search(r"(_poses|_stageii)\.npz$|SMPL_(NEUTRAL|MALE|FEMALE)|\.pkl$|^shared/", f)]
     assert not bad, bad
+    built = [f for f in files if "/build/lib/" in f or f.endswith(".egg-info")]
+    assert not built, built[:5]
 
 
 def _module_graph() -> dict[str, set[str]]:

@@ -1,1 +1,0 @@
-"""Adapters to other RL libraries, one file each."""

@@ -1,1 +1,0 @@
-"""Small helpers: batched rotations, atomic files and input errors, dataclass configs from YAML, torch threads."""
