@@ -40,7 +40,9 @@ the goal during the episode. Also ``distance``, ``style_cosine``, ``fall``.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -125,12 +127,35 @@ def style_embedding(core: RGSDCore, style: str) -> Tensor | None:
     return torch.nn.functional.normalize(core.clip_embeddings[ids].mean(0), dim=0)
 
 
+class MissingLowLevelPolicyError(ValueError):
+    """RGSD-SMPL-GoalReaching-v0 was made without the low-level policy it drives."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "RGSD-SMPL-GoalReaching-v0 needs a trained low-level policy: pass low_level=<run folder or policy.pt>, "
+            'e.g. gym.make("RGSD-SMPL-GoalReaching-v0", low_level="runs/demo"); '
+            "get one with `rgsd train --config demo --out runs/demo`"
+        )
+
+
+def low_level_run(low_level: str | os.PathLike | RunDir | None) -> RunDir:
+    """The run folder of a low-level policy given as a run folder or its ``policy.pt``."""
+    if isinstance(low_level, RunDir):
+        return low_level
+    if low_level is None or str(low_level) == "":
+        raise MissingLowLevelPolicyError()
+    path = Path(low_level)
+    return RunDir(path.parent if path.is_file() and path.name == RunDir.POLICY else path)
+
+
 class GoalReachingCore:
     """N worlds of the goal-reaching task driven by a frozen low-level policy."""
 
-    def __init__(self, num_envs: int, low_level: str | RunDir, config: GoalReachingConfig | None = None):
+    def __init__(
+        self, num_envs: int, low_level: str | os.PathLike | RunDir | None, config: GoalReachingConfig | None = None
+    ):
         self.cfg = config or GoalReachingConfig()
-        run = low_level if isinstance(low_level, RunDir) else RunDir(low_level)
+        run = low_level_run(low_level)
         run.check(RunDir.CONFIG, RunDir.POLICY)
         env_cfg = run.env_config(
             deviation_termination=False, num_threads=self.cfg.num_threads, device=self.cfg.device, eval_kappa=None
@@ -252,7 +277,12 @@ class GoalReachingEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, low_level: str, config: GoalReachingConfig | dict | None = None, **overrides: Any):
+    def __init__(
+        self,
+        low_level: str | os.PathLike | None = None,
+        config: GoalReachingConfig | dict | None = None,
+        **overrides: Any,
+    ):
         self.cfg = _config(config, overrides)
         self.task = GoalReachingCore(1, low_level, self.cfg)
         self.observation_space, self.action_space = _spaces()
@@ -284,7 +314,11 @@ class GoalReachingVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
     def __init__(
-        self, num_envs: int = 16, low_level: str = "", config: GoalReachingConfig | dict | None = None, **overrides: Any
+        self,
+        num_envs: int = 16,
+        low_level: str | os.PathLike | None = None,
+        config: GoalReachingConfig | dict | None = None,
+        **overrides: Any,
     ):
         self.cfg = _config(config, overrides)
         self.num_envs = num_envs
