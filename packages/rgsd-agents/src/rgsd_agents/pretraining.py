@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 ENCODER_FILE = "encoder.pt"
 CONFIG_FILE = "pretrain.yaml"
 PLOT_FILE = "embeddings.png"
+COSINE_PLOT_FILE = "embeddings_cosine.png"
+"""Beside the PCA: the clip-by-clip cosine matrix of z_m (rgsd_eval.plots.plot_clip_cosine)."""
 TB_DIR = "tb"
 
 
@@ -406,7 +408,7 @@ def _write_outputs(
     seconds: float,
     losses: list[float],
 ) -> PretrainResult:
-    """Save encoder.pt (with clip embeddings and metrics) and embeddings.png; the result."""
+    """Save encoder.pt (with clip embeddings and metrics), embeddings.png and embeddings_cosine.png; the result."""
     cof = lib.clip_of_frame.cpu()
     e = embed(encoder, inputs)
     alignment, z = alignment_from_embeddings(e, cof, lib.num_clips)
@@ -424,6 +426,11 @@ def _write_outputs(
     )
     title = f"{lib.num_clips} clips, {steps} steps, alignment {alignment:.5f}, max cos between clips {separation:.3f}"
     plot_path = plot_embeddings(e, cof, z, lib.names, out / PLOT_FILE, title)
+    from rgsd_eval.plots import plot_clip_cosine
+
+    plot_clip_cosine(
+        z.detach().cpu().numpy(), list(lib.names), out / COSINE_PLOT_FILE, f"{lib.num_clips} clips, {steps} steps"
+    )
     return PretrainResult(
         encoder_path=encoder_path,
         alignment=alignment,
