@@ -13,9 +13,6 @@ import pytest
 from rgsd_envs.motion.cli import main
 from rgsd_envs.motion.importer import REPORT_NAME
 
-SHARED_CLIPS = Path(__file__).resolve().parents[4] / ".." / "shared" / "motions" / "deepmimic-smpl"
-"""The MIT-licensed DeepMimic clips, ../shared/motions/deepmimic-smpl from the repository root."""
-
 
 @pytest.fixture(scope="module")
 def walk(real_motion_files) -> dict:
@@ -26,13 +23,13 @@ def walk(real_motion_files) -> dict:
 
 
 @pytest.fixture(scope="module")
-def shared_import(tmp_path_factory) -> tuple[dict, str]:
-    """The shared clips imported with the CLI: the report and what the CLI printed."""
+def shared_import(real_motion_files, tmp_path_factory) -> tuple[dict, str]:
+    """The MIT clips in ../shared/motions/deepmimic-smpl imported with the CLI: the report and what it printed."""
     out = tmp_path_factory.mktemp("mit")
-    assert SHARED_CLIPS.is_dir(), f"expected the shared clips in {SHARED_CLIPS}"
+    shared_clips = real_motion_files[0].parent
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        assert main(["import", str(SHARED_CLIPS), "--out", str(out), "--quiet"]) == 0
+        assert main(["import", str(shared_clips), "--out", str(out), "--quiet"]) == 0
     return json.loads((out / REPORT_NAME).read_text()), buf.getvalue()
 
 
