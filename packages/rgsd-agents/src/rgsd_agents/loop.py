@@ -3,8 +3,8 @@
 A trainer subclasses ``TrainingLoop`` and provides ``iterate`` (one iteration,
 returning its metrics), ``state_dict``/``load_state_dict`` (everything the next
 iteration depends on) and ``export`` (the deployable files). The loop adds the
-progress bar with ETA, TensorBoard, checkpoints written atomically every
-``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
+progress bar (its total and ETA follow the time budget: ``rgsd_agents.progress``),
+TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
 finishes the iteration and saves, a second aborts), the wall-clock budget and
 exact resumption from ``checkpoints/latest.pt``.
 """
@@ -18,10 +18,11 @@ import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import torch
 
+from rgsd_agents.progress import ProgressBar
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import from_dict
 from rgsd_envs.utils.files import InputFileError, atomic_path
@@ -88,6 +89,8 @@ class TrainingLoop:
     cfg: LoopConfig
     run: RunDir
     progress: bool
+    progress_file: IO[str] | None = None
+    """Where the progress bar is drawn (None: stderr)."""
 
     def __init__(self) -> None:
         self.iteration = 0
@@ -144,19 +147,19 @@ class TrainingLoop:
     def learn(self) -> list[dict[str, float]]:
         """Train until ``iterations`` (or ``max_minutes``); checkpoint periodically, at the end and on Ctrl-C."""
         from torch.utils.tensorboard import SummaryWriter
-        from tqdm import tqdm
 
         cfg = self.cfg
         writer = SummaryWriter(str(self.run.tensorboard_dir), purge_step=self.global_step or None)
-        bar = tqdm(
-            total=cfg.iterations,
-            initial=self.iteration,
-            desc=self.PROGRESS_DESC,
-            unit="it",
-            disable=not self.progress,
-            dynamic_ncols=True,
-        )
         budget = math.inf if cfg.max_minutes is None else 60.0 * cfg.max_minutes
+        bar = ProgressBar(
+            self.PROGRESS_DESC,
+            cfg.iterations,
+            None if cfg.max_minutes is None else budget,
+            initial=self.iteration,
+            elapsed=self.elapsed,
+            disable=not self.progress,
+            file=self.progress_file,
+        )
         saved_at = self.iteration
         try:
             self.on_start(writer)
@@ -168,8 +171,7 @@ class TrainingLoop:
                     if self.iteration % cfg.log_every == 0 or self.iteration == cfg.iterations:
                         for k, v in metrics.items():
                             writer.add_scalar(k, v, self.global_step)
-                    bar.update(1)
-                    bar.set_postfix_str(self.postfix(metrics), refresh=False)
+                    bar.update(self.iteration, self.elapsed, self.postfix(metrics))
                     if self.iteration % cfg.checkpoint_every == 0:
                         self.save_checkpoint()
                         saved_at = self.iteration

@@ -46,7 +46,7 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 import torch.nn.functional as F
@@ -347,9 +347,11 @@ class _Monitor:
         self.writer.add_scalar("charts/steps_per_second", steps_per_second, step)
 
 
-def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True) -> PretrainResult:
+def pretrain(
+    cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True, progress_file: IO[str] | None = None
+) -> PretrainResult:
     """Pretrain the encoder with InfoNCE on ``cfg.motions``; write encoder.pt, pretrain.yaml, embeddings.png, tb/."""
-    from tqdm import tqdm
+    from rgsd_agents.progress import ProgressBar
 
     out = Path(out_dir)
     cfg = replace(cfg, motions=resolve_motions(cfg.motions))  # the saved config works from any folder
@@ -369,7 +371,7 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
         return cfg.target_alignment is not None and alignment >= cfg.target_alignment
 
     step, losses = 0, []
-    bar = tqdm(total=cfg.steps, desc="pretrain", unit="step", disable=not progress, dynamic_ncols=True)
+    bar = ProgressBar("pretrain", cfg.steps, cfg.max_seconds, unit="step", disable=not progress, file=progress_file)
     try:
         alignment = monitor.evaluate(0)
         t0 = last_log = time.perf_counter()
@@ -384,9 +386,9 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
                 last_log = now
             if step % cfg.eval_every == 0:
                 alignment = monitor.evaluate(step)
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.4f}", align=f"{alignment:.5f}")
-            if cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds:
+            elapsed = time.perf_counter() - t0
+            bar.update(step, elapsed, f"loss={losses[-1]:.4f} align={alignment:.5f}")
+            if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
                 log.info("pretraining stopped by its %.0f s budget after %d steps", cfg.max_seconds, step)
                 break
         seconds = time.perf_counter() - t0
