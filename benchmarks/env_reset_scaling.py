@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from rgsd_envs.envs.registration import make_vec_env
+from rgsd_envs.utils.threads import single_threaded
 
 
 class TimedBatch:
@@ -116,10 +117,10 @@ def main() -> None:
         env.step(actions)
 
     def core_reset() -> None:
-        id_list = ids.tolist() if _takes_lists(core) else ids
-        core.reset_envs(id_list)
-        core.observe_reset(ids)
-        env.reward_core.start(ids)
+        with single_threaded():  # as the env's own methods run
+            core.reset_envs(ids.tolist())  # a list: what the per-world version before issue 12 took
+            core.observe_reset(ids)
+            env.reward_core.start(ids)
 
     print(
         f"N={n}, reset {k} worlds ({100 * args.fraction:g} %), {core.backend.num_threads} sim threads, "
@@ -131,11 +132,6 @@ def main() -> None:
     measure(f"reset {100 * args.fraction:g}%", lambda: env.reset(options={"reset_mask": mask}), timer, args.repeats)
     measure(f"core reset {100 * args.fraction:g}%", core_reset, timer, args.repeats)
     env.close()
-
-
-def _takes_lists(core: object) -> bool:
-    """Whether this version's ``reset_envs`` wants a list of ints (the per-world version did)."""
-    return not getattr(core, "RESET_TAKES_TENSORS", False)
 
 
 if __name__ == "__main__":
