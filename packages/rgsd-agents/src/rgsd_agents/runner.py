@@ -295,7 +295,10 @@ class Runner(TrainingLoop):
 
     # -- hooks of the loop -------------------------------------------------------------
     def on_start(self, writer: Any) -> None:
-        """Probe the untrained policy (fresh runs) so TensorBoard starts from it."""
+        """Fresh runs: log the frozen reward's sharpness (also ``<run>/reward_sharpness.json``) and probe the
+        untrained policy, so TensorBoard starts from them."""
+        if self.iteration == 0:
+            self.log_reward_sharpness(writer)
         if not self.cfg.probe_every:
             return
         self._probe = ImitationProbe(self.cfg.env, self.env.unwrapped.core.lib, str(self.run.encoder_path))
@@ -303,6 +306,17 @@ class Runner(TrainingLoop):
             self.initial_probe = self.probe(self._probe)
             for k, v in self.initial_probe.items():
                 writer.add_scalar(k, v, 0)
+
+    def log_reward_sharpness(self, writer: Any) -> dict[str, Any]:
+        """How the frozen encoder's imitation reward falls off the reference on the env's clips (step 0)."""
+        from rgsd_agents.reward_sharpness import SHARPNESS_FILE, reward_sharpness, tensorboard_scalars, write_report
+
+        rc = self.env.reward_core
+        report = reward_sharpness(self.frozen, self.env.unwrapped.core.lib, rc.kappa, rc.constant)
+        write_report(report, self.run.file(SHARPNESS_FILE))
+        for k, v in tensorboard_scalars(report).items():
+            writer.add_scalar(k, v, 0)
+        return report
 
     def on_iteration(self, metrics: dict[str, float]) -> None:
         """Probe every ``probe_every`` iterations."""

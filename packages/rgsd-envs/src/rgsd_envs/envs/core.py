@@ -34,6 +34,7 @@ from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import HumanoidConfig
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards import encoders as enc
+from rgsd_envs.rewards.tracking import tracking_reward, tracking_terms
 from rgsd_envs.sim import make_backend
 
 Tensor = torch.Tensor
@@ -133,6 +134,8 @@ class RGSDCore:
         self.features = torch.zeros(n, FRAME_DIM, device=dev)
         """(N, 359) frame features of the current state."""
         self._clip_cdf: np.ndarray | None = None
+        self.tracking_reward = torch.zeros(n, device=dev)
+        """(N,) with ``cfg.reward == "tracking"``: the tracking reward of the current state (``observe``)."""
         self.failure_rate = torch.ones(self.lib.num_clips, dtype=torch.float64)
         """(clips,) EMA of the share of imitation episodes that ended in a failure (``clip_sampling``)."""
 
@@ -330,8 +333,11 @@ class RGSDCore:
         else:
             self.features = self.features.clone()
             self.features[env_ids] = feats
-        ref_pos = self.lib.frames("body_pos")[self.lib.starts[clip] + frame]
+        g = self.lib.starts[clip] + frame
+        ref_pos = self.lib.frames("body_pos")[g]
         err = (pos - ref_pos).norm(dim=-1).mean(dim=-1)
+        if self.cfg.reward == "tracking":
+            self._track(s, feats, g, env_ids)
         unstable = s.unstable.to(self.device)  # MuJoCo resets an exploding world (finite again)
         fall = pos[:, 0, 2] < self.cfg.fall_height
         if self.cfg.contact_termination:
@@ -340,6 +346,29 @@ class RGSDCore:
         if not self.cfg.deviation_termination:
             deviation = torch.zeros_like(deviation)
         return StepInfo(task.clone(), clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
+
+    def _track(self, s: Any, feats: Tensor, g: Tensor, env_ids: Tensor | None) -> None:
+        """Store the tracking reward of the observed worlds against their reference frames ``g``."""
+        f32 = {"device": self.device, "dtype": torch.float32}
+        lib = self.lib
+        terms = tracking_terms(
+            s.qpos[:, 7:].to(**f32),
+            s.qvel[:, 6:].to(**f32),
+            feats,
+            s.body_pos[:, 0].to(**f32),
+            s.qvel[:, :3].to(**f32),
+            lib.frames("dof_pos")[g],
+            lib.frames("dof_vel")[g],
+            self.ref_features[g],
+            lib.frames("root_pos")[g],
+            lib.frames("root_lin_vel")[g],
+        )
+        r = tracking_reward(terms, self.cfg.tracking_scale)
+        if env_ids is None:
+            self.tracking_reward = r
+        else:
+            self.tracking_reward = self.tracking_reward.clone()
+            self.tracking_reward[env_ids] = r
 
     def done_flags(self, info: StepInfo) -> tuple[Tensor, Tensor]:
         """(terminated, truncated): failure, or the clip's last frame reached; records imitation outcomes."""
