@@ -1,0 +1,258 @@
+"""MuJoCo Warp: N worlds of the humanoid on a warp device (a GPU, or the CPU for tests).
+
+Needs the optional extra ``rgsd-envs[warp]`` (``mujoco-warp``); ``rgsd_envs.sim.check_backend``
+says what to install when it is missing. The same MJCF as the ``mujoco`` backend, in float32.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Callable
+
+import mujoco
+import mujoco_warp as mjw
+import numpy as np
+import torch
+import warp as wp
+
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.humanoid.mjcf import HumanoidConfig, load_model, physics_substeps
+from rgsd_envs.sim.backend import SimBackend, SimState, Tensor
+
+log = logging.getLogger(__name__)
+
+MAX_CONTACTS_PER_WORLD = 64
+"""Contacts allocated per world (``nconmax``); native MuJoCo peaks at 22 under random actions."""
+MAX_CONSTRAINTS_PER_WORLD = 256
+"""Constraint rows allocated per world (``njmax``); native MuJoCo peaks at 88 under random actions.
+A world that needs more sets warp's overflow bit and is flagged unstable."""
+MAX_VALUE = 1e10
+"""A position or velocity beyond this is an explosion (MuJoCo's ``mjMAXVAL``, its BADQPOS/BADQVEL test)."""
+_MAX_VALUE = wp.constant(MAX_VALUE)
+FLOOR_DEADBAND = 1e-6
+"""The warp model's floor sits this far (m) below the native model's. Reference states put the
+lowest foot exactly on the floor (distance ~1e-16 in float64): native MuJoCo sees no contact,
+float32 rounding would make warp see one in about half the worlds and the two backends would
+part at the first step; 1 µm is 15 float32 ulps at 1 m and changes a contact force by kp * 1 µm."""
+
+
+@wp.kernel
+def _guard_worlds(
+    qpos: wp.array2d(dtype=float),
+    qvel: wp.array2d(dtype=float),
+    qacc_warmstart: wp.array2d(dtype=float),
+    qpos0: wp.array(dtype=float),
+    overflow: wp.array(dtype=int),
+    unstable: wp.array(dtype=int),
+):
+    """Flag a world whose state is not finite (or too large) or whose buffers overflowed, and put it
+    back at the model's rest state, as native MuJoCo does with an exploding world."""
+    w = wp.tid()
+    bad = overflow[w] != 0
+    for i in range(qpos.shape[1]):
+        x = qpos[w, i]
+        if not wp.isfinite(x) or wp.abs(x) > _MAX_VALUE:
+            bad = True
+    for i in range(qvel.shape[1]):
+        v = qvel[w, i]
+        if not wp.isfinite(v) or wp.abs(v) > _MAX_VALUE:
+            bad = True
+    if bad:
+        unstable[w] = 1
+        for i in range(qpos.shape[1]):
+            qpos[w, i] = qpos0[i]
+        for i in range(qvel.shape[1]):
+            qvel[w, i] = 0.0
+            qacc_warmstart[w, i] = 0.0
+
+
+def warp_device(device: torch.device) -> str:
+    """The warp device name of a torch device ("cpu", "cuda:0", ...)."""
+    if device.type == "cpu":
+        return "cpu"
+    if device.type == "cuda":
+        return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
+    raise ValueError(f"the warp backend runs on 'cpu' or 'cuda' devices, got {device}")
+
+
+class WarpBackend(SimBackend):
+    """MuJoCo Warp backend: one ``mjw.Data`` holding N worlds; torch tensors alias its arrays.
+
+    A control step is ``physics_substeps`` times (``step2``: actuation, constraint solve,
+    implicit integration; a guard that flags and resets exploding worlds; ``step1``:
+    positions, collisions, sensors and velocities at the new state), the same split as the
+    persistent ``mujoco`` batch, so every derived field describes the state after the step.
+    On a CUDA device the control step and the kinematics refresh are each captured once as a
+    CUDA graph and replayed; on the CPU they run as plain kernel launches.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        config: HumanoidConfig | None = None,
+        device: str | torch.device = "cpu",
+        num_threads: int | None = None,
+    ):
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        del num_threads  # warp schedules its own threads
+        self.config = config or HumanoidConfig()
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.wp_device = wp.get_device(warp_device(self.device))
+        self.model = load_model(self.config)
+        """The MjModel (for rendering and tests); the warp copy is ``wp_model``."""
+        self.substeps = physics_substeps(self.model.opt.timestep)
+        data = mujoco.MjData(self.model)
+        mujoco.mj_forward(self.model, data)
+        with wp.ScopedDevice(self.wp_device):
+            self.wp_model = mjw.put_model(self.model)
+            self.wp_model.opt.warn_overflow = 0  # overflowing worlds are flagged unstable instead
+            self.wp_data = mjw.put_data(
+                self.model, data, nworld=num_envs, nconmax=MAX_CONTACTS_PER_WORLD, njmax=MAX_CONSTRAINTS_PER_WORLD
+            )
+            # the floor is a static geom: warp sets its pose once, here, and never recomputes it
+            floor = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+            wp.to_torch(self.wp_data.geom_xpos)[:, floor, 2] -= FLOOR_DEADBAND
+            self._qpos0 = wp.array(self.model.qpos0.astype(np.float32), dtype=float)
+            self._unstable_wp = wp.zeros(num_envs, dtype=int)
+        d = self.wp_data
+        t = {
+            f: wp.to_torch(getattr(d, f))
+            for f in ("qpos", "qvel", "ctrl", "qacc_warmstart", "time", "xpos", "xquat", "cvel", "subtree_com")
+        }
+        t["sensordata"] = wp.to_torch(d.sensordata)
+        self._t = t
+        self._qpos, self._qvel, self._ctrl = t["qpos"], t["qvel"], t["ctrl"]
+        self._unstable_i = wp.to_torch(self._unstable_wp)
+        self._body_ids = torch.as_tensor(np.asarray(sk.MJ_BODY_IDS), device=self.device)
+        self._root_body = int(self.model.body_rootid[sk.MJ_BODY_IDS[0]])
+        self._lo = torch.as_tensor(sk.DOF_RANGES[:, 0], dtype=torch.float32, device=self.device)
+        self._hi = torch.as_tensor(sk.DOF_RANGES[:, 1], dtype=torch.float32, device=self.device)
+        self.physics_seconds = 0.0
+        """Kept for the benchmarks' interface; warp launches are asynchronous, so it stays 0."""
+        self._use_graph = self.wp_device.is_cuda and self.wp_device.is_mempool_enabled
+        self._step_graph = self._capture(self._control_step)
+        self._kinematics_graph = self._capture(self._kinematics)
+        self._launch(self._kinematics, self._kinematics_graph)
+
+    # -- the warp programs ------------------------------------------------------
+    def _kinematics(self) -> None:
+        """Positions, collisions, sensors and velocities of all worlds at their current state."""
+        mjw.step1(self.wp_model, self.wp_data)
+
+    def _control_step(self) -> None:
+        """One control step of all worlds (``substeps`` physics steps) with the instability guard."""
+        m, d = self.wp_model, self.wp_data
+        self._unstable_wp.zero_()
+        d.overflow.zero_()
+        for _ in range(self.substeps):
+            mjw.step2(m, d)
+            wp.launch(
+                _guard_worlds,
+                dim=self.num_envs,
+                inputs=[d.qpos, d.qvel, d.qacc_warmstart, self._qpos0, d.overflow, self._unstable_wp],
+            )
+            mjw.step1(m, d)
+
+    def _capture(self, fn: Callable[[], None]):
+        """``fn`` captured as a CUDA graph (None on the CPU: it is then run directly)."""
+        if not self._use_graph:
+            return None
+        was_enabled = gc.isenabled()
+        gc.disable()  # a collected warp object inside a capture would be recorded into the graph
+        try:
+            with wp.ScopedDevice(self.wp_device):
+                fn()  # compiles and loads the kernels outside the capture
+                with wp.ScopedCapture() as capture:
+                    fn()
+        finally:
+            if was_enabled:
+                gc.enable()
+        return capture.graph
+
+    def _launch(self, fn: Callable[[], None], graph) -> None:
+        """Run ``fn`` (or its graph) ordered after pending torch work and before later torch work."""
+        if graph is None:
+            with wp.ScopedDevice(self.wp_device):
+                fn()
+            if not self.wp_device.is_cuda:
+                return
+            wp.synchronize_device(self.wp_device)
+            return
+        warp_stream = self.wp_device.stream
+        torch_stream = wp.stream_from_torch(torch.cuda.current_stream(self.device))
+        warp_stream.wait_stream(torch_stream)
+        wp.capture_launch(graph, stream=warp_stream)
+        torch_stream.wait_stream(warp_stream)
+
+    # -- SimBackend -------------------------------------------------------------
+    @property
+    def control_dt(self) -> float:
+        """Seconds per control step."""
+        return self.substeps * float(self.model.opt.timestep)
+
+    def set_state(self, env_ids: Tensor, qpos: Tensor, qvel: Tensor) -> None:
+        """Set full states of the given worlds and refresh the kinematics (of all worlds: their
+        positions and velocities do not change, so a full refresh is one graph instead of a gather)."""
+        ids = env_ids.to(self.device, torch.long)
+        if ids.numel() == 0:
+            return
+        q = qpos.detach().to(self.device, torch.float32)
+        self._qpos[ids] = q
+        self._qvel[ids] = qvel.detach().to(self.device, torch.float32)
+        self._ctrl[ids] = torch.minimum(torch.maximum(q[:, 7:], self._lo), self._hi)
+        self._t["qacc_warmstart"][ids] = 0.0
+        self._unstable_i[ids] = 0
+        self._launch(self._kinematics, self._kinematics_graph)
+
+    def step(self, targets: Tensor) -> None:
+        """Hold PD targets (N, 69) for one control step."""
+        self._ctrl.copy_(targets.detach().to(self.device, torch.float32))
+        self._launch(self._control_step, self._step_graph)
+
+    def state(self, env_ids: Tensor | None = None) -> SimState:
+        """Batched state of the given worlds (all by default), float32 on the backend's device, SMPL order."""
+        t = self._t
+        rows = slice(None) if env_ids is None else env_ids.to(self.device, torch.long)
+        pos = t["xpos"][rows][:, self._body_ids]
+        cvel = t["cvel"][rows][:, self._body_ids]
+        ang = cvel[..., :3]
+        # cvel's linear part is the velocity of the point at the tree's centre of mass; move it to
+        # each body's origin: v + w x (pos - com), as the mujoco backend does
+        com = t["subtree_com"][rows][:, self._root_body][:, None, :]
+        lin = cvel[..., 3:] + torch.linalg.cross(ang, pos - com)
+        return SimState(
+            qpos=self._qpos if env_ids is None else self._qpos[rows],
+            qvel=self._qvel if env_ids is None else self._qvel[rows],
+            body_pos=pos,
+            body_rot=t["xquat"][rows][:, self._body_ids],
+            body_lin_vel=lin,
+            body_ang_vel=ang,
+            contact=t["sensordata"][rows] > 0,
+            unstable=self._unstable_i[rows] != 0,
+        )
+
+    def state_dict(self) -> dict:
+        """Integration state of all worlds (positions, velocities, controls, warm start, time)."""
+        t = self._t
+        out = {k: t[k].detach().cpu().clone() for k in ("qpos", "qvel", "ctrl", "qacc_warmstart", "time")}
+        out["unstable"] = (self._unstable_i != 0).cpu().clone()
+        return out
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore worlds saved by ``state_dict`` and recompute the derived fields."""
+        if "qpos" not in state:
+            raise ValueError(
+                "this simulator state was saved by another backend; resume with the backend it was saved with"
+            )
+        for k in ("qpos", "qvel", "ctrl", "qacc_warmstart", "time"):
+            v = torch.as_tensor(state[k])
+            if v.shape != self._t[k].shape:
+                raise ValueError(
+                    f"saved simulator state {k!r} has shape {tuple(v.shape)}, this backend {tuple(self._t[k].shape)}"
+                )
+            self._t[k].copy_(v.to(self.device, self._t[k].dtype))
+        self._unstable_i.copy_(torch.as_tensor(state["unstable"]).to(self.device, self._unstable_i.dtype))
+        self._launch(self._kinematics, self._kinematics_graph)
