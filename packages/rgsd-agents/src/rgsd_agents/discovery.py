@@ -88,6 +88,7 @@ class DiscoveryTrainer:
     @torch.no_grad()
     def reference_stats(self, reference_inputs: Tensor, clip_of_frame: Tensor, num_clips: int) -> dict[str, float]:
         """Within-motion alignment of the trainable encoder and its mean cosine to the frozen one on the references."""
+        reference_inputs = reference_inputs.to(next(self.encoder.parameters()).device)
         mine = embed(self.encoder, reference_inputs)
         theirs = embed(self.frozen, reference_inputs)
         return {

@@ -80,8 +80,10 @@ class TrainingLoop:
         "checkpoint_every",
         "keep_checkpoints",
         "log_every",
+        "device",
     )
-    """Config keys that ``--resume`` may change (the rest would break exact continuation)."""
+    """Config keys that ``--resume`` may change (the rest would break exact continuation; a device of another
+    kind continues with reseeded action noise)."""
     RESUME_REQUIRES: tuple[str, ...] = (RunDir.CONFIG,)
     """Run-folder files a resumable run must hold."""
 
@@ -242,3 +244,19 @@ def latest_checkpoint(run: RunDir) -> Path:
     if not path.is_file():
         raise InputFileError(path, "no checkpoint to resume from (a run writes one every checkpoint_every iterations)")
     return path
+
+
+def load_generator_state(gen: torch.Generator, rng: dict[str, Any], iteration: int) -> None:
+    """Restore the action-noise generator; a checkpoint from another kind of device reseeds it (not bit-exact)."""
+    saved = rng.get("sample_device", "cpu")
+    if saved == gen.device.type:
+        gen.set_state(rng["sample"])
+        return
+    seed = int(torch.randint(2**62, (1,), generator=torch.Generator().manual_seed(iteration)))
+    gen.manual_seed(seed)
+    log.warning(
+        "checkpoint drew action noise on %s, this run on %s: the noise generator is reseeded, so the continuation "
+        "is not bit-identical to an uninterrupted run",
+        saved,
+        gen.device.type,
+    )

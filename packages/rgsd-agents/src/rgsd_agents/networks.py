@@ -93,7 +93,7 @@ class ActorCritic(nn.Module):
     def act(self, obs_n: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Sampled actions (B, A), their log-probabilities (B,) and values V(s) (B,)."""
         mean = self.actor.net(obs_n)
-        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype)
+        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
         std = self.log_std.exp()
         actions = mean + std * eps
         log_prob = -0.5 * eps.square().sum(-1) - self.log_std.sum() - 0.5 * LOG_2PI * mean.shape[-1]

@@ -15,10 +15,18 @@ discovery encoder, the env's full state, the current observation, the
 generators, the episode trackers), so ``--resume`` continues with the same
 numbers as an uninterrupted run. Ctrl-C finishes the current iteration,
 writes a checkpoint and stops; a second Ctrl-C aborts at once.
+
+Devices: the learner (actor-critic, PPO, storage, the discovery encoder and its
+frozen reference) lives on ``cfg.device``; the env's tensors on
+``cfg.env.device`` (the mujoco simulator itself on the CPU). When the two
+differ the env scores discovery rewards with its own copy of the discovery
+encoder, refreshed from the learner's after every discovery update. On the
+CPU every number is the same as before devices existed.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import shutil
 import time
@@ -33,7 +41,7 @@ import torch
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.config import TrainConfig, resolve
 from rgsd_agents.discovery import DiscoveryTrainer
-from rgsd_agents.loop import TrainingLoop
+from rgsd_agents.loop import TrainingLoop, load_generator_state
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.probe import ImitationProbe
@@ -46,6 +54,7 @@ from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import MLPEncoder, load_encoder, trainable_copy
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import save_yaml, to_dict
+from rgsd_envs.utils.device import HostBridge, resolve_device
 from rgsd_envs.utils.files import InputFileError, atomic_path
 from rgsd_envs.utils.threads import torch_threads
 
@@ -179,6 +188,8 @@ class Runner(TrainingLoop):
         self.cfg = cfg
         self.run = RunDir(run_dir)
         self.progress = progress
+        self.device = resolve_device(cfg.device)  # before any file is written: a bad device leaves no folder
+        self.bridge = HostBridge(self.device)
         self.initial_probe: dict[str, float] = {}
         """Imitation probe of the untrained policy (``probe_every`` > 0, fresh runs)."""
         if cfg.torch_threads is not None:
@@ -201,9 +212,13 @@ class Runner(TrainingLoop):
         if not isinstance(self.frozen, MLPEncoder):
             raise InputFileError(self.run.encoder_path, "training needs an MLP encoder file (rgsd pretrain)")
         self.frozen.requires_grad_(False)
-        self.trainable: MLPEncoder = trainable_copy(self.frozen)
+        same_device = core.device == self.device
+        learner_frozen = self.frozen if same_device else copy.deepcopy(self.frozen).to(self.device)
+        self.trainable: MLPEncoder = trainable_copy(learner_frozen)
         self.trainable.requires_grad_(cfg.discovery.enabled)
-        self.env.set_encoder(self.trainable)
+        self.env_encoder: MLPEncoder = self.trainable if same_device else trainable_copy(self.frozen)
+        """The discovery encoder the env scores with: the learner's own, or a copy on the env's device."""
+        self.env.set_encoder(self.env_encoder)
         self.kappa = float(self.env.reward_core.kappa)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
@@ -212,17 +227,26 @@ class Runner(TrainingLoop):
             )
         if cfg.networks.init_mean_action == "reference":
             self.ac.set_mean_action(reference_mean_action(core.lib))
+        self.ac.to(self.device)
         self.ppo = PPO(self.ac, cfg.ppo)
-        self.discovery = DiscoveryTrainer(self.trainable, self.frozen, self.kappa, cfg.discovery)
+        self.discovery = DiscoveryTrainer(self.trainable, learner_frozen, self.kappa, cfg.discovery)
         self.storage = RolloutStorage(
-            cfg.horizon, cfg.num_envs, POLICY_OBS_DIM, self.ac.actor.act_dim, SKILL_DIM, ENCODER_INPUT_DIM
+            cfg.horizon,
+            cfg.num_envs,
+            POLICY_OBS_DIM,
+            self.ac.actor.act_dim,
+            SKILL_DIM,
+            ENCODER_INPUT_DIM,
+            self.device,
         )
-        self.sample_gen = torch.Generator().manual_seed(cfg.seed)
+        self.sample_gen = torch.Generator(self.device).manual_seed(cfg.seed)
+        """Action noise, drawn on the learner's device."""
         self.minibatch_gen = torch.Generator().manual_seed(cfg.seed + 1)
+        """Minibatch permutations, drawn on the CPU (the same minibatches on every device)."""
         self._probe: ImitationProbe | None = None
         self._num_frames = core.lib.num_frames.cpu().numpy()
         obs, info = self.env.reset(seed=cfg.seed)
-        self.obs = torch.as_tensor(obs).clone()
+        self.obs = self.bridge.to_device(obs).clone()
         self.ac.obs_normalizer.update(self.obs)
         self.tracker = EpisodeTracker(cfg.num_envs, self._frames_left(info))
 
@@ -254,7 +278,15 @@ class Runner(TrainingLoop):
 
         cfg = self.cfg
         self.obs, times = collect_rollout(
-            self.env, self.ac, self.storage, self.obs, self.sample_gen, cfg.ppo.gamma, cfg.ppo.gae_lambda, after_step
+            self.env,
+            self.ac,
+            self.storage,
+            self.obs,
+            self.sample_gen,
+            cfg.ppo.gamma,
+            cfg.ppo.gae_lambda,
+            after_step,
+            self.bridge,
         )
         return stats, {"perf/env_seconds": times.env_seconds, "perf/policy_seconds": times.policy_seconds}
 
@@ -267,6 +299,7 @@ class Runner(TrainingLoop):
         ppo_stats = self.ppo.update(self.storage, self.minibatch_gen)
         t1 = time.perf_counter()
         disc_stats = self.discovery.update(self.storage, self.minibatch_gen) if self.cfg.discovery.enabled else {}
+        self.sync_env_encoder()
         t2 = time.perf_counter()
         seconds = t2 - start
         self.iteration += 1
@@ -292,6 +325,13 @@ class Runner(TrainingLoop):
             }
         )
         return metrics
+
+    @torch.no_grad()
+    def sync_env_encoder(self) -> None:
+        """Copy the learner's discovery encoder into the env's (when they live on different devices)."""
+        if self.env_encoder is not self.trainable:
+            for dst, src in zip(self.env_encoder.state_dict().values(), self.trainable.state_dict().values()):
+                dst.copy_(src)
 
     # -- hooks of the loop -------------------------------------------------------------
     def on_start(self, writer: Any) -> None:
@@ -337,8 +377,12 @@ class Runner(TrainingLoop):
             "ppo": self.ppo.state_dict(),
             "discovery": self.discovery.state_dict(),
             "env": self.env.state_dict(),
-            "obs": self.obs.clone(),
-            "rng": {"sample": self.sample_gen.get_state(), "minibatch": self.minibatch_gen.get_state()},
+            "obs": self.obs.cpu().clone(),
+            "rng": {
+                "sample": self.sample_gen.get_state(),
+                "sample_device": self.device.type,
+                "minibatch": self.minibatch_gen.get_state(),
+            },
             "tracker": self.tracker.state_dict(),
         }
 
@@ -347,9 +391,10 @@ class Runner(TrainingLoop):
         self.ac.load_state_dict(state["actor_critic"])
         self.ppo.load_state_dict(state["ppo"])
         self.discovery.load_state_dict(state["discovery"])
+        self.sync_env_encoder()
         self.env.load_state_dict(state["env"])
-        self.obs = state["obs"].clone()
-        self.sample_gen.set_state(state["rng"]["sample"])
+        self.obs = state["obs"].to(self.device).clone()
+        load_generator_state(self.sample_gen, state["rng"], self.iteration)
         self.minibatch_gen.set_state(state["rng"]["minibatch"])
         self.tracker.load_state_dict(state["tracker"])
 

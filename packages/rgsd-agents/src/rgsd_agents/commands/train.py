@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from rgsd_agents.commands import add_run_arguments
+from rgsd_agents.commands import add_run_arguments, run_overrides
 
 PRESET_HELP = "a YAML file or a preset name (paper, cpu, demo, diayn)"
 
@@ -19,6 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train an RGSD skill-conditioned policy. Writes <out>/config.yaml, encoder.pt, policy.pt, "
         "discovery_encoder.pt, checkpoints/ and tb/ (TensorBoard). Without an encoder in the config, "
         "pretrains one first into <out>/pretrain/.",
+        epilog="examples:\n  rgsd train --config cpu --device cpu\n  rgsd train --config paper --device cuda\n"
+        "  torchrun --nproc-per-node 4 -m rgsd_agents.cli train --config paper   (one rank per GPU)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", help=PRESET_HELP + "; not needed with --resume")
     p.add_argument("--out", help="run folder (default: runs/<config name>_<date-time>)")
@@ -33,12 +36,11 @@ def default_out(config: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd train``."""
-    from rgsd_agents.config import load_config, parse_set
+    from rgsd_agents.config import load_config
     from rgsd_agents.runner import Runner
+    from rgsd_envs.utils.device import resolve_device
 
-    overrides = parse_set(args.overrides)
-    if args.seed is not None:
-        overrides["seed"] = args.seed
+    overrides = run_overrides(args)
     if args.resume:
         if args.config or args.out:
             print("error: --resume continues a run with its saved config; leave out --config and --out")
@@ -49,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
             print("error: give --config (" + PRESET_HELP + ") or --resume RUN")
             return 2
         cfg = load_config(args.config, overrides)
+        resolve_device(cfg.device)  # a bad device ends here, before any folder exists
         out = Path(args.out) if args.out else default_out(args.config)
         if (out / "checkpoints" / "latest.pt").exists():
             print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")

@@ -91,8 +91,8 @@ class PolicyMLP(nn.Module):
 
     @torch.no_grad()
     def act(self, obs: Any) -> Tensor:
-        """Deterministic action for numpy or torch observations (no gradients)."""
-        x = torch.as_tensor(obs, dtype=torch.float32)
+        """Deterministic action for numpy or torch observations (no gradients), on the policy's device."""
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.normalizer.mean.device)
         squeeze = x.dim() == 1
         out = self(x.unsqueeze(0) if squeeze else x)
         return out[0] if squeeze else out
