@@ -25,6 +25,7 @@ import torch
 
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.storage import RolloutStorage
+from rgsd_envs.runs.policy import Moments
 from rgsd_envs.utils.device import HostBridge
 
 Tensor = torch.Tensor
@@ -50,9 +51,11 @@ def collect_rollout(
     gae_lambda: float,
     after_step: StepCallback | None = None,
     bridge: HostBridge | None = None,
+    moments: Moments | None = None,
 ) -> tuple[Tensor, RolloutTimes]:
     """Fill ``storage`` with ``storage.horizon`` steps from ``obs`` (on the networks' device); returns the next
-    observation and timings. ``generator`` draws the action noise on that device."""
+    observation and timings. ``generator`` draws the action noise on that device; ``moments`` merges the
+    observation statistics of all ranks of a data-parallel run."""
     norm = ac.obs_normalizer
     bridge = bridge or HostBridge(norm.mean.device)
     mean = norm.mean.to(torch.float32)
@@ -96,7 +99,7 @@ def collect_rollout(
         t_policy += t1 - t0 + time.perf_counter() - t2
         t_env += t2 - t1
     t0 = time.perf_counter()
-    norm.update(torch.cat(raw_obs))  # takes effect at the next rollout
+    norm.update(torch.cat(raw_obs), moments)  # takes effect at the next rollout
     with torch.no_grad():
         last_values = ac.value(normalize(obs))
         if boot_obs:
