@@ -31,6 +31,9 @@ class EvalConfig:
     """Std of Gaussian noise added to the policy's mean action. With 0 the policy and the simulator are
     deterministic, so all imitation rollouts of a clip are identical and one is run."""
     seed: int = 0
+    device: str = "auto"
+    """Torch device of the policy's forward pass: "auto" (cuda when available), "cpu", "cuda" or "cuda:N" (the
+    mujoco simulator stays on the CPU)."""
     batch_size: int = 512
     """Worlds stepped at once (all clips x rollouts are split into batches of this size)."""
     torch_threads: int | None = 1

@@ -47,7 +47,7 @@ def run_evaluation(
         raise InputFileError(out, "output path exists and is not a folder")
     labels = unique_labels([Path(r).resolve().name for r in runs])
     loaded = [
-        load_run(r, cfg.latent, cfg.best_of, label) for r, label in zip(runs, labels)
+        load_run(r, cfg.latent, cfg.best_of, label, device=cfg.device) for r, label in zip(runs, labels)
     ]  # all checked before any work
     spec = motions if motions is not None else _training_motions(loaded[0].env_config.motions)
     lib = load_motions(spec)

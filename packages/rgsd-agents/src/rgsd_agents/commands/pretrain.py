@@ -6,6 +6,7 @@ Examples::
     rgsd pretrain --motions demo motions/accad --out runs/enc --seconds 180
     rgsd pretrain --config pretrain.yaml --out runs/enc --steps 500 --seed 1
     rgsd pretrain --motions demo --out runs/enc_hard --negatives hard --steps 4000 --lr 3e-4 --hidden 256 256
+    rgsd pretrain --motions demo --out runs/enc --device cuda
 
 Command-line options override the YAML config; the resolved config is written
 to ``<out>/pretrain.yaml`` beside ``encoder.pt``, ``embeddings.png``, ``tb/`` and
@@ -21,6 +22,8 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import TYPE_CHECKING, Any
+
+from rgsd_agents.commands import add_device_argument
 
 if TYPE_CHECKING:
     from rgsd_agents.pretraining import PretrainConfig
@@ -56,6 +59,7 @@ def register(subparsers: Any) -> None:
         help="infonce: the paper's negatives (other clips); hard: also held-still, phase-shifted and reversed "
         "states of the anchor's own clip (implies --target-alignment -1 unless given)",
     )
+    add_device_argument(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -78,7 +82,7 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
         overrides["target_alignment"] = None if args.target_alignment < 0 else args.target_alignment
     if args.hidden:
         overrides["hidden"] = list(args.hidden)
-    for name in ("steps", "kappa", "lr", "batch_size", "seed"):
+    for name in ("steps", "kappa", "lr", "batch_size", "seed", "device"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
     if args.config:
