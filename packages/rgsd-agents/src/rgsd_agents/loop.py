@@ -27,8 +27,8 @@ from typing import IO, Any, Protocol
 
 import torch
 
-from rgsd_agents.progress import ProgressBar
 from rgsd_agents.distributed import DataParallel
+from rgsd_agents.progress import ProgressBar
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import from_dict
 from rgsd_envs.utils.files import InputFileError, atomic_path
