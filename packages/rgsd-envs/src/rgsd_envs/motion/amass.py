@@ -62,9 +62,10 @@ class AmassMotion:
 def read_amass(path: str | os.PathLike) -> AmassMotion:
     """Load and check an AMASS file; errors name the file and the field."""
     path = Path(path)
-    raw = read_npz(path, AMASS_KEYS)
-    if is_shape_file_name(path) or ("poses" not in raw.files and "trans" not in raw.files and "betas" in raw.files):
+    members = read_npz(path, ()).files  # checks the archive before anything is read
+    if is_shape_file_name(path) or ("poses" not in members and "trans" not in members and "betas" in members):
         raise ShapeFileError(path, "a body-shape file (betas, no motion); skipped, it holds no frames to import")
+    raw = read_npz(path, AMASS_KEYS)
     if "root_pos" in raw.files and "poses" not in raw.files:
         raise InputFileError(path, "this is already an rgsd clip, not an AMASS file; load it with load_clip", "poses")
     for key in ("poses", "trans"):
