@@ -1,4 +1,4 @@
-"""``rgsd``: pretrain encoders, train skill policies, run the demo pipeline, downstream tasks.
+"""``rgsd``: pretrain encoders, train skill policies, run the demo pipeline, downstream tasks, watch and export policies.
 
 Subcommands live in ``rgsd_agents.commands.<name>`` (each exposes
 ``register(subparsers)``). Other packages add subcommands through the

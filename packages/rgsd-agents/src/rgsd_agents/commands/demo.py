@@ -84,4 +84,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"  training curves tensorboard --logdir {out / 'tb'}")
     if report.exists():
         print(f"  evaluation      {report}")
+    print(f"  watch a skill   rgsd play {out} --clip demo_walk --reference   (or --viewer with a display)")
+    print(f"  ONNX export     rgsd export {out} --onnx {out / 'policy.onnx'}")
     return 0
