@@ -31,7 +31,9 @@ def test_vmf_spread_falls_as_kappa_grows_on_a_trained_demo_checkpoint(demo_run, 
 def test_a_report_renders_from_a_short_demo_run(demo_run, tmp_path):
     settings = tmp_path / "eval.yaml"
     settings.write_text(
-        yaml.safe_dump({"video_clips": 1, "video_variants": 2, "video_frame_step": 6, "progress": False})
+        yaml.safe_dump(
+            {"video_clips": 1, "video_variants": 2, "video_frame_step": 6, "video_size": [96, 72], "progress": False}
+        )
     )
     out = tmp_path / "report"
     assert rgsd(["eval", "--run", str(demo_run), "--motions", "demo", "--out", str(out), "--config", str(settings),

@@ -16,6 +16,7 @@ import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.commands import pretrain as pretrain_cmd
 from rgsd_agents.pretraining import (
     CONFIG_FILE,
+    COSINE_PLOT_FILE,
     ENCODER_FILE,
     PLOT_FILE,
     TB_DIR,
@@ -235,6 +236,7 @@ def test_cli_writes_encoder_plot_tensorboard_and_config(tmp_path, capsys):
     assert "alignment" in printed and str(out / ENCODER_FILE) in printed
     assert load_encoder(out / ENCODER_FILE).hidden == (32, 16)
     assert (out / PLOT_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / COSINE_PLOT_FILE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     events = list((out / TB_DIR).glob("events.out.tfevents.*"))
     assert events, "no TensorBoard event file"
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 
 import pytest
@@ -69,6 +70,9 @@ def test_training_writes_the_run_folder_with_finite_losses(tmp_path, tiny_encode
     run.check(RunDir.CONFIG, RunDir.POLICY, RunDir.ENCODER, RunDir.DISCOVERY_ENCODER)
     assert {p.name for p in run.checkpoints_dir.iterdir()} >= {"iter_000002.pt", "iter_000004.pt", "latest.pt"}
     assert any(run.tensorboard_dir.iterdir())
+    sharpness = json.loads(run.file("reward_sharpness.json").read_text())  # logged at the start
+    assert set(sharpness["cos"]) == set(runner.env.unwrapped.core.lib.names)
+    assert -1.0 <= sharpness["mean_cos"]["held_still"] <= 1.0
     assert run.env_config().p_imitation == 0.7
     assert run.config()["ppo"]["minibatch_size"] == 16
     policy = load_policy(run.policy_path)

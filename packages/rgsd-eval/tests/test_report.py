@@ -56,7 +56,7 @@ def test_report_files_exist(report):
     for name in ("report.md", "metrics.json", "metrics.csv", "eval_config.yaml", "spread.png", "comparison.png"):
         assert (out / name).stat().st_size > 0, name
     for run in ("rgsd", "diayn"):
-        for fig in ("trajectories.png", "kappa_sweep.png", "embedding.png"):
+        for fig in ("trajectories.png", "kappa_sweep.png", "embedding.png", "embeddings_cosine.png"):
             assert (out / run / fig).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         videos = sorted(p.name for p in (out / run / "videos").iterdir())
         assert videos == ["demo_walk_imitation.mp4", "demo_walk_variants_k20.mp4"]
@@ -136,3 +136,11 @@ def test_best_of_n_latent_is_the_one_evaluated(report):
         # the deterministic policy repeats the search rollout of the chosen latent exactly
         assert m["imitation"]["clips"][clip]["err_cm"] == pytest.approx(s["best_err_cm"], rel=1e-6)
     assert "search" not in report["json"]["runs"]["rgsd"]
+
+
+def test_report_shows_the_clip_cosine_matrix_below_the_embedding_figure(report):
+    md = report["md"]
+    section = md[md.index("## Embeddings") :]
+    for run in ("rgsd", "diayn"):
+        pca = section.index(f"]({run}/embedding.png)")
+        assert section.index(f"]({run}/embeddings_cosine.png)") > pca

@@ -20,7 +20,7 @@ import logging
 import sys
 from importlib.metadata import entry_points
 
-BUILTIN_COMMANDS = ("pretrain", "train", "demo", "downstream")
+BUILTIN_COMMANDS = ("pretrain", "train", "demo", "downstream", "play", "export")
 """Modules under rgsd_agents.commands, in help order."""
 PLUGIN_GROUP = "rgsd.commands"
 
@@ -54,6 +54,7 @@ def _missing(command: str, package: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rgsd``."""
+    from rgsd_envs.utils.device import DeviceError
     from rgsd_envs.utils.files import InputFileError
 
     parser = build_parser()
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return int(args.func(args) or 0)
-    except (InputFileError, FileNotFoundError) as err:
+    except (InputFileError, FileNotFoundError, DeviceError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

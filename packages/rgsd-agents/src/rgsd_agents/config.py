@@ -122,6 +122,10 @@ class TrainConfig:
 
     seed: int = 0
     """Seeds the networks, the action noise, the minibatches, the env worlds and the pretraining."""
+    device: str = "auto"
+    """Torch device of the learner (networks, PPO, storage, discovery encoder, pretraining): "auto" (cuda when
+    available), "cpu", "cuda" or "cuda:N". The mujoco simulator stays on the CPU (observations and actions cross
+    through pinned buffers); env-side tensors follow ``env.device``."""
     num_envs: int = 4096
     horizon: int = 32
     """Steps per world per iteration (rollout = num_envs x horizon samples)."""
@@ -247,4 +251,5 @@ def resolve(cfg: TrainConfig, base_dir: str | os.PathLike = ".") -> TrainConfig:
         cfg.encoder = absolute(cfg.encoder)
     cfg.pretrain.motions = cfg.env.motions
     cfg.pretrain.seed = cfg.seed
+    cfg.pretrain.device = cfg.device
     return cfg

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from rgsd_agents.config import DiscoveryConfig
+from rgsd_agents.distributed import DataParallel
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.envs.skills import vmf_kl_same_kappa
 from rgsd_envs.rewards.encoders import MLPEncoder, embed, within_motion_alignment
@@ -55,8 +56,17 @@ def discovery_loss(
 class DiscoveryTrainer:
     """Adam on the trainable encoder with the loss of ``discovery_loss``."""
 
-    def __init__(self, trainable: MLPEncoder, frozen: nn.Module, kappa: float, cfg: DiscoveryConfig):
+    def __init__(
+        self,
+        trainable: MLPEncoder,
+        frozen: nn.Module,
+        kappa: float,
+        cfg: DiscoveryConfig,
+        dp: DataParallel | None = None,
+    ):
         self.encoder = trainable
+        self.dp = dp
+        """Data-parallel rank: gradients averaged over the ranks (None: one process)."""
         self.frozen = frozen
         self.kappa = float(kappa)
         self.cfg = cfg
@@ -76,6 +86,9 @@ class DiscoveryTrainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 if loss.requires_grad:
                     loss.backward()
+                if self.dp is not None:  # every rank steps, with the ranks' mean gradient
+                    self.dp.average_gradients(self.encoder.parameters())
+                if loss.requires_grad or self.dp is not None:
                     if self.cfg.max_grad_norm is not None:
                         nn.utils.clip_grad_norm_(self.encoder.parameters(), self.cfg.max_grad_norm)
                     self.optimizer.step()
@@ -88,6 +101,7 @@ class DiscoveryTrainer:
     @torch.no_grad()
     def reference_stats(self, reference_inputs: Tensor, clip_of_frame: Tensor, num_clips: int) -> dict[str, float]:
         """Within-motion alignment of the trainable encoder and its mean cosine to the frozen one on the references."""
+        reference_inputs = reference_inputs.to(next(self.encoder.parameters()).device)
         mine = embed(self.encoder, reference_inputs)
         theirs = embed(self.frozen, reference_inputs)
         return {

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
-from rgsd_agents.loop import TrainingLoop
+from rgsd_agents.loop import TrainingLoop, load_generator_state
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.rollout import collect_rollout
@@ -36,6 +36,7 @@ from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.envs.registration import GOAL_ENV_ID
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import save_yaml, to_dict
+from rgsd_envs.utils.device import HostBridge, resolve_device
 from rgsd_envs.utils.files import InputFileError
 from rgsd_envs.utils.threads import torch_threads
 from rgsd_eval.features import motion_features, num_windows
@@ -52,6 +53,9 @@ class DownstreamConfig:
     low_level: str = ""
     """The frozen low-level policy: an rgsd run folder (policy.pt, encoder.pt, config.yaml)."""
     seed: int = 0
+    device: str = "auto"
+    """Torch device of the high-level learner: "auto" (cuda when available), "cpu", "cuda" or "cuda:N" (the
+    low-level policy runs with the env, on ``task.device``)."""
     num_envs: int = 64
     horizon: int = 16
     """High-level steps per world per iteration (each holds z for task.low_level_steps control steps)."""
@@ -121,6 +125,7 @@ class GoalEvaluator:
     def run(self, actor: torch.nn.Module) -> dict[str, float]:
         """One episode per world to its end (no autoreset is used: worlds stop at their first end)."""
         env, task = self.env, self.env.task
+        bridge = HostBridge(next(actor.parameters()).device)
         obs, info = env.reset(seed=self.cfg.seed + 10_000)
         goals = info["goal"].copy()
         task.recording = []
@@ -133,8 +138,8 @@ class GoalEvaluator:
         fell = np.zeros(n, dtype=bool)
         cosines: list[np.ndarray] = []
         for step in range(task.max_steps):
-            z = actor(torch.as_tensor(obs)).clamp(-1.0, 1.0)
-            obs, _, term, trunc, info = env.step(z.numpy())
+            z = actor(bridge.to_device(obs)).clamp(-1.0, 1.0)
+            obs, _, term, trunc, info = env.step(bridge.to_host(z))
             rows = info["final_info"] if (term | trunc).any() else info
             now = alive.copy()
             success[now] |= rows["success"][now]
@@ -188,6 +193,8 @@ class DownstreamRunner(TrainingLoop):
     def __init__(self, cfg: DownstreamConfig, run_dir: str | os.PathLike, progress: bool = True, _resume: bool = False):
         super().__init__()
         self.cfg, self.run, self.progress = cfg, RunDir(run_dir), progress
+        self.device = resolve_device(cfg.device)  # before any file is written: a bad device leaves no folder
+        self.bridge = HostBridge(self.device)
         low = check_low_level(cfg.low_level)
         if cfg.torch_threads is not None:
             torch.set_num_threads(cfg.torch_threads)
@@ -201,12 +208,13 @@ class DownstreamRunner(TrainingLoop):
             self.ac = ActorCritic(GOAL_OBS_DIM, SKILL_DIM, cfg.networks, cfg.ppo.normalize_values)
         if cfg.init_skill == "style":
             self.ac.set_mean_action(initial_skill(self.env.task))
+        self.ac.to(self.device)
         self.ppo = PPO(self.ac, cfg.ppo)
-        self.storage = RolloutStorage(cfg.horizon, cfg.num_envs, GOAL_OBS_DIM, SKILL_DIM, 0, 0)
-        self.sample_gen = torch.Generator().manual_seed(cfg.seed)
+        self.storage = RolloutStorage(cfg.horizon, cfg.num_envs, GOAL_OBS_DIM, SKILL_DIM, 0, 0, self.device)
+        self.sample_gen = torch.Generator(self.device).manual_seed(cfg.seed)
         self.minibatch_gen = torch.Generator().manual_seed(cfg.seed + 1)
         obs, _ = self.env.reset(seed=cfg.seed)
-        self.obs = torch.as_tensor(obs).clone()
+        self.obs = self.bridge.to_device(obs).clone()
         self.ac.obs_normalizer.update(self.obs)
         self.evaluator: GoalEvaluator | None = None
         self.initial_eval: dict[str, float] = {}
@@ -239,6 +247,7 @@ class DownstreamRunner(TrainingLoop):
                 cfg.ppo.gamma,
                 cfg.ppo.gae_lambda,
                 after_step,
+                self.bridge,
             )
         ppo_stats = self.ppo.update(self.storage, self.minibatch_gen)
         seconds = time.perf_counter() - start
@@ -303,8 +312,12 @@ class DownstreamRunner(TrainingLoop):
             "goal": self.env.task.goal.clone(),
             "steps": self.env.task.steps.clone(),
             "success": self.env.task.success.clone(),
-            "obs": self.obs.clone(),
-            "rng": {"sample": self.sample_gen.get_state(), "minibatch": self.minibatch_gen.get_state()},
+            "obs": self.obs.cpu().clone(),
+            "rng": {
+                "sample": self.sample_gen.get_state(),
+                "sample_device": self.device.type,
+                "minibatch": self.minibatch_gen.get_state(),
+            },
             "initial_eval": dict(self.initial_eval),
         }
 
@@ -315,8 +328,8 @@ class DownstreamRunner(TrainingLoop):
         task = self.env.task
         task.core.load_state_dict(state["env"])
         task.goal, task.steps, task.success = (state[k].clone() for k in ("goal", "steps", "success"))
-        self.obs = state["obs"].clone()
-        self.sample_gen.set_state(state["rng"]["sample"])
+        self.obs = state["obs"].to(self.device).clone()
+        load_generator_state(self.sample_gen, state["rng"], self.iteration)
         self.minibatch_gen.set_state(state["rng"]["minibatch"])
         self.initial_eval = dict(state.get("initial_eval", {}))
 

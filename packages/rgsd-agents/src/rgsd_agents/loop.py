@@ -3,10 +3,15 @@
 A trainer subclasses ``TrainingLoop`` and provides ``iterate`` (one iteration,
 returning its metrics), ``state_dict``/``load_state_dict`` (everything the next
 iteration depends on) and ``export`` (the deployable files). The loop adds the
-progress bar with ETA, TensorBoard, checkpoints written atomically every
-``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
+progress bar (its total and ETA follow the time budget: ``rgsd_agents.progress``),
+TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
 finishes the iteration and saves, a second aborts), the wall-clock budget and
 exact resumption from ``checkpoints/latest.pt``.
+
+In a data-parallel run (``self.dp``, see ``rgsd_agents.distributed``) every rank
+runs the loop in step: the decisions to stop (iterations, the wall-clock budget
+of rank 0, Ctrl-C on any rank) are taken together, every rank contributes its
+state to a checkpoint, and rank 0 alone writes files and TensorBoard.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import torch
 
+from rgsd_agents.distributed import DataParallel
+from rgsd_agents.progress import ProgressBar
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import from_dict
 from rgsd_envs.utils.files import InputFileError, atomic_path
@@ -80,16 +87,22 @@ class TrainingLoop:
         "checkpoint_every",
         "keep_checkpoints",
         "log_every",
+        "device",
     )
-    """Config keys that ``--resume`` may change (the rest would break exact continuation)."""
+    """Config keys that ``--resume`` may change (the rest would break exact continuation; a device of another
+    kind continues with reseeded action noise)."""
     RESUME_REQUIRES: tuple[str, ...] = (RunDir.CONFIG,)
     """Run-folder files a resumable run must hold."""
 
     cfg: LoopConfig
     run: RunDir
     progress: bool
+    progress_file: IO[str] | None = None
+    """Where the progress bar is drawn (None: stderr)."""
 
     def __init__(self) -> None:
+        self.dp: DataParallel | None = None
+        """This process's rank of a data-parallel run (None: a single process)."""
         self.iteration = 0
         self.global_step = 0
         self.elapsed = 0.0
@@ -97,17 +110,29 @@ class TrainingLoop:
         self.history: list[dict[str, float]] = []
         """Per-iteration metrics of this session."""
 
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes files and logs (rank 0, or a single process)."""
+        return self.dp is None or self.dp.is_main
+
+    def agree(self, flag: bool) -> bool:
+        """``flag`` if set on any rank (a single process: ``flag``); keeps the ranks' loops in step."""
+        return flag if self.dp is None else self.dp.any(flag)
+
     @classmethod
-    def resume(cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True) -> Any:
-        """Continue a run from ``<run>/checkpoints/latest.pt``; only ``RESUME_OVERRIDABLE`` keys may change."""
+    def resume(
+        cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True, **kwargs: Any
+    ) -> Any:
+        """Continue a run from ``<run>/checkpoints/latest.pt``; only ``RESUME_OVERRIDABLE`` keys may change
+        (``kwargs`` go to the trainer's constructor, e.g. ``dp``)."""
         from rgsd_envs.utils.config import save_yaml
 
         run = RunDir(run_dir)
         run.check(*cls.RESUME_REQUIRES)
         cfg = resume_config(run, cls.CONFIG_CLASS, overrides, cls.RESUME_OVERRIDABLE)
-        runner = cls(cfg, run.path, progress=progress, _resume=True)
+        runner = cls(cfg, run.path, progress=progress, _resume=True, **kwargs)
         runner.load_checkpoint(latest_checkpoint(run))
-        if overrides:
+        if overrides and runner.is_main:
             save_yaml(cfg, run.config_path)
         return runner
 
@@ -144,43 +169,45 @@ class TrainingLoop:
     def learn(self) -> list[dict[str, float]]:
         """Train until ``iterations`` (or ``max_minutes``); checkpoint periodically, at the end and on Ctrl-C."""
         from torch.utils.tensorboard import SummaryWriter
-        from tqdm import tqdm
 
         cfg = self.cfg
-        writer = SummaryWriter(str(self.run.tensorboard_dir), purge_step=self.global_step or None)
-        bar = tqdm(
-            total=cfg.iterations,
-            initial=self.iteration,
-            desc=self.PROGRESS_DESC,
-            unit="it",
-            disable=not self.progress,
-            dynamic_ncols=True,
-        )
+        main = self.is_main
+        writer = SummaryWriter(str(self.run.tensorboard_dir), purge_step=self.global_step or None) if main else None
         budget = math.inf if cfg.max_minutes is None else 60.0 * cfg.max_minutes
+        bar = ProgressBar(
+            self.PROGRESS_DESC,
+            cfg.iterations,
+            None if cfg.max_minutes is None else budget,
+            initial=self.iteration,
+            elapsed=self.elapsed,
+            disable=not (self.progress and main),
+            file=self.progress_file,
+        )
         saved_at = self.iteration
         try:
             self.on_start(writer)
             with deferred_interrupt() as interrupted:
-                while self.iteration < cfg.iterations and self.elapsed < budget:
+                while self.iteration < cfg.iterations and not self.agree(main and self.elapsed >= budget):
                     metrics = self.iterate()
                     self.on_iteration(metrics)
                     self.history.append(metrics)
-                    if self.iteration % cfg.log_every == 0 or self.iteration == cfg.iterations:
+                    if writer is not None and (self.iteration % cfg.log_every == 0 or self.iteration == cfg.iterations):
                         for k, v in metrics.items():
                             writer.add_scalar(k, v, self.global_step)
-                    bar.update(1)
-                    bar.set_postfix_str(self.postfix(metrics), refresh=False)
+                    bar.update(self.iteration, self.elapsed, self.postfix(metrics))
                     if self.iteration % cfg.checkpoint_every == 0:
                         self.save_checkpoint()
                         saved_at = self.iteration
-                    if interrupted[0]:
+                    if self.agree(interrupted[0]):
                         log.info("stopped by Ctrl-C after iteration %d", self.iteration)
                         break
-                if saved_at != self.iteration or not (self.run.checkpoints_dir / LATEST).exists():
+                has_latest = main and (self.run.checkpoints_dir / LATEST).exists()
+                if self.agree(saved_at != self.iteration or (main and not has_latest)):
                     self.save_checkpoint()
         finally:
             bar.close()
-            writer.close()
+            if writer is not None:
+                writer.close()
             self.on_finish()
         return self.history
 
@@ -201,12 +228,18 @@ class TrainingLoop:
         self.iteration, self.global_step, self.elapsed = state["iteration"], state["global_step"], state["elapsed"]
         self.load_trainer_state(state)
 
-    def save_checkpoint(self) -> Path:
-        """Write ``checkpoints/iter_XXXXXX.pt`` and ``latest.pt`` atomically, then the exported files."""
+    def save_checkpoint(self) -> Path | None:
+        """Write ``checkpoints/iter_XXXXXX.pt`` and ``latest.pt`` atomically, then the exported files.
+
+        Every rank of a data-parallel run calls it (each contributes its state); rank 0 writes and returns the
+        path, the others return None."""
+        state = self.state_dict()
+        if not self.is_main:
+            return None
         ckpt_dir = self.run.checkpoints_dir
         path = ckpt_dir / f"iter_{self.iteration:06d}.pt"
         with atomic_path(path) as tmp:
-            torch.save(self.state_dict(), tmp)
+            torch.save(state, tmp)
         with atomic_path(ckpt_dir / LATEST) as tmp:
             shutil.copyfile(path, tmp)
         for old in sorted(ckpt_dir.glob("iter_*.pt"))[: -self.cfg.keep_checkpoints]:
@@ -242,3 +275,19 @@ def latest_checkpoint(run: RunDir) -> Path:
     if not path.is_file():
         raise InputFileError(path, "no checkpoint to resume from (a run writes one every checkpoint_every iterations)")
     return path
+
+
+def load_generator_state(gen: torch.Generator, rng: dict[str, Any], iteration: int) -> None:
+    """Restore the action-noise generator; a checkpoint from another kind of device reseeds it (not bit-exact)."""
+    saved = rng.get("sample_device", "cpu")
+    if saved == gen.device.type:
+        gen.set_state(rng["sample"])
+        return
+    seed = int(torch.randint(2**62, (1,), generator=torch.Generator().manual_seed(iteration)))
+    gen.manual_seed(seed)
+    log.warning(
+        "checkpoint drew action noise on %s, this run on %s: the noise generator is reseeded, so the continuation "
+        "is not bit-identical to an uninterrupted run",
+        saved,
+        gen.device.type,
+    )

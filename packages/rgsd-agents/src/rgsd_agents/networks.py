@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from rgsd_agents.config import NetworkConfig
-from rgsd_envs.runs.policy import PolicyMLP, fold_batch_stats, mlp
+from rgsd_envs.runs.policy import Moments, PolicyMLP, fold_batch_stats, mlp
 
 Tensor = torch.Tensor
 LOG_2PI = math.log(2.0 * math.pi)
@@ -33,10 +33,10 @@ class ValueNormalizer(nn.Module):
         self.register_buffer("var", torch.ones((), dtype=torch.float64))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
 
-    def update(self, x: Tensor) -> None:
-        """Fold a batch of returns into the statistics (parallel Welford)."""
+    def update(self, x: Tensor, moments: Moments | None = None) -> None:
+        """Fold a batch of returns into the statistics (parallel Welford; ``moments``: see fold_batch_stats)."""
         if self.enabled:
-            fold_batch_stats(self.mean, self.var, self.count, x.reshape(-1).to(torch.float64))
+            fold_batch_stats(self.mean, self.var, self.count, x.reshape(-1).to(torch.float64), moments)
 
     def normalize(self, x: Tensor) -> Tensor:
         """Standardised values (identity when disabled)."""
@@ -93,7 +93,7 @@ class ActorCritic(nn.Module):
     def act(self, obs_n: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Sampled actions (B, A), their log-probabilities (B,) and values V(s) (B,)."""
         mean = self.actor.net(obs_n)
-        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype)
+        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
         std = self.log_std.exp()
         actions = mean + std * eps
         log_prob = -0.5 * eps.square().sum(-1) - self.log_std.sum() - 0.5 * LOG_2PI * mean.shape[-1]

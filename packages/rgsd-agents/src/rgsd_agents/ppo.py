@@ -10,6 +10,9 @@ with
 * bounds: squared excess of the action means beyond ``+-bound`` (the env clips
   actions to [-1, 1], so means drifting outside get no policy gradient back).
 
+In a data-parallel run (``rgsd_agents.distributed``) the gradients are averaged
+over the ranks before the clipping; advantages are standardised per rank.
+
 Actor and critic have disjoint parameters and their own learning rates (one
 Adam, two parameter groups); gradient norms are clipped per network so the
 critic's larger gradients cannot shrink the actor's step.
@@ -21,6 +24,7 @@ import torch
 from torch import nn
 
 from rgsd_agents.config import PPOConfig
+from rgsd_agents.distributed import DataParallel
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.storage import RolloutStorage
 
@@ -30,9 +34,11 @@ Tensor = torch.Tensor
 class PPO:
     """Clipped-surrogate PPO over an ``ActorCritic`` (see the module docstring)."""
 
-    def __init__(self, actor_critic: ActorCritic, cfg: PPOConfig):
+    def __init__(self, actor_critic: ActorCritic, cfg: PPOConfig, dp: DataParallel | None = None):
         self.ac = actor_critic
         self.cfg = cfg
+        self.dp = dp
+        """Data-parallel rank: gradients averaged over the ranks, value statistics merged (None: one process)."""
         self.actor_params = actor_critic.actor_parameters()
         self.critic_params = list(actor_critic.critic.parameters())
         self.optimizer = torch.optim.Adam(
@@ -42,7 +48,7 @@ class PPO:
     def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, float]:
         """``epochs`` passes of minibatch steps over one rollout; returns mean losses and diagnostics."""
         cfg, ac = self.cfg, self.ac
-        ac.value_normalizer.update(storage.returns)
+        ac.value_normalizer.update(storage.returns, None if self.dp is None else self.dp.batch_moments)
         obs, actions = storage.flat("obs"), storage.flat("actions")
         old_log_probs, advantages = storage.flat("log_probs"), storage.flat("advantages")
         returns_n = ac.value_normalizer.normalize(storage.flat("returns"))
@@ -85,6 +91,8 @@ class PPO:
         loss = policy_loss + value_loss - cfg.entropy_coef * entropy + cfg.bounds_coef * bounds_loss
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        if self.dp is not None:
+            self.dp.average_gradients(self.actor_params + self.critic_params)
         actor_norm = nn.utils.clip_grad_norm_(self.actor_params, cfg.max_grad_norm)
         critic_norm = nn.utils.clip_grad_norm_(self.critic_params, cfg.max_grad_norm)
         self.optimizer.step()

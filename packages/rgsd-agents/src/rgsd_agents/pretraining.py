@@ -18,8 +18,16 @@ each state's embedding and ``z_m`` (``rgsd_envs.rewards.encoders``). Training st
 
 Outputs in ``out_dir``: ``encoder.pt`` (with ``clip_names``, ``clip_categories``,
 ``clip_embeddings``, ``alignment``, ``separation``, ``config``), ``pretrain.yaml``
-(the resolved config), ``embeddings.png`` (3-D PCA of the embeddings) and
-``tb/`` (TensorBoard scalars). A run is deterministic for a seed unless the
+(the resolved config), ``embeddings.png`` (3-D PCA of the embeddings),
+``reward_sharpness.json`` (how the reward falls off the reference:
+``rgsd_agents.reward_sharpness``) and ``tb/`` (TensorBoard scalars).
+
+``negatives = "hard"`` adds three negatives per anchor built from a random frame
+of its own clip (held still, phase +0.5, reversed; ``rgsd_agents.negatives``).
+On the 5 demo clips (EVIDENCE.md's prototype, [256, 256], lr 3e-4) this took the
+held-still cosine from 0.91-1.00 to about -0.3..0.6 and the reversed one from
+0.97-0.99 to about -0.2..0.16, at alignment 0.97 instead of 0.999, and a step
+costs about 2.2x (4 forward passes per pair instead of 2). A run is deterministic for a seed unless the
 wall-clock budget stops it.
 
 Defaults: the paper's network, minibatch, optimiser and loss (Adam 1e-4, 256
@@ -46,23 +54,29 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 import torch.nn.functional as F
 
+from rgsd_agents.negatives import frame_features_of, hard_negative_inputs
+from rgsd_agents.reward_sharpness import SHARPNESS_FILE, reward_sharpness, write_report
 from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import PAPER_HIDDEN, MLPEncoder, embed
 from rgsd_envs.utils.config import save_yaml, to_dict
+from rgsd_envs.utils.device import resolve_device
 from rgsd_envs.utils.files import InputFileError, atomic_path
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)
 
+NEGATIVES = ("infonce", "hard")
 ENCODER_FILE = "encoder.pt"
 CONFIG_FILE = "pretrain.yaml"
 PLOT_FILE = "embeddings.png"
+COSINE_PLOT_FILE = "embeddings_cosine.png"
+"""Beside the PCA: the clip-by-clip cosine matrix of z_m (rgsd_eval.plots.plot_clip_cosine)."""
 TB_DIR = "tb"
 
 
@@ -85,6 +99,11 @@ class PretrainConfig:
     """Input standardisation: each dim's std is floored at this fraction of its feature group's median std."""
     symmetric: bool = False
     """Also score each positive as an anchor against the anchors (free: same logits transposed; paper: no)."""
+    negatives: str = "infonce"
+    """"infonce": the paper's loss (negatives are other clips' positives); "hard": each anchor also scores
+    three states built from a random frame of its own clip (held still, phase +0.5, reversed stack;
+    ``rgsd_agents.negatives``), so the reward falls off the reference within a clip. Hard negatives hold
+    the alignment near 0.97, so they need ``target_alignment: null`` (stop by ``steps`` or ``max_seconds``)."""
     steps: int = 3000
     """Maximum optimiser steps."""
     max_seconds: float | None = None
@@ -97,8 +116,8 @@ class PretrainConfig:
     """Steps between TensorBoard loss/speed scalars."""
     seed: int = 0
     """Seeds the network initialisation and the minibatch sampling."""
-    device: str = "cpu"
-    """Torch device of the training."""
+    device: str = "auto"
+    """Torch device of the training: "auto" (cuda when available), "cpu", "cuda" or "cuda:N"."""
     num_threads: int | None = 1
     """torch intra-op threads while training (None: torch's default, one per core). On 2 cores shared with
     other jobs one thread ran the paper's network at 0.15 s/step and two at 0.8 s/step (OpenMP waits)."""
@@ -117,10 +136,18 @@ class PretrainConfig:
             "max_seconds": self.max_seconds is None or self.max_seconds > 0,
             "target_alignment": self.target_alignment is None or -1.0 <= self.target_alignment <= 1.0,
             "num_threads": self.num_threads is None or self.num_threads >= 1,
+            "negatives": self.negatives in NEGATIVES,
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"invalid {bad[0]} = {getattr(self, bad[0])!r} (see PretrainConfig's field docs)")
+        if self.negatives == "hard" and self.target_alignment is not None:
+            raise ValueError(
+                f"negatives 'hard' with target_alignment {self.target_alignment}: hard negatives keep the "
+                "within-motion alignment near 0.97, so the early stop would be unreachable or arbitrary; set "
+                "target_alignment: null (rgsd train: --set pretrain.target_alignment=null) and stop by steps "
+                "or max_seconds"
+            )
 
     @classmethod
     def paper(cls, **overrides: Any) -> PretrainConfig:
@@ -147,10 +174,24 @@ class PretrainResult:
     config_path: Path | None = None
     plot_path: Path | None = None
     tb_dir: Path | None = None
+    sharpness: dict[str, Any] = field(default_factory=dict)
+    """Reward-sharpness report of the saved encoder (``rgsd_agents.reward_sharpness``)."""
+    sharpness_path: Path | None = None
 
 
-def info_nce_loss(anchor: Tensor, positive: Tensor, clip_ids: Tensor, kappa: float, symmetric: bool = False) -> Tensor:
-    """InfoNCE (T = 1/kappa) of unit (B, d) anchors vs in-batch positives; same-clip candidates masked."""
+def info_nce_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    clip_ids: Tensor,
+    kappa: float,
+    symmetric: bool = False,
+    hard: Tensor | None = None,
+) -> Tensor:
+    """InfoNCE (T = 1/kappa) of unit (B, d) anchors vs in-batch positives; same-clip candidates masked.
+
+    ``hard`` (B, K, d): extra negatives of each anchor only (``negatives = "hard"``); the symmetric term
+    scores positives against the anchors alone.
+    """
     if anchor.shape != positive.shape or anchor.dim() != 2 or clip_ids.shape != anchor.shape[:1]:
         raise ValueError(
             f"info_nce_loss needs anchor and positive (B, d) and clip_ids (B,); got {tuple(anchor.shape)}, "
@@ -162,7 +203,13 @@ def info_nce_loss(anchor: Tensor, positive: Tensor, clip_ids: Tensor, kappa: flo
     other_same_clip = (clip_ids.unsqueeze(0) == clip_ids.unsqueeze(1)) & ~eye
     logits = logits.masked_fill(other_same_clip, float("-inf"))
     target = torch.arange(b, device=anchor.device)
-    loss = F.cross_entropy(logits, target)
+    if hard is not None:
+        if hard.dim() != 3 or hard.shape[0] != b or hard.shape[2] != anchor.shape[1]:
+            raise ValueError(f"info_nce_loss needs hard negatives (B, K, d); got {tuple(hard.shape)}")
+        own = kappa * torch.einsum("bd,bkd->bk", anchor, hard)
+        loss = F.cross_entropy(torch.cat((logits, own), dim=1), target)
+    else:
+        loss = F.cross_entropy(logits, target)
     if symmetric:  # mask is symmetric, so the transpose scores positives against anchors
         loss = 0.5 * (loss + F.cross_entropy(logits.T, target))
     return loss
@@ -217,7 +264,7 @@ def resolve_motions(motions: str | list[str]) -> str | list[str]:
 
 def load_reference(cfg: PretrainConfig) -> tuple[MotionLib, Tensor]:
     """The MotionLib of ``cfg.motions`` and its encoder inputs (F, 1795)."""
-    lib = MotionLib(resolve_motions(cfg.motions), device=cfg.device)
+    lib = MotionLib(resolve_motions(cfg.motions), device=resolve_device(cfg.device))
     if lib.num_clips < 2:
         raise ValueError(
             f"pretraining needs at least 2 reference clips (negatives come from other clips); "
@@ -248,7 +295,7 @@ def build_encoder(cfg: PretrainConfig, inputs: Tensor) -> MLPEncoder:
         encoder = MLPEncoder(cfg.hidden, kappa=cfg.kappa)
     mean, std = input_stats(inputs, cfg.std_floor)
     encoder.set_input_stats(mean.cpu(), std.cpu())
-    return encoder.to(cfg.device)
+    return encoder.to(resolve_device(cfg.device))
 
 
 def plot_embeddings(
@@ -304,10 +351,18 @@ def train_step(
     cfg: PretrainConfig,
     gen: torch.Generator,
 ) -> float:
-    """One InfoNCE update on a fresh minibatch of (anchor, positive) pairs; returns the loss."""
-    clips, anchors, positives = sample_pairs(lib, cfg.batch_size, gen)
-    emb = encoder(inputs[torch.cat((anchors, positives))])  # one forward pass for both halves
-    loss = info_nce_loss(emb[: cfg.batch_size], emb[cfg.batch_size :], clips, cfg.kappa, cfg.symmetric)
+    """One InfoNCE update on a fresh minibatch of (anchor, positive) pairs (and hard negatives); returns the loss."""
+    b = cfg.batch_size
+    clips, anchors, positives = sample_pairs(lib, b, gen)
+    batch = inputs[torch.cat((anchors, positives))]
+    if cfg.negatives == "hard":  # three negatives from a random frame of each anchor's own clip
+        n = lib.num_frames[clips]
+        frames = lib.starts[clips] + (torch.rand(b, generator=gen, device=lib.device) * n).long().clamp_max(n - 1)
+        negs = hard_negative_inputs(frame_features_of(inputs), frames, lib.starts[clips])
+        batch = torch.cat((batch, negs.flatten(0, 1)))
+    emb = encoder(batch)  # one forward pass for every part
+    hard = emb[2 * b :].reshape(b, -1, emb.shape[1]) if cfg.negatives == "hard" else None
+    loss = info_nce_loss(emb[:b], emb[b : 2 * b], clips, cfg.kappa, cfg.symmetric, hard)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -345,11 +400,14 @@ class _Monitor:
         self.writer.add_scalar("charts/steps_per_second", steps_per_second, step)
 
 
-def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True) -> PretrainResult:
+def pretrain(
+    cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True, progress_file: IO[str] | None = None
+) -> PretrainResult:
     """Pretrain the encoder with InfoNCE on ``cfg.motions``; write encoder.pt, pretrain.yaml, embeddings.png, tb/."""
-    from tqdm import tqdm
+    from rgsd_agents.progress import ProgressBar
 
     out = Path(out_dir)
+    device = resolve_device(cfg.device)  # before any file is written
     cfg = replace(cfg, motions=resolve_motions(cfg.motions))  # the saved config works from any folder
     lib, inputs = load_reference(cfg)
     cof = lib.clip_of_frame.cpu()
@@ -360,14 +418,14 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
         torch.set_num_threads(cfg.num_threads)
     encoder = build_encoder(cfg, inputs)
     opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
-    gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)
     monitor = _Monitor(out / TB_DIR, encoder, inputs, cof, lib.num_clips)
 
     def reached(alignment: float) -> bool:
         return cfg.target_alignment is not None and alignment >= cfg.target_alignment
 
     step, losses = 0, []
-    bar = tqdm(total=cfg.steps, desc="pretrain", unit="step", disable=not progress, dynamic_ncols=True)
+    bar = ProgressBar("pretrain", cfg.steps, cfg.max_seconds, unit="step", disable=not progress, file=progress_file)
     try:
         alignment = monitor.evaluate(0)
         t0 = last_log = time.perf_counter()
@@ -382,9 +440,9 @@ def pretrain(cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = T
                 last_log = now
             if step % cfg.eval_every == 0:
                 alignment = monitor.evaluate(step)
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.4f}", align=f"{alignment:.5f}")
-            if cfg.max_seconds is not None and time.perf_counter() - t0 >= cfg.max_seconds:
+            elapsed = time.perf_counter() - t0
+            bar.update(step, elapsed, f"loss={losses[-1]:.4f} align={alignment:.5f}")
+            if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
                 log.info("pretraining stopped by its %.0f s budget after %d steps", cfg.max_seconds, step)
                 break
         seconds = time.perf_counter() - t0
@@ -406,7 +464,7 @@ def _write_outputs(
     seconds: float,
     losses: list[float],
 ) -> PretrainResult:
-    """Save encoder.pt (with clip embeddings and metrics) and embeddings.png; the result."""
+    """Save encoder.pt (with clip embeddings and metrics), embeddings.png and embeddings_cosine.png; the result."""
     cof = lib.clip_of_frame.cpu()
     e = embed(encoder, inputs)
     alignment, z = alignment_from_embeddings(e, cof, lib.num_clips)
@@ -424,6 +482,13 @@ def _write_outputs(
     )
     title = f"{lib.num_clips} clips, {steps} steps, alignment {alignment:.5f}, max cos between clips {separation:.3f}"
     plot_path = plot_embeddings(e, cof, z, lib.names, out / PLOT_FILE, title)
+    from rgsd_eval.plots import plot_clip_cosine
+
+    plot_clip_cosine(
+        z.detach().cpu().numpy(), list(lib.names), out / COSINE_PLOT_FILE, f"{lib.num_clips} clips, {steps} steps"
+    )
+    sharpness = reward_sharpness(encoder, lib, cfg.kappa, inputs=inputs)
+    sharpness_path = write_report(sharpness, out / SHARPNESS_FILE)
     return PretrainResult(
         encoder_path=encoder_path,
         alignment=alignment,
@@ -436,4 +501,6 @@ def _write_outputs(
         config_path=out / CONFIG_FILE,
         plot_path=plot_path,
         tb_dir=out / TB_DIR,
+        sharpness=sharpness,
+        sharpness_path=sharpness_path,
     )

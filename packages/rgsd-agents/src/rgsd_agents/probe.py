@@ -21,6 +21,7 @@ from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.policy import PolicyMLP
+from rgsd_envs.utils.device import HostBridge
 
 
 class ImitationProbe:
@@ -42,12 +43,13 @@ class ImitationProbe:
     def run(self, policy: PolicyMLP) -> dict[str, float]:
         """Roll out each start once; error in cm, share of frames within the deviation threshold, imitation reward."""
         n = len(self.clips)
+        bridge = HostBridge(policy.normalizer.mean.device)
         options = {"clip": self.clips.tolist(), "start_frame": self.starts.tolist(), "task": "imitation"}
         obs, _ = self.env.reset(seed=0, options=options)
         alive = np.ones(n, dtype=bool)
         err_sum, within, reward_sum, steps = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
         for _ in range(int(self.length.max())):
-            obs, reward, term, trunc, info = self.env.step(policy(torch.from_numpy(obs)).numpy())
+            obs, reward, term, trunc, info = self.env.step(bridge.to_host(policy(bridge.to_device(obs))))
             done = term | trunc
             error = (
                 np.where(done, info["final_info"]["cartesian_error"], info["cartesian_error"])

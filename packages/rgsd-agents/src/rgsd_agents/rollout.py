@@ -6,6 +6,11 @@ truncated episode is bootstrapped with V(final_obs) folded into its last
 reward; a terminated one is not. A trainer adds its own bookkeeping through
 ``after_step``, which may also return extra per-step tensors for the storage
 (the RGSD trainer stores tasks, skills and encoder inputs).
+
+The networks and the storage may live on a GPU while the env returns numpy
+(the mujoco backend): observations, rewards and done flags cross to the
+networks' device and actions back through ``HostBridge`` (pinned buffers on a
+GPU, no copies on the CPU).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import torch
 
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.storage import RolloutStorage
+from rgsd_envs.runs.policy import Moments
+from rgsd_envs.utils.device import HostBridge
 
 Tensor = torch.Tensor
 StepCallback = Callable[[int, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]], dict[str, Tensor] | None]
@@ -43,9 +50,14 @@ def collect_rollout(
     gamma: float,
     gae_lambda: float,
     after_step: StepCallback | None = None,
+    bridge: HostBridge | None = None,
+    moments: Moments | None = None,
 ) -> tuple[Tensor, RolloutTimes]:
-    """Fill ``storage`` with ``storage.horizon`` steps from ``obs``; returns the next observation and timings."""
+    """Fill ``storage`` with ``storage.horizon`` steps from ``obs`` (on the networks' device); returns the next
+    observation and timings. ``generator`` draws the action noise on that device; ``moments`` merges the
+    observation statistics of all ranks of a data-parallel run."""
     norm = ac.obs_normalizer
+    bridge = bridge or HostBridge(norm.mean.device)
     mean = norm.mean.to(torch.float32)
     inv_std = (norm.var + norm.eps).rsqrt().to(torch.float32)
     clip = norm.clip
@@ -64,12 +76,18 @@ def collect_rollout(
         obs_n = normalize(obs)
         actions, log_probs, values = ac.act(obs_n, generator)
         t1 = time.perf_counter()
-        next_obs, reward, term, trunc, info = env.step(actions.numpy())
+        next_obs, reward, term, trunc, info = env.step(bridge.to_host(actions))
         t2 = time.perf_counter()
         done = term | trunc
         extras = after_step(t, reward, term, trunc, info) if after_step is not None else None
         storage.add(
-            obs_n, actions, log_probs, values, torch.from_numpy(reward), torch.from_numpy(done), **(extras or {})
+            obs_n,
+            actions,
+            log_probs,
+            values,
+            bridge.to_device(reward, "reward"),
+            bridge.to_device(done, "done"),
+            **(extras or {}),
         )
         if trunc.any():
             ids = np.flatnonzero(trunc)
@@ -77,15 +95,15 @@ def collect_rollout(
             boot_ids.append(ids)
             boot_obs.append(np.stack(info["final_obs"][ids]))
         raw_obs.append(obs)
-        obs = torch.from_numpy(next_obs)
+        obs = bridge.to_device(next_obs)
         t_policy += t1 - t0 + time.perf_counter() - t2
         t_env += t2 - t1
     t0 = time.perf_counter()
-    norm.update(torch.cat(raw_obs))  # takes effect at the next rollout
+    norm.update(torch.cat(raw_obs), moments)  # takes effect at the next rollout
     with torch.no_grad():
         last_values = ac.value(normalize(obs))
         if boot_obs:
-            final_values = ac.value(normalize(torch.from_numpy(np.concatenate(boot_obs))))
+            final_values = ac.value(normalize(bridge.to_device(np.concatenate(boot_obs), "final_obs")))
             storage.add_bootstrap(
                 torch.from_numpy(np.concatenate(boot_steps)),
                 torch.from_numpy(np.concatenate(boot_ids)),

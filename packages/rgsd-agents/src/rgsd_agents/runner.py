@@ -15,10 +15,18 @@ discovery encoder, the env's full state, the current observation, the
 generators, the episode trackers), so ``--resume`` continues with the same
 numbers as an uninterrupted run. Ctrl-C finishes the current iteration,
 writes a checkpoint and stops; a second Ctrl-C aborts at once.
+
+Devices: the learner (actor-critic, PPO, storage, the discovery encoder and its
+frozen reference) lives on ``cfg.device``; the env's tensors on
+``cfg.env.device`` (the mujoco simulator itself on the CPU). When the two
+differ the env scores discovery rewards with its own copy of the discovery
+encoder, refreshed from the learner's after every discovery update. On the
+CPU every number is the same as before devices existed.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import shutil
 import time
@@ -33,7 +41,8 @@ import torch
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.config import TrainConfig, resolve
 from rgsd_agents.discovery import DiscoveryTrainer
-from rgsd_agents.loop import TrainingLoop
+from rgsd_agents.distributed import DataParallel
+from rgsd_agents.loop import TrainingLoop, load_generator_state
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.probe import ImitationProbe
@@ -45,7 +54,8 @@ from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import MLPEncoder, load_encoder, trainable_copy
 from rgsd_envs.runs.run_dir import RunDir
-from rgsd_envs.utils.config import save_yaml, to_dict
+from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
+from rgsd_envs.utils.device import HostBridge, resolve_device
 from rgsd_envs.utils.files import InputFileError, atomic_path
 from rgsd_envs.utils.threads import torch_threads
 
@@ -174,20 +184,37 @@ class Runner(TrainingLoop):
     CHECKPOINT_FORMAT = CHECKPOINT_FORMAT
     CHECKPOINT_VERSION = CHECKPOINT_VERSION
 
-    def __init__(self, cfg: TrainConfig, run_dir: str | Path, progress: bool = True, _resume: bool = False):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        run_dir: str | Path,
+        progress: bool = True,
+        _resume: bool = False,
+        dp: DataParallel | None = None,
+    ):
         super().__init__()
-        self.cfg = cfg
+        self.dp = dp
         self.run = RunDir(run_dir)
         self.progress = progress
+        # before any file is written: a bad device leaves no folder
+        self.device = dp.device if dp is not None else resolve_device(cfg.device)
+        self.bridge = HostBridge(self.device)
+        self.rank = 0 if dp is None else dp.rank
         self.initial_probe: dict[str, float] = {}
         """Imitation probe of the untrained policy (``probe_every`` > 0, fresh runs)."""
         if cfg.torch_threads is not None:
             torch.set_num_threads(cfg.torch_threads)
-        self.run.path.mkdir(parents=True, exist_ok=True)
-        if not _resume:
+        if not _resume and self.is_main:
+            self.run.path.mkdir(parents=True, exist_ok=True)
             resolve(cfg)
             save_yaml(cfg, self.run.config_path)
             prepare_encoder(cfg, self.run, progress)
+        if dp is not None and not _resume:
+            dp.barrier()  # rank 0 has written config.yaml and encoder.pt (it may have pretrained)
+            if not self.is_main:
+                cfg = from_dict(TrainConfig, self.run.config(), str(self.run.config_path))
+        self.cfg = cfg
+        seed = cfg.seed + self.rank  # each rank: its own worlds, action noise and minibatches
         self.env = gym.make_vec(
             ENV_ID,
             num_envs=cfg.num_envs,
@@ -201,9 +228,13 @@ class Runner(TrainingLoop):
         if not isinstance(self.frozen, MLPEncoder):
             raise InputFileError(self.run.encoder_path, "training needs an MLP encoder file (rgsd pretrain)")
         self.frozen.requires_grad_(False)
-        self.trainable: MLPEncoder = trainable_copy(self.frozen)
+        same_device = core.device == self.device
+        learner_frozen = self.frozen if same_device else copy.deepcopy(self.frozen).to(self.device)
+        self.trainable: MLPEncoder = trainable_copy(learner_frozen)
         self.trainable.requires_grad_(cfg.discovery.enabled)
-        self.env.set_encoder(self.trainable)
+        self.env_encoder: MLPEncoder = self.trainable if same_device else trainable_copy(self.frozen)
+        """The discovery encoder the env scores with: the learner's own, or a copy on the env's device."""
+        self.env.set_encoder(self.env_encoder)
         self.kappa = float(self.env.reward_core.kappa)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
@@ -212,18 +243,33 @@ class Runner(TrainingLoop):
             )
         if cfg.networks.init_mean_action == "reference":
             self.ac.set_mean_action(reference_mean_action(core.lib))
-        self.ppo = PPO(self.ac, cfg.ppo)
-        self.discovery = DiscoveryTrainer(self.trainable, self.frozen, self.kappa, cfg.discovery)
+        self.ac.to(self.device)
+        if dp is not None:
+            dp.broadcast_module(self.ac)
+            dp.broadcast_module(self.trainable)
+            self.sync_env_encoder()
+        self.ppo = PPO(self.ac, cfg.ppo, dp)
+        self.discovery = DiscoveryTrainer(self.trainable, learner_frozen, self.kappa, cfg.discovery, dp)
         self.storage = RolloutStorage(
-            cfg.horizon, cfg.num_envs, POLICY_OBS_DIM, self.ac.actor.act_dim, SKILL_DIM, ENCODER_INPUT_DIM
+            cfg.horizon,
+            cfg.num_envs,
+            POLICY_OBS_DIM,
+            self.ac.actor.act_dim,
+            SKILL_DIM,
+            ENCODER_INPUT_DIM,
+            self.device,
         )
-        self.sample_gen = torch.Generator().manual_seed(cfg.seed)
-        self.minibatch_gen = torch.Generator().manual_seed(cfg.seed + 1)
+        self.sample_gen = torch.Generator(self.device).manual_seed(seed)
+        """Action noise, drawn on the learner's device."""
+        self.minibatch_gen = torch.Generator().manual_seed(seed + 1)
+        """Minibatch permutations, drawn on the CPU (the same minibatches on every device)."""
         self._probe: ImitationProbe | None = None
         self._num_frames = core.lib.num_frames.cpu().numpy()
-        obs, info = self.env.reset(seed=cfg.seed)
-        self.obs = torch.as_tensor(obs).clone()
-        self.ac.obs_normalizer.update(self.obs)
+        obs, info = self.env.reset(seed=seed)
+        self.obs = self.bridge.to_device(obs).clone()
+        self.moments = None if dp is None else dp.batch_moments
+        """Merges the normalisers' batch statistics over the ranks (None: one process)."""
+        self.ac.obs_normalizer.update(self.obs, self.moments)
         self.tracker = EpisodeTracker(cfg.num_envs, self._frames_left(info))
 
     def _frames_left(self, info: dict[str, np.ndarray]) -> np.ndarray:
@@ -254,7 +300,16 @@ class Runner(TrainingLoop):
 
         cfg = self.cfg
         self.obs, times = collect_rollout(
-            self.env, self.ac, self.storage, self.obs, self.sample_gen, cfg.ppo.gamma, cfg.ppo.gae_lambda, after_step
+            self.env,
+            self.ac,
+            self.storage,
+            self.obs,
+            self.sample_gen,
+            cfg.ppo.gamma,
+            cfg.ppo.gae_lambda,
+            after_step,
+            self.bridge,
+            self.moments,
         )
         return stats, {"perf/env_seconds": times.env_seconds, "perf/policy_seconds": times.policy_seconds}
 
@@ -267,10 +322,12 @@ class Runner(TrainingLoop):
         ppo_stats = self.ppo.update(self.storage, self.minibatch_gen)
         t1 = time.perf_counter()
         disc_stats = self.discovery.update(self.storage, self.minibatch_gen) if self.cfg.discovery.enabled else {}
+        self.sync_env_encoder()
         t2 = time.perf_counter()
         seconds = t2 - start
+        world = 1 if self.dp is None else self.dp.world_size
         self.iteration += 1
-        self.global_step += self.cfg.batch_size
+        self.global_step += self.cfg.batch_size * world
         self.elapsed += seconds
         metrics.update(stats.summary())
         core = self.env.unwrapped.core
@@ -284,7 +341,7 @@ class Runner(TrainingLoop):
                 "perf/update_seconds": t1 - t0,
                 "perf/discovery_seconds": t2 - t1,
                 "perf/iteration_seconds": seconds,
-                "charts/SPS": self.cfg.batch_size / seconds,
+                "charts/SPS": self.cfg.batch_size * world / seconds,
                 "charts/actor_lr": self.ppo.optimizer.param_groups[0]["lr"],
                 "charts/critic_lr": self.ppo.optimizer.param_groups[1]["lr"],
                 "charts/encoder_lr": self.discovery.optimizer.param_groups[0]["lr"],
@@ -293,9 +350,21 @@ class Runner(TrainingLoop):
         )
         return metrics
 
+    @torch.no_grad()
+    def sync_env_encoder(self) -> None:
+        """Copy the learner's discovery encoder into the env's (when they live on different devices)."""
+        if self.env_encoder is not self.trainable:
+            for dst, src in zip(self.env_encoder.state_dict().values(), self.trainable.state_dict().values()):
+                dst.copy_(src)
+
     # -- hooks of the loop -------------------------------------------------------------
     def on_start(self, writer: Any) -> None:
-        """Probe the untrained policy (fresh runs) so TensorBoard starts from it."""
+        """Fresh runs: log the frozen reward's sharpness (also ``<run>/reward_sharpness.json``) and probe the
+        untrained policy, so TensorBoard starts from them (rank 0 only)."""
+        if not self.is_main:
+            return
+        if self.iteration == 0:
+            self.log_reward_sharpness(writer)
         if not self.cfg.probe_every:
             return
         self._probe = ImitationProbe(self.cfg.env, self.env.unwrapped.core.lib, str(self.run.encoder_path))
@@ -303,6 +372,17 @@ class Runner(TrainingLoop):
             self.initial_probe = self.probe(self._probe)
             for k, v in self.initial_probe.items():
                 writer.add_scalar(k, v, 0)
+
+    def log_reward_sharpness(self, writer: Any) -> dict[str, Any]:
+        """How the frozen encoder's imitation reward falls off the reference on the env's clips (step 0)."""
+        from rgsd_agents.reward_sharpness import SHARPNESS_FILE, reward_sharpness, tensorboard_scalars, write_report
+
+        rc = self.env.reward_core
+        report = reward_sharpness(self.frozen, self.env.unwrapped.core.lib, rc.kappa, rc.constant)
+        write_report(report, self.run.file(SHARPNESS_FILE))
+        for k, v in tensorboard_scalars(report).items():
+            writer.add_scalar(k, v, 0)
+        return report
 
     def on_iteration(self, metrics: dict[str, float]) -> None:
         """Probe every ``probe_every`` iterations."""
@@ -330,31 +410,70 @@ class Runner(TrainingLoop):
 
     # -- checkpoints ----------------------------------------------------------------
     def trainer_state(self) -> dict[str, Any]:
-        """Everything the next iteration depends on besides the loop counters."""
-        return {
+        """Everything the next iteration depends on besides the loop counters (a data-parallel run: rank 0's
+        worlds at the top level and every rank's in ``rank_states``; a collective call)."""
+        local = self.rank_state()
+        state = {
             "config": to_dict(self.cfg),
             "actor_critic": self.ac.state_dict(),
             "ppo": self.ppo.state_dict(),
             "discovery": self.discovery.state_dict(),
+            **local,
+        }
+        if self.dp is not None:
+            gathered = self.dp.gather_to_main(local)
+            if gathered is not None:
+                gathered[0] = None  # rank 0's are the top-level entries
+            state["rank_states"] = gathered
+        return state
+
+    def rank_state(self) -> dict[str, Any]:
+        """What differs between the ranks of a data-parallel run: worlds, observation, generators, trackers."""
+        return {
             "env": self.env.state_dict(),
-            "obs": self.obs.clone(),
-            "rng": {"sample": self.sample_gen.get_state(), "minibatch": self.minibatch_gen.get_state()},
+            "obs": self.obs.cpu().clone(),
+            "rng": {
+                "sample": self.sample_gen.get_state(),
+                "sample_device": self.device.type,
+                "minibatch": self.minibatch_gen.get_state(),
+            },
             "tracker": self.tracker.state_dict(),
         }
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
-        """Restore ``trainer_state`` (the env and networks must have the saved shapes)."""
+        """Restore ``trainer_state`` (the env and networks must have the saved shapes); each rank of a
+        data-parallel run takes its own worlds from ``rank_states``."""
         self.ac.load_state_dict(state["actor_critic"])
         self.ppo.load_state_dict(state["ppo"])
         self.discovery.load_state_dict(state["discovery"])
+        if self.dp is not None:  # the same file on every rank; made certain
+            self.dp.broadcast_module(self.ac)
+            self.dp.broadcast_module(self.trainable)
+        self.sync_env_encoder()
+        ranks = [state, *(state.get("rank_states") or [None])[1:]]
+        if self.rank >= len(ranks):
+            log.warning(
+                "the checkpoint holds the worlds of %d rank(s); rank %d starts fresh worlds (seed %d), so this "
+                "continuation is not identical to an uninterrupted run",
+                len(ranks),
+                self.rank,
+                self.cfg.seed + self.rank,
+            )
+            return
+        self.load_rank_state(ranks[self.rank])
+
+    def load_rank_state(self, state: dict[str, Any]) -> None:
+        """Restore ``rank_state``."""
         self.env.load_state_dict(state["env"])
-        self.obs = state["obs"].clone()
-        self.sample_gen.set_state(state["rng"]["sample"])
+        self.obs = state["obs"].to(self.device).clone()
+        load_generator_state(self.sample_gen, state["rng"], self.iteration)
         self.minibatch_gen.set_state(state["rng"]["minibatch"])
         self.tracker.load_state_dict(state["tracker"])
 
     def export(self) -> None:
-        """Write the deployable files: policy.pt (actor) and discovery_encoder.pt."""
+        """Write the deployable files: policy.pt (actor) and discovery_encoder.pt (rank 0 only)."""
+        if not self.is_main:
+            return
         meta = {"env_id": ENV_ID, "iteration": self.iteration, "global_step": self.global_step}
         self.ac.actor.save(self.run.policy_path, **meta, action_std=self.ac.log_std.detach().exp().tolist())
         self.trainable.save(self.run.discovery_encoder_path, **meta)

@@ -14,6 +14,7 @@ s' for discovery samples (the -log q(z|s') term) and s for imitation samples
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import torch
@@ -24,24 +25,35 @@ Tensor = torch.Tensor
 class RolloutStorage:
     """Fixed-size buffer of one rollout; tensors are (T, N, ...)."""
 
-    def __init__(self, horizon: int, num_envs: int, obs_dim: int, act_dim: int, skill_dim: int, encoder_dim: int):
+    def __init__(
+        self,
+        horizon: int,
+        num_envs: int,
+        obs_dim: int,
+        act_dim: int,
+        skill_dim: int,
+        encoder_dim: int,
+        device: str | torch.device = "cpu",
+    ):
         t, n = horizon, num_envs
         self.horizon, self.num_envs = t, n
-        self.obs = torch.zeros(t, n, obs_dim)
+        self.device = torch.device(device)
+        zeros = functools.partial(torch.zeros, device=self.device)
+        self.obs = zeros(t, n, obs_dim)
         """Normalised observations (the statistics are frozen during a rollout)."""
-        self.actions = torch.zeros(t, n, act_dim)
-        self.log_probs = torch.zeros(t, n)
-        self.values = torch.zeros(t, n)
-        self.rewards = torch.zeros(t, n)
-        self.dones = torch.zeros(t, n)
+        self.actions = zeros(t, n, act_dim)
+        self.log_probs = zeros(t, n)
+        self.values = zeros(t, n)
+        self.rewards = zeros(t, n)
+        self.dones = zeros(t, n)
         """1 where the episode ended at this step (terminated or truncated)."""
-        self.tasks = torch.zeros(t, n)
+        self.tasks = zeros(t, n)
         """Task indicator c of the transition (1 imitation, 0 discovery)."""
-        self.skills = torch.zeros(t, n, skill_dim)
-        self.encoder_inputs = torch.zeros(t, n, encoder_dim)
+        self.skills = zeros(t, n, skill_dim)
+        self.encoder_inputs = zeros(t, n, encoder_dim)
         """s' (discovery samples) or s (imitation samples), 5 stacked frames."""
-        self.advantages = torch.zeros(t, n)
-        self.returns = torch.zeros(t, n)
+        self.advantages = zeros(t, n)
+        self.returns = zeros(t, n)
         self.step = 0
 
     def add(
@@ -75,12 +87,14 @@ class RolloutStorage:
             self.tasks[t].copy_(tasks)
             self.skills[t].copy_(skills)
             imitation = self.tasks[t].unsqueeze(-1) > 0.5
-            torch.where(imitation, encoder_inputs, next_encoder_inputs, out=self.encoder_inputs[t])
+            dev = self.device
+            torch.where(imitation, encoder_inputs.to(dev), next_encoder_inputs.to(dev), out=self.encoder_inputs[t])
         self.step += 1
 
     def add_bootstrap(self, steps: Tensor, env_ids: Tensor, final_values: Tensor, gamma: float) -> None:
         """Fold gamma * V(final_obs) into the rewards of truncated (step, world) pairs."""
-        self.rewards.index_put_((steps, env_ids), gamma * final_values, accumulate=True)
+        idx = (steps.to(self.device), env_ids.to(self.device))
+        self.rewards.index_put_(idx, gamma * final_values.to(self.device), accumulate=True)
 
     def clear(self) -> None:
         """Start a new rollout (tensors are overwritten, not freed)."""
@@ -107,7 +121,11 @@ class RolloutStorage:
         return x.reshape(-1, *x.shape[2:])
 
     def minibatch_indices(self, minibatch_size: int, generator: torch.Generator) -> Iterator[Tensor]:
-        """Random disjoint index sets covering the rollout, each of about ``minibatch_size`` samples."""
+        """Random disjoint index sets covering the rollout, each of about ``minibatch_size`` samples.
+
+        The permutation is drawn on the generator's device (the CPU for the trainers: the same minibatches on
+        every device) and moved to the storage's device."""
         n = self.horizon * self.num_envs
         count = max(1, n // max(1, minibatch_size))
-        yield from torch.randperm(n, generator=generator).chunk(count)
+        perm = torch.randperm(n, generator=generator, device=generator.device).to(self.device)
+        yield from perm.chunk(count)

@@ -44,6 +44,8 @@ TITLE_HEIGHT = 24
 """Pixels of the title strip on top of a contact sheet (only when it has a title)."""
 SHEET_COLUMNS = 4
 """Frames per row of a contact sheet (fewer if the sheet has fewer frames)."""
+DEFAULT_TILE_SIZE = (480, 360)
+"""Width and height of one tile of a side-by-side video (the evaluation report's videos use it too)."""
 VIDEO_QUALITY = 7
 """imageio-ffmpeg quality (0-10, 10 best) of the H.264 videos."""
 
@@ -394,8 +396,8 @@ def render_side_by_side(
     out_path: str | os.PathLike,
     labels: Sequence[str] | None = None,
     fps: float = CLIP_FPS,
-    width: int = 320,
-    height: int = 240,
+    width: int = DEFAULT_TILE_SIZE[0],
+    height: int = DEFAULT_TILE_SIZE[1],
     camera: Camera = FollowCamera(),
     model: mujoco.MjModel | None = None,
     frame_step: int = 1,

@@ -260,7 +260,8 @@ def test_interrupted_import_keeps_the_previous_clip_file_intact(amass_base, tmp_
     interrupt_savez(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         import_motions(file_jobs([src]), out, progress=False)
-    assert [p.name for p in out.iterdir()] == ["a.npz"]
+    # the report is the first import's: the interrupted one wrote none
+    assert sorted(p.name for p in out.iterdir()) == ["a.npz", "import_report.json"]
     assert (out / "a.npz").read_bytes() == before
 
 
@@ -296,12 +297,13 @@ def test_cli_strict_stops_at_a_bad_file_with_exit_2_and_names_it(mixed_inputs, t
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.npz"]
 
 
-def test_cli_without_strict_skips_a_bad_file_with_exit_1(mixed_inputs, tmp_path, capsys):
+def test_cli_without_strict_rejects_a_bad_file_with_exit_1(mixed_inputs, tmp_path, capsys):
     files, bad = mixed_inputs
     assert main(["import", *files, "--out", str(tmp_path / "out"), "--quiet"]) == 1
-    err = capsys.readouterr().err
-    assert f"skipped {bad}: {bad}: field 'poses'" in err
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.npz", "c.npz"]
+    out, err = capsys.readouterr()
+    assert f"rejected {bad}: {bad}: field 'poses'" in err
+    assert out.startswith("kept 2, skipped 0 shape file(s), rejected 1")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.npz", "c.npz", "import_report.json"]
 
 
 def test_cli_missing_input_exits_2_naming_it(tmp_path, capsys):

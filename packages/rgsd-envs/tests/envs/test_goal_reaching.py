@@ -147,3 +147,23 @@ def test_single_env_passes_check_env_and_vector_env_autoresets(low_level):
 
 def test_encoder_input_width_is_the_envs():
     assert ENCODER_INPUT_DIM == 1795
+
+
+@pytest.mark.parametrize("make", [gym.make, lambda env_id: gym.make_vec(env_id, num_envs=2)])
+def test_make_without_low_level_says_what_to_pass_and_how_to_get_one(make):
+    from rgsd_envs.envs.goal_reaching_v0 import MissingLowLevelPolicyError
+
+    with pytest.raises(MissingLowLevelPolicyError) as err:
+        make("RGSD-SMPL-GoalReaching-v0")
+    msg = str(err.value)
+    assert isinstance(err.value, ValueError) and "\n" not in msg
+    assert "low_level=<run folder or policy.pt>" in msg and "rgsd train --config demo" in msg
+
+
+def test_low_level_may_be_the_policy_file_of_a_run(low_level):
+    from pathlib import Path
+
+    env = gym.make("RGSD-SMPL-GoalReaching-v0", low_level=str(Path(low_level) / "policy.pt"))
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (GOAL_OBS_DIM,)
+    env.close()

@@ -85,6 +85,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--action-noise", type=float, default=None, help="std of Gaussian action noise (default 0: deterministic)"
     )
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument(
+        "--device", default=None, help="torch device of the policy: auto (default; cuda when available), cpu, cuda:N"
+    )
     p.add_argument("--batch-size", type=_positive_int, default=None, help="worlds stepped at once (default 512)")
     p.add_argument("--no-video", action="store_true", help="skip the mp4 videos")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -100,6 +103,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         "best_of": args.best_of,
         "action_noise": args.action_noise,
         "seed": args.seed,
+        "device": args.device,
         "batch_size": args.batch_size,
     }
     changes = {k: v for k, v in flags.items() if v is not None}
@@ -112,10 +116,12 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run an evaluation from parsed arguments; bad input is reported in one line (exit status 2)."""
+    from rgsd_envs.utils.device import resolve_device
     from rgsd_eval.pipeline import run_evaluation
 
     try:
         cfg = config_from_args(args)
+        resolve_device(cfg.device)  # a bad device ends here, before the report folder exists
         paths = run_evaluation(args.run, args.motions, args.out, cfg)
     except (InputFileError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rgsd_envs.render import DEFAULT_TILE_SIZE
 from rgsd_eval.features import WINDOW
 from rgsd_eval.fid import DEFAULT_EPS
 from rgsd_eval.latents import DEFAULT_BEST_OF, parse_latent_mode
@@ -30,6 +31,9 @@ class EvalConfig:
     """Std of Gaussian noise added to the policy's mean action. With 0 the policy and the simulator are
     deterministic, so all imitation rollouts of a clip are identical and one is run."""
     seed: int = 0
+    device: str = "auto"
+    """Torch device of the policy's forward pass: "auto" (cuda when available), "cpu", "cuda" or "cuda:N" (the
+    mujoco simulator stays on the CPU)."""
     batch_size: int = 512
     """Worlds stepped at once (all clips x rollouts are split into batches of this size)."""
     torch_threads: int | None = 1
@@ -45,8 +49,8 @@ class EvalConfig:
     """vMF variants shown side by side in each variants video."""
     video_kappa: float | None = None
     """kappa of the variants video (None: the smallest, most varied, of ``kappas``)."""
-    video_size: tuple[int, int] = (192, 144)
-    """Width and height (even) of one video tile."""
+    video_size: tuple[int, int] = DEFAULT_TILE_SIZE
+    """Width and height (even) of one video tile (480 x 360: watchable; 96 x 72 renders fast for tests)."""
     video_frame_step: int = 2
     """Render every n-th frame (the video plays at 30/n fps, in real time)."""
     trajectory_kappa: float | None = None

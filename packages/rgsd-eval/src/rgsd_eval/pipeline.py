@@ -3,7 +3,7 @@
 Output folder::
 
     <out>/report.md  metrics.json  metrics.csv  eval_config.yaml  spread.png  [comparison.png]
-    <out>/<run label>/trajectories.png  kappa_sweep.png  embedding.png  videos/*.mp4
+    <out>/<run label>/trajectories.png  kappa_sweep.png  embedding.png  embeddings_cosine.png  videos/*.mp4
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ from rgsd_envs.utils.config import save_yaml
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import ReferenceFeatures, RunEvaluation, category_order, evaluate_run
-from rgsd_eval.plots import plot_embedding, plot_kappa_sweep, plot_spread, plot_trajectories, plot_trajectory_comparison
+from rgsd_eval.plots import (
+    plot_embedding,
+    plot_embedding_cosine,
+    plot_kappa_sweep,
+    plot_spread,
+    plot_trajectories,
+    plot_trajectory_comparison,
+)
 from rgsd_eval.report import ReportInputs, RunArtifacts, write_report
 from rgsd_eval.runs import load_motions, load_run, representative_clips, unique_labels
 from rgsd_eval.videos import write_run_videos
@@ -40,7 +47,7 @@ def run_evaluation(
         raise InputFileError(out, "output path exists and is not a folder")
     labels = unique_labels([Path(r).resolve().name for r in runs])
     loaded = [
-        load_run(r, cfg.latent, cfg.best_of, label) for r, label in zip(runs, labels)
+        load_run(r, cfg.latent, cfg.best_of, label, device=cfg.device) for r, label in zip(runs, labels)
     ]  # all checked before any work
     spec = motions if motions is not None else _training_motions(loaded[0].env_config.motions)
     lib = load_motions(spec)
@@ -102,6 +109,9 @@ def _run_artifacts(ev: RunEvaluation, lib, out: Path, cfg: EvalConfig) -> RunArt
     emb = plot_embedding(ev, d / "embedding.png")
     if emb is not None:
         art.figures["embedding"] = _rel(emb, out)
+    cosine = plot_embedding_cosine(ev, d / "embeddings_cosine.png")
+    if cosine is not None:
+        art.figures["embedding_cosine"] = _rel(cosine, out)
     if cfg.video:
         art.videos = [(cap, _rel(p, out)) for cap, p in write_run_videos(ev, lib, d / "videos", cfg)]
     return art

@@ -1,4 +1,5 @@
-"""Report figures (PNG, matplotlib without pyplot): top views, the kappa sweep, spreads, the embedding sphere.
+"""Report figures (PNG, matplotlib without pyplot): top views, the kappa sweep, spreads, the embedding
+sphere and the clip-by-clip cosine matrix of the clip embeddings.
 
 Top views show pelvis trajectories on the ground (metres, world frame): the
 reference in black (a dot marks its start), imitation rollouts in blue, vMF
@@ -223,6 +224,56 @@ def plot_embedding(ev: RunEvaluation, path: str | os.PathLike) -> Path | None:
         fontsize=9,
     )
     return save_figure(fig, path)
+
+
+def clip_cosine_matrix(z: np.ndarray) -> np.ndarray:
+    """(M, M) cosine similarity between the rows of ``z`` (M, D); a zero row has cosine 0 with everything."""
+    z = np.asarray(z, dtype=np.float64)
+    norm = np.linalg.norm(z, axis=-1, keepdims=True)
+    u = np.divide(z, norm, out=np.zeros_like(z), where=norm > 1e-12)
+    return np.clip(u @ u.T, -1.0, 1.0)
+
+
+def draw_cosine_matrix(ax: Axes, cos: np.ndarray, names: Sequence[str], annotate: bool = True) -> object:
+    """A clip-by-clip cosine heat map (-1 blue .. 1 red) with the clip names on both axes; returns the image."""
+    m = len(names)
+    image = ax.imshow(cos, cmap="RdBu_r", vmin=-1.0, vmax=1.0, interpolation="nearest")
+    ax.set_xticks(range(m), labels=list(names), rotation=90, fontsize=8)
+    ax.set_yticks(range(m), labels=list(names), fontsize=8)
+    ax.set_xticks(np.arange(m + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(m + 1) - 0.5, minor=True)
+    ax.grid(which="minor", color="white", lw=0.5)
+    ax.tick_params(which="minor", length=0)
+    if annotate:
+        for i in range(m):
+            for j in range(m):
+                ax.text(
+                    j, i, f"{round(float(cos[i, j]), 2) + 0.0:.2f}", ha="center", va="center",
+                    fontsize=6.5 if m > 12 else 8, color="white" if abs(cos[i, j]) > 0.6 else "black",
+                )  # fmt: skip
+    return image
+
+
+def plot_clip_cosine(z: np.ndarray, names: Sequence[str], path: str | os.PathLike, title: str = "") -> Path:
+    """The clip-by-clip cosine matrix of clip embeddings ``z`` (M, 16), sized to stay readable at 20+ clips."""
+    cos = clip_cosine_matrix(z)
+    m = len(names)
+    side = max(5.0, 0.42 * m + 2.5)
+    fig = Figure(figsize=(side + 1.0, side), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    image = draw_cosine_matrix(ax, cos, names, annotate=m <= 30)
+    fig.colorbar(image, ax=ax, shrink=0.8, label="cos(z_i, z_j)")
+    off = cos[~np.eye(m, dtype=bool)]
+    worst = f"; most similar pair {off.max():.2f}" if off.size else ""
+    ax.set_title((f"{title}: " if title else "") + f"cosine between clip embeddings z_m{worst}", fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_embedding_cosine(ev: RunEvaluation, path: str | os.PathLike) -> Path | None:
+    """``plot_clip_cosine`` of a run's clip embeddings z_m; None without an encoder."""
+    if ev.embedding is None:
+        return None
+    return plot_clip_cosine(ev.embedding.clip_embeddings, ev.clip_names, path, ev.label)
 
 
 def _colours(n: int) -> list[tuple[float, ...]]:

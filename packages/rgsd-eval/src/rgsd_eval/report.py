@@ -236,6 +236,13 @@ def render_markdown(inputs: ReportInputs) -> str:
                 f"![{ev.label} embedding]({art.figures['embedding']})",
                 "",
             ]
+            if "embedding_cosine" in art.figures:
+                lines += [
+                    "Cosine between the clip embeddings z_m, clip by clip (1: the same skill, 0: orthogonal):",
+                    "",
+                    f"![{ev.label} clip cosine matrix]({art.figures['embedding_cosine']})",
+                    "",
+                ]
         else:
             lines += [f"**{ev.label}**: no encoder.pt, no embedding figure.", ""]
     videos = [(ev.label, v) for ev in inputs.runs for v in inputs.artifacts[ev.label].videos]

@@ -226,7 +226,8 @@ def _run_chunk(
     for t in range(1, steps):
         actions = torch.as_tensor(policy.act(obs), dtype=torch.float32)
         if opts.action_noise > 0:
-            actions = actions + opts.action_noise * torch.randn(actions.shape, generator=opts.generator)
+            noise = torch.randn(actions.shape, generator=opts.generator).to(actions.device)
+            actions = actions + opts.action_noise * noise
         obs, _, term, trunc, info = env.step(actions)
         if opts.on_step is not None:
             opts.on_step(env, t)

@@ -12,6 +12,7 @@ from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.device import resolve_device
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.latents import LatentMode, auto_latent_mode, parse_latent_mode
 from rgsd_eval.rollouts import eval_env_config
@@ -33,11 +34,18 @@ class LoadedRun:
     latent: LatentMode
 
 
-def load_run(path: str | os.PathLike, latent: str = "auto", best_of: int = 64, label: str | None = None) -> LoadedRun:
-    """Check a run folder (config.yaml, policy.pt, encoder.pt when needed) and load what evaluation needs."""
+def load_run(
+    path: str | os.PathLike,
+    latent: str = "auto",
+    best_of: int = 64,
+    label: str | None = None,
+    device: str = "cpu",
+) -> LoadedRun:
+    """Check a run folder (config.yaml, policy.pt, encoder.pt when needed) and load what evaluation needs;
+    the policy goes to ``device`` ("auto", "cpu", "cuda", "cuda:N")."""
     run = RunDir(path)
     run.check(RunDir.CONFIG, RunDir.POLICY)
-    policy = run.load_policy()
+    policy = run.load_policy().to(resolve_device(device))
     if policy.obs_dim != POLICY_OBS_DIM or policy.act_dim != sk.NUM_DOFS:
         field = "obs_dim" if policy.obs_dim != POLICY_OBS_DIM else "act_dim"
         raise InputFileError(

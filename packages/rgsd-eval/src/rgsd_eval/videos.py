@@ -1,8 +1,10 @@
 """Evaluation videos (H.264 mp4 via ``rgsd_envs.render``): imitation beside its reference, vMF variants side by side.
 
-Tiles are small and shadow-free by default (software GL renders them about three
-times faster), every ``frame_step``-th frame is drawn and the video plays at
-30 / frame_step fps, so motion stays in real time.
+Tiles are 480 x 360 (``EvalConfig.video_size``) and shadow-free (software GL
+renders them about three times faster); each tile's camera follows its
+character's pelvis (``rgsd_envs.render.FollowCamera``). Every
+``frame_step``-th frame is drawn and the video plays at 30 / frame_step fps, so
+motion stays in real time.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.render import model_for_clip, render_side_by_side
+from rgsd_envs.render import DEFAULT_TILE_SIZE, model_for_clip, render_side_by_side
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import RunEvaluation
 
@@ -25,7 +27,7 @@ def render_tiles(
     qpos_list: Sequence[np.ndarray],
     out_path: str | os.PathLike,
     labels: Sequence[str],
-    size: tuple[int, int] = (192, 144),
+    size: tuple[int, int] = DEFAULT_TILE_SIZE,
     frame_step: int = 2,
     model: mujoco.MjModel | None = None,
 ) -> Path:

@@ -10,9 +10,32 @@ def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_text)
 
 
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """``--device {auto,cpu,cuda,cuda:N}`` into ``args.device`` (None: the config's, default auto)."""
+    parser.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="torch device of the networks and updates: auto (cuda when available; the default), cpu, cuda or "
+        "cuda:N; the mujoco simulator stays on the CPU cores",
+    )
+
+
 def add_run_arguments(parser: argparse.ArgumentParser, set_help: str) -> None:
-    """Arguments every training command shares: --resume, --set, --seed, --no-progress."""
+    """Arguments every training command shares: --resume, --set, --seed, --device, --no-progress."""
     parser.add_argument("--resume", metavar="RUN", help="continue the run in this folder from checkpoints/latest.pt")
     add_set_argument(parser, set_help)
     parser.add_argument("--seed", type=int, help="shorthand for --set seed=N")
+    add_device_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run_overrides(args: argparse.Namespace) -> dict:
+    """The ``--set`` overrides with ``--seed`` and ``--device`` folded in."""
+    from rgsd_agents.config import parse_set
+
+    overrides = parse_set(args.overrides)
+    if getattr(args, "seed", None) is not None:
+        overrides["seed"] = args.seed
+    if getattr(args, "device", None) is not None:
+        overrides["device"] = args.device
+    return overrides

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rgsd_agents.commands import add_set_argument
+from rgsd_agents.commands import add_device_argument, add_set_argument, run_overrides
 
 DEFAULT_MINUTES = 15.0
 
@@ -28,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--minutes", type=float, default=DEFAULT_MINUTES, help=f"training time budget (default {DEFAULT_MINUTES:g})"
     )
     add_set_argument(p, "override a value of the demo preset (repeatable), as in rgsd train")
+    add_device_argument(p)
     p.add_argument("--no-eval", action="store_true", help="skip the evaluation step")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
@@ -43,15 +44,17 @@ def eval_available() -> bool:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd demo``."""
     from rgsd_agents.commands.train import summary
-    from rgsd_agents.config import load_config, parse_set
+    from rgsd_agents.config import load_config
     from rgsd_agents.runner import Runner
+    from rgsd_envs.utils.device import resolve_device
 
     out = Path(args.out)
     if (out / "checkpoints" / "latest.pt").exists():
         print(f"error: {out} already holds a run; choose another --out (or continue it: rgsd train --resume {out})")
         return 2
-    overrides = {"max_minutes": args.minutes, **parse_set(args.overrides)}
+    overrides = {"max_minutes": args.minutes, **run_overrides(args)}
     cfg = load_config("demo", overrides)
+    resolve_device(cfg.device)  # a bad device ends here, before any folder exists
     print(f"[1/3] pretraining the encoder and [2/3] training ({cfg.max_minutes:g} min budget) into {out}", flush=True)
     runner = Runner(cfg, out, progress=not args.no_progress)
     try:
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"[3/3] evaluating into {report}", flush=True)
         code = main(
-            ["eval", "--run", str(out), "--motions", "demo", "--out", str(report)]
+            ["eval", "--run", str(out), "--motions", "demo", "--out", str(report), "--device", cfg.device]
             + (["--no-progress"] if args.no_progress else [])
         )
         if code:

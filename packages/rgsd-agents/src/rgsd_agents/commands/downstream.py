@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from rgsd_agents.commands import add_run_arguments
+from rgsd_agents.commands import add_run_arguments, run_overrides
 from rgsd_envs.envs.goal_reaching_v0 import STYLES
 
 
@@ -28,12 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd downstream``."""
-    from rgsd_agents.config import load_config, parse_set
+    from rgsd_agents.config import load_config
     from rgsd_agents.downstream import DownstreamConfig, DownstreamRunner
+    from rgsd_envs.utils.device import resolve_device
 
-    overrides = parse_set(args.overrides)
-    if args.seed is not None:
-        overrides["seed"] = args.seed
+    overrides = run_overrides(args)
     if args.resume:
         if args.low_level or args.style or args.out:
             print("error: --resume continues a run with its saved config; leave out --low-level, --style and --out")
@@ -47,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
         if args.style:
             overrides["task.style"] = args.style
         cfg = load_config(args.config, overrides, cls=DownstreamConfig, presets="downstream")
+        resolve_device(cfg.device)  # a bad device ends here, before any folder exists
         out = (
             Path(args.out)
             if args.out

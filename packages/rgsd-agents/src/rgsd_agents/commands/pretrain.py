@@ -5,9 +5,16 @@ Examples::
     rgsd pretrain --motions demo --out runs/enc
     rgsd pretrain --motions demo motions/accad --out runs/enc --seconds 180
     rgsd pretrain --config pretrain.yaml --out runs/enc --steps 500 --seed 1
+    rgsd pretrain --motions demo --out runs/enc_hard --negatives hard --steps 4000 --lr 3e-4 --hidden 256 256
+    rgsd pretrain --motions demo --out runs/enc --device cuda
 
 Command-line options override the YAML config; the resolved config is written
-to ``<out>/pretrain.yaml`` beside ``encoder.pt``, ``embeddings.png`` and ``tb/``.
+to ``<out>/pretrain.yaml`` beside ``encoder.pt``, ``embeddings.png``, ``tb/`` and
+``reward_sharpness.json``: the mean cos(mu(s), z_m) per clip of reference states,
+poses held still, wrong phases, time-reversed stacks and other clips' states,
+also printed as a table. ``--negatives hard`` trains with negatives built from
+each clip's own frames (held still, phase +0.5, reversed) and, unless
+``--target-alignment`` is given, runs all ``--steps`` (no alignment early stop).
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import TYPE_CHECKING, Any
+
+from rgsd_agents.commands import add_device_argument
 
 if TYPE_CHECKING:
     from rgsd_agents.pretraining import PretrainConfig
@@ -44,6 +53,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--lr", type=float, help="Adam learning rate")
     p.add_argument("--batch-size", type=int, help="(anchor, positive) pairs per minibatch")
     p.add_argument("--seed", type=int, help="seed of the initialisation and sampling")
+    p.add_argument(
+        "--negatives",
+        choices=("infonce", "hard"),
+        help="infonce: the paper's negatives (other clips); hard: also held-still, phase-shifted and reversed "
+        "states of the anchor's own clip (implies --target-alignment -1 unless given)",
+    )
+    add_device_argument(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -58,11 +74,15 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
         overrides["motions"] = args.motions[0] if len(args.motions) == 1 else list(args.motions)
     if args.seconds is not None:
         overrides["max_seconds"] = args.seconds
+    if args.negatives is not None:
+        overrides["negatives"] = args.negatives
+        if args.negatives == "hard" and args.target_alignment is None:
+            overrides["target_alignment"] = None  # unreachable with hard negatives: stop by steps/seconds
     if args.target_alignment is not None:
         overrides["target_alignment"] = None if args.target_alignment < 0 else args.target_alignment
     if args.hidden:
         overrides["hidden"] = list(args.hidden)
-    for name in ("steps", "kappa", "lr", "batch_size", "seed"):
+    for name in ("steps", "kappa", "lr", "batch_size", "seed", "device"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
     if args.config:
@@ -73,6 +93,7 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
 def run(args: argparse.Namespace) -> int:
     """Run ``rgsd pretrain``; prints the final alignment and where the files are."""
     from rgsd_agents.pretraining import pretrain
+    from rgsd_agents.reward_sharpness import format_table
     from rgsd_envs.utils.files import InputFileError
 
     cfg = config_from_args(args)
@@ -89,8 +110,10 @@ def run(args: argparse.Namespace) -> int:
         f"within-motion alignment {result.alignment:.5f}{target}; max cosine between clips {result.separation:.3f}; "
         f"{result.steps} steps in {result.seconds:.1f} s on {len(result.clip_names)} clips"
     )
+    print(format_table(result.sharpness))
     print(f"encoder:    {result.encoder_path}")
     print(f"config:     {result.config_path}")
     print(f"embeddings: {result.plot_path}")
+    print(f"sharpness:  {result.sharpness_path}")
     print(f"tensorboard: {result.tb_dir}")
     return 0

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rgsd_agents.commands import add_run_arguments
+from rgsd_agents.commands import add_run_arguments, run_overrides
+
+if TYPE_CHECKING:
+    from rgsd_agents.distributed import DataParallel
 
 PRESET_HELP = "a YAML file or a preset name (paper, cpu, demo, diayn)"
 
@@ -19,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train an RGSD skill-conditioned policy. Writes <out>/config.yaml, encoder.pt, policy.pt, "
         "discovery_encoder.pt, checkpoints/ and tb/ (TensorBoard). Without an encoder in the config, "
         "pretrains one first into <out>/pretrain/.",
+        epilog="examples:\n  rgsd train --config cpu --device cpu\n  rgsd train --config paper --device cuda\n"
+        "  torchrun --nproc-per-node 4 -m rgsd_agents.cli train --config paper   (one rank per GPU)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", help=PRESET_HELP + "; not needed with --resume")
     p.add_argument("--out", help="run folder (default: runs/<config name>_<date-time>)")
@@ -32,34 +40,57 @@ def default_out(config: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Entry point of ``rgsd train``."""
-    from rgsd_agents.config import load_config, parse_set
+    """Entry point of ``rgsd train`` (also one rank of ``torchrun ... -m rgsd_agents.cli train``)."""
+    from rgsd_agents.config import load_config
+    from rgsd_agents.distributed import init_distributed, shutdown
     from rgsd_agents.runner import Runner
+    from rgsd_envs.runs.run_dir import RunDir
+    from rgsd_envs.utils.device import resolve_device
 
-    overrides = parse_set(args.overrides)
-    if args.seed is not None:
-        overrides["seed"] = args.seed
+    overrides = run_overrides(args)
     if args.resume:
         if args.config or args.out:
             print("error: --resume continues a run with its saved config; leave out --config and --out")
             return 2
-        runner = Runner.resume(args.resume, overrides, progress=not args.no_progress)
+        saved = RunDir(args.resume)
+        device = overrides.get("device") or (
+            saved.config().get("device", "auto") if saved.config_path.is_file() else "auto"
+        )
+        resolve_device(device)  # a bad device ends here
+        dp = init_distributed(device)
+        _quiet_other_ranks(dp)
+        runner = Runner.resume(args.resume, overrides, progress=not args.no_progress, dp=dp)
     else:
         if not args.config:
             print("error: give --config (" + PRESET_HELP + ") or --resume RUN")
             return 2
         cfg = load_config(args.config, overrides)
+        resolve_device(cfg.device)  # a bad device ends here, before any folder exists
+        dp = init_distributed(cfg.device)
+        _quiet_other_ranks(dp)
         out = Path(args.out) if args.out else default_out(args.config)
-        if (out / "checkpoints" / "latest.pt").exists():
+        taken = (out / "checkpoints" / "latest.pt").exists()
+        if dp is not None:  # rank 0 decides: the clock and the file system may differ between ranks
+            out, taken = dp.main_value((out, taken))
+        if taken:
             print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
+            shutdown(dp)
             return 2
-        runner = Runner(cfg, out, progress=not args.no_progress)
+        runner = Runner(cfg, out, progress=not args.no_progress, dp=dp)
     try:
         history = runner.learn()
     finally:
         runner.close()
-    print(summary(runner.run.path, history, runner.initial_probe))
+        shutdown(dp)
+    if runner.is_main:
+        print(summary(runner.run.path, history, runner.initial_probe))
     return 0
+
+
+def _quiet_other_ranks(dp: DataParallel | None) -> None:
+    """Only rank 0 logs below warnings (the ranks would repeat each other)."""
+    if dp is not None and not dp.is_main:
+        logging.getLogger().setLevel(logging.WARNING)
 
 
 def summary(run: Path, history: list[dict[str, float]], initial_probe: dict[str, float] | None = None) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from rgsd_envs.humanoid.mjcf import DEFAULT_TIMESTEP
 
 CLIP_SAMPLING = ("uniform", "failure_weighted")
+REWARDS = ("encoder", "tracking")
 
 
 @dataclass
@@ -32,6 +33,12 @@ class EnvConfig:
     so every clip keeps at least (1 - share) of its uniform share."""
     failure_rate_memory: float = 100.0
     """With "failure_weighted": episodes per clip over which its failure rate is averaged (an EMA)."""
+    reward: str = "encoder"
+    """Reward of imitation episodes: "encoder" (RGSD: C + kappa mu(s')^T z_m) or "tracking" (a DeepMimic-style
+    pose/velocity/end-effector/root tracking reward, ``rgsd_envs.rewards.tracking``: a control experiment).
+    Discovery episodes always use the trainable encoder's reward."""
+    tracking_scale: float = 20.0
+    """With reward "tracking": its value on the reference (the encoder reward's maximum 2 kappa at kappa 10)."""
     fall_height: float = 0.35
     """An episode ends when the pelvis drops below this height (m)..."""
     contact_termination: bool = True
@@ -56,6 +63,10 @@ class EnvConfig:
             raise ValueError(f"autoreset_mode must be 'SameStep' or 'NextStep', got {self.autoreset_mode!r}")
         if self.clip_sampling not in CLIP_SAMPLING:
             raise ValueError(f"clip_sampling must be one of {', '.join(CLIP_SAMPLING)}, got {self.clip_sampling!r}")
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
+        if not self.tracking_scale > 0:
+            raise ValueError(f"tracking_scale must be > 0, got {self.tracking_scale}")
         if not 0.0 <= self.failure_weighted_share <= 1.0 or self.failure_rate_memory < 1.0:
             raise ValueError("failure_weighted_share must be in [0, 1] and failure_rate_memory >= 1")
         if self.eval_kappa is not None and self.eval_kappa < 0:

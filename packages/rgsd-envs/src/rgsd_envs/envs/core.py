@@ -2,13 +2,15 @@
 
 Shared by the single and the native vector environment: reference state
 initialisation, the task indicator and skill, PD targets from actions,
-observations, terminations and the per-step information. Randomness comes from
-one numpy Generator per world, so N worlds here behave exactly like N single
-environments seeded the same way.
+observations, terminations and the per-step information, all batched over the
+worlds (no per-world Python). Randomness comes from per-world counter-based
+streams (``world_random``): drawn for all reset worlds at once, yet N worlds here
+behave exactly like N single environments seeded the same way.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,10 +29,12 @@ from rgsd_envs.envs.observations import (
     reference_encoder_inputs,
     reference_frame_features,
 )
+from rgsd_envs.envs.world_random import Stream, WorldRandom, box_muller
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import HumanoidConfig
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards import encoders as enc
+from rgsd_envs.rewards.tracking import tracking_reward, tracking_terms
 from rgsd_envs.sim import make_backend
 
 Tensor = torch.Tensor
@@ -58,21 +62,32 @@ class StepInfo:
         return {k: v[index].detach().cpu().numpy() for k, v in vars(self).items()}
 
 
-def _world_options(options: dict[str, Any], k: int, n: int) -> dict[str, Any]:
-    """Options of the k-th of n reset worlds: per-world sequences are indexed, others shared.
+EPISODE_SLOTS = {"clip": 0, "start_frame": 1, "task": 2, "skill": slice(3, 3 + SKILL_DIM)}
+"""Where an episode's numbers lie in its ``Stream.EPISODE`` uniforms (the vMF direction follows the skill)."""
+_VMF_DIRECTION = slice(3 + SKILL_DIM, 3 + 2 * SKILL_DIM)
+_EPISODE_UNIFORMS = 3 + 2 * SKILL_DIM
 
-    A value is per world when it holds one entry per reset world: a length-n list
-    for clip, start_frame, task and kappa, an (n, 16) array for skill.
+
+def _per_world(options: dict[str, Any], key: str, n: int) -> Any:
+    """Option ``key``: None, one value for all n reset worlds, or a numpy array with one entry per world.
+
+    A value is per world when it holds one entry per reset world: a length-n
+    sequence for clip, start_frame, task and kappa, an (n, 16) array for skill.
     """
-    out = {}
-    for key, v in options.items():
-        per_world_ndim = 2 if key == "skill" else 1
-        if v is not None and not isinstance(v, str) and np.ndim(v) == per_world_ndim:
-            if len(v) != n:
-                raise ValueError(f"options[{key!r}] has {len(v)} entries; expected one per reset world ({n})")
-            v = v[k]
-        out[key] = v
-    return out
+    v = options.get(key)
+    per_world_ndim = 2 if key == "skill" else 1
+    if v is None or isinstance(v, str) or np.ndim(v) != per_world_ndim:
+        return v
+    if len(v) != n:
+        raise ValueError(f"options[{key!r}] has {len(v)} entries; expected one per reset world ({n})")
+    return v.detach().cpu().numpy() if isinstance(v, Tensor) else v if isinstance(v, np.ndarray) else list(v)
+
+
+def _as_index_array(env_ids: Any) -> np.ndarray:
+    """World indices as an int64 numpy array (from a list, array or tensor)."""
+    if isinstance(env_ids, Tensor):
+        return env_ids.detach().cpu().numpy().astype(np.int64).reshape(-1)
+    return np.asarray(env_ids, dtype=np.int64).reshape(-1)
 
 
 class RGSDCore:
@@ -109,14 +124,18 @@ class RGSDCore:
         self.frame = torch.zeros(n, dtype=torch.long, device=dev)
         self.task = torch.zeros(n, dtype=torch.long, device=dev)
         self.skill = torch.zeros(n, SKILL_DIM, device=dev)
-        self.rngs: list[np.random.Generator] = [np.random.default_rng() for _ in range(n)]
+        self.random = WorldRandom(n)
+        """Per-world counter-based random numbers (keys from the seeds, one episode counter per world)."""
+        self._num_frames = self.lib.num_frames.cpu().numpy()
         self.action_offset = torch.as_tensor(sk.ACTION_OFFSET, dtype=torch.float32, device=dev)
         self.action_scale = torch.as_tensor(sk.ACTION_SCALE, dtype=torch.float32, device=dev)
         self._non_foot = torch.ones(sk.NUM_BODIES, dtype=torch.bool, device=dev)
         self._non_foot[list(sk.FOOT_BODY_IDS)] = False
         self.features = torch.zeros(n, FRAME_DIM, device=dev)
         """(N, 359) frame features of the current state."""
-        self._clip_probs: np.ndarray | None = None
+        self._clip_cdf: np.ndarray | None = None
+        self.tracking_reward = torch.zeros(n, device=dev)
+        """(N,) with ``cfg.reward == "tracking"``: the tracking reward of the current state (``observe``)."""
         self.failure_rate = torch.ones(self.lib.num_clips, dtype=torch.float64)
         """(clips,) EMA of the share of imitation episodes that ended in a failure (``clip_sampling``)."""
 
@@ -135,68 +154,117 @@ class RGSDCore:
         return self.ref_features[idx]
 
     # -- episodes ---------------------------------------------------------
-    def seed(self, env_ids: list[int], seeds: list[int | None]) -> None:
-        """Re-seed the per-world generators (gymnasium's seeding for each)."""
-        from gymnasium.utils import seeding
+    def seed(self, env_ids: Any, seeds: Any) -> None:
+        """Re-seed worlds ``env_ids`` (gymnasium's seeding: a non-negative int, or None for fresh entropy)."""
+        self.random.seed(_as_index_array(env_ids), seeds)
 
-        for i, s in zip(env_ids, seeds):
-            self.rngs[i], _ = seeding.np_random(s)
+    def _clip_ids(self, value: Any, n: int) -> np.ndarray:
+        """Clip option (index, name, or one per world) as (n,) indices, checked."""
+        lib = self.lib
+        if isinstance(value, str):
+            value = lib.clip_id(value)
+        elif isinstance(value, list) and any(isinstance(c, str) for c in value):
+            value = [lib.clip_id(c) if isinstance(c, str) else c for c in value]
+        clip = np.broadcast_to(np.asarray(value, dtype=np.int64), (n,))
+        bad = (clip < 0) | (clip >= lib.num_clips)
+        if bad.any():
+            raise ValueError(f"options['clip'] = {clip[bad][0]} is not a clip index in [0, {lib.num_clips})")
+        return clip
 
-    def _draw(self, i: int, options: dict[str, Any]) -> tuple[int, int, int, np.ndarray]:
-        """Clip, start frame, task and skill of world i's next episode (its own generator)."""
-        rng, lib = self.rngs[i], self.lib
-        clip = options.get("clip")
-        clip = (
-            (
-                int(rng.integers(lib.num_clips))
-                if self._clip_probs is None
-                else int(rng.choice(lib.num_clips, p=self._clip_probs))
-            )
-            if clip is None
-            else (lib.clip_id(clip) if isinstance(clip, str) else int(clip))
-        )
-        if not 0 <= clip < lib.num_clips:
-            raise ValueError(f"options['clip'] = {clip} is not a clip index in [0, {lib.num_clips})")
-        last = int(lib.num_frames[clip]) - 1
-        start = options.get("start_frame")
-        start = int(rng.integers(last)) if start is None else int(start)
-        if not 0 <= start < last:
-            raise ValueError(f"options['start_frame'] = {start} must be in [0, {last}) for clip {lib.names[clip]!r}")
-        task = options.get("task")
-        kappa = options.get("kappa", self.cfg.eval_kappa)
-        if task is None:
-            task = IMITATION if (kappa is not None or rng.random() < self.cfg.p_imitation) else DISCOVERY
-        elif isinstance(task, str):
-            if task not in TASK_NAMES:
-                raise ValueError(f"options['task'] must be 'imitation' or 'discovery', got {task!r}")
-            task = TASK_NAMES[task]
-        if options.get("skill") is not None:
-            z = np.asarray(options["skill"], dtype=np.float64).reshape(-1)
-            if z.shape != (SKILL_DIM,) or not np.isfinite(z).all() or np.linalg.norm(z) < 1e-8:
-                raise ValueError(f"options['skill'] must be a finite non-zero vector of {SKILL_DIM} numbers")
-            z = z / np.linalg.norm(z)
-        elif kappa is not None:
-            z = skills.sample_vmf(rng, self._z_np[clip], float(kappa))
-        elif task == IMITATION:
-            z = self._z_np[clip]
+    def _task_values(self, value: Any, n: int) -> np.ndarray:
+        """Task option ("imitation"/"discovery"/1/0, or one per world) as (n,) ints, checked."""
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, str) and v not in TASK_NAMES:
+                raise ValueError(f"options['task'] must be 'imitation' or 'discovery', got {v!r}")
+        if isinstance(value, str):
+            value = TASK_NAMES[value]
+        elif isinstance(value, list):
+            value = [TASK_NAMES[v] if isinstance(v, str) else v for v in value]
+        return np.broadcast_to(np.asarray(value, dtype=np.int64), (n,))
+
+    def _draw(self, ids: np.ndarray, options: dict[str, Any]) -> tuple[np.ndarray, ...]:
+        """Clips, start frames, tasks (n,) and skills (n, 16) of the next episodes of worlds ``ids``.
+
+        One batched draw from each world's ``Stream.EPISODE`` numbers; options fix parts of it.
+        """
+        n, lib = ids.size, self.lib
+        u = self.random.uniform(ids, Stream.EPISODE, _EPISODE_UNIFORMS)
+        clip_opt = _per_world(options, "clip", n)
+        if clip_opt is not None:
+            clip = self._clip_ids(clip_opt, n)
+        elif self._clip_cdf is None:
+            clip = np.minimum((u[:, EPISODE_SLOTS["clip"]] * lib.num_clips).astype(np.int64), lib.num_clips - 1)
         else:
-            z = skills.sample_uniform_sphere(rng, SKILL_DIM)
-        return clip, start, int(task), z
+            clip = np.searchsorted(self._clip_cdf, u[:, EPISODE_SLOTS["clip"]], side="right")
+            clip = np.minimum(clip, lib.num_clips - 1)
+        last = self._num_frames[clip] - 1
+        start_opt = _per_world(options, "start_frame", n)
+        if start_opt is None:
+            start = np.minimum((u[:, EPISODE_SLOTS["start_frame"]] * last).astype(np.int64), last - 1)
+        else:
+            start = np.broadcast_to(np.asarray(start_opt, dtype=np.int64), (n,))
+            bad = (start < 0) | (start >= last)
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                raise ValueError(
+                    f"options['start_frame'] = {start[k]} must be in [0, {last[k]}) for clip {lib.names[clip[k]]!r}"
+                )
+        kappa_opt = _per_world(options, "kappa", n) if "kappa" in options else self.cfg.eval_kappa
+        task_opt = _per_world(options, "task", n)
+        if task_opt is not None:
+            task = self._task_values(task_opt, n)
+        elif kappa_opt is not None:
+            task = np.full(n, IMITATION, dtype=np.int64)
+        else:
+            task = np.where(u[:, EPISODE_SLOTS["task"]] < self.cfg.p_imitation, IMITATION, DISCOVERY)
+        skill_opt = _per_world(options, "skill", n)
+        if skill_opt is not None:
+            z = np.broadcast_to(np.asarray(skill_opt, dtype=np.float64), (n, SKILL_DIM)).copy()
+            norms = np.linalg.norm(z, axis=-1, keepdims=True)
+            if not np.isfinite(z).all() or (norms < 1e-8).any():
+                raise ValueError(f"options['skill'] must be a finite non-zero vector of {SKILL_DIM} numbers")
+            z = z / norms
+        elif kappa_opt is not None:
+            kappa = np.broadcast_to(np.asarray(kappa_opt, dtype=np.float64), (n,))
+            if not np.isfinite(kappa).all() or (kappa < 0).any():
+                raise ValueError(f"options['kappa'] must be >= 0, got {kappa_opt}")
+            direction = box_muller(u[:, _VMF_DIRECTION])
+            z = skills.sample_vmf_batch(
+                self._z_np[clip],
+                kappa,
+                direction,
+                lambda t, rows: self.random.uniform(ids[rows], Stream.VMF_ATTEMPT + t, skills.VMF_ATTEMPT_UNIFORMS),
+            )
+        else:
+            z = np.where(
+                (task == IMITATION)[:, None],
+                self._z_np[clip],
+                skills.uniform_sphere_batch(box_muller(u[:, EPISODE_SLOTS["skill"]])),
+            )
+        return clip, start, task, z
 
-    def reset_envs(self, env_ids: list[int], options: dict[str, Any] | None = None) -> None:
-        """Start new episodes in the given worlds: RSI, task indicator and skill."""
-        if not env_ids:
+    def reset_envs(self, env_ids: Any, options: dict[str, Any] | None = None) -> None:
+        """Start new episodes in worlds ``env_ids`` (list, array or tensor): RSI, task indicator and skill.
+
+        Batched over the worlds; ``options`` may fix clip, start_frame, task,
+        skill or kappa for all of them or per world (see the env's docstring).
+        """
+        ids = _as_index_array(env_ids)
+        if ids.size == 0:
             return
         weighted = self.cfg.clip_sampling == "failure_weighted"
-        self._clip_probs = self.clip_probabilities().numpy() if weighted else None
-        draws = [self._draw(i, _world_options(options or {}, k, len(env_ids))) for k, i in enumerate(env_ids)]
-        ids = torch.as_tensor(env_ids, device=self.device)
-        self.clip[ids] = torch.as_tensor([d[0] for d in draws], device=self.device)
-        self.frame[ids] = torch.as_tensor([d[1] for d in draws], device=self.device)
-        self.task[ids] = torch.as_tensor([d[2] for d in draws], device=self.device)
-        self.skill[ids] = torch.as_tensor(np.stack([d[3] for d in draws]), dtype=torch.float32, device=self.device)
-        qpos, qvel = self.lib.frame_qpos_qvel(self.clip[ids], self.frame[ids])
-        self.backend.set_state(ids, qpos, qvel)
+        self._clip_cdf = np.cumsum(self.clip_probabilities().numpy()) if weighted else None
+        clip, start, task, z = self._draw(ids, options or {})
+        self.random.advance(ids)
+        dev = self.device
+        idx = torch.from_numpy(ids).to(dev)
+        self.clip[idx] = torch.tensor(clip, dtype=torch.long, device=dev)  # copies: options may be read-only views
+        self.frame[idx] = torch.tensor(start, dtype=torch.long, device=dev)
+        self.task[idx] = torch.tensor(task, dtype=torch.long, device=dev)
+        self.skill[idx] = torch.tensor(z, dtype=torch.float32, device=dev)
+        qpos, qvel = self.lib.frame_qpos_qvel(self.clip[idx], self.frame[idx])
+        self.backend.set_state(idx, qpos, qvel)
 
     # -- stepping -----------------------------------------------------------
     def targets(self, actions: Tensor) -> Tensor:
@@ -265,8 +333,11 @@ class RGSDCore:
         else:
             self.features = self.features.clone()
             self.features[env_ids] = feats
-        ref_pos = self.lib.frames("body_pos")[self.lib.starts[clip] + frame]
+        g = self.lib.starts[clip] + frame
+        ref_pos = self.lib.frames("body_pos")[g]
         err = (pos - ref_pos).norm(dim=-1).mean(dim=-1)
+        if self.cfg.reward == "tracking":
+            self._track(s, feats, g, env_ids)
         unstable = s.unstable.to(self.device)  # MuJoCo resets an exploding world (finite again)
         fall = pos[:, 0, 2] < self.cfg.fall_height
         if self.cfg.contact_termination:
@@ -275,6 +346,29 @@ class RGSDCore:
         if not self.cfg.deviation_termination:
             deviation = torch.zeros_like(deviation)
         return StepInfo(task.clone(), clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
+
+    def _track(self, s: Any, feats: Tensor, g: Tensor, env_ids: Tensor | None) -> None:
+        """Store the tracking reward of the observed worlds against their reference frames ``g``."""
+        f32 = {"device": self.device, "dtype": torch.float32}
+        lib = self.lib
+        terms = tracking_terms(
+            s.qpos[:, 7:].to(**f32),
+            s.qvel[:, 6:].to(**f32),
+            feats,
+            s.body_pos[:, 0].to(**f32),
+            s.qvel[:, :3].to(**f32),
+            lib.frames("dof_pos")[g],
+            lib.frames("dof_vel")[g],
+            self.ref_features[g],
+            lib.frames("root_pos")[g],
+            lib.frames("root_lin_vel")[g],
+        )
+        r = tracking_reward(terms, self.cfg.tracking_scale)
+        if env_ids is None:
+            self.tracking_reward = r
+        else:
+            self.tracking_reward = self.tracking_reward.clone()
+            self.tracking_reward[env_ids] = r
 
     def done_flags(self, info: StepInfo) -> tuple[Tensor, Tensor]:
         """(terminated, truncated): failure, or the clip's last frame reached; records imitation outcomes."""
@@ -316,20 +410,26 @@ class RGSDCore:
             "skill": self.skill.cpu().clone(),
             "features": self.features.cpu().clone(),
             "failure_rate": self.failure_rate.clone(),
-            "rngs": [r.bit_generator.state for r in self.rngs],
+            "random": self.random.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly from ``state_dict``."""
-        if len(state["rngs"]) != self.num_envs:
-            raise ValueError(f"saved state has {len(state['rngs'])} worlds, this environment {self.num_envs}")
+        if state["clip"].shape[0] != self.num_envs:
+            raise ValueError(f"saved state has {state['clip'].shape[0]} worlds, this environment {self.num_envs}")
         self.backend.load_state_dict(state["backend"])
         for name in ("clip", "frame", "task", "skill", "features"):
             setattr(self, name, torch.as_tensor(state[name]).to(self.device).clone())
         if "failure_rate" in state:
             self.failure_rate = torch.as_tensor(state["failure_rate"], dtype=torch.float64).clone()
-        for rng, st in zip(self.rngs, state["rngs"]):
-            rng.bit_generator.state = st
+        if "random" in state:
+            self.random.load_state_dict(state["random"])
+        else:  # saved before the counter-based streams: the draws cannot continue exactly
+            warnings.warn(
+                "this checkpoint holds per-world numpy generators (saved before rgsd-envs drew from counter-based "
+                "streams); the worlds keep fresh random streams, so the resumed episodes differ from an uninterrupted run",
+                stacklevel=2,
+            )
 
     def close(self) -> None:
         """Release the simulator."""

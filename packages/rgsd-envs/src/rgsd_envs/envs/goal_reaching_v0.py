@@ -40,7 +40,9 @@ the goal during the episode. Also ``distance``, ``style_cosine``, ``fall``.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -53,6 +55,7 @@ from gymnasium.vector.utils import batch_space
 from rgsd_envs.envs.core import RGSDCore
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.envs.smpl_v0 import final_obs_info
+from rgsd_envs.envs.world_random import Stream
 from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils import rotations as rot
@@ -125,12 +128,35 @@ def style_embedding(core: RGSDCore, style: str) -> Tensor | None:
     return torch.nn.functional.normalize(core.clip_embeddings[ids].mean(0), dim=0)
 
 
+class MissingLowLevelPolicyError(ValueError):
+    """RGSD-SMPL-GoalReaching-v0 was made without the low-level policy it drives."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "RGSD-SMPL-GoalReaching-v0 needs a trained low-level policy: pass low_level=<run folder or policy.pt>, "
+            'e.g. gym.make("RGSD-SMPL-GoalReaching-v0", low_level="runs/demo"); '
+            "get one with `rgsd train --config demo --out runs/demo`"
+        )
+
+
+def low_level_run(low_level: str | os.PathLike | RunDir | None) -> RunDir:
+    """The run folder of a low-level policy given as a run folder or its ``policy.pt``."""
+    if isinstance(low_level, RunDir):
+        return low_level
+    if low_level is None or str(low_level) == "":
+        raise MissingLowLevelPolicyError()
+    path = Path(low_level)
+    return RunDir(path.parent if path.is_file() and path.name == RunDir.POLICY else path)
+
+
 class GoalReachingCore:
     """N worlds of the goal-reaching task driven by a frozen low-level policy."""
 
-    def __init__(self, num_envs: int, low_level: str | RunDir, config: GoalReachingConfig | None = None):
+    def __init__(
+        self, num_envs: int, low_level: str | os.PathLike | RunDir | None, config: GoalReachingConfig | None = None
+    ):
         self.cfg = config or GoalReachingConfig()
-        run = low_level if isinstance(low_level, RunDir) else RunDir(low_level)
+        run = low_level_run(low_level)
         run.check(RunDir.CONFIG, RunDir.POLICY)
         env_cfg = run.env_config(
             deviation_termination=False, num_threads=self.cfg.num_threads, device=self.cfg.device, eval_kappa=None
@@ -156,23 +182,28 @@ class GoalReachingCore:
         self.recording: list[Tensor] | None = None
         """Set to a list to record body positions (N, 24, 3) after every 30 Hz control step."""
 
-    def reset_envs(self, env_ids: list[int]) -> None:
-        """New episodes: RSI from the style's clips, moved to the centre, random heading and goal."""
-        if not env_ids:
+    def reset_envs(self, env_ids: Any) -> None:
+        """New episodes: RSI from the style's clips, moved to the centre, random heading and goal (batched)."""
+        env_ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
+        if env_ids.size == 0:
             return
-        rngs = [self.core.rngs[i] for i in env_ids]
-        clips = [self.start_clips[int(r.integers(len(self.start_clips)))] for r in rngs]
-        self.core.reset_envs(env_ids, {"clip": clips, "task": "imitation"})
-        ids = torch.as_tensor(env_ids, device=self.device)
-        yaw = torch.as_tensor([r.uniform(-math.pi, math.pi) for r in rngs], dtype=torch.float64)
+        rand = self.core.random  # all draws at the episode's counter, before reset_envs moves it on
+        u = rand.uniform(env_ids, Stream.GOAL, 2)
+        starts = np.asarray(self.start_clips)
+        clips = starts[np.minimum((u[:, 0] * starts.size).astype(np.int64), starts.size - 1)]
+        yaw = torch.from_numpy(-math.pi + 2.0 * math.pi * u[:, 1])
         half = self.cfg.arena_size / 2
-        goals = []
-        for r in rngs:
-            while True:  # uniform in the arena, not on top of the start
-                g = r.uniform(-half, half, 2)
-                if np.hypot(*g) >= self.cfg.min_goal_distance:
-                    goals.append(g)
-                    break
+        goals = np.zeros((env_ids.size, 2))
+        pending = np.arange(env_ids.size)
+        for attempt in range(1000):  # uniform in the arena, not on top of the start
+            if pending.size == 0:
+                break
+            g = (2.0 * rand.uniform(env_ids[pending], Stream.GOAL_POSITION + attempt, 2) - 1.0) * half
+            ok = np.hypot(g[:, 0], g[:, 1]) >= self.cfg.min_goal_distance
+            goals[pending[ok]] = g[ok]
+            pending = pending[~ok]
+        self.core.reset_envs(env_ids, {"clip": clips, "task": "imitation"})
+        ids = torch.from_numpy(env_ids).to(self.device)
         st = self.core.backend.state(ids)
         qpos, qvel = st.qpos.clone().double(), st.qvel.clone().double()
         turn = rot.yaw_quat(yaw - rot.heading_angle(qpos[:, 3:7]))
@@ -181,7 +212,7 @@ class GoalReachingCore:
         qvel[:, :3] = rot.quat_rotate(turn, qvel[:, :3])  # world linear velocity turns too
         self.core.backend.set_state(ids, qpos, qvel)
         self.core.observe(ids)
-        self.goal[ids] = torch.as_tensor(np.stack(goals), dtype=torch.float32, device=self.device)
+        self.goal[ids] = torch.as_tensor(goals, dtype=torch.float32, device=self.device)
         self.steps[ids] = 0
         self.success[ids] = False
 
@@ -252,7 +283,12 @@ class GoalReachingEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, low_level: str, config: GoalReachingConfig | dict | None = None, **overrides: Any):
+    def __init__(
+        self,
+        low_level: str | os.PathLike | None = None,
+        config: GoalReachingConfig | dict | None = None,
+        **overrides: Any,
+    ):
         self.cfg = _config(config, overrides)
         self.task = GoalReachingCore(1, low_level, self.cfg)
         self.observation_space, self.action_space = _spaces()
@@ -261,7 +297,8 @@ class GoalReachingEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         """New episode: start at the centre, goal somewhere in the arena."""
         super().reset(seed=seed)
-        self.task.core.rngs[0] = self.np_random
+        if seed is not None:
+            self.task.core.seed([0], [seed])
         self.task.reset_envs([0])
         return self.task.observation()[0].numpy(), {"goal": self.task.goal[0].numpy().copy()}
 
@@ -284,7 +321,11 @@ class GoalReachingVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
     def __init__(
-        self, num_envs: int = 16, low_level: str = "", config: GoalReachingConfig | dict | None = None, **overrides: Any
+        self,
+        num_envs: int = 16,
+        low_level: str | os.PathLike | None = None,
+        config: GoalReachingConfig | dict | None = None,
+        **overrides: Any,
     ):
         self.cfg = _config(config, overrides)
         self.num_envs = num_envs
@@ -310,9 +351,9 @@ class GoalReachingVectorEnv(VectorEnv):
         z = _check_action(actions, (self.num_envs, SKILL_DIM))
         reward, term, trunc, info = self.task.step(z)
         infos: dict[str, Any] = {k: v.cpu().numpy() for k, v in info.items()}
-        done = np.flatnonzero((term | trunc).cpu().numpy()).tolist()
+        done = np.flatnonzero((term | trunc).cpu().numpy())
         obs = self.task.observation().numpy()
-        if done:
+        if done.size:
             infos["final_info"] = {k: v.copy() for k, v in infos.items()}
             infos.update(final_obs_info(obs[done], done, self.num_envs))
             infos["_final_info"] = infos["_final_obs"]

@@ -1,10 +1,20 @@
-"""Skill latents on the unit hypersphere: uniform directions and von Mises-Fisher maths."""
+"""Skill latents on the unit hypersphere: uniform directions and von Mises-Fisher maths.
+
+The ``*_batch`` samplers draw for many worlds at once from given random numbers
+(the env's per-world counter-based streams); ``sample_uniform_sphere`` and
+``sample_vmf`` draw one sample from a numpy Generator.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import torch
 from scipy import special, stats
+
+from rgsd_envs.envs.observations import SKILL_DIM
+from rgsd_envs.envs.world_random import box_muller
 
 
 def sample_uniform_sphere(rng: np.random.Generator, dim: int) -> np.ndarray:
@@ -20,6 +30,58 @@ def sample_vmf(rng: np.random.Generator, mu: np.ndarray, kappa: float) -> np.nda
     if kappa <= 0:
         return sample_uniform_sphere(rng, mu.shape[0])
     return stats.vonmises_fisher(mu, kappa).rvs(1, random_state=rng)[0]
+
+
+def uniform_sphere_batch(normals: np.ndarray) -> np.ndarray:
+    """Directions uniform on the sphere (n, d) from standard normals (n, d): each row k / |k|."""
+    return normals / np.maximum(np.linalg.norm(normals, axis=-1, keepdims=True), 1e-12)
+
+
+VMF_ATTEMPT_UNIFORMS = 2 * (SKILL_DIM - 1) + 1
+"""Uniforms one vMF rejection attempt in R^16 uses: 2 (d - 1) for the Beta draw, one to accept."""
+
+MAX_VMF_ATTEMPTS = 1000
+
+
+def sample_vmf_batch(
+    mu: np.ndarray,
+    kappa: np.ndarray,
+    direction_normals: np.ndarray,
+    attempt_uniforms: Callable[[int, np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """Samples of vMF(mu_i, kappa_i) (n, d) for rows mu (n, d), kappa (n,), by Wood's (1994) rejection sampler.
+
+    ``direction_normals`` (n, d) are standard normals for the tangent direction;
+    ``attempt_uniforms(t, rows)`` returns (len(rows), 2 (d - 1) + 1) uniforms in [0, 1)
+    for attempt t of the rows still pending. Beta((d-1)/2, (d-1)/2) is drawn as
+    A / (A + B) of two chi-square(d - 1) sums of squared normals; kappa = 0 is uniform.
+    """
+    mu = mu / np.linalg.norm(mu, axis=-1, keepdims=True)
+    n, d = mu.shape
+    m = d - 1.0
+    kappa = np.broadcast_to(np.asarray(kappa, dtype=np.float64), (n,))
+    b = m / (2.0 * kappa + np.sqrt(4.0 * kappa**2 + m**2))  # = (-2k + sqrt(4k^2 + m^2)) / m, stable
+    x0 = (1.0 - b) / (1.0 + b)
+    c = kappa * x0 + m * np.log1p(-(x0**2))
+    w = np.empty(n)
+    pending = np.arange(n)
+    for t in range(MAX_VMF_ATTEMPTS):
+        if pending.size == 0:
+            break
+        u = attempt_uniforms(t, pending)
+        g = box_muller(u[:, : 2 * (d - 1)]) ** 2
+        a, rest = g[:, : d - 1].sum(-1), g[:, d - 1 :].sum(-1)
+        z = a / (a + rest)
+        bp, x0p, kp = b[pending], x0[pending], kappa[pending]
+        wt = (1.0 - (1.0 + bp) * z) / (1.0 - (1.0 - bp) * z)
+        ok = kp * wt + m * np.log1p(-x0p * wt) - c[pending] >= np.log(np.maximum(u[:, -1], 1e-300))
+        w[pending[ok]] = wt[ok]
+        pending = pending[~ok]
+    if pending.size:
+        raise RuntimeError(f"vMF sampler did not accept after {MAX_VMF_ATTEMPTS} attempts (kappa {kappa[pending]})")
+    v = direction_normals - (direction_normals * mu).sum(-1, keepdims=True) * mu
+    v = uniform_sphere_batch(v)
+    return w[:, None] * mu + np.sqrt(np.clip(1.0 - w**2, 0.0, None))[:, None] * v
 
 
 def vmf_mean_resultant_length(kappa: float, dim: int) -> float:

@@ -145,7 +145,8 @@ class RGSDEnv(_Observer, gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Start an episode (RSI); ``options`` may fix clip, start_frame, task, skill or kappa."""
         super().reset(seed=seed)
-        self.core.rngs[0] = self.np_random
+        if seed is not None:
+            self.core.seed([0], [seed])
         self.core.reset_envs([0], options)
         info = self.core.observe_reset(torch.zeros(1, dtype=torch.long, device=self.core.device))
         self._info = _scalars(info.numpy(0))
@@ -207,6 +208,7 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         self.autoreset_mode = AutoresetMode(self.cfg.autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self._autoreset = np.zeros(num_envs, dtype=bool)
+        self._all_ids = np.arange(num_envs)
         self.last_transition_features = self.core.features
         """(N, 359) features of s' of the last step, before any autoreset."""
         self.last_started = torch.zeros(num_envs, dtype=torch.bool)
@@ -226,17 +228,17 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         """Reset all worlds (or those in ``options["reset_mask"]``); int seeds give world i seed + i."""
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
-        ids = list(range(self.num_envs)) if mask is None else [int(i) for i in np.flatnonzero(mask)]
+        ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
         if seed is not None:
             seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
             if len(seeds) != self.num_envs:
                 raise ValueError(f"seed list has {len(seeds)} entries; expected num_envs={self.num_envs}")
             self.core.seed(ids, [seeds[i] for i in ids])
         self.core.reset_envs(ids, options)
-        info = self.core.observe_reset(torch.as_tensor(ids, device=self.core.device))
+        info = self.core.observe_reset(torch.from_numpy(ids).to(self.core.device))
         self._autoreset[ids] = False
         self.last_started = torch.zeros(self.num_envs, dtype=torch.bool)
-        self.last_started[ids] = True
+        self.last_started[torch.from_numpy(ids)] = True
         self.last_stepped = torch.zeros(self.num_envs, dtype=torch.bool)
         self.last_transition_features = self.core.features
         return self._obs(), _vector_info(info.numpy(), ids, self.num_envs, rows=ids)
@@ -253,35 +255,35 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         n = self.num_envs
         rewards = np.zeros(n, dtype=np.float64)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
-            pending = np.flatnonzero(self._autoreset).tolist()
+            pending = np.flatnonzero(self._autoreset)
             term_np, trunc_np = term.cpu().numpy(), trunc.cpu().numpy()
             term_np[pending] = False
             trunc_np[pending] = False
             self._autoreset = term_np | trunc_np
             values = step_info.numpy()
-            if pending:
+            if pending.size:
                 values = _splice(values, self._restart(pending), pending)
             self.last_started = torch.zeros(n, dtype=torch.bool)
-            self.last_started[pending] = True
+            self.last_started[torch.from_numpy(pending)] = True
             self.last_stepped = ~self.last_started
-            return self._obs(), rewards, term_np, trunc_np, _vector_info(values, range(n), n)
-        done = np.flatnonzero((term | trunc).cpu().numpy()).tolist()
+            return self._obs(), rewards, term_np, trunc_np, _vector_info(values, self._all_ids, n)
+        done = np.flatnonzero((term | trunc).cpu().numpy())
         values = step_info.numpy()
-        infos = _vector_info(values, range(n), n)
-        if done:
+        infos = _vector_info(values, self._all_ids, n)
+        if done.size:
             infos.update(final_obs_info(self._obs(done), done, n))
             infos["final_info"] = _vector_info({k: v[done] for k, v in values.items()}, done, n, rows=done)
             infos["_final_info"] = _mask(done, n)
-            infos.update(_vector_info(_splice(values, self._restart(done), done), range(n), n))
+            infos.update(_vector_info(_splice(values, self._restart(done), done), self._all_ids, n))
         self.last_started = torch.zeros(n, dtype=torch.bool)
-        self.last_started[done] = True
+        self.last_started[torch.from_numpy(done)] = True
         self.last_stepped = torch.ones(n, dtype=torch.bool)
         return self._obs(), rewards, term.cpu().numpy(), trunc.cpu().numpy(), infos
 
-    def _restart(self, ids: list[int]) -> dict[str, np.ndarray]:
+    def _restart(self, ids: np.ndarray) -> dict[str, np.ndarray]:
         """Start new episodes in worlds ``ids``; their info rows (numpy, one per id)."""
         self.core.reset_envs(ids)
-        return self.core.observe_reset(torch.as_tensor(ids, device=self.core.device)).numpy()
+        return self.core.observe_reset(torch.from_numpy(ids).to(self.core.device)).numpy()
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly (simulator, episodes, generators)."""
@@ -306,22 +308,25 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         self.core.close()
 
 
-def final_obs_info(obs_rows: Any, done: list[int], n: int) -> dict[str, np.ndarray]:
+def final_obs_info(obs_rows: Any, done: Any, n: int) -> dict[str, np.ndarray]:
     """``final_obs`` (object array, an entry per finished world) and its ``_final_obs`` mask, as
     SyncVectorEnv lays them out; ``obs_rows`` holds the finished worlds' observations in ``done`` order."""
+    done = np.asarray(done, dtype=np.int64)
     final_obs = np.full(n, None, dtype=object)
-    for k, i in enumerate(done):
-        final_obs[i] = {key: v[k] for key, v in obs_rows.items()} if isinstance(obs_rows, dict) else obs_rows[k]
+    if isinstance(obs_rows, dict):
+        final_obs[done] = [{key: v[k] for key, v in obs_rows.items()} for k in range(done.size)]
+    else:  # one row view per finished world, made in C
+        final_obs[done] = np.fromiter(obs_rows, dtype=object, count=done.size)
     return {"final_obs": final_obs, "_final_obs": _mask(done, n)}
 
 
 def _mask(ids: Any, n: int) -> np.ndarray:
     m = np.zeros(n, dtype=bool)
-    m[list(ids)] = True
+    m[np.asarray(ids, dtype=np.int64)] = True
     return m
 
 
-def _splice(values: dict[str, np.ndarray], rows: dict[str, np.ndarray], ids: list[int]) -> dict[str, np.ndarray]:
+def _splice(values: dict[str, np.ndarray], rows: dict[str, np.ndarray], ids: Any) -> dict[str, np.ndarray]:
     """Info values with the rows of ``ids`` replaced (reset worlds describe their new episode)."""
     out = {}
     for k, v in values.items():
@@ -330,13 +335,13 @@ def _splice(values: dict[str, np.ndarray], rows: dict[str, np.ndarray], ids: lis
     return out
 
 
-def _vector_info(values: dict[str, np.ndarray], ids: Any, n: int, rows: list[int] | None = None) -> dict[str, Any]:
+def _vector_info(values: dict[str, np.ndarray], ids: Any, n: int, rows: Any = None) -> dict[str, Any]:
     """Gymnasium vector info: each key batched over worlds with a ``_key`` presence mask."""
-    ids = list(ids)
+    ids = np.asarray(ids, dtype=np.int64)
     mask = _mask(ids, n)
     out: dict[str, Any] = {}
     for k, v in values.items():
-        if rows is None and len(ids) == n:
+        if rows is None and ids.size == n:
             arr = v
         else:
             arr = np.zeros((n, *v.shape[1:]), dtype=v.dtype)

@@ -19,15 +19,30 @@ import torch
 
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.clip import MotionClip
-from rgsd_envs.motion.kinematics import KinematicModel, clip_from_rotations
+from rgsd_envs.motion.kinematics import KinematicModel, RangeFit, clip_and_fit_from_rotations
 from rgsd_envs.utils import rotations as rot
-from rgsd_envs.utils.files import InputFileError, read_npz
+from rgsd_envs.utils.files import InputFileError, npz_text, read_npz
 
 POSE_WIDTHS = {156: "SMPL+H", 165: "SMPL-X"}
 """Accepted ``poses`` widths and the model each means."""
 FRAME_RATE_KEYS = ("mocap_framerate", "mocap_frame_rate")
 """SMPL+H files spell it ``mocap_framerate``, SMPL-X ``mocap_frame_rate``."""
 NUM_BODY_POSE_JOINTS = 22
+AMASS_KEYS = ("poses", "trans", *FRAME_RATE_KEYS, "betas", "gender")
+"""The only keys rgsd reads from an AMASS file; any others (``dmpls``, SMPL-X markers,
+a pickled ``markers_latent_vids``) are left unread."""
+SHAPE_FILE_SUFFIXES = ("_stagei.npz",)
+SHAPE_FILE_NAMES = ("shape.npz",)
+
+
+class ShapeFileError(InputFileError):
+    """An AMASS per-subject body-shape file (``shape.npz``, SMPL-X ``*_stagei.npz``): not a motion."""
+
+
+def is_shape_file_name(path: str | os.PathLike) -> bool:
+    """Whether a file name is one AMASS uses for per-subject shape files."""
+    name = Path(path).name.lower()
+    return name in SHAPE_FILE_NAMES or name.endswith(SHAPE_FILE_SUFFIXES)
 
 
 @dataclass
@@ -47,8 +62,11 @@ class AmassMotion:
 def read_amass(path: str | os.PathLike) -> AmassMotion:
     """Load and check an AMASS file; errors name the file and the field."""
     path = Path(path)
-    raw = read_npz(path)
-    if "root_pos" in raw and "poses" not in raw:
+    members = read_npz(path, ()).files  # checks the archive before anything is read
+    if is_shape_file_name(path) or ("poses" not in members and "trans" not in members and "betas" in members):
+        raise ShapeFileError(path, "a body-shape file (betas, no motion); skipped, it holds no frames to import")
+    raw = read_npz(path, AMASS_KEYS)
+    if "root_pos" in raw.files and "poses" not in raw.files:
         raise InputFileError(path, "this is already an rgsd clip, not an AMASS file; load it with load_clip", "poses")
     for key in ("poses", "trans"):
         if key not in raw:
@@ -66,8 +84,8 @@ def read_amass(path: str | os.PathLike) -> AmassMotion:
         raise InputFileError(path, f"must be a number, got {raw[rate_key]!r}", rate_key) from None
     if not (np.isfinite(fps) and fps > 0):
         raise InputFileError(path, f"must be a positive frame rate, got {fps}", rate_key)
-    poses = np.asarray(raw["poses"], dtype=np.float64)
-    trans = np.asarray(raw["trans"], dtype=np.float64)
+    poses = _floats(path, raw["poses"], "poses")
+    trans = _floats(path, raw["trans"], "trans")
     if poses.ndim != 2 or poses.shape[1] not in POSE_WIDTHS:
         widths = " or ".join(f"{w} ({m})" for w, m in POSE_WIDTHS.items())
         raise InputFileError(path, f"expected shape (N, {widths}), got {poses.shape}", "poses")
@@ -81,11 +99,18 @@ def read_amass(path: str | os.PathLike) -> AmassMotion:
         if not np.isfinite(arr).all():
             frame = int(np.argwhere(~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1))[0, 0])
             raise InputFileError(path, f"contains NaN or inf (first at frame {frame})", key)
-    betas = np.asarray(raw.get("betas", np.zeros(10)), dtype=np.float64).reshape(-1)
-    gender = str(raw.get("gender", "neutral"))
+    betas = _floats(path, raw["betas"], "betas").reshape(-1) if "betas" in raw else np.zeros(10)
+    gender = npz_text(raw["gender"]) if "gender" in raw else "neutral"
     return AmassMotion(
         path, POSE_WIDTHS[poses.shape[1]], poses[:, : 3 * NUM_BODY_POSE_JOINTS], trans, fps, betas, gender
     )
+
+
+def _floats(path: Path, value: np.ndarray, key: str) -> np.ndarray:
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputFileError(path, f"expected numbers, got an array of {value.dtype}", key) from None
 
 
 _Q_WORLD_FROM_SMPL = rot.matrix_to_quat(torch.as_tensor(sk.WORLD_FROM_SMPL))
@@ -104,6 +129,18 @@ def amass_to_clip(
     ``offsets`` and ``pelvis_rest`` (J0, SMPL frame) default to the neutral body;
     pass those of the subject's body (``body_shape``) to keep its proportions.
     """
+    return amass_to_clip_and_fit(motion, name, category, offsets, pelvis_rest, kinematics)[0]
+
+
+def amass_to_clip_and_fit(
+    motion: AmassMotion,
+    name: str | None = None,
+    category: str = "unlabelled",
+    offsets: np.ndarray | None = None,
+    pelvis_rest: np.ndarray | None = None,
+    kinematics: KinematicModel | None = None,
+) -> tuple[MotionClip, RangeFit]:
+    """``amass_to_clip``, and how far the joint ranges clamped the clip's hinge angles."""
     n = motion.poses.shape[0]
     aa = torch.zeros(n, sk.NUM_BODIES, 3, dtype=torch.float64)
     aa[:, :NUM_BODY_POSE_JOINTS] = torch.as_tensor(motion.poses).reshape(n, NUM_BODY_POSE_JOINTS, 3)
@@ -114,7 +151,7 @@ def amass_to_clip(
     root_rot = rot.quat_mul(q[:, 0], rot.quat_conj(qc))
     j0 = sk.SMPL_NEUTRAL_PELVIS_REST if pelvis_rest is None else np.asarray(pelvis_rest, dtype=float)
     root_pos = motion.trans + j0
-    return clip_from_rotations(
+    return clip_and_fit_from_rotations(
         name=name or clip_name_from_path(motion.path),
         category=category,
         root_pos=root_pos,

@@ -11,7 +11,7 @@ from rgsd_envs.utils.files import InputFileError
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from rgsd_envs.motion.importer import file_jobs, import_motions, paper_set_jobs
+    from rgsd_envs.motion.importer import REPORT_NAME, file_jobs, import_motions, paper_set_jobs
 
     offsets = pelvis = None
     if args.betas is not None and not args.smpl_model:
@@ -37,13 +37,21 @@ def _cmd_import(args: argparse.Namespace) -> int:
             return 2
         jobs = file_jobs(args.inputs, category=args.category)
     report = import_motions(
-        jobs, args.out, offsets=offsets, pelvis_rest=pelvis, progress=not args.quiet, keep_going=not args.strict
+        jobs,
+        args.out,
+        offsets=offsets,
+        pelvis_rest=pelvis,
+        progress=not args.quiet,
+        keep_going=not args.strict,
+        missing=missing,
     )
-    print(f"wrote {len(report.written)} clip(s) to {args.out}")
     for path, err in report.failed.items():
-        print(f"skipped {path}: {err}", file=sys.stderr)
+        print(f"rejected {path}: {err}", file=sys.stderr)
     for name in missing:
         print(f"not found: {name}", file=sys.stderr)
+    for line in report.clamp_warnings():
+        print(line, file=sys.stderr)
+    print(f"{report.summary()}; clips and {REPORT_NAME} in {args.out}")
     return 1 if (report.failed or missing) else 0
 
 
@@ -86,7 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rgsd-motions", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
-    imp = sub.add_parser("import", help="convert AMASS SMPL+H / SMPL-X files to rgsd clips (30 Hz, grounded)")
+    imp = sub.add_parser(
+        "import",
+        help="convert AMASS SMPL+H / SMPL-X files to rgsd clips (30 Hz, grounded)",
+        description="Convert AMASS SMPL+H (*_poses.npz) and SMPL-X (*_stageii.npz) files to rgsd clips "
+        "(30 Hz, grounded). Body-shape files (shape.npz, *_stagei.npz) are skipped. Writes "
+        "import_report.json beside the clips: per input file kept/skipped/rejected and why, frame "
+        "rates, frames and seconds before and after resampling, and the largest joint clamp.",
+        epilog="example:\n  rgsd-motions import ~/AMASS/ACCAD --out clips/ --category walk\n"
+        "  rgsd-motions import --paper-set ~/AMASS --out clips/",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     imp.add_argument("inputs", nargs="*", help="AMASS .npz files or folders (searched recursively)")
     imp.add_argument("--out", required=True, help="output folder for the clips")
     imp.add_argument(

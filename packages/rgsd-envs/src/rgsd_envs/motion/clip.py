@@ -160,8 +160,8 @@ def validate_clip(clip: MotionClip, path: str | os.PathLike = "<memory>") -> Non
 def load_clip(path: str | os.PathLike) -> MotionClip:
     """Read and validate an rgsd clip file; errors name the file and the field."""
     path = Path(path)
-    raw = read_npz(path)
-    if "poses" in raw and "root_pos" not in raw:
+    raw = read_npz(path, ("format_version", *(f.name for f in fields(MotionClip))))
+    if "poses" in raw.files and "root_pos" not in raw.files:
         raise InputFileError(
             path, "this is an AMASS file, not an rgsd clip; convert it with `rgsd-motions import`", "poses"
         )

@@ -2,27 +2,99 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from rgsd_envs.motion.amass import amass_to_clip, clip_name_from_path, find_amass_files, read_amass
+from rgsd_envs.motion.amass import (
+    ShapeFileError,
+    amass_to_clip_and_fit,
+    clip_name_from_path,
+    find_amass_files,
+    read_amass,
+)
 from rgsd_envs.motion.kinematics import KinematicModel
 from rgsd_envs.motion.paper_set import PAPER_CLIPS, find_paper_clips
-from rgsd_envs.utils.files import InputFileError
+from rgsd_envs.utils.files import InputFileError, atomic_path
+
+REPORT_NAME = "import_report.json"
+"""Written beside the clips by every import."""
+CLAMP_WARN_DEG = 10.0
+"""A clamp larger than this (degrees) is worth a look: a joint range or the source is off."""
+
+
+@dataclass
+class FileResult:
+    """What became of one input file."""
+
+    source: str
+    status: str
+    """``kept``, ``skipped`` (a body-shape file, not a motion) or ``rejected`` (unreadable)."""
+    reason: str = ""
+    clip: str | None = None
+    """The written clip file (kept files only)."""
+    name: str | None = None
+    category: str | None = None
+    source_fps: float | None = None
+    frames_in: int | None = None
+    seconds_in: float | None = None
+    frames_out: int | None = None
+    seconds_out: float | None = None
+    max_clamp_deg: float | None = None
+    """Largest joint-range clamp of any hinge over the clip, degrees (0 if none)."""
+    max_clamp_joint: str | None = None
 
 
 @dataclass
 class ImportReport:
-    """What an import wrote and what it could not read."""
+    """Per input file: kept, skipped or rejected, and why; saved as ``import_report.json``."""
 
-    written: list[Path] = field(default_factory=list)
-    failed: dict[Path, str] = field(default_factory=dict)
+    files: list[FileResult] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    """Paper-set clips that were not found under the AMASS root."""
+
+    @property
+    def written(self) -> list[Path]:
+        """The clip files written."""
+        return [Path(f.clip) for f in self.files if f.status == "kept" and f.clip]
+
+    @property
+    def failed(self) -> dict[Path, str]:
+        """Rejected input files and why."""
+        return {Path(f.source): f.reason for f in self.files if f.status == "rejected"}
+
+    def counts(self) -> dict[str, int]:
+        """How many files were kept, skipped (shape files) and rejected."""
+        return {s: sum(f.status == s for f in self.files) for s in ("kept", "skipped", "rejected")}
+
+    def summary(self) -> str:
+        """One line: ``kept N, skipped N shape file(s), rejected N``."""
+        c = self.counts()
+        return f"kept {c['kept']}, skipped {c['skipped']} shape file(s), rejected {c['rejected']}"
+
+    def clamp_warnings(self, threshold_deg: float = CLAMP_WARN_DEG) -> list[str]:
+        """One line per kept clip whose largest joint clamp exceeds ``threshold_deg``."""
+        return [
+            f"warning: {f.name}: {f.max_clamp_joint} clamped by {f.max_clamp_deg:.1f} deg "
+            f"(> {threshold_deg:g}) to fit the joint range"
+            for f in self.files
+            if f.status == "kept" and (f.max_clamp_deg or 0.0) > threshold_deg
+        ]
+
+    def to_dict(self) -> dict:
+        """The report as JSON-ready data."""
+        return {**self.counts(), "files": [asdict(f) for f in self.files], "missing": list(self.missing)}
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the report as JSON, atomically; returns the path."""
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        return Path(path)
 
 
 def import_motions(
@@ -32,29 +104,53 @@ def import_motions(
     pelvis_rest: np.ndarray | None = None,
     progress: bool = True,
     keep_going: bool = True,
+    missing: Iterable[str] = (),
 ) -> ImportReport:
     """Convert (source file, clip name, category) jobs into clips under out_dir.
 
     Each clip is written atomically, so an interrupted import leaves only whole
-    files. With ``keep_going``, unreadable files are reported and skipped;
-    otherwise the first error is raised.
+    files. Body-shape files are skipped. With ``keep_going``, unreadable files are
+    reported and skipped; otherwise the first error is raised. The report is also
+    written to ``out_dir/import_report.json``, with ``missing`` (paper-set clips
+    not found) listed in it.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jobs = list(jobs)
     km = KinematicModel(offsets)
-    report = ImportReport()
+    report = ImportReport(missing=list(missing))
     for src, name, category in tqdm(jobs, desc="import", unit="clip", disable=not progress):
         try:
-            clip = amass_to_clip(
-                read_amass(src), name=name, category=category, offsets=offsets, pelvis_rest=pelvis_rest, kinematics=km
+            motion = read_amass(src)
+            clip, fit = amass_to_clip_and_fit(
+                motion, name=name, category=category, offsets=offsets, pelvis_rest=pelvis_rest, kinematics=km
             )
+        except ShapeFileError as err:
+            report.files.append(FileResult(str(src), "skipped", str(err)))
+            continue
         except InputFileError as err:
             if not keep_going:
                 raise
-            report.failed[Path(src)] = str(err)
+            report.files.append(FileResult(str(src), "rejected", str(err)))
             continue
-        report.written.append(clip.save(out / f"{name}.npz"))
+        n_in = motion.poses.shape[0]
+        report.files.append(
+            FileResult(
+                source=str(src),
+                status="kept",
+                clip=str(clip.save(out / f"{name}.npz")),
+                name=name,
+                category=category,
+                source_fps=motion.fps,
+                frames_in=n_in,
+                seconds_in=(n_in - 1) / motion.fps,
+                frames_out=clip.num_frames,
+                seconds_out=clip.duration,
+                max_clamp_deg=round(fit.max_deg, 3),
+                max_clamp_joint=fit.worst_dof,
+            )
+        )
+    report.save(out / REPORT_NAME)
     return report
 
 

@@ -8,6 +8,7 @@ velocities all happen here, once.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import mujoco
 import numpy as np
@@ -160,6 +161,71 @@ def _root_ang_vel(root_rot: np.ndarray, dt: float) -> np.ndarray:
     return w.numpy()
 
 
+def nearest_representatives(angles: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Each hinge angle's representative (angle + 2*pi*k) that lies in [lo, hi] where one does,
+    else the one nearest the previous frame's: tracks (T, D) without 2*pi jumps or 2*pi offsets.
+
+    Euler angles come wrapped into (-pi, pi], so a hinge driven through +-pi jumps by 2*pi;
+    a plain unwrap fixes the jump but can leave a whole track, or the part after a full
+    turn, 2*pi away from the range, where clamping would then move it by ~360 degrees.
+    """
+    a = np.asarray(angles, dtype=np.float64)
+    lo, hi = np.broadcast_to(lo, a.shape[1:]), np.broadcast_to(hi, a.shape[1:])
+    centre = 0.5 * (lo + hi)
+    two_pi = 2.0 * np.pi
+
+    def near(x: np.ndarray, target: np.ndarray) -> np.ndarray:
+        return x + two_pi * np.round((target - x) / two_pi)
+
+    def inside(x: np.ndarray) -> np.ndarray:
+        return (x >= lo) & (x <= hi)
+
+    out = np.empty_like(a)
+    if a.shape[0] == 0:
+        return out
+    out[0] = near(a[0], centre)  # in range if any representative is, else the least outside
+    for t in range(1, a.shape[0]):
+        prev = near(a[t], out[t - 1])
+        mid = near(a[t], centre)
+        out[t] = np.where(inside(prev) | ~inside(mid), prev, mid)
+    return out
+
+
+CLAMP_TOL = 1e-6
+"""Clamps smaller than this (radians) are rounding, not reported."""
+
+
+@dataclass(frozen=True)
+class RangeFit:
+    """How far the joint ranges clamped a clip's hinge angles."""
+
+    excess: np.ndarray
+    """(69,) largest clamp of each hinge over the clip, radians (0 where none), qpos order."""
+
+    @property
+    def max_deg(self) -> float:
+        """The largest clamp of any hinge, degrees."""
+        return float(np.rad2deg(self.excess.max(initial=0.0)))
+
+    @property
+    def worst_dof(self) -> str | None:
+        """Name of the most clamped hinge, or None if nothing was clamped."""
+        return sk.DOF_NAMES[int(self.excess.argmax())] if self.excess.max(initial=0.0) > CLAMP_TOL else None
+
+    def describe(self, top: int = 3) -> str:
+        """The most clamped hinges, e.g. ``"R_Wrist_x by 12.3 deg, ..."``; empty if none."""
+        order = [i for i in np.argsort(-self.excess)[:top] if self.excess[i] > CLAMP_TOL]
+        return ", ".join(f"{sk.DOF_NAMES[i]} by {np.rad2deg(self.excess[i]):.1f} deg" for i in order)
+
+
+def fit_to_ranges(dof: np.ndarray) -> tuple[np.ndarray, RangeFit]:
+    """Hinge tracks (T, 69) moved to their nearest representatives and clamped to the joint ranges."""
+    lo, hi = sk.DOF_RANGES[:, 0], sk.DOF_RANGES[:, 1]
+    dof = nearest_representatives(dof, lo, hi)
+    excess = np.maximum(np.maximum(dof - hi, lo - dof).max(0, initial=0.0), 0.0)
+    return np.clip(dof, lo, hi), RangeFit(excess)
+
+
 def clip_from_rotations(
     name: str,
     category: str,
@@ -172,12 +238,32 @@ def clip_from_rotations(
     ground: bool = True,
     kinematics: KinematicModel | None = None,
 ) -> MotionClip:
+    """Build a complete 30 Hz MotionClip from root pose and local joint rotations (see
+    ``clip_and_fit_from_rotations``, which also says how much was clamped)."""
+    return clip_and_fit_from_rotations(
+        name, category, root_pos, root_rot, joint_rot, fps, source, offsets, ground, kinematics
+    )[0]
+
+
+def clip_and_fit_from_rotations(
+    name: str,
+    category: str,
+    root_pos: np.ndarray,
+    root_rot: np.ndarray,
+    joint_rot: np.ndarray,
+    fps: float,
+    source: str,
+    offsets: np.ndarray | None = None,
+    ground: bool = True,
+    kinematics: KinematicModel | None = None,
+) -> tuple[MotionClip, RangeFit]:
     """Build a complete 30 Hz MotionClip from root pose and local joint rotations.
 
     ``joint_rot`` is (T, 23, 4), bodies 1..23 in SMPL order, in our z-up frame.
-    Hinge angles outside the joint ranges are clamped (logged with the clip and
-    hinge). With ``ground``, the clip is shifted so that its lowest foot point over
-    the whole clip touches the floor (SPEC §9).
+    Hinge angles take their nearest representatives (``nearest_representatives``),
+    then those outside the joint ranges are clamped (logged with the clip and hinge,
+    and returned as a RangeFit). With ``ground``, the clip is shifted so that its
+    lowest foot point over the whole clip touches the floor (SPEC §9).
     """
     km = kinematics or KinematicModel(offsets)
     root_pos = np.asarray(root_pos, dtype=np.float64)
@@ -185,18 +271,9 @@ def clip_from_rotations(
     joint_rot = rot.quat_normalize(_t(joint_rot)).numpy()
     if not np.isclose(fps, CLIP_FPS):
         root_pos, root_rot, joint_rot = resample(root_pos, root_rot, joint_rot, fps)
-    dof = np.unwrap(dof_from_joint_rot(joint_rot), axis=0)
-    lo, hi = sk.DOF_RANGES[:, 0], sk.DOF_RANGES[:, 1]
-    # an unwrapped angle may sit 2*pi away from the range: bring it back first
-    centre = 0.5 * (lo + hi)
-    dof -= 2 * np.pi * np.round((dof.mean(0) - centre) / (2 * np.pi))
-    excess = np.maximum(dof - hi, lo - dof).max(0)
-    if (excess > 1e-6).any():
-        worst = ", ".join(
-            f"{sk.DOF_NAMES[i]} by {np.rad2deg(excess[i]):.1f} deg" for i in np.argsort(-excess)[:3] if excess[i] > 1e-6
-        )
-        log.warning("clip %s: hinge angles clamped to the joint ranges (%s)", name, worst)
-    dof = np.clip(dof, lo, hi)
+    dof, fit = fit_to_ranges(dof_from_joint_rot(joint_rot))
+    if fit.worst_dof is not None:
+        log.warning("clip %s: hinge angles clamped to the joint ranges (%s)", name, fit.describe())
     joint_rot = joint_rot_from_dof(dof)
     qpos = np.concatenate([root_pos, root_rot, dof], axis=1)
     body_pos, body_rot, lowest = km.forward(qpos)
@@ -229,4 +306,4 @@ def clip_from_rotations(
         body_lin_vel=body_lin_vel,
         body_ang_vel=body_ang_vel,
         body_offsets=km.offsets.copy(),
-    )
+    ), fit

@@ -6,7 +6,9 @@ imitation episodes and the trainable one in discovery episodes. At an episode
 start the history is filled from the reference clip before the start frame.
 It exposes what a trainer of the discovery encoder needs
 (``encoder_inputs``, ``next_encoder_inputs``, ``skills``, ``tasks``) and
-``set_encoder`` replaces the trainable encoder at run time. Because the reward
+``set_encoder`` replaces the trainable encoder at run time. With ``EnvConfig.reward = "tracking"`` imitation episodes are scored by the
+DeepMimic-style tracking reward the core computes (``rewards.tracking``) instead
+of the frozen encoder; discovery episodes keep the encoder. Because the reward
 lives here, any RL library training on the wrapped env optimises RGSD's
 objective.
 """
@@ -76,6 +78,9 @@ class EncoderRewardCore:
         reward = torch.zeros(nxt.shape[0], device=nxt.device)
         imit = stepped & (self.tasks == IMITATION)
         disc = stepped & ~(self.tasks == IMITATION)
+        if self.core.cfg.reward == "tracking":  # control arm: imitation tracks the clip (rewards.tracking)
+            reward[imit] = self.core.tracking_reward[imit]
+            imit = torch.zeros_like(imit)
         for mask, encoder in ((imit, self.frozen), (disc, self.trainable)):
             if mask.any():
                 mu = encoder(self.next_encoder_inputs[mask])

@@ -10,7 +10,7 @@ the mean action. It loads without the trainer's code, so evaluation
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +38,23 @@ def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, activation: str = "tan
     return nn.Sequential(*layers)
 
 
+Moments = Callable[[Tensor], tuple[int, Tensor, Tensor]]
+"""x (B, ...) -> (count, mean, population variance) of a batch, e.g. over every rank of a data-parallel run."""
+
+
 @torch.no_grad()
-def fold_batch_stats(mean: Tensor, var: Tensor, count: Tensor, x: Tensor) -> None:
-    """Fold a batch x (B, ...) into running mean/var/count in place (parallel Welford, population variance)."""
-    n = x.shape[0]
-    if n == 0:
-        return
-    b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
+def fold_batch_stats(mean: Tensor, var: Tensor, count: Tensor, x: Tensor, moments: Moments | None = None) -> None:
+    """Fold a batch x (B, ...) into running mean/var/count in place (parallel Welford, population variance);
+    ``moments`` replaces the batch's own count, mean and variance (None: x's)."""
+    if moments is None:
+        n = x.shape[0]
+        if n == 0:
+            return
+        b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
+    else:
+        n, b_mean, b_var = moments(x)
+        if n == 0:
+            return
     total = count + n
     delta = b_mean - mean
     mean += delta * n / total
@@ -63,9 +73,10 @@ class ObsNormalizer(nn.Module):
         self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
         self.register_buffer("count", torch.tensor(eps, dtype=torch.float64))
 
-    def update(self, x: Tensor) -> None:
-        """Fold a batch (B, dim) into the running statistics (parallel Welford)."""
-        fold_batch_stats(self.mean, self.var, self.count, x.reshape(-1, self.mean.shape[0]).to(torch.float64))
+    def update(self, x: Tensor, moments: Moments | None = None) -> None:
+        """Fold a batch (B, dim) into the running statistics (parallel Welford; ``moments``: see fold_batch_stats)."""
+        x = x.reshape(-1, self.mean.shape[0]).to(torch.float64)
+        fold_batch_stats(self.mean, self.var, self.count, x, moments)
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalised, clipped observations (same dtype as x)."""
@@ -91,8 +102,8 @@ class PolicyMLP(nn.Module):
 
     @torch.no_grad()
     def act(self, obs: Any) -> Tensor:
-        """Deterministic action for numpy or torch observations (no gradients)."""
-        x = torch.as_tensor(obs, dtype=torch.float32)
+        """Deterministic action for numpy or torch observations (no gradients), on the policy's device."""
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.normalizer.mean.device)
         squeeze = x.dim() == 1
         out = self(x.unsqueeze(0) if squeeze else x)
         return out[0] if squeeze else out

@@ -1,0 +1,372 @@
+"""Learning curves of named training arms (issue 11): Cartesian error per clip against samples and wall time.
+
+Each arm is a preset plus ``--set`` overrides and a wall-clock budget; it is a
+run folder ``<out>/<arm>`` trained with ``rgsd train --config ... --out ...``
+and, when the folder already holds a checkpoint, continued with
+``rgsd train --resume <out>/<arm> --set max_minutes=<budget>`` (the loop's
+clock counts over sessions, so an interrupted arm loses at most
+``checkpoint_every`` iterations and resumes where it stopped). Arms run one
+after the other, each in its own process. An arm that used its budget is
+marked with ``<out>/<arm>/learning_curve_arm.json`` and skipped next time.
+
+The curves are read from each run's TensorBoard scalars: the imitation probe
+(``rgsd_agents.probe``: the deterministic policy from fixed starts of each clip
+to its end, no early termination; ``probe_clips/<clip>_cm`` every
+``probe_every`` iterations and before the first) against ``global_step``
+(samples), and against training minutes (the sum of ``perf/iteration_seconds``:
+rollouts and updates, probes excluded). Outputs in ``<out>``:
+
+- ``learning_curves.png``: one panel per clip category (mean over its clips;
+  each demo clip is its own category), one line per arm; top row against
+  samples, bottom row against training minutes;
+- ``learning_curves.json``: every arm's run folder, settings, status and its
+  curves (samples, minutes, overall and per-clip and per-category errors in cm).
+
+Examples::
+
+    python benchmarks/learning_curves.py                        # the built-in arms, 150 min each
+    python benchmarks/learning_curves.py --arms encoder tracking --minutes 60
+    python benchmarks/learning_curves.py --arms-file arms.yaml --out runs/lc
+    python benchmarks/learning_curves.py --plot-only --include demo=runs/demo
+    nohup python benchmarks/learning_curves.py --no-progress > runs/lc.log 2>&1 &   # in the background
+
+An arms file::
+
+    arms:
+      encoder:   {config: cpu, minutes: 150}
+      tracking:  {config: cpu, minutes: 150, set: [env.reward=tracking]}
+      walk_only: {config: demo, minutes: 60, set: [env.motions=clips/walk_punch]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LATEST = Path("checkpoints") / "latest.pt"
+DONE_FILE = "learning_curve_arm.json"
+PNG, JSON = "learning_curves.png", "learning_curves.json"
+DT_120 = 1.0 / 120.0
+
+
+@dataclass
+class Arm:
+    """One arm: a preset (or YAML file), overrides and a wall-clock budget."""
+
+    name: str
+    config: str = "cpu"
+    minutes: float = 150.0
+    set: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+DEFAULT_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm("encoder", note="the cpu preset as it is: frozen encoder reward, plain InfoNCE"),
+        Arm(
+            "hard_negatives",
+            set=["pretrain.negatives=hard", "pretrain.target_alignment=null", "pretrain.steps=4000"],
+            note="encoder pretrained with hard negatives (held still, phase +0.5, reversed)",
+        ),
+        Arm("tracking", set=["env.reward=tracking"], note="control: DeepMimic-style tracking reward for imitation"),
+        Arm(
+            "failure_weighted",
+            set=["env.clip_sampling=failure_weighted"],
+            note="clips whose imitation episodes fail are drawn more often",
+        ),
+        Arm(
+            "dt120", set=[f"env.timestep={DT_120!r}"], note="1/120 s physics (armature 4x smaller: it scales with dt^2)"
+        ),
+    )
+}
+"""The arms of issue 11 (each on the ``cpu`` preset and the demo motions, 150 minutes)."""
+
+
+def load_arms(path: str | Path) -> dict[str, Arm]:
+    """Arms from a YAML file ``arms: {name: {config, minutes, set, note}}``; errors name the file and field."""
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    arms = data.get("arms") if isinstance(data, dict) else None
+    if not isinstance(arms, dict) or not arms:
+        raise SystemExit(f"{path}: expected a mapping 'arms:' of name -> {{config, minutes, set}}")
+    out = {}
+    for name, spec in arms.items():
+        spec = spec or {}
+        unknown = set(spec) - {"config", "minutes", "set", "note"}
+        if unknown:
+            raise SystemExit(f"{path}: arms.{name}.{sorted(unknown)[0]} is not a field (config, minutes, set, note)")
+        sets = spec.get("set", [])
+        if isinstance(sets, str) or not all(isinstance(s, str) and "=" in s for s in sets):
+            raise SystemExit(f"{path}: arms.{name}.set must be a list of key=value strings")
+        out[str(name)] = Arm(str(name), str(spec.get("config", "cpu")), float(spec.get("minutes", 150.0)), list(sets))
+        out[str(name)].note = str(spec.get("note", ""))
+    return out
+
+
+# -- running ------------------------------------------------------------------------
+def train_command(arm: Arm, run: Path, extra: list[str], progress: bool) -> list[str]:
+    """The ``rgsd train`` command line that starts or resumes ``arm`` in ``run``."""
+    cmd = [sys.executable, "-m", "rgsd_agents.cli", "train"]
+    budget = ["--set", f"max_minutes={arm.minutes}"]
+    if (run / LATEST).exists():
+        cmd += ["--resume", str(run), *budget]
+    else:
+        cmd += ["--config", arm.config, "--out", str(run), *budget]
+        for item in [*arm.set, *extra]:
+            cmd += ["--set", item]
+    return cmd + ([] if progress else ["--no-progress"])
+
+
+def run_arm(arm: Arm, out: Path, extra: list[str], progress: bool) -> str:
+    """Train (or resume) one arm until its budget; returns its status ("done", "skipped", "failed rc=N")."""
+    run = out / arm.name
+    marker = run / DONE_FILE
+    if marker.exists() and json.loads(marker.read_text()).get("minutes", -1) >= arm.minutes:
+        return "skipped"
+    cmd = train_command(arm, run, extra, progress)
+    print("$ " + " ".join(cmd), flush=True)
+    rc = subprocess.call(cmd)
+    if rc != 0:
+        return f"failed rc={rc}"
+    marker.write_text(json.dumps({"minutes": arm.minutes, "command": cmd}, indent=2) + "\n")
+    return "done"
+
+
+# -- reading curves ------------------------------------------------------------------
+def read_scalars(tb_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar of a TensorBoard folder: tag -> [(step, value)], one value per step (the latest written)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    series: dict[str, dict[int, tuple[float, float]]] = {}
+    for events in sorted(tb_dir.glob("**/events.out.tfevents.*")):
+        acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            s = series.setdefault(tag, {})
+            for e in acc.Scalars(tag):
+                if e.step not in s or e.wall_time >= s[e.step][0]:  # a resumed session rewrites later steps
+                    s[e.step] = (e.wall_time, e.value)
+    return {tag: sorted((step, v) for step, (_, v) in s.items()) for tag, s in series.items()}
+
+
+def clip_categories(run: Path, names: list[str]) -> dict[str, str]:
+    """Category of each probed clip (from the run's motions; the clip name where they cannot be read)."""
+    try:
+        from rgsd_envs.motion.library import MotionLib
+
+        motions = yaml.safe_load((run / "config.yaml").read_text())["env"]["motions"]
+        lib = MotionLib(motions)
+        known = dict(zip(lib.names, lib.categories))
+    except Exception as err:  # a moved motion folder must not stop the plot
+        print(f"note: {run}: clip categories unavailable ({err}); one panel per clip", file=sys.stderr)
+        known = {}
+    return {n: known.get(n) or n for n in names}
+
+
+def training_minutes(scalars: dict[str, list[tuple[int, float]]], steps: list[int]) -> list[float]:
+    """Training minutes at each of ``steps``: iteration seconds summed up to it (each logged iteration
+    stands for the samples since the previous log), rollouts and updates only."""
+    its = scalars.get("perf/iteration_seconds", [])
+    if not its:
+        return [math.nan] * len(steps)
+    batch = its[0][0]  # the first iteration is logged at global_step = one batch
+    cum, total, prev = [], 0.0, 0
+    for step, sec in its:
+        total += sec * max(step - prev, 0) / batch
+        prev = step
+        cum.append((step, total))
+    out = []
+    for s in steps:
+        done = [t for st, t in cum if st <= s]
+        out.append((done[-1] if done else 0.0) / 60.0)
+    return out
+
+
+def arm_curves(run: Path) -> dict[str, Any]:
+    """The probe curves of one run folder (samples, minutes, overall, per clip and per category, cm)."""
+    tb = run / "tb"
+    if not tb.is_dir():
+        raise FileNotFoundError(f"{run}: no tb/ folder (not an rgsd train run, or it has not started)")
+    scalars = read_scalars(tb)
+    overall = scalars.get("probe/cartesian_error_cm", [])
+    steps = [s for s, _ in overall]
+    prefix, suffix = "probe_clips/", "_cm"
+    clips = {
+        tag[len(prefix) : -len(suffix)]: dict(v)
+        for tag, v in scalars.items()
+        if tag.startswith(prefix) and tag.endswith(suffix)
+    }
+    per_clip = {name: [vals.get(s, math.nan) for s in steps] for name, vals in sorted(clips.items())}
+    cats = clip_categories(run, list(per_clip))
+    per_cat: dict[str, list[float]] = {}
+    for cat in sorted(set(cats.values())):
+        rows = [per_clip[n] for n in per_clip if cats[n] == cat]
+        per_cat[cat] = [_nanmean([r[i] for r in rows]) for i in range(len(steps))]
+    return {
+        "run": str(run),
+        "samples": steps,
+        "minutes": training_minutes(scalars, steps),
+        "overall_cm": [v for _, v in overall],
+        "clips_cm": per_clip,
+        "clip_categories": cats,
+        "categories_cm": per_cat,
+        "final_cm": {name: vals[-1] for name, vals in per_clip.items()} if steps else {},
+    }
+
+
+def _nanmean(values: list[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
+# -- outputs -------------------------------------------------------------------------
+def plot(curves: dict[str, dict[str, Any]], path: Path) -> Path:
+    """learning_curves.png: one panel per clip category, one line per arm; samples (top), minutes (bottom)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cats = sorted({c for arm in curves.values() for c in arm.get("categories_cm", {})}) or ["(no probe data)"]
+    fig, axes = plt.subplots(2, len(cats), figsize=(4.2 * len(cats), 7.5), squeeze=False)
+    colours = plt.get_cmap("tab10")
+    for k, (name, arm) in enumerate(curves.items()):
+        for j, cat in enumerate(cats):
+            ys = arm.get("categories_cm", {}).get(cat)
+            if not ys:
+                continue
+            for row, xs in ((0, [s / 1e6 for s in arm["samples"]]), (1, arm["minutes"])):
+                axes[row, j].plot(xs, ys, color=colours(k % 10), label=name, marker=".", markersize=3)
+    for j, cat in enumerate(cats):
+        axes[0, j].set_title(cat)
+        axes[0, j].set_xlabel("samples (millions)")
+        axes[1, j].set_xlabel("training minutes (rollouts + updates)")
+        for row in (0, 1):
+            axes[row, j].set_ylabel("Cartesian error (cm)")
+            axes[row, j].set_ylim(bottom=0)
+            axes[row, j].grid(alpha=0.3)
+    axes[0, -1].legend(title="arm", fontsize=8)
+    fig.suptitle(
+        "Imitation probe: deterministic policy from fixed starts of each clip to its end, no early termination"
+    )
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def write_json(data: dict[str, Any], path: Path) -> Path:
+    """Write JSON atomically (NaN as null)."""
+
+    def clean(x: Any) -> Any:
+        if isinstance(x, float) and math.isnan(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [clean(v) for v in x]
+        return x
+
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(clean(data), indent=2) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def summarise(out: Path, arms: dict[str, Arm], status: dict[str, str], include: dict[str, Path]) -> dict[str, Any]:
+    """Read every arm's curves, write learning_curves.png and .json into ``out``; returns the JSON data."""
+    curves, data = {}, {"arms": {}}
+    runs = {name: out / name for name in arms} | include
+    for name, run in runs.items():
+        entry: dict[str, Any] = {"status": status.get(name, "included" if name in include else "not run")}
+        if name in arms:
+            a = arms[name]
+            entry.update(config=a.config, budget_minutes=a.minutes, set=a.set, note=a.note)
+        try:
+            c = arm_curves(run)
+        except FileNotFoundError as err:
+            entry["error"] = str(err)
+        else:
+            curves[name] = c
+            entry.update(c)
+        data["arms"][name] = entry
+    plot(curves, out / PNG)
+    write_json(data, out / JSON)
+    return data
+
+
+def table(data: dict[str, Any]) -> str:
+    """Last probe per arm: samples, minutes and the error of each clip (cm)."""
+    lines = []
+    for name, arm in data["arms"].items():
+        if not arm.get("samples"):
+            lines.append(
+                f"{name:>18}: no probe yet ({arm.get('status')}{'; ' + arm['error'] if 'error' in arm else ''})"
+            )
+            continue
+        clips = ", ".join(f"{c} {v:.1f}" for c, v in arm["final_cm"].items())
+        lines.append(
+            f"{name:>18}: {arm['samples'][-1]:,} samples, {arm['minutes'][-1]:.1f} min, "
+            f"overall {arm['overall_cm'][-1]:.1f} cm; {clips}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected arms (unless --plot-only), then write the plot and the JSON."""
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
+    p.add_argument("--out", default="runs/learning_curves", help="folder of the arms' run folders and the outputs")
+    p.add_argument("--arms-file", help="YAML file of arms (default: the built-in arms of issue 11)")
+    p.add_argument("--arms", nargs="+", help="run only these arms (default: all of the file or the built-ins)")
+    p.add_argument("--minutes", type=float, help="budget of every arm (overrides the arms' own)")
+    p.add_argument(
+        "--set", dest="extra", action="append", default=[], help="override for every new arm (e.g. num_envs=4)"
+    )
+    p.add_argument("--include", action="append", default=[], metavar="NAME=RUN_DIR", help="add an existing run's curve")
+    p.add_argument("--plot-only", action="store_true", help="train nothing; plot what the run folders hold")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars from rgsd train")
+    args = p.parse_args(argv)
+
+    arms = load_arms(args.arms_file) if args.arms_file else dict(DEFAULT_ARMS)
+    if args.arms:
+        missing = [a for a in args.arms if a not in arms]
+        if missing:
+            p.error(f"unknown arm {missing[0]!r}; arms: {', '.join(arms)}")
+        arms = {a: arms[a] for a in args.arms}
+    if args.minutes is not None:
+        for arm in arms.values():
+            arm.minutes = args.minutes
+    include = {}
+    for item in args.include:
+        name, sep, run = item.partition("=")
+        if not sep or not name or not run:
+            p.error(f"--include expects NAME=RUN_DIR, got {item!r}")
+        include[name] = Path(run)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    status: dict[str, str] = {}
+    if not args.plot_only:
+        for arm in arms.values():
+            status[arm.name] = run_arm(arm, out, args.extra, not args.no_progress)
+            print(f"arm {arm.name}: {status[arm.name]}", flush=True)
+            summarise(out, arms, status, include)  # refreshed after every arm
+    data = summarise(out, arms, status, include)
+    print(table(data))
+    print(f"plot: {out / PNG}\nnumbers: {out / JSON}")
+    return 0 if all(not s.startswith("failed") for s in status.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""``rgsd export``: write a trained policy as ONNX, runnable without Python or rgsd.
+
+The file maps the flat observation ``obs`` (batch, 375) to the mean ``action``
+and the joint PD targets ``pd_target`` (batch, 69); the observation normaliser is
+inside the graph. Its metadata (``metadata_props["rgsd"]``, JSON) holds the
+observation layout, action offset and scale, joint order, PD gains, control dt,
+skill size and the clip embeddings with their names. After writing, the file is
+checked against the torch policy in onnxruntime (when installed).
+
+Needs the export extra: pip install rgsd-envs[export]  (onnx, onnxscript, onnxruntime)
+
+Examples::
+
+    rgsd export runs/demo                          # -> runs/demo/policy.onnx
+    rgsd export runs/demo --onnx deploy/walker.onnx
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``rgsd export`` to the CLI."""
+    p = subparsers.add_parser(
+        "export",
+        help="export a trained policy (with its observation normaliser and metadata) to ONNX",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[2:]),
+    )
+    p.add_argument("run", metavar="RUN", help="run folder (config.yaml, policy.pt, encoder.pt)")
+    p.add_argument("--onnx", metavar="FILE", help="output file (default: <run>/policy.onnx)")
+    p.add_argument("--no-check", action="store_true", help="skip the onnxruntime comparison with the torch policy")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``rgsd export``."""
+    from rgsd_envs.runs.onnx_export import MissingExportDependency, check_onnx, export_onnx, read_metadata
+    from rgsd_envs.runs.run_dir import RunDir
+
+    out = Path(args.onnx) if args.onnx else RunDir(args.run).path / "policy.onnx"
+    try:
+        path = export_onnx(args.run, out)
+    except MissingExportDependency as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:  # InputFileError too: incomplete run, wrong policy shape, not .onnx
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    meta = read_metadata(path)
+    print(
+        f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB): obs (batch, {meta['observation']['dim']}) -> "
+        f"action, pd_target (batch, {meta['action']['dim']}); {len(meta['clip_names'])} clip skills in the metadata"
+    )
+    if args.no_check:
+        return 0
+    try:
+        diff = check_onnx(path, RunDir(args.run).load_policy())
+    except MissingExportDependency as err:
+        print(f"not checked: {err}")
+        return 0
+    print(f"onnxruntime matches the torch policy: max |action difference| {diff:.1e} on 256 random observations")
+    return 0 if diff <= 1e-5 else 1

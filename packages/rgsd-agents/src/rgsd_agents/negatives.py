@@ -1,0 +1,73 @@
+"""States built from a clip's own frames that an imitation reward should rank below the reference.
+
+Each is a 5-frame encoder input (``rgsd_envs.envs.observations``) derived from
+the reference stack ``s_t = (o_{t-4}, ..., o_t)`` of a frame t:
+
+* ``held_still``: frame t's pose in all 5 frames, velocities zeroed, the phase
+  still advancing (o_{t-4}..o_t's phases): a humanoid standing in that pose
+  while the clip runs on.
+* ``start_held``: the same with the clip's *first* pose (what a policy that
+  never leaves its start pose is scored for at frame t).
+* ``phase_shift``: the reference stack with every phase moved by +0.5 (mod 1).
+* ``reversed``: the 5 frames in reverse order (time running backwards).
+
+They feed the reward-sharpness report (``reward_sharpness``) and the hard
+negatives of encoder pretraining (``PretrainConfig.negatives = "hard"``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, history_indices
+
+Tensor = torch.Tensor
+
+HARD_NEGATIVES = ("held_still", "phase_shift", "reversed")
+"""The variants pretraining adds as negatives of each anchor (the order of ``hard_negative_inputs``)."""
+VARIANTS = ("held_still", "start_held", "phase_shift", "reversed")
+"""Every variant ``variant_inputs`` builds."""
+_PHASE = FRAME_LAYOUT["phase"]
+_VELOCITIES = slice(FRAME_LAYOUT["body_lin_vel"].start, FRAME_LAYOUT["body_ang_vel"].stop)
+
+
+def frame_features_of(inputs: Tensor) -> Tensor:
+    """Frame features (F, 359) of reference encoder inputs (F, 1795): the newest frame of each stack."""
+    return inputs.reshape(inputs.shape[0], HISTORY_LEN, FRAME_DIM)[:, -1]
+
+
+def _held(features: Tensor, pose_frames: Tensor, stacks: Tensor) -> Tensor:
+    """``pose_frames``' features with zero velocities in every slot, phases taken from ``stacks`` (B, 5, 359)."""
+    still = features[pose_frames].clone()
+    still[:, _VELOCITIES] = 0.0
+    out = still.unsqueeze(1).expand(-1, HISTORY_LEN, -1).clone()
+    out[..., _PHASE] = stacks[..., _PHASE]
+    return out
+
+
+def variant_stacks(features: Tensor, frames: Tensor, clip_starts: Tensor, names: tuple[str, ...]) -> Tensor:
+    """Variants ``names`` of the reference stacks ending at global ``frames`` (B,): (B, len(names), 1795).
+
+    ``clip_starts`` (B,) is the first global frame of each frame's clip.
+    """
+    stacks = features[history_indices(frames, clip_starts)]  # (B, 5, 359)
+    out = []
+    for name in names:
+        if name == "held_still":
+            v = _held(features, frames, stacks)
+        elif name == "start_held":
+            v = _held(features, clip_starts, stacks)
+        elif name == "phase_shift":
+            v = stacks.clone()
+            v[..., _PHASE] = torch.remainder(stacks[..., _PHASE] + 0.5, 1.0)
+        elif name == "reversed":
+            v = stacks.flip(1)
+        else:
+            raise ValueError(f"unknown negative variant {name!r}; known: {', '.join(VARIANTS)}")
+        out.append(v.flatten(1))
+    return torch.stack(out, dim=1)
+
+
+def hard_negative_inputs(features: Tensor, frames: Tensor, clip_starts: Tensor) -> Tensor:
+    """The three hard negatives (held still, phase +0.5, reversed) of each frame: (B, 3, 1795)."""
+    return variant_stacks(features, frames, clip_starts, HARD_NEGATIVES)

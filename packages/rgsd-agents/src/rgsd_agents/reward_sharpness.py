@@ -1,0 +1,133 @@
+"""How sharply an encoder's imitation reward falls off the reference (issue 11, lever 1).
+
+For every clip m, the mean of cos(mu(s), z_m) (and of the reward C + kappa cos)
+over its reference frames, for these states (``rgsd_agents.negatives``):
+
+==============  ================================================================
+column          states scored against z_m
+==============  ================================================================
+reference       the reference stacks s_t of clip m
+held_still      each frame's pose held still (5 equal frames, zero velocities,
+                phase advancing)
+start_held      the clip's first pose held still, phase advancing
+phase_shift     the reference stacks with the phase moved by +0.5
+reversed        the reference stacks in reverse time order
+other_clips     the reference stacks of every other clip
+==============  ================================================================
+
+z_m is the normalised mean embedding of clip m's reference states (as
+pretraining stores it). A reward that only separates clips shows ``held_still``
+and ``reversed`` close to ``reference``: standing still then earns most of the
+walking reward. ``rgsd pretrain`` prints this table and writes it to
+``reward_sharpness.json`` beside ``encoder.pt``; ``rgsd train`` logs it to
+TensorBoard (``reward_sharpness/``) when a run starts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from rgsd_agents.negatives import VARIANTS, frame_features_of, variant_stacks
+from rgsd_envs.envs.observations import reference_encoder_inputs
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.rewards.encoders import EncoderLike, embed
+from rgsd_envs.utils.files import atomic_path
+
+Tensor = torch.Tensor
+
+SHARPNESS_FILE = "reward_sharpness.json"
+COLUMNS = ("reference", *VARIANTS, "other_clips")
+"""Columns of the report, in order."""
+
+
+@torch.no_grad()
+def reward_sharpness(
+    encoder: EncoderLike,
+    lib: MotionLib,
+    kappa: float,
+    constant: float | None = None,
+    inputs: Tensor | None = None,
+    max_frames: int = 20000,
+) -> dict[str, Any]:
+    """Per clip mean cos(mu(s), z_m) of each column of ``COLUMNS``; JSON-ready (reward = C + kappa cos).
+
+    ``inputs`` are the reference encoder inputs (computed if None); at most
+    ``max_frames`` evenly spaced frames are scored per variant.
+    """
+    ref = (inputs if inputs is not None else reference_encoder_inputs(lib)).cpu()
+    cof = lib.clip_of_frame.cpu()
+    m = lib.num_clips
+    e_ref = embed(encoder, ref).cpu()
+    z = F.normalize(torch.zeros(m, e_ref.shape[1], dtype=e_ref.dtype).index_add_(0, cof, e_ref), dim=-1)
+    counts = torch.bincount(cof, minlength=m).to(e_ref.dtype)
+
+    def per_clip(cos: Tensor, clips: Tensor) -> Tensor:
+        total = torch.zeros(m, dtype=cos.dtype).index_add_(0, clips, cos)
+        return total / torch.bincount(clips, minlength=m).to(cos.dtype)  # nan where a clip has no frame
+
+    table = {"reference": per_clip((e_ref * z[cof]).sum(-1), cof)}
+    all_cos = e_ref @ z.T  # (F, M): every reference state against every clip
+    own = torch.zeros(m, m, dtype=all_cos.dtype).index_add_(0, cof, all_cos).diagonal()
+    others = counts.sum() - counts
+    table["other_clips"] = (all_cos.sum(0) - own) / others.clamp_min(1) if m > 1 else torch.full((m,), math.nan)
+
+    stride = max(1, math.ceil(lib.total_frames / max_frames))
+    frames = torch.arange(0, lib.total_frames, stride)
+    clips = cof[frames]
+    stacks = variant_stacks(frame_features_of(ref), frames, lib.starts.cpu()[clips], VARIANTS)
+    e_var = embed(encoder, stacks.flatten(0, 1)).cpu().reshape(len(frames), len(VARIANTS), -1)
+    cos_var = (e_var * z[clips].unsqueeze(1)).sum(-1)
+    for k, name in enumerate(VARIANTS):
+        table[name] = per_clip(cos_var[:, k], clips)
+
+    c = float(kappa if constant is None else constant)
+    clips_out = {name: {col: float(table[col][i]) for col in COLUMNS} for i, name in enumerate(lib.names)}
+    mean = {col: float(torch.nanmean(table[col])) for col in COLUMNS}
+    return {
+        "kappa": float(kappa),
+        "constant": c,
+        "reward": "C + kappa * cos(mu(s), z_m)",
+        "columns": list(COLUMNS),
+        "frames_scored": len(frames),
+        "cos": clips_out,
+        "mean_cos": mean,
+        "mean_reward": {col: c + float(kappa) * v for col, v in mean.items()},
+    }
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """The report as a plain-text table of mean cosines per clip, with the mean and its reward."""
+    cols = report["columns"]
+    width = max([len("mean reward")] + [len(n) for n in report["cos"]])
+    lines = [
+        f"reward sharpness: mean cos(mu(s), z_m) per clip (reward = {report['constant']:g} + {report['kappa']:g} cos)",
+        f"{'clip':<{width}}  " + "  ".join(f"{c:>11}" for c in cols),
+    ]
+    for name, row in report["cos"].items():
+        lines.append(f"{name:<{width}}  " + "  ".join(f"{row[c]:>11.3f}" for c in cols))
+    lines.append(f"{'mean':<{width}}  " + "  ".join(f"{report['mean_cos'][c]:>11.3f}" for c in cols))
+    lines.append(f"{'mean reward':<{width}}  " + "  ".join(f"{report['mean_reward'][c]:>11.2f}" for c in cols))
+    return "\n".join(lines)
+
+
+def write_report(report: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Write the report as JSON (atomically)."""
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(json.dumps(report, indent=2) + "\n")
+    return Path(path)
+
+
+def tensorboard_scalars(report: dict[str, Any], max_clips: int = 32) -> dict[str, float]:
+    """TensorBoard tags of a report: the mean cos of each column, and per clip for up to ``max_clips`` clips."""
+    out = {f"reward_sharpness/mean_{c}_cos": v for c, v in report["mean_cos"].items()}
+    if len(report["cos"]) <= max_clips:
+        for name, row in report["cos"].items():
+            out.update({f"reward_sharpness_clips/{name}_{c}_cos": v for c, v in row.items()})
+    return out

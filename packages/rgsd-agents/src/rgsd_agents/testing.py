@@ -1,0 +1,40 @@
+"""Tiny training settings for tests and smoke checks: a small random encoder file and a seconds-long config."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rgsd_agents.config import DiscoveryConfig, NetworkConfig, PPOConfig, TrainConfig
+
+
+def tiny_encoder_file(path: str | os.PathLike, seed: int = 0) -> Path:
+    """A small random MLP encoder (hidden 32) standardised on the demo references, saved like a pretrained one."""
+    from rgsd_agents.pretraining import PretrainConfig, build_encoder, load_reference
+
+    cfg = PretrainConfig(hidden=(32,), seed=seed, device="cpu")
+    _, inputs = load_reference(cfg)
+    return build_encoder(cfg, inputs).save(path)
+
+
+def tiny_train_config(encoder: str | os.PathLike, **overrides: Any) -> TrainConfig:
+    """4 worlds x 8 steps, 32-unit networks, 4 iterations (``overrides`` replace any field)."""
+    base: dict[str, Any] = dict(
+        num_envs=4,
+        horizon=8,
+        iterations=4,
+        checkpoint_every=2,
+        probe_every=0,
+        encoder=str(encoder),
+        networks=NetworkConfig(actor_hidden=(32,), critic_hidden=(32,), init_log_std=-1.0),
+        ppo=PPOConfig(minibatch_size=16, epochs=2, actor_lr=1e-3, critic_lr=1e-3),
+        discovery=DiscoveryConfig(minibatch_size=16, lr=1e-3),
+    )
+    base.update(overrides)
+    return TrainConfig(**base)
+
+
+def reproducible(history: list[dict[str, float]]) -> list[dict[str, float]]:
+    """The metrics of a history that must reproduce exactly (timings left out)."""
+    return [{k: v for k, v in m.items() if not k.startswith("perf/") and k != "charts/SPS"} for m in history]

@@ -1,0 +1,81 @@
+"""``rgsd play``: a trained policy's rollout of a clip's skill as an mp4, clear errors, watchable default sizes."""
+
+from __future__ import annotations
+
+import imageio
+import numpy as np
+import pytest
+
+from rgsd_agents.cli import main as rgsd
+from rgsd_agents.play import play_rollout
+
+pytestmark = pytest.mark.slow
+
+
+def _read_video(path) -> tuple[np.ndarray, dict]:
+    reader = imageio.get_reader(path, format="FFMPEG")
+    try:
+        return np.stack(list(reader.iter_data())), reader.get_meta_data()
+    finally:
+        reader.close()
+
+
+def test_play_writes_an_mp4_with_the_requested_frames_and_size(demo_run, tmp_path, capsys):
+    out = tmp_path / "walk.mp4"
+    args = ["play", str(demo_run), "--clip", "demo_run", "--kappa", "20", "--frames", "12", "--size", "96", "72"]
+    assert rgsd([*args, "--out", str(out)]) == 0
+    frames, meta = _read_video(out)
+    assert frames.shape == (12, 72, 96, 3)
+    assert meta["fps"] == pytest.approx(30.0)
+    assert frames.std() > 5  # a picture, not a blank frame
+    stdout = capsys.readouterr().out
+    assert "demo_run: z ~ vMF(z_m, 20): 12 frames" in stdout and f"video: {out}" in stdout
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_play_with_reference_puts_two_tiles_side_by_side(demo_run, tmp_path):
+    out = tmp_path / "ref.mp4"
+    assert rgsd(["play", str(demo_run), "--frames", "3", "--size", "64", "48", "--reference", "--out", str(out)]) == 0
+    frames, _ = _read_video(out)
+    assert frames.shape == (3, 48, 128, 3)
+
+
+def test_play_skill_is_z_m_or_a_vmf_sample_around_it(demo_run):
+    exact = play_rollout(demo_run, "demo_walk", frames=2)
+    varied = play_rollout(demo_run, "demo_walk", kappa=20.0, frames=2, seed=1)
+    close = play_rollout(demo_run, "demo_walk", kappa=1e5, frames=2, seed=1)
+    for p in (exact, varied, close):
+        assert np.linalg.norm(p.skill) == pytest.approx(1.0)
+        assert p.qpos.shape == (2, 76) and p.reference_qpos.shape == (2, 76)
+    assert 0.0 < varied.skill @ exact.skill < 0.99
+    assert close.skill @ exact.skill > 0.999
+    np.testing.assert_allclose(exact.qpos[0], exact.reference_qpos[0], atol=1e-5)  # starts in the clip's first frame
+
+
+def test_play_unknown_clip_lists_the_clip_names(demo_run, capsys):
+    assert rgsd(["play", str(demo_run), "--clip", "demo_swim"]) == 2
+    err = capsys.readouterr().err
+    assert "no clip named 'demo_swim'" in err
+    assert "demo_walk, demo_run, demo_sidestep, demo_backward, demo_punch" in err
+
+
+def test_play_viewer_without_a_display_says_what_to_do(demo_run, capsys, monkeypatch):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.setattr("sys.platform", "linux")
+    assert rgsd(["play", str(demo_run), "--viewer"]) == 2
+    err = capsys.readouterr().err
+    assert "--viewer needs a display" in err and "--out play.mp4" in err
+
+
+def test_report_videos_and_tiles_are_at_least_480_by_360_by_default():
+    import inspect
+
+    from rgsd_envs.render import render_side_by_side
+    from rgsd_eval.config import EvalConfig
+    from rgsd_eval.videos import render_tiles
+
+    assert EvalConfig().video_size[0] >= 480 and EvalConfig().video_size[1] >= 360
+    assert inspect.signature(render_tiles).parameters["size"].default == EvalConfig().video_size
+    params = inspect.signature(render_side_by_side).parameters
+    assert params["width"].default >= 480 and params["height"].default >= 360

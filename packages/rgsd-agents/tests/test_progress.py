@@ -1,0 +1,111 @@
+"""Progress bars follow the run's budget: a clock under a time budget, an iteration counter otherwise."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+from rgsd_agents.loop import TrainingLoop
+from rgsd_agents.progress import ProgressBar, clock
+from rgsd_envs.runs.run_dir import RunDir
+
+
+def test_clock_formats_minutes_and_hours():
+    assert clock(0) == "00:00"
+    assert clock(322) == "05:22"
+    assert clock(15 * 60) == "15:00"
+    assert clock(3600 + 62) == "1:01:02"
+    assert clock(float("inf")) == "--:--"
+
+
+def test_time_budget_makes_the_bar_a_clock_not_an_iteration_count():
+    """The issue's case: 272 of 100000 iterations after 5:22 of a 15-minute budget."""
+    bar = ProgressBar("train", 100000, 15 * 60, file=io.StringIO())
+    bar.update(272, 322.0, "sps=1234")
+    frac, text = bar.status()
+    bar.close()
+    assert abs(frac - 322 / 900) < 1e-9
+    assert text.startswith("05:22/15:00, 09:38 left")
+    assert "272 it, 0.84 it/s" in text
+    line = bar.render()
+    assert " 36%|" in line and "05:22/15:00" in line and "sps=1234" in line
+    assert "100000" not in line and "31:05" not in line
+
+
+def test_iterations_bound_the_bar_when_they_end_the_run_first():
+    bar = ProgressBar("train", 100, 15 * 60, file=io.StringIO())
+    bar.update(40, 80.0)  # 0.5 it/s: 60 more iterations take 2:00, well inside the 15 minutes
+    frac, text = bar.status()
+    bar.close()
+    assert frac == 0.4
+    assert text == "40/100 it, 01:20 elapsed, 02:00 left, 0.50 it/s"
+
+
+def test_without_a_budget_the_bar_counts_iterations():
+    bar = ProgressBar("pretrain", 3000, None, unit="step", file=io.StringIO())
+    bar.update(300, 30.0)
+    frac, text = bar.status()
+    bar.close()
+    assert frac == 0.1
+    assert text == "300/3000 step, 00:30 elapsed, 04:30 left, 10.00 step/s"
+
+
+def test_a_resumed_run_takes_its_rate_from_this_session():
+    """Earlier sessions' time counts against the budget but not in the rate."""
+    bar = ProgressBar("train", 1000, 600.0, initial=100, elapsed=500.0, file=io.StringIO())
+    bar.update(110, 520.0)  # 10 it in 20 s this session
+    _, text = bar.status()
+    bar.close()
+    assert text.startswith("08:40/10:00, 01:20 left | 110 it, 0.50 it/s")
+
+
+@dataclass
+class _LoopCfg:
+    iterations: int = 100000
+    max_minutes: float | None = 1.0
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 1
+    log_every: int = 1000
+
+
+class _FakeTrainer(TrainingLoop):
+    """Ten simulated seconds per iteration: a 1-minute budget ends after 6 iterations."""
+
+    def __init__(self, run_dir: Any, cfg: _LoopCfg):
+        super().__init__()
+        self.cfg, self.run, self.progress = cfg, RunDir(run_dir), True
+        self.progress_file = io.StringIO()
+
+    def iterate(self) -> dict[str, float]:
+        self.iteration += 1
+        self.elapsed += 10.0
+        return {"charts/SPS": 100.0}
+
+    def trainer_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_trainer_state(self, state: dict[str, Any]) -> None:
+        pass
+
+
+def test_training_loop_bar_follows_the_time_budget(tmp_path):
+    trainer = _FakeTrainer(tmp_path / "run", _LoopCfg())
+    history = trainer.learn()
+    out = trainer.progress_file.getvalue()
+    last = out.replace("\n", "\r").split("\r")[-2]
+    assert len(history) == 6
+    assert "100%|" in last and "01:00/01:00, 00:00 left | 6 it, 0.10 it/s | sps=100" in last
+    assert "100000" not in out
+
+
+def test_pretraining_bar_follows_its_seconds_budget(tmp_path):
+    from rgsd_agents.pretraining import PretrainConfig, pretrain
+
+    buf = io.StringIO()
+    cfg = PretrainConfig(hidden=(16,), steps=100000, max_seconds=1.0, target_alignment=None, batch_size=32)
+    result = pretrain(cfg, tmp_path / "enc", progress=True, progress_file=buf)
+    last = buf.getvalue().replace("\n", "\r").split("\r")[-2]
+    assert result.steps < 100000
+    assert "00:01/00:01, 00:00 left" in last and f"| {result.steps} step," in last and "align=" in last
+    assert "100000" not in buf.getvalue()

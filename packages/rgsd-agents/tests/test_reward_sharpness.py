@@ -1,0 +1,133 @@
+"""Hard negatives and the reward-sharpness report: the states they build, the loss, and what they change."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rgsd_agents.commands import pretrain as pretrain_cmd
+from rgsd_agents.negatives import frame_features_of, hard_negative_inputs, variant_stacks
+from rgsd_agents.pretraining import PretrainConfig, info_nce_loss, pretrain
+from rgsd_agents.reward_sharpness import (
+    COLUMNS,
+    SHARPNESS_FILE,
+    format_table,
+    reward_sharpness,
+    tensorboard_scalars,
+)
+from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, reference_encoder_inputs
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.rewards.encoders import MLPEncoder
+
+TINY = dict(motions="demo", hidden=(128, 128), lr=1e-3, batch_size=64, steps=150, target_alignment=None, eval_every=50)
+"""Trains in a few seconds on the 5 demo clips."""
+VEL = slice(FRAME_LAYOUT["body_lin_vel"].start, FRAME_LAYOUT["body_ang_vel"].stop)
+PHASE = FRAME_LAYOUT["phase"]
+
+
+@pytest.fixture(scope="module")
+def lib_inputs():
+    lib = MotionLib("demo")
+    return lib, reference_encoder_inputs(lib)
+
+
+@pytest.fixture(scope="module")
+def sharpness_of():
+    """Mean cosines of the reward-sharpness report after a tiny pretraining, per kind of negatives."""
+    cache = {}
+
+    def get(negatives: str, tmp_path_factory) -> dict:
+        if negatives not in cache:
+            out = tmp_path_factory.mktemp(negatives)
+            result = pretrain(PretrainConfig(**TINY, negatives=negatives), out, progress=False)
+            cache[negatives] = (result, json.loads((out / SHARPNESS_FILE).read_text()))
+        return cache[negatives]
+
+    return get
+
+
+def test_negative_states_are_held_still_phase_shifted_and_reversed(lib_inputs):
+    lib, inputs = lib_inputs
+    feats = frame_features_of(inputs)
+    t = int(lib.starts[0]) + 20  # inside the walk, past its first 4 frames
+    frames, starts = torch.tensor([t]), lib.starts[:1]
+    ref = inputs[t].reshape(HISTORY_LEN, FRAME_DIM)
+    still, start, shifted, rev = variant_stacks(
+        feats, frames, starts, ("held_still", "start_held", "phase_shift", "reversed")
+    )[0]
+    still, start = still.reshape(HISTORY_LEN, FRAME_DIM), start.reshape(HISTORY_LEN, FRAME_DIM)
+    assert torch.all(still[:, VEL] == 0) and torch.all(start[:, VEL] == 0)
+    assert torch.equal(still[:, PHASE], ref[:, PHASE])  # the phase keeps advancing
+    assert float(ref[-1, 0] - ref[0, 0]) == pytest.approx(4 / (int(lib.num_frames[0]) - 1), rel=1e-5)
+    assert torch.equal(still[:, 2:215], feats[t, 2:215].expand(HISTORY_LEN, -1))  # frame t's pose in every slot
+    assert torch.equal(start[:, 2:215], feats[int(lib.starts[0]), 2:215].expand(HISTORY_LEN, -1))
+    shifted = shifted.reshape(HISTORY_LEN, FRAME_DIM)
+    assert torch.allclose(shifted[:, 0], torch.remainder(ref[:, 0] + 0.5, 1.0))
+    assert torch.equal(shifted[:, 1:], ref[:, 1:])
+    assert torch.equal(rev.reshape(HISTORY_LEN, FRAME_DIM), ref.flip(0))
+    assert hard_negative_inputs(feats, frames.repeat(3), starts.repeat(3)).shape == (3, 3, HISTORY_LEN * FRAME_DIM)
+
+
+def test_info_nce_with_hard_negatives_adds_them_to_each_anchors_denominator():
+    g = torch.Generator().manual_seed(0)
+    a, p = (F.normalize(torch.randn(3, 4, generator=g), dim=-1) for _ in range(2))
+    hard = F.normalize(torch.randn(3, 2, 4, generator=g), dim=-1)
+    clips, kappa = [0, 1, 1], 2.0
+    total = 0.0
+    for i in range(3):
+        pos = math.exp(kappa * float(a[i] @ p[i]))
+        neg = sum(math.exp(kappa * float(a[i] @ p[j])) for j in range(3) if clips[j] != clips[i])
+        neg += sum(math.exp(kappa * float(a[i] @ h)) for h in hard[i])
+        total += -math.log(pos / (pos + neg))
+    got = info_nce_loss(a, p, torch.tensor(clips), kappa, hard=hard)
+    assert float(got) == pytest.approx(total / 3, rel=1e-5)
+    assert float(got) > float(info_nce_loss(a, p, torch.tensor(clips), kappa))
+
+
+def test_sharpness_report_scores_reference_and_other_clips_against_z_m(lib_inputs):
+    lib, inputs = lib_inputs
+    torch.manual_seed(0)
+    enc = MLPEncoder((32,), kappa=5.0)
+    enc.set_input_stats(inputs.mean(0), inputs.std(0).clamp_min(1e-3))
+    report = reward_sharpness(enc, lib, kappa=5.0, inputs=inputs)
+    with torch.no_grad():
+        e = enc(inputs)
+    cof = lib.clip_of_frame
+    z = F.normalize(torch.stack([e[cof == m].sum(0) for m in range(lib.num_clips)]), dim=-1)
+    walk, run = lib.names[0], lib.names[1]
+    assert report["cos"][walk]["reference"] == pytest.approx(float((e[cof == 0] @ z[0]).mean()), abs=1e-5)
+    assert report["cos"][run]["other_clips"] == pytest.approx(float((e[cof != 1] @ z[1]).mean()), abs=1e-5)
+    assert report["mean_reward"]["reference"] == pytest.approx(5.0 + 5.0 * report["mean_cos"]["reference"])
+    assert report["columns"] == list(COLUMNS) and report["frames_scored"] == lib.total_frames
+    assert "demo_walk" in format_table(report)
+    assert len(tensorboard_scalars(report)) == len(COLUMNS) * (1 + lib.num_clips)
+
+
+def test_hard_negatives_make_the_reward_fall_off_the_reference(sharpness_of, tmp_path_factory):
+    _, plain = sharpness_of("infonce", tmp_path_factory)
+    hard_result, hard = sharpness_of("hard", tmp_path_factory)
+    p, h = plain["mean_cos"], hard["mean_cos"]
+    # measured: held still 0.971 -> 0.401, reversed 0.991 -> 0.583; reference 0.991 -> 0.974
+    assert p["held_still"] > 0.9 and h["held_still"] < p["held_still"] - 0.3
+    assert p["reversed"] > 0.9 and h["reversed"] < p["reversed"] - 0.2
+    assert h["reference"] > 0.9 and h["reference"] > h["held_still"] + 0.4
+    assert h["other_clips"] < 0.0
+    assert hard_result.sharpness == hard and not hard_result.reached_target
+
+
+def test_hard_negatives_refuse_an_alignment_early_stop_and_the_cli_drops_it():
+    with pytest.raises(ValueError, match="target_alignment: null"):
+        PretrainConfig(negatives="hard")
+    with pytest.raises(ValueError, match="negatives"):
+        PretrainConfig(negatives="semi-hard", target_alignment=None)
+    args = argparse.Namespace(
+        motions=None, seconds=None, target_alignment=None, hidden=None, steps=None, kappa=None, lr=None,
+        batch_size=None, seed=None, config=None, negatives="hard",
+    )  # fmt: skip
+    cfg = pretrain_cmd.config_from_args(args)
+    assert cfg.negatives == "hard" and cfg.target_alignment is None

@@ -1,0 +1,106 @@
+"""Torch devices of training and evaluation: one parser of ``--device`` and the host <-> device crossing.
+
+``resolve_device`` turns "auto", "cpu", "cuda" or "cuda:N" into a ``torch.device``
+and fails with one line that says what to pass instead (``DeviceError``), so
+every command can check its device before it creates a run folder.
+``HostBridge`` moves the observations a CPU simulator returns (numpy) onto the
+learner's device and its actions back, through pinned host buffers when the
+device is a GPU (the hybrid CPU-simulator / GPU-learner mode); on the CPU it is
+a no-copy pass-through, so CPU numbers are unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import torch
+
+Tensor = torch.Tensor
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
+"""What ``--device`` accepts (N: a GPU index)."""
+_CUDA = re.compile(r"^cuda(:(\d+))?$")
+
+
+class DeviceError(ValueError):
+    """A device that cannot be used here; the message says what to pass instead."""
+
+
+def _no_cuda_reason() -> str:
+    if torch.version.cuda is None:
+        return "this torch is a CPU build"
+    return "no GPU is visible to this CUDA build of torch (check the driver and CUDA_VISIBLE_DEVICES)"
+
+
+def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
+    """``torch.device`` of "auto" (cuda if available, else cpu), "cpu", "cuda" or "cuda:N"; ``DeviceError`` if unusable."""
+    if isinstance(spec, torch.device):
+        spec = str(spec)
+    text = "auto" if spec is None else str(spec).strip().lower()
+    if text == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if text == "cpu":
+        return torch.device("cpu")
+    match = _CUDA.match(text)
+    if match is None:
+        raise DeviceError(f"--device {spec!r} is not a device; pass one of {', '.join(DEVICE_CHOICES)}")
+    if not torch.cuda.is_available():
+        raise DeviceError(
+            f"--device {text} requested but torch.cuda.is_available() is False ({_no_cuda_reason()}); "
+            "pass --device cpu or install a CUDA build of torch"
+        )
+    if match.group(2) is not None:
+        index, count = int(match.group(2)), torch.cuda.device_count()
+        if index >= count:
+            raise DeviceError(
+                f"--device {text} requested but only {count} CUDA device(s) are visible; "
+                f"pass --device cuda:0 to cuda:{count - 1}"
+            )
+        return torch.device("cuda", index)
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+class HostBridge:
+    """Observations (numpy, host) -> tensors on ``device``; actions on ``device`` -> numpy (see module docstring)."""
+
+    def __init__(self, device: str | torch.device):
+        self.device = torch.device(device)
+        self.pinned = self.device.type == "cuda"
+        self._buffers: dict[tuple[str, tuple[int, ...], torch.dtype], Tensor] = {}
+        self._pending: dict[tuple[str, tuple[int, ...], torch.dtype], Any] = {}
+        """CUDA events of copies out of a pinned buffer still in flight (the buffer is reused after them)."""
+
+    def _pinned(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[Tensor, tuple]:
+        key = (name, shape, dtype)
+        buf = self._buffers.get(key)
+        if buf is None:
+            buf = self._buffers[key] = torch.empty(shape, dtype=dtype, pin_memory=True)
+        event = self._pending.pop(key, None)
+        if event is not None:
+            event.synchronize()
+        return buf, key
+
+    def to_device(self, x: Any, name: str = "obs") -> Tensor:
+        """A tensor on the device (a view of ``x`` on the CPU; a fresh device tensor on a GPU)."""
+        if isinstance(x, Tensor):
+            return x.to(self.device, non_blocking=True)
+        t = torch.from_numpy(np.ascontiguousarray(x))
+        if not self.pinned:
+            return t
+        buf, key = self._pinned(name, tuple(t.shape), t.dtype)
+        buf.copy_(t)
+        out = buf.to(self.device, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(self.device))
+        self._pending[key] = event
+        return out
+
+    def to_host(self, x: Tensor, name: str = "actions") -> np.ndarray:
+        """``x`` as numpy (no copy on the CPU; from a GPU a view of a pinned buffer, valid until the next call)."""
+        if x.device.type == "cpu":
+            return x.numpy()
+        buf, _ = self._pinned(name, tuple(x.shape), x.dtype)
+        buf.copy_(x, non_blocking=True)
+        torch.cuda.current_stream(x.device).synchronize()
+        return buf.numpy()

@@ -1,0 +1,88 @@
+"""``rgsd-motions import`` writes import_report.json and a summary; the real clips need no big clamp."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rgsd_envs.motion.cli import main
+from rgsd_envs.motion.importer import REPORT_NAME
+
+
+@pytest.fixture(scope="module")
+def walk(real_motion_files) -> dict:
+    """The arrays of the real SMPL+H walk (39 frames, 30 Hz)."""
+    src = next(f for f in real_motion_files if f.name == "walk_poses.npz")
+    with np.load(src) as data:
+        return {k: data[k] for k in data.files}
+
+
+@pytest.fixture(scope="module")
+def shared_import(real_motion_files, tmp_path_factory) -> tuple[dict, str]:
+    """The MIT clips in ../shared/motions/deepmimic-smpl imported with the CLI: the report and what it printed."""
+    out = tmp_path_factory.mktemp("mit")
+    shared_clips = real_motion_files[0].parent
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["import", str(shared_clips), "--out", str(out), "--quiet"]) == 0
+    return json.loads((out / REPORT_NAME).read_text()), buf.getvalue()
+
+
+def test_shared_clips_import_with_no_clamp_above_10_degrees(shared_import):
+    report, printed = shared_import
+    assert report["kept"] == 8 and report["rejected"] == 0
+    worst = max(report["files"], key=lambda f: f["max_clamp_deg"])
+    assert worst["max_clamp_deg"] <= 10.0, worst
+    assert printed.startswith("kept 8, skipped 0 shape file(s), rejected 0")
+
+
+def test_report_has_rates_frames_and_seconds_before_and_after_resampling(shared_import):
+    files = {Path(f["source"]).name: f for f in shared_import[0]["files"]}
+    spin = files["spinkick_poses.npz"]  # 78 frames at 60 Hz
+    assert (spin["status"], spin["source_fps"], spin["frames_in"], spin["frames_out"]) == ("kept", 60.0, 78, 39)
+    assert spin["seconds_in"] == pytest.approx(77 / 60) and spin["seconds_out"] == pytest.approx(38 / 30)
+    assert spin["category"] == "unlabelled" and Path(spin["clip"]).name == "spinkick.npz"
+
+
+def test_report_lists_shape_files_as_skipped_and_bad_files_as_rejected(walk, tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    np.savez(src / "a_poses.npz", **walk)
+    np.savez(src / "shape.npz", betas=np.zeros(16), gender=np.array("female"))
+    (src / "b_poses.npz").write_bytes(b"PK\x03\x04 not really")
+    assert main(["import", str(src), "--out", str(tmp_path / "out"), "--quiet", "--category", "walk"]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("kept 1, skipped 1 shape file(s), rejected 1")
+    assert "truncated or corrupt" in err
+    report = json.loads((tmp_path / "out" / REPORT_NAME).read_text())
+    status = {Path(f["source"]).name: (f["status"], f["category"]) for f in report["files"]}
+    assert status == {
+        "a_poses.npz": ("kept", "walk"),
+        "shape.npz": ("skipped", None),
+        "b_poses.npz": ("rejected", None),
+    }
+    assert "body-shape file" in next(f["reason"] for f in report["files"] if f["status"] == "skipped")
+
+
+def test_clamp_above_10_degrees_is_reported_on_its_own_line(walk, tmp_path, capsys):
+    poses = np.zeros((4, 156))
+    poses[:, 0] = np.pi / 2
+    poses[:, 3 * 4] = np.deg2rad(-40.0)  # L_Knee bent 40 deg the wrong way: 20 deg past its limit
+    np.savez(tmp_path / "bad_knee_poses.npz", **{**walk, "poses": poses, "trans": np.zeros((4, 3))})
+    out_dir = tmp_path / "out"
+    assert main(["import", str(tmp_path / "bad_knee_poses.npz"), "--out", str(out_dir), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: bad_knee: L_Knee_y clamped by 20.0 deg (> 10)" in err
+    entry = json.loads((out_dir / REPORT_NAME).read_text())["files"][0]
+    assert (entry["max_clamp_joint"], entry["max_clamp_deg"]) == ("L_Knee_y", pytest.approx(20.0))
+
+
+def test_help_shows_an_example(capsys):
+    with pytest.raises(SystemExit):
+        main(["import", "--help"])
+    assert "rgsd-motions import ~/AMASS/ACCAD --out clips/" in capsys.readouterr().out
