@@ -94,5 +94,5 @@ def test_state_dict_restores_the_worlds_exactly(real_clip_dir):
 def test_unknown_backend_is_a_clear_error():
     import pytest
 
-    with pytest.raises(ValueError, match="unknown simulator backend 'warp'"):
-        make_backend("warp", 1)
+    with pytest.raises(ValueError, match="unknown simulator backend 'mjx'; choose one of 'mujoco', 'warp'"):
+        make_backend("mjx", 1)
