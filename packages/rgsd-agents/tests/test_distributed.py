@@ -70,3 +70,15 @@ def test_two_gloo_ranks_stay_identical_and_resume_exactly(tmp_path):
 
     assert [r["iteration"] for r in again0] == [r["iteration"] for r in again1] == [3, 4]
     assert again0 == rank0[2:] and again1 == rank1[2:]  # learners and each rank's losses
+
+
+@pytest.mark.parametrize("argv", [["demo"], ["pretrain", "--out", "{out}"], ["downstream", "--low-level", "x"]])
+def test_commands_other_than_train_refuse_several_torchrun_processes(monkeypatch, tmp_path, capsys, argv):
+    from rgsd_agents.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    out = tmp_path / "out"
+    assert main([a.format(out=out) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "only `rgsd train` runs data-parallel" in err
+    assert not out.exists()
