@@ -86,9 +86,12 @@ class RolloutStorage:
         if tasks is not None:
             self.tasks[t].copy_(tasks)
             self.skills[t].copy_(skills)
-            imitation = self.tasks[t].unsqueeze(-1) > 0.5
-            dev = self.device
-            torch.where(imitation, encoder_inputs.to(dev), next_encoder_inputs.to(dev), out=self.encoder_inputs[t])
+            # pick s or s' where the env's tensors live, so only one (N, 1795) block crosses to the device
+            imitation = tasks.to(encoder_inputs.device).unsqueeze(-1) > 0.5
+            if encoder_inputs.device == self.device:
+                torch.where(imitation, encoder_inputs, next_encoder_inputs, out=self.encoder_inputs[t])
+            else:
+                self.encoder_inputs[t].copy_(torch.where(imitation, encoder_inputs, next_encoder_inputs))
         self.step += 1
 
     def add_bootstrap(self, steps: Tensor, env_ids: Tensor, final_values: Tensor, gamma: float) -> None:

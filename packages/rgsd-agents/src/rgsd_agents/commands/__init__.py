@@ -29,6 +29,22 @@ def add_run_arguments(parser: argparse.ArgumentParser, set_help: str) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def refuse_torchrun(command: str) -> int | None:
+    """2 (after one line on stderr) when launched as several torchrun processes: only ``rgsd train`` runs
+    data-parallel; None otherwise."""
+    import os
+    import sys
+
+    if int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        print(
+            f"error: `rgsd {command}` runs in one process; only `rgsd train` runs data-parallel under torchrun "
+            "(launch this command without torchrun)",
+            file=sys.stderr,
+        )
+        return 2
+    return None
+
+
 def run_overrides(args: argparse.Namespace) -> dict:
     """The ``--set`` overrides with ``--seed`` and ``--device`` folded in."""
     from rgsd_agents.config import parse_set

@@ -43,6 +43,10 @@ def eval_available() -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd demo``."""
+    from rgsd_agents.commands import refuse_torchrun
+
+    if (code := refuse_torchrun("demo")) is not None:
+        return code
     from rgsd_agents.commands.train import summary
     from rgsd_agents.config import load_config
     from rgsd_agents.runner import Runner

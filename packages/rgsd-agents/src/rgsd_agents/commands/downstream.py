@@ -28,6 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd downstream``."""
+    from rgsd_agents.commands import refuse_torchrun
+
+    if (code := refuse_torchrun("downstream")) is not None:
+        return code
     from rgsd_agents.config import load_config
     from rgsd_agents.downstream import DownstreamConfig, DownstreamRunner
     from rgsd_envs.utils.device import resolve_device

@@ -92,6 +92,10 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``rgsd pretrain``; prints the final alignment and where the files are."""
+    from rgsd_agents.commands import refuse_torchrun
+
+    if (code := refuse_torchrun("pretrain")) is not None:
+        return code
     from rgsd_agents.pretraining import pretrain
     from rgsd_agents.reward_sharpness import format_table
     from rgsd_envs.utils.files import InputFileError

@@ -1,0 +1,84 @@
+"""Data-parallel training: 2 gloo processes launched by torchrun through ``rgsd train`` (about a minute).
+
+Each rank records SHA-256 digests of the actor, critic, discovery encoder and both normalisers after every
+update (``distributed_worker.py``). The ranks must hold identical learners after every update while stepping
+different worlds, rank 0 alone writes the run folder, and a run resumed from its iteration-2 checkpoint must
+reproduce iterations 3 and 4 of the uninterrupted run on both ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
+from rgsd_envs.utils.config import save_yaml
+
+WORKER = Path(__file__).with_name("distributed_worker.py")
+LEARNERS = ("actor", "critic", "encoder", "obs_normalizer", "value_normalizer")
+
+pytestmark = pytest.mark.skipif(
+    not (torch.distributed.is_available() and torch.distributed.is_gloo_available()), reason="needs gloo"
+)
+
+
+def torchrun(record: Path, *train_args: str) -> list[list[dict]]:
+    """Run ``rgsd train`` on 2 CPU ranks; each rank's records, one dict per iteration."""
+    record.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    cmd += [str(WORKER), str(record), "--", "train", *train_args, "--device", "cpu", "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return [[json.loads(line) for line in (record / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)]
+
+
+def test_two_gloo_ranks_stay_identical_and_resume_exactly(tmp_path):
+    encoder = tiny_encoder_file(tmp_path / "encoder.pt")
+    config = save_yaml(tiny_train_config(encoder, iterations=4, checkpoint_every=2), tmp_path / "tiny.yaml")
+    straight = tmp_path / "straight"
+    rank0, rank1 = torchrun(tmp_path / "rec_straight", "--config", str(config), "--out", str(straight))
+
+    assert [r["iteration"] for r in rank0] == [r["iteration"] for r in rank1] == [1, 2, 3, 4]
+    assert all(r["world_size"] == 2 for r in rank0 + rank1)
+    for a, b in zip(rank0, rank1):
+        assert {k: a[k] for k in LEARNERS} == {k: b[k] for k in LEARNERS}, f"ranks differ after update {a['iteration']}"
+    assert len({r["actor"] for r in rank0}) == 4  # the learners do change
+    assert any(a["policy_loss"] != b["policy_loss"] for a, b in zip(rank0, rank1)), "ranks should see their own worlds"
+
+    ckpts = straight / "checkpoints"
+    assert sorted(p.name for p in ckpts.iterdir()) == ["iter_000002.pt", "iter_000004.pt", "latest.pt"]
+    assert (straight / "policy.pt").is_file() and any((straight / "tb").iterdir())
+    state = torch.load(ckpts / "latest.pt", map_location="cpu", weights_only=False)
+    assert state["global_step"] == 4 * 2 * 4 * 8  # iterations x ranks x worlds x horizon
+    assert len(state["rank_states"]) == 2 and state["rank_states"][1]["env"] is not None
+
+    resumed = tmp_path / "resumed"  # the run as it stood after iteration 2
+    resumed.mkdir()
+    for name in ("config.yaml", "encoder.pt"):
+        shutil.copy(straight / name, resumed / name)
+    (resumed / "checkpoints").mkdir()
+    shutil.copy(ckpts / "iter_000002.pt", resumed / "checkpoints" / "latest.pt")
+    again0, again1 = torchrun(tmp_path / "rec_resumed", "--resume", str(resumed))
+
+    assert [r["iteration"] for r in again0] == [r["iteration"] for r in again1] == [3, 4]
+    assert again0 == rank0[2:] and again1 == rank1[2:]  # learners and each rank's losses
+
+
+@pytest.mark.parametrize("argv", [["demo"], ["pretrain", "--out", "{out}"], ["downstream", "--low-level", "x"]])
+def test_commands_other_than_train_refuse_several_torchrun_processes(monkeypatch, tmp_path, capsys, argv):
+    from rgsd_agents.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    out = tmp_path / "out"
+    assert main([a.format(out=out) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "only `rgsd train` runs data-parallel" in err
+    assert not out.exists()
