@@ -158,7 +158,16 @@ def read_scalars(tb_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def clip_categories(run: Path, names: list[str]) -> dict[str, str]:
-    """Category of each probed clip (from the run's motions; the clip name where they cannot be read)."""
+    """Category of each probed clip (from the run's encoder.pt, else its motions; else the clip's name)."""
+    try:
+        from rgsd_envs.rewards.encoders import read_encoder_file
+
+        payload = read_encoder_file(run / "encoder.pt")
+        known = dict(zip(payload["clip_names"], payload["clip_categories"]))
+        if set(names) <= set(known):
+            return {n: known[n] or n for n in names}
+    except Exception:  # no categories stored: read the motions
+        pass
     try:
         from rgsd_envs.motion.library import MotionLib
 
@@ -288,7 +297,7 @@ def summarise(out: Path, arms: dict[str, Arm], status: dict[str, str], include: 
     curves, data = {}, {"arms": {}}
     runs = {name: out / name for name in arms} | include
     for name, run in runs.items():
-        entry: dict[str, Any] = {"status": status.get(name, "included" if name in include else "not run")}
+        entry: dict[str, Any] = {"status": status.get(name) or _status(name, run, include)}
         if name in arms:
             a = arms[name]
             entry.update(config=a.config, budget_minutes=a.minutes, set=a.set, note=a.note)
@@ -303,6 +312,15 @@ def summarise(out: Path, arms: dict[str, Arm], status: dict[str, str], include: 
     plot(curves, out / PNG)
     write_json(data, out / JSON)
     return data
+
+
+def _status(name: str, run: Path, include: dict[str, Path]) -> str:
+    """Status of an arm not trained in this call."""
+    if name in include:
+        return "included"
+    if (run / DONE_FILE).exists():
+        return f"budget used ({json.loads((run / DONE_FILE).read_text())['minutes']} min)"
+    return "partial (resume to continue)" if (run / LATEST).exists() else "not started"
 
 
 def table(data: dict[str, Any]) -> str:

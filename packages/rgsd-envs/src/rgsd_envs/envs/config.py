@@ -49,6 +49,9 @@ class EnvConfig:
     """Vector env autoreset: "SameStep" (final_obs in info) or "NextStep"."""
     backend: str = "mujoco"
     timestep: float = DEFAULT_TIMESTEP
+    armature_factor: float | None = None
+    """Hinge armature as a multiple of kp * timestep^2 (None: ``HumanoidConfig``'s, 2). It already scales with
+    the timestep squared; ``benchmarks/joint_inertia.py`` shows it against the links' own inertia."""
     num_threads: int | None = None
     """C threads stepping the worlds (default: one per core, at most num_envs)."""
     device: str = "cpu"
@@ -69,6 +72,8 @@ class EnvConfig:
             raise ValueError(f"tracking_scale must be > 0, got {self.tracking_scale}")
         if not 0.0 <= self.failure_weighted_share <= 1.0 or self.failure_rate_memory < 1.0:
             raise ValueError("failure_weighted_share must be in [0, 1] and failure_rate_memory >= 1")
+        if self.armature_factor is not None and self.armature_factor < 0:
+            raise ValueError(f"armature_factor must be >= 0 or null, got {self.armature_factor}")
         if self.eval_kappa is not None and self.eval_kappa < 0:
             raise ValueError(f"eval_kappa must be >= 0, got {self.eval_kappa}")
 

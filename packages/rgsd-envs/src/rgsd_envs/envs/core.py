@@ -109,7 +109,8 @@ class RGSDCore:
         offsets = (
             None if np.allclose(self.lib.body_offsets, sk.REST_OFFSETS) else tuple(map(tuple, self.lib.body_offsets))
         )
-        self.humanoid = HumanoidConfig(timestep=cfg.timestep, offsets=offsets)
+        armature = {} if cfg.armature_factor is None else {"armature_factor": cfg.armature_factor}
+        self.humanoid = HumanoidConfig(timestep=cfg.timestep, offsets=offsets, **armature)
         self.backend = make_backend(cfg.backend, num_envs, self.humanoid, self.device, cfg.num_threads)
         self.ref_features = reference_frame_features(self.lib)
         self.ref_inputs = reference_encoder_inputs(self.lib, self.ref_features)

@@ -1,0 +1,23 @@
+"""benchmarks/joint_inertia.py: armature against the links' own inertia (EVIDENCE.md's numbers at 1/60 s)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "joint_inertia.py"
+
+
+def test_armature_ratios_at_today_setting_and_four_times_less_at_1_120():
+    spec = importlib.util.spec_from_file_location("joint_inertia", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = module.table()
+    today, fine = "1/60 s, c=2 (today)", "1/120 s, c=2"
+    measured = {"hip": 0.2, "knee": 1.1, "ankle": 37, "toe": 765, "wrist": 48, "hand": 401}  # EVIDENCE.md
+    for joint, ratio in measured.items():
+        assert rows[joint][today] == pytest.approx(ratio, rel=0.06)
+        assert rows[joint][fine] == pytest.approx(rows[joint][today] / 4, rel=1e-4)  # MJCF rounds armature
+    assert rows["hip"]["own"] > 1.0 > rows["toe"]["own"] * 1000

@@ -1,0 +1,86 @@
+"""benchmarks/learning_curves.py: arms, resume commands, and curves read from a small TensorBoard log."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "learning_curves.py"
+
+
+@pytest.fixture(scope="module")
+def lc():
+    spec = importlib.util.spec_from_file_location("learning_curves", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["learning_curves"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def fake_run(path: Path, walk_cm: list[float], punch_cm: list[float], batch: int = 100) -> Path:
+    """A run folder whose tb/ holds probe scalars at steps 0, 200, 400 and iteration times of 2 s."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from rgsd_envs.rewards.encoders import MLPEncoder
+
+    path.mkdir(parents=True)
+    (path / "config.yaml").write_text(yaml.safe_dump({"env": {"motions": "demo"}}))
+    MLPEncoder((4,)).save(
+        path / "encoder.pt", clip_names=["demo_walk", "demo_punch"], clip_categories=["walk", "punch"]
+    )
+    w = SummaryWriter(str(path / "tb"))
+    for step in range(batch, 5 * batch, batch):
+        w.add_scalar("perf/iteration_seconds", 2.0, step)
+    for k, step in enumerate((0, 2 * batch, 4 * batch)):
+        w.add_scalar("probe_clips/demo_walk_cm", walk_cm[k], step)
+        w.add_scalar("probe_clips/demo_punch_cm", punch_cm[k], step)
+        w.add_scalar("probe/cartesian_error_cm", (walk_cm[k] + punch_cm[k]) / 2, step)
+    w.close()
+    return path
+
+
+def test_curves_json_and_plot_from_tensorboard_logs(lc, tmp_path):
+    a = fake_run(tmp_path / "a", [60.0, 40.0, 20.0], [10.0, 9.0, 8.0])
+    b = fake_run(tmp_path / "b", [60.0, 55.0, 50.0], [10.0, 10.0, 10.0])
+    out = tmp_path / "out"
+    assert lc.main(["--out", str(out), "--arms-file", str(_arms_file(tmp_path)), "--plot-only",
+                    "--include", f"sharp={a}", "--include", f"plain={b}"]) == 0  # fmt: skip
+    data = json.loads((out / lc.JSON).read_text())
+    sharp = data["arms"]["sharp"]
+    assert sharp["samples"] == [0, 200, 400]
+    assert sharp["minutes"] == pytest.approx([0.0, 4.0 / 60, 8.0 / 60])  # 2 s per 100-sample iteration
+    assert sharp["categories_cm"] == {"punch": [10.0, 9.0, 8.0], "walk": [60.0, 40.0, 20.0]}
+    assert sharp["final_cm"] == {"demo_punch": 8.0, "demo_walk": 20.0}
+    assert data["arms"]["plain"]["clips_cm"]["demo_walk"] == [60.0, 55.0, 50.0]
+    assert data["arms"]["tracking"]["status"] == "not started" and "error" in data["arms"]["tracking"]
+    assert (out / lc.PNG).stat().st_size > 10_000
+
+
+def _arms_file(tmp_path: Path) -> Path:
+    path = tmp_path / "arms.yaml"
+    path.write_text("arms:\n  tracking: {config: demo, minutes: 5, set: [env.reward=tracking]}\n")
+    return path
+
+
+def test_arms_file_fields_and_train_commands_start_then_resume(lc, tmp_path):
+    arms = lc.load_arms(_arms_file(tmp_path))
+    arm = arms["tracking"]
+    assert (arm.config, arm.minutes, arm.set) == ("demo", 5.0, ["env.reward=tracking"])
+    run = tmp_path / "tracking"
+    cmd = lc.train_command(arm, run, ["num_envs=4"], progress=False)
+    assert cmd[cmd.index("--config") + 1] == "demo" and cmd[cmd.index("--out") + 1] == str(run)
+    assert "max_minutes=5.0" in cmd and "env.reward=tracking" in cmd and "num_envs=4" in cmd
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "latest.pt").write_bytes(b"")
+    cmd = lc.train_command(arm, run, ["num_envs=4"], progress=False)
+    assert cmd[cmd.index("--resume") + 1] == str(run) and "--config" not in cmd and "num_envs=4" not in cmd
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("arms:\n  x: {minute: 5}\n")
+    with pytest.raises(SystemExit, match=r"arms\.x\.minute"):
+        lc.load_arms(bad)
+    assert set(lc.DEFAULT_ARMS) == {"encoder", "hard_negatives", "tracking", "failure_weighted", "dt120"}
