@@ -18,15 +18,17 @@ writes a checkpoint and stops; a second Ctrl-C aborts at once.
 
 Devices: the learner (actor-critic, PPO, storage, the discovery encoder and its
 frozen reference) lives on ``cfg.device``; the env's tensors on
-``cfg.env.device`` (the mujoco simulator itself on the CPU). When the two
-differ the env scores discovery rewards with its own copy of the discovery
-encoder, refreshed from the learner's after every discovery update. On the
-CPU every number is the same as before devices existed.
+``cfg.env.device`` (the mujoco simulator itself on the CPU), except that the
+warp backend and a "cuda" env device follow the learner's GPU (``env_device``).
+When the two differ the env scores discovery rewards with its own copy of the
+discovery encoder, refreshed from the learner's after every discovery update.
+On the CPU every number is the same as before devices existed.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import shutil
 import time
@@ -48,6 +50,7 @@ from rgsd_agents.ppo import PPO
 from rgsd_agents.probe import ImitationProbe
 from rgsd_agents.rollout import collect_rollout
 from rgsd_agents.storage import RolloutStorage
+from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.humanoid import skeleton as sk
@@ -215,10 +218,12 @@ class Runner(TrainingLoop):
                 cfg = from_dict(TrainConfig, self.run.config(), str(self.run.config_path))
         self.cfg = cfg
         seed = cfg.seed + self.rank  # each rank: its own worlds, action noise and minibatches
+        self.env_cfg = dataclasses.replace(cfg.env, device=env_device(cfg.env, self.device))
+        """The env config as built here (its device resolved for this process)."""
         self.env = gym.make_vec(
             ENV_ID,
             num_envs=cfg.num_envs,
-            config=cfg.env,
+            config=self.env_cfg,
             encoder=str(self.run.encoder_path),
             reward_kappa=cfg.reward_kappa,
             reward_constant=cfg.reward_constant,
@@ -288,7 +293,7 @@ class Runner(TrainingLoop):
             error = info["cartesian_error"]
             if done.any():  # SameStep: rows of reset worlds describe the new episode
                 error = np.where(done, info["final_info"]["cartesian_error"], error)
-            task_np = task.numpy()
+            task_np = task.cpu().numpy()
             stats.error_sum += float(error[task_np == 1].sum())
             self.tracker.step(stats, reward, task_np, done, trunc, self._frames_left(info))
             return {
@@ -367,7 +372,7 @@ class Runner(TrainingLoop):
             self.log_reward_sharpness(writer)
         if not self.cfg.probe_every:
             return
-        self._probe = ImitationProbe(self.cfg.env, self.env.unwrapped.core.lib, str(self.run.encoder_path))
+        self._probe = ImitationProbe(self.env_cfg, self.env.unwrapped.core.lib, str(self.run.encoder_path))
         if self.iteration == 0:
             self.initial_probe = self.probe(self._probe)
             for k, v in self.initial_probe.items():
@@ -481,6 +486,14 @@ class Runner(TrainingLoop):
     def close(self) -> None:
         """Release the environment."""
         self.env.close()
+
+
+def env_device(env_cfg: EnvConfig, learner: torch.device) -> str:
+    """Device of the env's tensors: the learner's for the warp backend (simulator, observations and networks on
+    one GPU) and for a "cuda" env device (each rank's own GPU); otherwise ``env_cfg.device``."""
+    if env_cfg.backend == "warp" or (learner.type == "cuda" and resolve_device(env_cfg.device).type == "cuda"):
+        return str(learner)
+    return env_cfg.device
 
 
 def reference_mean_action(lib: MotionLib) -> Tensor:
