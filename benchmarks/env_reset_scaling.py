@@ -11,11 +11,15 @@ At N worlds (default 4096, CPU, mujoco backend, with the encoder reward) this ti
   autoreset costs inside a step): ``core.reset_envs`` + ``observe_reset`` +
   filling the encoder histories;
 - ``draws 5%``: only the random part of that reset (clip, start frame, task,
-  skill of each reset world), the part that was a per-world Python loop.
+  skill of each reset world), the part that was a per-world Python loop;
+  ``draws 5% vMF``: the same with ``kappa`` given (evaluation: vMF skills);
+  ``draws 100%``: the draws of a reset of all N worlds.
 
 Columns: ``wall`` (ms, fastest of ``--repeats``: the machine may be shared), ``sim C`` (ms inside the
 simulator's C calls ``Batch.step``/``Batch.forward``: MuJoCo's own per-world
-loops), ``rest`` = wall - sim C (Python and torch/numpy), and ``Python``: the
+loops), ``rest`` = wall - sim C (Python and torch/numpy), ``CPU`` (ms of
+process CPU time of that call, all threads: less disturbed than wall time
+when other programs share the cores), and ``Python``: the
 share of the call spent in Python frames (cProfile tottime of functions defined
 in .py files over the profiled total; the profiler inflates Python a little).
 
@@ -86,13 +90,13 @@ def measure(name: str, fn: Callable[[], object], timer: TimedBatch, repeats: int
     runs = []
     for _ in range(repeats):
         timer.seconds = 0.0
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fn()
-        runs.append((time.perf_counter() - start, timer.seconds))
+        runs.append((time.perf_counter() - start, timer.seconds, time.process_time() - cpu))
     share = statistics.median(python_share(fn) for _ in range(3))
-    wall, sim = (1e3 * x for x in min(runs))
-    print(f"{name:<14} | {wall:9.2f} {sim:9.2f} {wall - sim:9.2f} | {100 * share:6.1f} %")
-    return {"wall_ms": wall, "sim_ms": sim, "python_share": share}
+    wall, sim, cpu = (1e3 * x for x in min(runs))
+    print(f"{name:<14} | {wall:9.2f} {sim:9.2f} {wall - sim:9.2f} {cpu:9.2f} | {100 * share:6.1f} %")
+    return {"wall_ms": wall, "sim_ms": sim, "cpu_ms": cpu, "python_share": share}
 
 
 def main() -> None:
@@ -129,21 +133,24 @@ def main() -> None:
         f"N={n}, reset {k} worlds ({100 * args.fraction:g} %), {core.backend.num_threads} sim threads, "
         f"{os.cpu_count()} CPUs, torch {torch.__version__}, fastest of {args.repeats} (step: {args.step_repeats})"
     )
-    head = f"{'':<14} | {'wall ms':>9} {'sim C ms':>9} {'rest ms':>9} | {'Python':>8}"
+    head = f"{'':<14} | {'wall ms':>9} {'sim C ms':>9} {'rest ms':>9} {'CPU ms':>9} | {'Python':>8}"
     print(head + "\n" + "-" * len(head))
     measure("step", lambda: env.step(actions), timer, args.step_repeats)
     measure(f"reset {100 * args.fraction:g}%", lambda: env.reset(options={"reset_mask": mask}), timer, args.repeats)
     measure(f"core reset {100 * args.fraction:g}%", core_reset, timer, args.repeats)
     measure(f"draws {100 * args.fraction:g}%", lambda: draws(core, ids.numpy()), timer, args.repeats)
+    vmf = {"kappa": 20.0}
+    measure(f"draws {100 * args.fraction:g}% vMF", lambda: draws(core, ids.numpy(), vmf), timer, args.repeats)
+    measure("draws 100%", lambda: draws(core, np.arange(n)), timer, args.repeats)
     env.close()
 
 
-def draws(core: object, ids: np.ndarray) -> object:
+def draws(core: object, ids: np.ndarray, options: dict | None = None) -> object:
     """Clip, start frame, task and skill of the next episodes of worlds ``ids`` (not applied)."""
     if "ids" in inspect.signature(core._draw).parameters:  # batched (issue 12)
-        return core._draw(ids, {})
+        return core._draw(ids, options or {})
     core._clip_probs = None  # the per-world version before issue 12
-    return [core._draw(i, {}) for i in ids.tolist()]
+    return [core._draw(i, options or {}) for i in ids.tolist()]
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
@@ -10,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from rgsd_agents.cli import build_parser
 from rgsd_agents.commands import pretrain as pretrain_cmd
 from rgsd_agents.negatives import frame_features_of, hard_negative_inputs, variant_stacks
 from rgsd_agents.pretraining import PretrainConfig, info_nce_loss, pretrain
@@ -125,9 +125,6 @@ def test_hard_negatives_refuse_an_alignment_early_stop_and_the_cli_drops_it():
         PretrainConfig(negatives="hard")
     with pytest.raises(ValueError, match="negatives"):
         PretrainConfig(negatives="semi-hard", target_alignment=None)
-    args = argparse.Namespace(
-        motions=None, seconds=None, target_alignment=None, hidden=None, steps=None, kappa=None, lr=None,
-        batch_size=None, seed=None, config=None, negatives="hard",
-    )  # fmt: skip
+    args = build_parser().parse_args(["pretrain", "--out", "x", "--negatives", "hard"])
     cfg = pretrain_cmd.config_from_args(args)
     assert cfg.negatives == "hard" and cfg.target_alignment is None

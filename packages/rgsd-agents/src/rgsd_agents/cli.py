@@ -54,6 +54,7 @@ def _missing(command: str, package: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rgsd``."""
+    from rgsd_envs.sim import WarpUnavailableError
     from rgsd_envs.utils.device import DeviceError
     from rgsd_envs.utils.files import InputFileError
 
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return int(args.func(args) or 0)
-    except (InputFileError, FileNotFoundError, DeviceError) as err:
+    except (InputFileError, FileNotFoundError, DeviceError, WarpUnavailableError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--kappa", type=float, help="sample z ~ vMF(z_m, kappa) instead of z = z_m (20: varied, 1000: close)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the vMF sample (default 0)")
-    p.add_argument("--frames", type=int, help="render only the first N frames (default: the whole clip)")
+    p.add_argument("--frames", type=int, help="render only the first N frames (default and at most: the whole clip)")
     p.add_argument("--motions", help='clips to choose from: "demo", a clip file or folder (default: the run\'s own)')
     p.add_argument("--out", help="mp4 path (default: <run>/play_<clip>[_k<kappa>].mp4)")
     p.add_argument("--size", type=int, nargs=2, default=(640, 480), metavar=("W", "H"), help="video size (even)")

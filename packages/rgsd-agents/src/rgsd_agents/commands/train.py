@@ -25,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "discovery_encoder.pt, checkpoints/ and tb/ (TensorBoard). Without an encoder in the config, "
         "pretrains one first into <out>/pretrain/.",
         epilog="examples:\n  rgsd train --config cpu --device cpu\n  rgsd train --config paper --device cuda\n"
+        "  rgsd train --config paper --device cuda --set env.backend=warp --set env.device=cuda"
+        '   (simulator on the GPU too; needs pip install "rgsd-envs[warp]")\n'
         "  torchrun --nproc-per-node 4 -m rgsd_agents.cli train --config paper   (one rank per GPU)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -45,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from rgsd_agents.distributed import init_distributed, shutdown
     from rgsd_agents.runner import Runner
     from rgsd_envs.runs.run_dir import RunDir
+    from rgsd_envs.sim import check_backend
     from rgsd_envs.utils.device import resolve_device
 
     overrides = run_overrides(args)
@@ -66,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         cfg = load_config(args.config, overrides)
         resolve_device(cfg.device)  # a bad device ends here, before any folder exists
+        check_backend(cfg.env.backend)  # so does backend "warp" without its extra
         dp = init_distributed(cfg.device)
         _quiet_other_ranks(dp)
         out = Path(args.out) if args.out else default_out(args.config)

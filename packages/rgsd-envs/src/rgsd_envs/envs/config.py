@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from rgsd_envs.humanoid.mjcf import DEFAULT_TIMESTEP
+from rgsd_envs.sim import BACKENDS
 
 CLIP_SAMPLING = ("uniform", "failure_weighted")
 REWARDS = ("encoder", "tracking")
@@ -48,6 +49,8 @@ class EnvConfig:
     autoreset_mode: str = "SameStep"
     """Vector env autoreset: "SameStep" (final_obs in info) or "NextStep"."""
     backend: str = "mujoco"
+    """Simulator: "mujoco" (native MuJoCo on CPU threads) or "warp" (MuJoCo Warp on ``device``, a GPU;
+    needs the extra ``rgsd-envs[warp]``)."""
     timestep: float = DEFAULT_TIMESTEP
     armature_factor: float | None = None
     """Hinge armature as a multiple of kp * timestep^2 (None: ``HumanoidConfig``'s, 2). It already scales with
@@ -64,6 +67,8 @@ class EnvConfig:
             raise ValueError(f"obs_mode must be 'flat' or 'dict', got {self.obs_mode!r}")
         if self.autoreset_mode not in ("SameStep", "NextStep"):
             raise ValueError(f"autoreset_mode must be 'SameStep' or 'NextStep', got {self.autoreset_mode!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.clip_sampling not in CLIP_SAMPLING:
             raise ValueError(f"clip_sampling must be one of {', '.join(CLIP_SAMPLING)}, got {self.clip_sampling!r}")
         if self.reward not in REWARDS:

@@ -62,10 +62,15 @@ class StepInfo:
         return {k: v[index].detach().cpu().numpy() for k, v in vars(self).items()}
 
 
-EPISODE_SLOTS = {"clip": 0, "start_frame": 1, "task": 2, "skill": slice(3, 3 + SKILL_DIM)}
-"""Where an episode's numbers lie in its ``Stream.EPISODE`` uniforms (the vMF direction follows the skill)."""
-_VMF_DIRECTION = slice(3 + SKILL_DIM, 3 + 2 * SKILL_DIM)
-_EPISODE_UNIFORMS = 3 + 2 * SKILL_DIM
+EPISODE_SLOTS = {
+    "clip": 0,
+    "start_frame": 1,
+    "task": 2,
+    "skill": slice(4, 4 + SKILL_DIM),
+    "vmf_direction": slice(4 + SKILL_DIM, 4 + 2 * SKILL_DIM),
+}
+"""Where an episode's numbers lie in its ``Stream.EPISODE`` numbers (each part starts at an even index:
+a part is drawn only for the worlds that need it)."""
 
 
 def _per_world(options: dict[str, Any], key: str, n: int) -> Any:
@@ -190,7 +195,7 @@ class RGSDCore:
         One batched draw from each world's ``Stream.EPISODE`` numbers; options fix parts of it.
         """
         n, lib = ids.size, self.lib
-        u = self.random.uniform(ids, Stream.EPISODE, _EPISODE_UNIFORMS)
+        u = self.random.uniform(ids, Stream.EPISODE, EPISODE_SLOTS["task"] + 1)
         clip_opt = _per_world(options, "clip", n)
         if clip_opt is not None:
             clip = self._clip_ids(clip_opt, n)
@@ -230,7 +235,7 @@ class RGSDCore:
             kappa = np.broadcast_to(np.asarray(kappa_opt, dtype=np.float64), (n,))
             if not np.isfinite(kappa).all() or (kappa < 0).any():
                 raise ValueError(f"options['kappa'] must be >= 0, got {kappa_opt}")
-            direction = box_muller(u[:, _VMF_DIRECTION])
+            direction = self._episode_normals(ids, "vmf_direction")
             z = skills.sample_vmf_batch(
                 self._z_np[clip],
                 kappa,
@@ -238,12 +243,15 @@ class RGSDCore:
                 lambda t, rows: self.random.uniform(ids[rows], Stream.VMF_ATTEMPT + t, skills.VMF_ATTEMPT_UNIFORMS),
             )
         else:
-            z = np.where(
-                (task == IMITATION)[:, None],
-                self._z_np[clip],
-                skills.uniform_sphere_batch(box_muller(u[:, EPISODE_SLOTS["skill"]])),
-            )
+            z = self._z_np[clip]
+            disc = np.flatnonzero(task != IMITATION)
+            z[disc] = skills.uniform_sphere_batch(self._episode_normals(ids[disc], "skill"))
         return clip, start, task, z
+
+    def _episode_normals(self, ids: np.ndarray, part: str) -> np.ndarray:
+        """Standard normals (n, 16) of one part of the episodes of worlds ``ids`` (``EPISODE_SLOTS``)."""
+        slots = EPISODE_SLOTS[part]
+        return box_muller(self.random.uniform(ids, Stream.EPISODE, slots.stop - slots.start, first=slots.start))
 
     def reset_envs(self, env_ids: Any, options: dict[str, Any] | None = None) -> None:
         """Start new episodes in worlds ``env_ids`` (list, array or tensor): RSI, task indicator and skill.

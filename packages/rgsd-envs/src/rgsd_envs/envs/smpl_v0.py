@@ -54,6 +54,13 @@ batched. Autoreset mode ``SameStep`` by default (``final_obs``/``final_info``
 in the info, as ``SyncVectorEnv`` lays them out), ``NextStep`` on request;
 declared in ``metadata["autoreset_mode"]``.
 
+## Seeding
+``reset(seed=s)`` gives a world the key of seed ``s`` (the vector env: world i
+gets ``s + i``); every episode's clip, start frame, task and skill are then a
+fixed function of (key, episode number), drawn for all reset worlds at once
+(``world_random``). So the same seed gives the same episodes on any device, and
+world i of a vector env equals a single env seeded ``s + i``.
+
 ## Version history
 * v0: initial release.
 """

@@ -103,13 +103,16 @@ class WorldRandom:
         """Move worlds ``ids`` on to their next episode's numbers."""
         self.episodes[np.asarray(ids, dtype=np.int64)] += _U64(1)
 
-    def uniform(self, ids: np.ndarray, stream: int, count: int) -> np.ndarray:
-        """(len(ids), count) float64 uniform in [0, 1) (53 random bits) of the worlds' current episodes."""
+    def uniform(self, ids: np.ndarray, stream: int, count: int, first: int = 0) -> np.ndarray:
+        """(len(ids), count) float64 uniform in [0, 1) (53 random bits) of the worlds' current episodes:
+        numbers ``first`` (even) to ``first + count`` of the stream."""
+        if first % 2:
+            raise ValueError(f"first must be even (two numbers per Philox block), got {first}")
         ids = np.asarray(ids, dtype=np.int64)
         blocks = (count + 1) // 2  # a Philox block is 4 words: two 53-bit numbers
         ep = self.episodes[ids]
         counter = np.empty((ids.size, blocks, 4), dtype=_U64)
-        counter[..., 0] = np.arange(blocks, dtype=_U64)
+        counter[..., 0] = np.arange(first // 2, first // 2 + blocks, dtype=_U64)
         counter[..., 1] = _U64(stream)
         counter[..., 2] = (ep & _MASK32)[:, None]
         counter[..., 3] = (ep >> _U64(32))[:, None]

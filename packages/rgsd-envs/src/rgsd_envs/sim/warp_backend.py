@@ -21,7 +21,9 @@ from rgsd_envs.humanoid.mjcf import HumanoidConfig, load_model, physics_substeps
 from rgsd_envs.sim.backend import SimBackend, SimState, Tensor
 
 log = logging.getLogger(__name__)
-wp.config.quiet = True  # no banner or line per loaded kernel module in training logs; set it back to see them
+# no banner and no line per loaded kernel module in training logs (set wp.config.log_level to wp.LOG_INFO to see them)
+wp.config.quiet = True
+wp.config.log_level = max(wp.config.log_level, wp.LOG_WARNING)
 
 MAX_CONTACTS_PER_WORLD = 64
 """Contacts allocated per world (``nconmax``); native MuJoCo peaks at 22 under random actions."""

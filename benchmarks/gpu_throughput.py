@@ -1,0 +1,161 @@
+"""GPU-scale throughput: the MuJoCo Warp backend against native MuJoCo, side by side on one machine.
+
+For each N (default 1024, 4096, 8192 worlds) this prints, for ``warp`` (MuJoCo Warp on
+``--device``, default cuda when available) and ``mujoco`` (native MuJoCo on all of the
+machine's cores), with the ratio warp / mujoco:
+
+- ``physics``: world-steps/s of the backend alone (one control step = 2 physics steps, held
+  random PD targets; warp: the CUDA-graph replay, synchronised before the clock stops);
+- ``env``: world-steps/s of the native vector env with the encoder reward (PD targets,
+  physics, observations, rewards, terminations, autoresets), actions N(0, 0.1);
+- ``train``: samples/s of the full training loop (rollout, GAE, PPO, discovery-encoder
+  update) with the paper's networks ([1024, 1024, 1024, 512] actor, critic and encoder,
+  minibatch 32768, 5 epochs), the learner on ``--device``; warp keeps the env on the device,
+  mujoco runs the hybrid mode (simulation on the CPU, learner on the device).
+
+Goals on one H100 (issue 12): >= 300k env steps/s at 8192 worlds, >= 100k training samples/s.
+Figures are printed, never asserted. ``--smoke`` runs everything on the CPU with tiny sizes
+(a CPU warp device is slow: it is for checking that the benchmark runs, not for its numbers).
+Run: ``python benchmarks/gpu_throughput.py`` on a GPU machine (needs ``rgsd-envs[warp]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np
+import torch
+
+from rgsd_agents.config import TrainConfig, load_config
+from rgsd_agents.pretraining import build_encoder, load_reference
+from rgsd_agents.runner import Runner
+from rgsd_envs.envs.registration import make_vec_env
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.sim import check_backend, make_backend
+
+BACKENDS = ("warp", "mujoco")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _env_device(backend: str, device: torch.device) -> str:
+    """Where the env's tensors live: with the simulator (warp) or on the CPU (mujoco, hybrid mode)."""
+    return str(device) if backend == "warp" else "cpu"
+
+
+def physics_rate(backend: str, n: int, steps: int, device: torch.device) -> float:
+    """World-steps/s of the backend alone under held random PD targets."""
+    dev = torch.device(_env_device(backend, device))
+    b = make_backend(backend, n, device=dev)
+    rng = np.random.default_rng(0)
+    off, scale = torch.as_tensor(sk.ACTION_OFFSET), torch.as_tensor(sk.ACTION_SCALE)
+    targets = (off + scale * torch.as_tensor(rng.normal(0.0, 0.1, (n, sk.NUM_DOFS)))).to(dev, torch.float32)
+    b.step(targets)  # warm-up (and, on cuda, the first graph launch)
+    _sync(dev)
+    start = time.perf_counter()
+    for _ in range(steps):
+        b.step(targets)
+    _sync(dev)
+    rate = n * steps / (time.perf_counter() - start)
+    b.close()
+    return rate
+
+
+def env_rate(backend: str, n: int, steps: int, device: torch.device) -> float:
+    """World-steps/s of the native vector env with the encoder reward."""
+    env = make_vec_env(n, backend=backend, device=_env_device(backend, device))
+    rng = np.random.default_rng(0)
+    actions = [rng.normal(0.0, 0.1, (n, sk.NUM_DOFS)).astype(np.float32) for _ in range(steps + 2)]
+    env.reset(seed=0)
+    for a in actions[:2]:
+        env.step(a)
+    start = time.perf_counter()
+    for a in actions[2:]:
+        env.step(a)
+    rate = n * steps / (time.perf_counter() - start)
+    env.close()
+    return rate
+
+
+def train_config(backend: str, n: int, device: torch.device, smoke: bool) -> TrainConfig:
+    """The paper preset at N worlds with this backend; in smoke mode a short horizon."""
+    overrides = {
+        "num_envs": n,
+        "device": str(device),
+        "probe_every": 0,
+        "env.backend": backend,
+        "env.device": _env_device(backend, device),
+    }
+    if smoke:
+        overrides.update({"horizon": 4, "ppo.epochs": 1})
+    return load_config("paper", overrides)
+
+
+def train_rate(cfg: TrainConfig, folder: Path, iterations: int) -> float:
+    """Samples/s of the full training loop after one warm-up iteration."""
+    _, inputs = load_reference(cfg.pretrain)
+    encoder = folder / "encoder.pt"
+    build_encoder(cfg.pretrain, inputs).save(encoder)  # random weights: its cost is what matters here
+    cfg.encoder = str(encoder)
+    runner = Runner(cfg, folder / "run", progress=False)
+    runner.iterate()
+    metrics = [runner.iterate() for _ in range(iterations)]
+    runner.close()
+    return cfg.batch_size * iterations / sum(m["perf/iteration_seconds"] for m in metrics)
+
+
+def _row(name: str, rates: dict[str, float], unit: str) -> str:
+    w, m = rates.get("warp"), rates.get("mujoco")
+    ratio = f"{w / m:6.2f}x" if w and m else "     -"
+    cells = "".join(f"{rates[b]:>12,.0f}" if b in rates else f"{'-':>12s}" for b in BACKENDS)
+    return f"  {name:<8s}{cells}  {ratio}   {unit}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[1024, 4096, 8192])
+    parser.add_argument("--steps", type=int, default=100, help="timed control steps (physics, env)")
+    parser.add_argument("--train-iterations", type=int, default=3, help="timed training iterations")
+    parser.add_argument("--no-train", action="store_true", help="skip the training-loop measurement")
+    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
+    parser.add_argument("--smoke", action="store_true", help="CPU, N=8, a few steps: checks that it runs (< 1 min)")
+    args = parser.parse_args()
+    if args.smoke:
+        args.device, args.num_envs, args.steps, args.train_iterations = "cpu", [8], 3, 1
+    device = torch.device(args.device)
+    for b in args.backends:
+        check_backend(b)
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "none"
+    print(
+        f"device {device} (GPU: {gpu}); {os.cpu_count()} cores, torch threads {torch.get_num_threads()}, "
+        f"load average {os.getloadavg()[0]:.1f}; {args.steps} timed steps, {args.train_iterations} timed iterations"
+    )
+    print(f"  {'':<8s}{'warp':>12s}{'mujoco':>12s}  {'ratio':>7s}")
+    for n in args.num_envs:
+        print(f"N = {n}")
+        phys = {b: physics_rate(b, n, args.steps, device) for b in args.backends}
+        print(_row("physics", phys, "world-steps/s"), flush=True)
+        env = {b: env_rate(b, n, args.steps, device) for b in args.backends}
+        print(_row("env", env, "env steps/s (with encoder reward)"), flush=True)
+        if args.no_train:
+            continue
+        train = {}
+        for b in args.backends:
+            with tempfile.TemporaryDirectory() as tmp:
+                cfg = train_config(b, n, device, args.smoke)
+                train[b] = train_rate(cfg, Path(tmp), args.train_iterations)
+        print(_row("train", train, "samples/s, paper networks (full loop)"), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""``rgsd train`` with the MuJoCo Warp backend (on a CPU warp device, as CI runs it) and its bad inputs."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from rgsd_agents.cli import main
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.sim import WARP_INSTALL
+
+TINY = [
+    "num_envs=4", "iterations=2", "horizon=8", "max_minutes=null", "probe_every=0", "checkpoint_every=1",
+    "pretrain.steps=30", "pretrain.hidden=[32]", "networks.actor_hidden=[32]", "networks.critic_hidden=[32]",
+    "ppo.minibatch_size=16", "discovery.minibatch_size=16",
+]  # fmt: skip
+
+
+def _sets(items: list[str]) -> list[str]:
+    return [a for kv in items for a in ("--set", kv)]
+
+
+def test_train_with_the_warp_backend_runs_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    argv = ["train", "--config", "demo", "--device", "cpu", "--set", "env.backend=warp", *_sets(TINY)]
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
+    run = RunDir(out)
+    assert run.config()["env"]["backend"] == "warp"
+    first = torch.load(out / "checkpoints" / "latest.pt", weights_only=False)
+    assert main(["train", "--resume", str(out), "--set", "iterations=3", "--no-progress"]) == 0
+    resumed = torch.load(out / "checkpoints" / "latest.pt", weights_only=False)
+    assert first["iteration"] == 2 and resumed["iteration"] == 3
+
+
+def test_backend_warp_without_the_extra_is_one_line_and_leaves_no_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mujoco_warp", None)  # `import mujoco_warp` now fails
+    out = tmp_path / "run"
+    code = main(["train", "--config", "demo", "--device", "cpu", "--set", "env.backend=warp", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("error: ") and WARP_INSTALL in err
+    assert not out.exists()
+
+
+def test_an_unknown_backend_names_the_field_and_the_choices(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["train", "--config", "demo", "--device", "cpu", "--set", "env.backend=mjx", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "env" in err and "mujoco, warp" in err and "'mjx'" in err
+    assert not out.exists()
