@@ -51,6 +51,8 @@ def test_two_gloo_ranks_stay_identical_and_resume_exactly(tmp_path):
     for a, b in zip(rank0, rank1):
         assert {k: a[k] for k in LEARNERS} == {k: b[k] for k in LEARNERS}, f"ranks differ after update {a['iteration']}"
     assert len({r["actor"] for r in rank0}) == 4  # the learners do change
+    for r in rank0:  # the observation statistics count both ranks' rows: 2 x 4 worlds x (reset + 8 steps per it)
+        assert r["obs_count"] == pytest.approx(2 * 4 * (1 + 8 * r["iteration"]), abs=1e-6)
     assert any(a["policy_loss"] != b["policy_loss"] for a, b in zip(rank0, rank1)), "ranks should see their own worlds"
 
     ckpts = straight / "checkpoints"
