@@ -12,9 +12,10 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 
+import mujoco
 import torch
 
-from rgsd_envs.humanoid.mjcf import HumanoidConfig
+from rgsd_envs.humanoid.mjcf import HumanoidConfig, load_model, physics_substeps
 
 Tensor = torch.Tensor
 
@@ -48,6 +49,20 @@ class SimBackend(abc.ABC):
     num_envs: int
     device: torch.device
     config: HumanoidConfig
+    model: mujoco.MjModel
+    """The compiled humanoid (for rendering and tests)."""
+    substeps: int
+    """Physics steps per control step."""
+
+    def __init__(self, num_envs: int, config: HumanoidConfig | None = None, device: str | torch.device = "cpu"):
+        """Check ``num_envs`` and load the humanoid model; subclasses then build their worlds."""
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.config = config or HumanoidConfig()
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.model = load_model(self.config)
+        self.substeps = physics_substeps(self.model.opt.timestep)
 
     @property
     @abc.abstractmethod

@@ -13,7 +13,7 @@ import torch
 from mujoco import batch as mj_batch
 
 from rgsd_envs.humanoid import skeleton as sk
-from rgsd_envs.humanoid.mjcf import HumanoidConfig, load_model, physics_substeps
+from rgsd_envs.humanoid.mjcf import HumanoidConfig
 from rgsd_envs.sim.backend import SimBackend, SimState, Tensor
 
 _STAGE_VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
@@ -63,14 +63,8 @@ class MujocoBackend(SimBackend):
         device: str | torch.device = "cpu",
         num_threads: int | None = None,
     ):
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         _route_mujoco_warnings()
-        self.config = config or HumanoidConfig()
-        self.num_envs = num_envs
-        self.device = torch.device(device)
-        self.model = load_model(self.config)
-        self.substeps = physics_substeps(self.model.opt.timestep)
+        super().__init__(num_envs, config, device)
         threads = num_threads or min(num_envs, os.cpu_count() or 1)
         # persistent: one MjData per world, so the positions and velocities computed
         # at the end of a control step (mjSTAGE_VEL) seed the next step for free

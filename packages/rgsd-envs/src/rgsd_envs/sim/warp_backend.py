@@ -17,7 +17,7 @@ import torch
 import warp as wp
 
 from rgsd_envs.humanoid import skeleton as sk
-from rgsd_envs.humanoid.mjcf import HumanoidConfig, load_model, physics_substeps
+from rgsd_envs.humanoid.mjcf import HumanoidConfig
 from rgsd_envs.sim.backend import SimBackend, SimState, Tensor
 
 log = logging.getLogger(__name__)
@@ -97,16 +97,9 @@ class WarpBackend(SimBackend):
         device: str | torch.device = "cpu",
         num_threads: int | None = None,
     ):
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         del num_threads  # warp schedules its own threads
-        self.config = config or HumanoidConfig()
-        self.num_envs = num_envs
-        self.device = torch.device(device)
+        super().__init__(num_envs, config, device)  # self.model; the warp copy is ``wp_model``
         self.wp_device = wp.get_device(warp_device(self.device))
-        self.model = load_model(self.config)
-        """The MjModel (for rendering and tests); the warp copy is ``wp_model``."""
-        self.substeps = physics_substeps(self.model.opt.timestep)
         data = mujoco.MjData(self.model)
         mujoco.mj_forward(self.model, data)
         with wp.ScopedDevice(self.wp_device):
