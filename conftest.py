@@ -27,6 +27,16 @@ def real_motion_files() -> list[Path]:
 
 
 @pytest.fixture(scope="session")
+def walk_raw(real_motion_files) -> dict:
+    """The arrays of the real SMPL+H walk file (30 Hz, 39 frames); tests copy before changing them."""
+    import numpy as np
+
+    src = next(f for f in real_motion_files if f.name == "walk_poses.npz")
+    with np.load(src) as data:
+        return {k: data[k] for k in data.files}
+
+
+@pytest.fixture(scope="session")
 def real_clips(real_motion_files):
     """The real clips imported with rgsd's AMASS importer (once per session)."""
     from rgsd_envs.motion.amass import amass_to_clip, read_amass

@@ -18,11 +18,9 @@ DROP = object()
 
 
 @pytest.fixture(scope="module")
-def amass_base(real_motion_files) -> dict:
+def amass_base(walk_raw) -> dict:
     """The first 6 frames of the real walk, as the arrays of an SMPL+H file."""
-    src = next(f for f in real_motion_files if f.name == "walk_poses.npz")
-    with np.load(src) as data:
-        raw = {k: data[k] for k in data.files}
+    raw = dict(walk_raw)
     for key in ("poses", "trans", "dmpls"):
         raw[key] = raw[key][:6]
     return raw

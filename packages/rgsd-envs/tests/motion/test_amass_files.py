@@ -13,14 +13,6 @@ from rgsd_envs.motion.kinematics import KinematicModel
 from rgsd_envs.utils.files import InputFileError, read_npz
 
 
-@pytest.fixture(scope="module")
-def walk(real_motion_files) -> dict:
-    """The arrays of the real SMPL+H walk (39 frames, 30 Hz)."""
-    src = next(f for f in real_motion_files if f.name == "walk_poses.npz")
-    with np.load(src) as data:
-        return {k: data[k] for k in data.files}
-
-
 def smplx_stageii(walk: dict) -> dict:
     """Every key a real AMASS SMPL-X ``*_stageii.npz`` carries, with the walk's body motion."""
     n = walk["poses"].shape[0]
@@ -48,18 +40,18 @@ def smplx_stageii(walk: dict) -> dict:
 
 
 @pytest.fixture
-def stageii_file(walk, tmp_path) -> Path:
+def stageii_file(walk_raw, tmp_path) -> Path:
     """A SMPL-X stage-ii file with the full real key set, pickled object array included."""
     path = tmp_path / "B10 - walk_stageii.npz"
-    np.savez(path, **smplx_stageii(walk))
+    np.savez(path, **smplx_stageii(walk_raw))
     return path
 
 
 @pytest.fixture
-def smplh_file(walk, tmp_path) -> Path:
+def smplh_file(walk_raw, tmp_path) -> Path:
     """A SMPL+H file with ``dmpls`` and ``gender`` stored as bytes."""
     path = tmp_path / "B11 - walk_poses.npz"
-    np.savez(path, **{**walk, "gender": np.array(b"female"), "dmpls": np.zeros((walk["poses"].shape[0], 8))})
+    np.savez(path, **{**walk_raw, "gender": np.array(b"female"), "dmpls": np.zeros((walk_raw["poses"].shape[0], 8))})
     return path
 
 
@@ -83,9 +75,9 @@ def test_read_npz_reads_only_the_asked_keys(stageii_file):
     assert "markers_latent_vids" in arrays.files
 
 
-def test_object_array_in_a_needed_key_is_named(walk, tmp_path):
+def test_object_array_in_a_needed_key_is_named(walk_raw, tmp_path):
     path = tmp_path / "x_stageii.npz"
-    np.savez(path, **{**smplx_stageii(walk), "gender": np.array({"g": "male"}, dtype=object)})
+    np.savez(path, **{**smplx_stageii(walk_raw), "gender": np.array({"g": "male"}, dtype=object)})
     with pytest.raises(InputFileError, match=r"field 'gender': stored as an object \(pickled\) array") as err:
         read_amass(path)
     assert err.value.path == str(path) and err.value.field == "gender"
@@ -99,9 +91,9 @@ def test_truncated_stageii_file_still_gets_the_corrupt_file_error(stageii_file):
         read_amass(stageii_file)
 
 
-def test_corrupt_member_is_reported_as_corrupt_not_as_a_pickle(walk, tmp_path):
+def test_corrupt_member_is_reported_as_corrupt_not_as_a_pickle(walk_raw, tmp_path):
     path = tmp_path / "c_poses.npz"
-    np.savez_compressed(path, poses=walk["poses"], trans=walk["trans"], mocap_framerate=np.array(30.0))
+    np.savez_compressed(path, poses=walk_raw["poses"], trans=walk_raw["trans"], mocap_framerate=np.array(30.0))
     data = bytearray(path.read_bytes())
     data[200:260] = bytes(b ^ 0xFF for b in data[200:260])
     path.write_bytes(bytes(data))

@@ -24,14 +24,6 @@ def km() -> KinematicModel:
 
 
 @pytest.fixture(scope="module")
-def walk_raw(real_motion_files) -> dict:
-    """The arrays of the real SMPL+H walk file (30 Hz, 39 frames)."""
-    src = next(f for f in real_motion_files if f.name == "walk_poses.npz")
-    with np.load(src) as data:
-        return {k: data[k] for k in data.files}
-
-
-@pytest.fixture(scope="module")
 def walk_clip(real_clips):
     """The real walk, imported."""
     return next(c for c in real_clips if c.name == "walk")

@@ -15,14 +15,6 @@ from rgsd_envs.motion.importer import REPORT_NAME
 
 
 @pytest.fixture(scope="module")
-def walk(real_motion_files) -> dict:
-    """The arrays of the real SMPL+H walk (39 frames, 30 Hz)."""
-    src = next(f for f in real_motion_files if f.name == "walk_poses.npz")
-    with np.load(src) as data:
-        return {k: data[k] for k in data.files}
-
-
-@pytest.fixture(scope="module")
 def shared_import(real_motion_files, tmp_path_factory) -> tuple[dict, str]:
     """The MIT clips in ../shared/motions/deepmimic-smpl imported with the CLI: the report and what it printed."""
     out = tmp_path_factory.mktemp("mit")
@@ -49,10 +41,10 @@ def test_report_has_rates_frames_and_seconds_before_and_after_resampling(shared_
     assert spin["category"] == "unlabelled" and Path(spin["clip"]).name == "spinkick.npz"
 
 
-def test_report_lists_shape_files_as_skipped_and_bad_files_as_rejected(walk, tmp_path, capsys):
+def test_report_lists_shape_files_as_skipped_and_bad_files_as_rejected(walk_raw, tmp_path, capsys):
     src = tmp_path / "src"
     src.mkdir()
-    np.savez(src / "a_poses.npz", **walk)
+    np.savez(src / "a_poses.npz", **walk_raw)
     np.savez(src / "shape.npz", betas=np.zeros(16), gender=np.array("female"))
     (src / "b_poses.npz").write_bytes(b"PK\x03\x04 not really")
     assert main(["import", str(src), "--out", str(tmp_path / "out"), "--quiet", "--category", "walk"]) == 1
@@ -69,11 +61,11 @@ def test_report_lists_shape_files_as_skipped_and_bad_files_as_rejected(walk, tmp
     assert "body-shape file" in next(f["reason"] for f in report["files"] if f["status"] == "skipped")
 
 
-def test_clamp_above_10_degrees_is_reported_on_its_own_line(walk, tmp_path, capsys):
+def test_clamp_above_10_degrees_is_reported_on_its_own_line(walk_raw, tmp_path, capsys):
     poses = np.zeros((4, 156))
     poses[:, 0] = np.pi / 2
     poses[:, 3 * 4] = np.deg2rad(-40.0)  # L_Knee bent 40 deg the wrong way: 20 deg past its limit
-    np.savez(tmp_path / "bad_knee_poses.npz", **{**walk, "poses": poses, "trans": np.zeros((4, 3))})
+    np.savez(tmp_path / "bad_knee_poses.npz", **{**walk_raw, "poses": poses, "trans": np.zeros((4, 3))})
     out_dir = tmp_path / "out"
     assert main(["import", str(tmp_path / "bad_knee_poses.npz"), "--out", str(out_dir), "--quiet"]) == 0
     err = capsys.readouterr().err
