@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.motion.clip import MotionClip
 from rgsd_envs.motion.kinematics import (
+    RangeFit,
     clip_and_fit_from_rotations,
     fit_to_ranges,
     joint_rot_from_dof,
@@ -17,6 +19,15 @@ from rgsd_envs.motion.kinematics import (
 def wrap(a: np.ndarray) -> np.ndarray:
     """Angles into (-pi, pi], as Euler angles come out of a rotation."""
     return np.angle(np.exp(1j * a))
+
+
+def clip_moving_one_hinge(i: int, track: np.ndarray) -> tuple[MotionClip, RangeFit]:
+    """A 30 Hz clip, root still, in which only hinge ``i`` moves along ``track`` (radians), and its fit."""
+    dof = np.zeros((len(track), sk.NUM_DOFS))
+    dof[:, i] = track
+    root_rot = np.tile([1.0, 0.0, 0.0, 0.0], (len(track), 1))
+    root_pos = np.tile([0.0, 0.0, 1.0], (len(track), 1))
+    return clip_and_fit_from_rotations("hinge", "test", root_pos, root_rot, joint_rot_from_dof(dof), 30.0, "t")
 
 
 def test_track_through_pi_has_no_2pi_jump_and_stays_in_a_range_around_pi():
@@ -60,26 +71,17 @@ def test_a_clip_rotated_through_pi_gets_no_spurious_clamp(monkeypatch):
     ranges = sk.DOF_RANGES.copy()
     ranges[i] = np.deg2rad([60.0, 300.0])  # a range that holds +-180 deg
     monkeypatch.setattr(sk, "DOF_RANGES", ranges)
-    n = 31
-    dof = np.zeros((n, sk.NUM_DOFS))
-    dof[:, i] = np.deg2rad(np.linspace(120.0, 240.0, n))
-    root_rot = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
-    root_pos = np.tile([0.0, 0.0, 1.0], (n, 1))
-    clip, fit = clip_and_fit_from_rotations("spin", "test", root_pos, root_rot, joint_rot_from_dof(dof), 30.0, "t")
+    track = np.deg2rad(np.linspace(120.0, 240.0, 31))
+    clip, fit = clip_moving_one_hinge(i, track)
     assert fit.max_deg == pytest.approx(0.0, abs=1e-6), fit.describe()
-    np.testing.assert_allclose(clip.dof_pos[:, i], dof[:, i], atol=1e-9)
+    np.testing.assert_allclose(clip.dof_pos[:, i], track, atol=1e-9)
     assert np.abs(np.diff(clip.dof_pos[:, i])).max() < np.deg2rad(4.1)
 
 
 def test_a_2pi_excursion_is_reported_as_its_true_overshoot():
     name = "L_Shoulder_x"  # +-120 deg
     i = sk.DOF_NAMES.index(name)
-    n = 37
-    dof = np.zeros((n, sk.NUM_DOFS))
-    dof[:, i] = np.deg2rad(np.linspace(5.0, 365.0, n))
-    root_rot = np.tile([1.0, 0.0, 0.0, 0.0], (n, 1))
-    root_pos = np.tile([0.0, 0.0, 1.0], (n, 1))
-    clip, fit = clip_and_fit_from_rotations("turn", "test", root_pos, root_rot, joint_rot_from_dof(dof), 30.0, "t")
+    clip, fit = clip_moving_one_hinge(i, np.deg2rad(np.linspace(5.0, 365.0, 37)))
     assert (fit.worst_dof, round(fit.max_deg, 6)) == (name, 115.0)  # at 235 deg, then in range again
     assert np.rad2deg(clip.dof_pos[-1, i]) == pytest.approx(5.0)
 
