@@ -3,6 +3,25 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+
+def add_doc_parser(subparsers: Any, name: str, help_text: str, doc: str) -> argparse.ArgumentParser:
+    """Subcommand ``name`` whose ``--help`` shows ``doc`` (a command module's docstring): its first line as the
+    description, the rest (the examples) as the epilog, line breaks kept."""
+    lines = doc.splitlines()
+    return subparsers.add_parser(
+        name,
+        help=help_text,
+        description=lines[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(lines[2:]),
+    )
+
+
+def add_run_folder_argument(parser: argparse.ArgumentParser) -> None:
+    """The positional ``RUN`` folder of a trained policy into ``args.run``."""
+    parser.add_argument("run", metavar="RUN", help="run folder (config.yaml, policy.pt, encoder.pt)")
 
 
 def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:

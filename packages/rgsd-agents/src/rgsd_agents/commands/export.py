@@ -21,17 +21,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from rgsd_agents.commands import add_doc_parser, add_run_folder_argument
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rgsd export`` to the CLI."""
-    p = subparsers.add_parser(
+    p = add_doc_parser(
+        subparsers,
         "export",
-        help="export a trained policy (with its observation normaliser and metadata) to ONNX",
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.splitlines()[2:]),
+        "export a trained policy (with its observation normaliser and metadata) to ONNX",
+        __doc__,
     )
-    p.add_argument("run", metavar="RUN", help="run folder (config.yaml, policy.pt, encoder.pt)")
+    add_run_folder_argument(p)
     p.add_argument("--onnx", metavar="FILE", help="output file (default: <run>/policy.onnx)")
     p.add_argument("--no-check", action="store_true", help="skip the onnxruntime comparison with the torch policy")
     p.set_defaults(func=run)

@@ -18,17 +18,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from rgsd_agents.commands import add_doc_parser, add_run_folder_argument
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rgsd play`` to the CLI."""
-    p = subparsers.add_parser(
+    p = add_doc_parser(
+        subparsers,
         "play",
-        help="render a trained policy performing a clip's skill (mp4, or the MuJoCo viewer)",
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.splitlines()[2:]),
+        "render a trained policy performing a clip's skill (mp4, or the MuJoCo viewer)",
+        __doc__,
     )
-    p.add_argument("run", metavar="RUN", help="run folder (config.yaml, policy.pt, encoder.pt)")
+    add_run_folder_argument(p)
     p.add_argument("--clip", help="clip name (default: the first clip; an unknown name lists them)")
     p.add_argument(
         "--kappa", type=float, help="sample z ~ vMF(z_m, kappa) instead of z = z_m (20: varied, 1000: close)"

@@ -23,7 +23,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rgsd_agents.commands import add_device_argument
+from rgsd_agents.commands import add_device_argument, add_doc_parser
 
 if TYPE_CHECKING:
     from rgsd_agents.pretraining import PretrainConfig
@@ -31,12 +31,11 @@ if TYPE_CHECKING:
 
 def register(subparsers: Any) -> None:
     """Add ``rgsd pretrain`` to the CLI."""
-    p = subparsers.add_parser(
+    p = add_doc_parser(
+        subparsers,
         "pretrain",
-        help="pretrain the state encoder with InfoNCE on reference clips",
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(__doc__.splitlines()[2:]),
+        "pretrain the state encoder with InfoNCE on reference clips",
+        __doc__,
     )
     p.add_argument(
         "--motions", nargs="+", help='reference clips: "demo", clip files or folders of clips (default: demo)'
