@@ -29,7 +29,7 @@ from rgsd_agents.config import NetworkConfig, PPOConfig
 from rgsd_agents.loop import TrainingLoop, load_generator_state
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
-from rgsd_agents.rollout import collect_rollout
+from rgsd_agents.rollout import RolloutCollector
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, GoalReachingVectorEnv
 from rgsd_envs.envs.observations import SKILL_DIM
@@ -180,7 +180,7 @@ class GoalEvaluator:
         self.env.close()
 
 
-class DownstreamRunner(TrainingLoop):
+class DownstreamRunner(TrainingLoop, RolloutCollector):
     """PPO on the goal-reaching task over a frozen low-level policy (see the module docstring)."""
 
     CONFIG_CLASS = DownstreamConfig
@@ -238,17 +238,7 @@ class DownstreamRunner(TrainingLoop):
 
         start = time.perf_counter()
         with torch_threads(cfg.rollout_threads):
-            self.obs, times = collect_rollout(
-                self.env,
-                self.ac,
-                self.storage,
-                self.obs,
-                self.sample_gen,
-                cfg.ppo.gamma,
-                cfg.ppo.gae_lambda,
-                after_step,
-                self.bridge,
-            )
+            times = self.collect(cfg.ppo.gamma, cfg.ppo.gae_lambda, after_step)
         ppo_stats = self.ppo.update(self.storage, self.minibatch_gen)
         seconds = time.perf_counter() - start
         self.iteration += 1

@@ -113,3 +113,33 @@ def collect_rollout(
     storage.compute_returns(last_values, gamma, gae_lambda)
     t_policy += time.perf_counter() - t0
     return obs.clone(), RolloutTimes(t_env, t_policy)
+
+
+class RolloutCollector:
+    """Mixin of a PPO trainer holding what ``collect_rollout`` reads; ``collect`` runs it from ``self.obs``."""
+
+    env: Any
+    ac: ActorCritic
+    storage: RolloutStorage
+    obs: Tensor
+    sample_gen: torch.Generator
+    """Draws the action noise (on the networks' device)."""
+    bridge: HostBridge
+    moments: Moments | None = None
+    """Merges observation statistics over the ranks of a data-parallel run (None: a single process)."""
+
+    def collect(self, gamma: float, gae_lambda: float, after_step: StepCallback) -> RolloutTimes:
+        """One rollout into ``self.storage`` with GAE(gamma, lambda); advances ``self.obs``, returns the timings."""
+        self.obs, times = collect_rollout(
+            self.env,
+            self.ac,
+            self.storage,
+            self.obs,
+            self.sample_gen,
+            gamma,
+            gae_lambda,
+            after_step,
+            self.bridge,
+            self.moments,
+        )
+        return times

@@ -48,7 +48,7 @@ from rgsd_agents.loop import TrainingLoop, load_generator_state
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.probe import ImitationProbe
-from rgsd_agents.rollout import collect_rollout
+from rgsd_agents.rollout import RolloutCollector
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM
@@ -177,7 +177,7 @@ class EpisodeTracker:
 
 
 # -- the runner ----------------------------------------------------------------
-class Runner(TrainingLoop):
+class Runner(TrainingLoop, RolloutCollector):
     """Builds the env and learners for a run folder; ``learn()`` (``TrainingLoop``) trains."""
 
     CONFIG_CLASS = TrainConfig
@@ -303,19 +303,7 @@ class Runner(TrainingLoop):
                 "next_encoder_inputs": reward_core.next_encoder_inputs,
             }
 
-        cfg = self.cfg
-        self.obs, times = collect_rollout(
-            self.env,
-            self.ac,
-            self.storage,
-            self.obs,
-            self.sample_gen,
-            cfg.ppo.gamma,
-            cfg.ppo.gae_lambda,
-            after_step,
-            self.bridge,
-            self.moments,
-        )
+        times = self.collect(self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda, after_step)
         return stats, {"perf/env_seconds": times.env_seconds, "perf/policy_seconds": times.policy_seconds}
 
     def iterate(self) -> dict[str, float]:
