@@ -27,10 +27,7 @@ from rgsd_agents.commands import add_doc_parser, add_run_folder_argument
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rgsd export`` to the CLI."""
     p = add_doc_parser(
-        subparsers,
-        "export",
-        "export a trained policy (with its observation normaliser and metadata) to ONNX",
-        __doc__,
+        subparsers, "export", "export a trained policy (with its observation normaliser and metadata) to ONNX", __doc__
     )
     add_run_folder_argument(p)
     p.add_argument("--onnx", metavar="FILE", help="output file (default: <run>/policy.onnx)")

@@ -24,10 +24,7 @@ from rgsd_agents.commands import add_doc_parser, add_run_folder_argument
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rgsd play`` to the CLI."""
     p = add_doc_parser(
-        subparsers,
-        "play",
-        "render a trained policy performing a clip's skill (mp4, or the MuJoCo viewer)",
-        __doc__,
+        subparsers, "play", "render a trained policy performing a clip's skill (mp4, or the MuJoCo viewer)", __doc__
     )
     add_run_folder_argument(p)
     p.add_argument("--clip", help="clip name (default: the first clip; an unknown name lists them)")

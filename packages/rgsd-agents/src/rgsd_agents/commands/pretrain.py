@@ -31,12 +31,7 @@ if TYPE_CHECKING:
 
 def register(subparsers: Any) -> None:
     """Add ``rgsd pretrain`` to the CLI."""
-    p = add_doc_parser(
-        subparsers,
-        "pretrain",
-        "pretrain the state encoder with InfoNCE on reference clips",
-        __doc__,
-    )
+    p = add_doc_parser(subparsers, "pretrain", "pretrain the state encoder with InfoNCE on reference clips", __doc__)
     p.add_argument(
         "--motions", nargs="+", help='reference clips: "demo", clip files or folders of clips (default: demo)'
     )
