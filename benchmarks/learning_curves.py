@@ -71,17 +71,25 @@ class Arm:
 DEFAULT_ARMS: dict[str, Arm] = {
     arm.name: arm
     for arm in (
-        Arm("encoder", note="the cpu preset as it is: frozen encoder reward, plain InfoNCE"),
+        Arm(
+            "encoder",
+            set=["env.clip_sampling=uniform"],
+            note="the paper's setting: frozen encoder reward, plain InfoNCE, clips drawn uniformly",
+        ),
         Arm(
             "hard_negatives",
             set=["pretrain.negatives=hard", "pretrain.target_alignment=null", "pretrain.steps=4000"],
             note="encoder pretrained with hard negatives (held still, phase +0.5, reversed)",
         ),
-        Arm("tracking", set=["env.reward=tracking"], note="control: DeepMimic-style tracking reward for imitation"),
+        Arm(
+            "tracking",
+            set=["env.reward=tracking"],
+            note="control: DeepMimic-style tracking reward for imitation",
+        ),
         Arm(
             "failure_weighted",
-            set=["env.clip_sampling=failure_weighted"],
-            note="clips whose imitation episodes fail are drawn more often",
+            set=["env.clip_sampling=failure_weighted", "env.failure_weighted_share=0.7"],
+            note="clips whose imitation episodes fail are drawn more often (the cpu preset since issue 11)",
         ),
         Arm(
             "dt120", set=[f"env.timestep={DT_120!r}"], note="1/120 s physics (armature 4x smaller: it scales with dt^2)"
