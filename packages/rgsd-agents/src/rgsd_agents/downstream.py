@@ -132,7 +132,7 @@ class GoalEvaluator:
         n = self.cfg.eval_episodes
         alive = np.ones(n, dtype=bool)
         ended_at = np.full(n, task.max_steps, dtype=np.int64)
-        roots = [task.core.backend.state().body_pos[:, 0, :2].numpy().copy()]
+        roots = [task.core.backend.state().body_pos[:, 0, :2].cpu().numpy().copy()]
         success = np.zeros(n, dtype=bool)
         final_distance = np.zeros(n)
         fell = np.zeros(n, dtype=bool)
@@ -151,8 +151,8 @@ class GoalEvaluator:
             alive &= ~ended
             if not alive.any():
                 break
-            roots.append(task.core.backend.state().body_pos[:, 0, :2].numpy().copy())
-        frames = torch.stack(task.recording).numpy()  # (T, n, 24, 3) at 30 Hz
+            roots.append(task.core.backend.state().body_pos[:, 0, :2].cpu().numpy().copy())
+        frames = torch.stack(task.recording).cpu().numpy()  # (T, n, 24, 3) at 30 Hz
         task.recording = None
         root_xy = np.stack(roots, axis=1)  # (n, steps, 2)
         self.trajectories = [

@@ -300,7 +300,7 @@ class GoalReachingEnv(gym.Env):
         if seed is not None:
             self.task.core.seed([0], [seed])
         self.task.reset_envs([0])
-        return self.task.observation()[0].numpy(), {"goal": self.task.goal[0].numpy().copy()}
+        return self.task.observation()[0].cpu().numpy(), {"goal": self.task.goal[0].cpu().numpy().copy()}
 
     @env_side
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -308,7 +308,7 @@ class GoalReachingEnv(gym.Env):
         z = _check_action(action, (SKILL_DIM,))
         reward, term, trunc, info = self.task.step(z.unsqueeze(0))
         out = {k: v[0].item() for k, v in info.items()}
-        return self.task.observation()[0].numpy(), float(reward[0]), bool(term[0]), bool(trunc[0]), out
+        return self.task.observation()[0].cpu().numpy(), float(reward[0]), bool(term[0]), bool(trunc[0]), out
 
     def close(self) -> None:
         """Release the simulator."""
@@ -343,7 +343,7 @@ class GoalReachingVectorEnv(VectorEnv):
             seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
             self.task.core.seed(list(range(self.num_envs)), seeds)
         self.task.reset_envs(list(range(self.num_envs)))
-        return self.task.observation().numpy(), {"goal": self.task.goal.numpy().copy()}
+        return self.task.observation().cpu().numpy(), {"goal": self.task.goal.cpu().numpy().copy()}
 
     @env_side
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -352,13 +352,13 @@ class GoalReachingVectorEnv(VectorEnv):
         reward, term, trunc, info = self.task.step(z)
         infos: dict[str, Any] = {k: v.cpu().numpy() for k, v in info.items()}
         done = np.flatnonzero((term | trunc).cpu().numpy())
-        obs = self.task.observation().numpy()
+        obs = self.task.observation().cpu().numpy()
         if done.size:
             infos["final_info"] = {k: v.copy() for k, v in infos.items()}
             infos.update(final_obs_info(obs[done], done, self.num_envs))
             infos["_final_info"] = infos["_final_obs"]
             self.task.reset_envs(done)
-            obs = self.task.observation().numpy()
+            obs = self.task.observation().cpu().numpy()
         return obs, reward.cpu().numpy().astype(np.float64), term.cpu().numpy(), trunc.cpu().numpy(), infos
 
     def close_extras(self, **kwargs: Any) -> None:
