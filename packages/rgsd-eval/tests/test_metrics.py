@@ -120,3 +120,20 @@ def test_spread_of_vmf_samples_falls_as_kappa_grows(dim):
     assert spreads[0] > 40 and spreads[2] < 8  # degrees: about 47, 21 and 7
     wide, tight = vmf_samples(centre, 20.0, 200, 1, 0, 0), vmf_samples(centre, 1000.0, 200, 1, 0, 2)
     assert dispersion(wide) > 3 * dispersion(tight)
+
+
+def test_pelvis_travel_is_start_to_end_ground_distance_against_the_reference():
+    from types import SimpleNamespace
+
+    from rgsd_eval.evaluate import _travel
+
+    root = np.full((2, 5, 3), np.nan, dtype=np.float32)
+    root[0, :5] = [[0, 0, 1], [0.5, 0, 1], [1, 0, 1], [1.5, 0, 1], [3, 4, 1]]  # whole episode: 5 m
+    root[1, :3] = [[1, 1, 1], [1, 2, 1], [1, 2, 1]]  # fell after 3 steps: 1 m
+    res = SimpleNamespace(root_pos=root, length=np.array([5, 3]))
+    ref_xy = np.array([[0.0, 0.0], [2.0, 0.0], [6.0, 8.0]])  # 10 m
+    out = _travel(res, np.array([0, 1]), ref_xy)
+    assert out["ref_travel_m"] == pytest.approx(10.0)
+    assert out["travel_m"] == pytest.approx(3.0)
+    assert out["travel_ratio"] == pytest.approx(0.3)
+    assert _travel(res, np.array([], dtype=int), ref_xy)["travel_m"] is None

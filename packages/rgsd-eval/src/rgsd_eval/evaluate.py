@@ -222,6 +222,7 @@ def _imitation_metrics(res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, cf
         s = _group_summary(res, rows)
         s["err_cm_std"] = _num(np.nanstd(res.error[rows]) * CM_PER_M)
         s["fid"] = _num(fid(ref.per_clip[c], _gen_stats(res, IMITATION_GROUP, [c]), cfg.fid_eps))
+        s.update(_travel(res, rows, lib.clips[c].body_pos[:, 0, :2]))
         clips[lib.names[c]] = {"category": lib.categories[c], "frames": int(lib.num_frames[c]), **s}
 
     def pooled(members: list[int]) -> dict[str, Any]:
@@ -240,6 +241,15 @@ def _imitation_metrics(res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, cf
         cat: pooled([c for c in range(lib.num_clips) if lib.categories[c] == cat]) for cat in category_order(lib)
     }
     return {"clips": clips, "categories": categories, "all": pooled(list(range(lib.num_clips)))}
+
+
+def _travel(res: Rollouts, rows: np.ndarray, ref_xy: np.ndarray) -> dict[str, float | None]:
+    """How far the pelvis travels (start to end, on the ground) in the rollouts and in the reference (m)."""
+    ref = float(np.linalg.norm(ref_xy[-1] - ref_xy[0]))
+    if not len(rows):
+        return {"travel_m": None, "ref_travel_m": ref, "travel_ratio": None}
+    moved = float(np.linalg.norm(_final_xy(res, rows) - res.root_pos[rows, 0, :2], axis=-1).mean())
+    return {"travel_m": moved, "ref_travel_m": ref, "travel_ratio": _num(moved / ref) if ref > 1e-6 else None}
 
 
 def _final_xy(res: Rollouts, rows: np.ndarray) -> np.ndarray:

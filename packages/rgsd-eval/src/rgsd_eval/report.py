@@ -135,11 +135,24 @@ def render_markdown(inputs: ReportInputs) -> str:
                     _fmt(c["err_cm_std"], ERR_DECIMALS),
                     _fmt(c["fid"], FID_DECIMALS),
                     _fmt(c["fall_rate"], 2),
+                    f"{_fmt(c.get('travel_m'), 2)} / {_fmt(c.get('ref_travel_m'), 2)}",
                     str(c["unstable"]),
                 ]
             )
     lines += _table(
-        ["Run", "Clip", "Category", "Rollouts", "ERR (cm)", "ERR std", "FID", "Fall rate", "Unstable"], rows
+        [
+            "Run",
+            "Clip",
+            "Category",
+            "Rollouts",
+            "ERR (cm)",
+            "ERR std",
+            "FID",
+            "Fall rate",
+            "Pelvis travel / reference (m)",
+            "Unstable",
+        ],
+        rows,
     )
     lines += [
         "",
