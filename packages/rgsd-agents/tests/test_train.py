@@ -9,8 +9,9 @@ import math
 import pytest
 import torch
 
-from rgsd_agents.config import DiscoveryConfig, NetworkConfig, PPOConfig, TrainConfig
+from rgsd_agents.config import TrainConfig
 from rgsd_agents.runner import Runner
+from rgsd_agents.testing import reproducible, tiny_encoder_file, tiny_train_config
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.rewards.encoders import load_encoder
 from rgsd_envs.runs.policy import load_policy
@@ -20,33 +21,12 @@ from rgsd_envs.runs.run_dir import RunDir
 @pytest.fixture(scope="module")
 def tiny_encoder(tmp_path_factory) -> str:
     """A small random MLP encoder standardised on the demo references (saved like a pretrained one)."""
-    from rgsd_agents.pretraining import PretrainConfig, build_encoder, load_reference
-
-    cfg = PretrainConfig(hidden=(32,), seed=0)
-    _, inputs = load_reference(cfg)
-    path = tmp_path_factory.mktemp("enc") / "encoder.pt"
-    build_encoder(cfg, inputs).save(path)
-    return str(path)
+    return str(tiny_encoder_file(tmp_path_factory.mktemp("enc") / "encoder.pt"))
 
 
 def tiny_config(encoder: str, **kw) -> TrainConfig:
-    base = dict(
-        num_envs=4,
-        horizon=8,
-        iterations=4,
-        checkpoint_every=2,
-        encoder=encoder,
-        networks=NetworkConfig(actor_hidden=(32,), critic_hidden=(32,), init_log_std=-1.0),
-        ppo=PPOConfig(minibatch_size=16, epochs=2, actor_lr=1e-3, critic_lr=1e-3),
-        discovery=DiscoveryConfig(minibatch_size=16, lr=1e-3),
-    )
-    base.update(kw)
-    return TrainConfig(**base)
-
-
-def _numbers(history):
-    """The metrics that must reproduce exactly (timings left out)."""
-    return [{k: v for k, v in m.items() if not k.startswith("perf/") and k != "charts/SPS"} for m in history]
+    """The shared tiny settings, with TrainConfig's own probe schedule (the untrained policy is probed)."""
+    return tiny_train_config(encoder, **{"probe_every": TrainConfig.probe_every, **kw})
 
 
 def _params(runner: Runner) -> dict[str, torch.Tensor]:
@@ -89,7 +69,7 @@ def test_same_seed_gives_the_same_numbers_and_another_seed_does_not(tmp_path, ti
     histories = []
     for name, seed in (("a", 3), ("b", 3), ("c", 4)):
         runner = Runner(tiny_config(tiny_encoder, iterations=2, seed=seed), tmp_path / name, progress=False)
-        histories.append(_numbers(runner.learn()))
+        histories.append(reproducible(runner.learn()))
         runner.close()
     assert histories[0] == histories[1]
     assert histories[0] != histories[2]
@@ -97,7 +77,7 @@ def test_same_seed_gives_the_same_numbers_and_another_seed_does_not(tmp_path, ti
 
 def test_resume_continues_exactly(tmp_path, tiny_encoder):
     straight = Runner(tiny_config(tiny_encoder, iterations=4), tmp_path / "straight", progress=False)
-    full = _numbers(straight.learn())
+    full = reproducible(straight.learn())
     straight.close()
 
     first = Runner(tiny_config(tiny_encoder, iterations=2), tmp_path / "split", progress=False)
@@ -105,7 +85,7 @@ def test_resume_continues_exactly(tmp_path, tiny_encoder):
     first.close()
     resumed = Runner.resume(tmp_path / "split", {"iterations": 4}, progress=False)
     assert resumed.iteration == 2
-    rest = _numbers(resumed.learn())
+    rest = reproducible(resumed.learn())
     resumed.close()
     assert rest == full[2:]
     a, b = _params(straight), _params(resumed)
