@@ -1,0 +1,232 @@
+"""ASE: Adversarial Skill Embeddings (Peng et al. 2022) on the shared PPO runner.
+
+* Latent z uniform on the unit sphere (16-D here: the env's skill slot; ASE uses
+  64-D), held for a random number of steps (uniform in ``latent_steps_min`` ..
+  ``latent_steps_max``, ASE: 1..150) then resampled, also mid-episode.
+* Discriminator D(s, s') on transitions of the 358-D frame features (ASE's own
+  discriminator sees 10 frames of its AMP features; here ``frames`` of ours,
+  default 2 = (s, s')); reference transitions are drawn uniformly from the
+  motion library. Loss: binary cross-entropy (reference 1, policy 0), a
+  gradient penalty on the reference samples (ASE: 5), a logit regulariser on the
+  output layer's weights (ASE: 0.01) and weight decay (ASE: 1e-4).
+* Encoder q(z | s, s') = vMF(mu(s, s'), kappa) as a second head on the
+  discriminator's trunk (as in ASE); trained by maximising log q(z | s, s') of
+  the policy's own transitions, i.e. minimising -kappa mu^T z.
+* Reward ``disc_weight * -log(1 - D(s, s')) + beta * max(kappa mu^T z, 0)``:
+  beta log q(z | s, s') without the vMF normaliser log C_d(kappa) (a constant
+  that would only shift every reward, and negative rewards would pay the policy
+  to fall), clamped at 0 as in ASE's code. The defaults are ASE's weights
+  (0.5 x disc_reward_scale 2 = 1.0 for the discriminator, 0.5 for the encoder,
+  kappa 1).
+* ASE's diversity loss (its policy regulariser) is an option, default OFF: the
+  RGSD paper reports ASE without its diversity term (``diversity_coef``; ASE's
+  own value is 0.01 with target 1.0; see ``diversity_loss``).
+
+Evaluation picks a clip's latent as the best of N sampled latents by Cartesian
+error (ASE has no motion encoder for whole clips).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rgsd_agents.methods.base import MethodContext, SkillMethod
+from rgsd_agents.methods.common import (
+    FEATURE_DIM,
+    LatentSchedule,
+    MLPHead,
+    discriminator_reward,
+    gan_loss,
+    gradient_penalty,
+    transition_features,
+    unit_sphere,
+    weight_norm_sq,
+)
+from rgsd_agents.storage import RolloutStorage
+from rgsd_envs.envs.observations import SKILL_DIM
+
+Tensor = torch.Tensor
+
+
+@dataclass
+class ASEConfig:
+    """ASE's discriminator, encoder, reward and latent schedule (defaults: the ASE paper's values)."""
+
+    frames: int = 2
+    """Frames of a transition the discriminator sees (2: (s, s'); at most 5)."""
+    hidden: tuple[int, ...] = (1024, 1024, 512)
+    """Discriminator/encoder trunk (ASE: 1024, 1024, 512)."""
+    lr: float = 1e-4
+    epochs: int = 1
+    minibatch_size: int = 4096
+    grad_penalty: float = 5.0
+    logit_reg: float = 0.01
+    weight_decay: float = 1e-4
+    encoder_coef: float = 1.0
+    """Weight of the encoder loss beside the discriminator loss (ASE: enc_coef 5 = disc_coef 5)."""
+    kappa: float = 1.0
+    """vMF concentration of q(z | s, s')."""
+    disc_weight: float = 1.0
+    beta: float = 0.5
+    latent_steps_min: int = 1
+    latent_steps_max: int = 150
+    diversity_coef: float = 0.0
+    """ASE's diversity loss weight; 0 (off) as in the RGSD paper's ASE baseline (ASE's own: 0.01)."""
+    diversity_target: float = 1.0
+    max_grad_norm: float | None = None
+
+    def __post_init__(self) -> None:
+        self.hidden = tuple(int(h) for h in self.hidden)
+        if self.diversity_coef != 0.0:
+            raise ValueError(
+                "method.options.diversity_coef: the diversity loss is a policy regulariser that the shared PPO "
+                "update does not apply yet; keep it 0 (the RGSD paper reports ASE without it)"
+            )
+
+
+class ASENetwork(nn.Module):
+    """Shared trunk with a discriminator logit head and a vMF encoder head mu(s, s')."""
+
+    def __init__(self, in_dim: int, hidden: tuple[int, ...], skill_dim: int = SKILL_DIM):
+        super().__init__()
+        self.trunk = MLPHead(in_dim, hidden[:-1], hidden[-1])
+        self.disc = nn.Linear(hidden[-1], 1)
+        self.enc = nn.Linear(hidden[-1], skill_dim)
+
+    def features(self, x: Tensor) -> Tensor:
+        """Trunk activations (B, hidden[-1])."""
+        return torch.relu(self.trunk(x))
+
+    def logits(self, x: Tensor) -> Tensor:
+        """Discriminator logits (B,)."""
+        return self.disc(self.features(x)).squeeze(-1)
+
+    def mu(self, x: Tensor) -> Tensor:
+        """Encoder mean directions (B, 16), unit length."""
+        return F.normalize(self.enc(self.features(x)), dim=-1)
+
+
+def ase_discriminator_loss(
+    net: ASENetwork, policy_x: Tensor, reference_x: Tensor, cfg: ASEConfig
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """GAN loss + gradient penalty on the reference samples + logit regulariser + weight decay."""
+    reference_x = reference_x.detach().requires_grad_(True)
+    ref_logits = net.logits(reference_x)
+    pol_logits = net.logits(policy_x)
+    gan = gan_loss(pol_logits, ref_logits)
+    gp = gradient_penalty(ref_logits, reference_x)
+    logit_reg = net.disc.weight.square().sum()
+    decay = weight_norm_sq(net)
+    loss = gan + cfg.grad_penalty * gp + cfg.logit_reg * logit_reg + cfg.weight_decay * decay
+    with torch.no_grad():
+        stats = {
+            "disc_loss": gan.detach(),
+            "grad_penalty": gp.detach(),
+            "reference_accuracy": (ref_logits > 0).float().mean(),
+            "policy_accuracy": (pol_logits < 0).float().mean(),
+        }
+    return loss, stats
+
+
+def ase_encoder_loss(net: ASENetwork, policy_x: Tensor, skills: Tensor, kappa: float) -> Tensor:
+    """-mean log q(z | s, s') up to the vMF normaliser: -kappa mean mu^T z over the policy's transitions."""
+    return -kappa * (net.mu(policy_x) * skills).sum(-1).mean()
+
+
+@torch.no_grad()
+def ase_reward(net: ASENetwork, x: Tensor, skills: Tensor, cfg: ASEConfig) -> tuple[Tensor, Tensor, Tensor]:
+    """(reward, discriminator part, encoder part), each (B,): see the module docstring."""
+    feats = net.features(x)
+    disc = discriminator_reward(net.disc(feats).squeeze(-1))
+    mu = F.normalize(net.enc(feats), dim=-1)
+    enc = (cfg.kappa * (mu * skills).sum(-1)).clamp_min(0.0)
+    return cfg.disc_weight * disc + cfg.beta * enc, disc, enc
+
+
+def diversity_loss(
+    actor: nn.Module, obs_n: Tensor, other_obs_n: Tensor, z: Tensor, z_other: Tensor, target: float
+) -> Tensor:
+    """ASE's diversity loss: (target - mean_j (a(s, z') - a(s, z))_j^2 / ((1 - z^T z') / 2))^2, averaged.
+
+    ``obs_n`` / ``other_obs_n`` are the actor's (normalised) inputs holding z / z'; ``z``, ``z_other`` the unit
+    latents themselves (their distance is measured on the sphere, before the observation normaliser)."""
+    a_diff = (actor(other_obs_n) - actor(obs_n)).square().mean(-1)
+    z_diff = 0.5 - 0.5 * (z * z_other).sum(-1)
+    return (target - a_diff / (z_diff + 1e-5)).square().mean()
+
+
+class ASE(SkillMethod):
+    """ASE on the shared runner (see the module docstring)."""
+
+    NAME = "ase"
+    CONFIG = ASEConfig
+    LATENT_CHOICE = "best_of_n"
+
+    def __init__(self, cfg: ASEConfig, ctx: MethodContext):
+        super().__init__(cfg, ctx)
+        in_dim = cfg.frames * FEATURE_DIM
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(ctx.seed + 101)
+            self.net = ASENetwork(in_dim, cfg.hidden)
+        self.net.trunk.norm.fit(transition_features(ctx.reference.inputs, cfg.frames).cpu())
+        self.net.to(self.device)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg.lr)
+        self.schedule = LatentSchedule(ctx.num_envs, cfg.latent_steps_min, cfg.latent_steps_max, self.generator)
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {"net": self.net}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"optimizer": self.optimizer}
+
+    def choose_skills(self, started: Tensor, skills: Tensor) -> Tensor | None:
+        expired = self.schedule.tick(started)
+        fresh = unit_sphere(skills.shape[0], self.generator).to(skills.device)
+        return torch.where(expired.to(skills.device).unsqueeze(-1), fresh, skills)
+
+    @torch.no_grad()
+    def relabel(self, storage: RolloutStorage) -> dict[str, float]:
+        x = transition_features(storage.flat("encoder_inputs"), self.cfg.frames)
+        reward, disc, enc = ase_reward(self.net, x, storage.flat("skills"), self.cfg)
+        storage.rewards.copy_(reward.view_as(storage.rewards))
+        return {"disc_reward": float(disc.mean()), "encoder_reward": float(enc.mean()), "reward": float(reward.mean())}
+
+    def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, float]:
+        cfg, ref = self.cfg, self.ctx.reference
+        x_all = transition_features(storage.flat("encoder_inputs"), cfg.frames)
+        z_all = storage.flat("skills")
+        sums: dict[str, float] = {}
+        steps = 0
+        params = list(self.net.parameters())
+        for _ in range(cfg.epochs):
+            for idx in storage.minibatch_indices(cfg.minibatch_size, generator):
+                ref_x = transition_features(ref.inputs[ref.sample_frames(idx.shape[0], self.generator)], cfg.frames)
+                loss, stats = ase_discriminator_loss(self.net, x_all[idx], ref_x, cfg)
+                enc_loss = ase_encoder_loss(self.net, x_all[idx], z_all[idx], cfg.kappa)
+                self.step_optimizer(self.optimizer, loss + cfg.encoder_coef * enc_loss, params)
+                stats["encoder_loss"] = enc_loss.detach()
+                for k, v in stats.items():
+                    sums[k] = sums.get(k, 0.0) + float(v)
+                steps += 1
+        return {k: v / steps for k, v in sums.items()}
+
+    def extra_state(self) -> dict:
+        return {"schedule": self.schedule.state_dict()}
+
+    def load_extra_state(self, state: dict) -> None:
+        self.schedule.load_state_dict(state["schedule"])
+
+
+__all__ = [
+    "ASE",
+    "ASEConfig",
+    "ASENetwork",
+    "ase_discriminator_loss",
+    "ase_encoder_loss",
+    "ase_reward",
+    "diversity_loss",
+]

@@ -1,0 +1,204 @@
+"""Pieces the baseline methods share: transition features, reference samples, vMF maths, GAN losses, latents.
+
+Transitions. The rollout storage keeps, for every discovery sample, the
+encoder input of s' (5 stacked 359-D frames ``o_{t-3} .. o_{t+1}``, SPEC §2),
+so the last ``k`` frames of it are the transition ``(o_{t+2-k} .. o_t, o_{t+1})``;
+``k = 2`` is ``(s, s')``. The reference library gives the same layout for every
+reference frame (``RGSDCore.ref_inputs``), so policy and reference transitions
+come from one function. The phase column is dropped: it is a clock the policy
+does not control (it runs in discovery episodes too), so a discriminator or
+METRA's phi would only spend capacity on it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from scipy import special
+from torch import nn
+
+from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, SKILL_DIM
+from rgsd_envs.runs.policy import mlp
+
+Tensor = torch.Tensor
+
+FEATURE_DIM = FRAME_DIM - 1
+"""358: a frame's features without the phase."""
+_PHASE = FRAME_LAYOUT["phase"].start
+
+
+def transition_features(encoder_inputs: Tensor, frames: int) -> Tensor:
+    """The last ``frames`` frames of 5-frame encoder inputs (..., 1795), phase dropped: (..., frames * 358)."""
+    if not 1 <= frames <= HISTORY_LEN:
+        raise ValueError(f"frames must be in 1..{HISTORY_LEN} (the encoder input's history), got {frames}")
+    x = encoder_inputs.reshape(*encoder_inputs.shape[:-1], HISTORY_LEN, FRAME_DIM)[..., -frames:, :]
+    keep = [i for i in range(FRAME_DIM) if i != _PHASE]
+    return x[..., keep].flatten(-2)
+
+
+@dataclass
+class ReferenceData:
+    """The motion library's reference frames as the methods read them (all on one device)."""
+
+    inputs: Tensor
+    """(F, 1795) encoder input of every reference frame (``RGSDCore.ref_inputs``)."""
+    clip_of_frame: Tensor
+    """(F,) long."""
+    starts: Tensor
+    """(clips,) first frame of each clip."""
+    num_frames: Tensor
+    """(clips,) frames of each clip."""
+
+    @classmethod
+    def from_core(cls, core, device: torch.device | str) -> ReferenceData:
+        """From an ``RGSDCore`` (``core.ref_inputs`` and ``core.lib``)."""
+        lib = core.lib
+        return cls(
+            core.ref_inputs.to(device, torch.float32),
+            lib.clip_of_frame.to(device),
+            lib.starts.to(device),
+            lib.num_frames.to(device),
+        )
+
+    @property
+    def num_total(self) -> int:
+        """Total reference frames F."""
+        return int(self.inputs.shape[0])
+
+    def sample_frames(self, n: int, generator: torch.Generator) -> Tensor:
+        """(n,) reference frame indices, uniform over all frames (drawn on the generator's device)."""
+        return torch.randint(self.num_total, (n,), generator=generator, device=generator.device).to(self.inputs.device)
+
+    def nearby_frames(self, frames: Tensor, max_offset: int, generator: torch.Generator) -> Tensor:
+        """For each frame, a frame of the same clip at most ``max_offset`` frames away (clamped to the clip)."""
+        off = torch.randint(-max_offset, max_offset + 1, frames.shape, generator=generator, device=generator.device)
+        clip = self.clip_of_frame[frames]
+        first = self.starts[clip]
+        last = first + self.num_frames[clip] - 1
+        return torch.minimum(torch.maximum(frames + off.to(frames.device), first), last)
+
+
+class Standardize(nn.Module):
+    """Fixed input standardisation (statistics of the reference samples, std floored at 1e-3)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("std", torch.ones(dim))
+
+    @torch.no_grad()
+    def fit(self, x: Tensor) -> None:
+        """Take the statistics of ``x`` (B, dim)."""
+        self.mean.copy_(x.mean(0))
+        self.std.copy_(x.std(0).clamp_min(1e-3))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(x - mean) / std."""
+        return (x - self.mean) / self.std
+
+
+class MLPHead(nn.Module):
+    """Standardised input -> ReLU MLP -> ``out_dim`` (a discriminator logit, an encoder direction, phi)."""
+
+    def __init__(self, in_dim: int, hidden: tuple[int, ...], out_dim: int):
+        super().__init__()
+        self.norm = Standardize(in_dim)
+        self.net = mlp(in_dim, hidden, out_dim, "relu")
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, out_dim)."""
+        return self.net(self.norm(x))
+
+    def last_layer(self) -> nn.Linear:
+        """The output layer (ASE's logit regulariser acts on its weights)."""
+        return self.net[-1]
+
+
+# -- von Mises-Fisher ----------------------------------------------------------------
+def vmf_log_normalizer(kappa: float, dim: int = SKILL_DIM) -> float:
+    """log C_d(kappa) of vMF on the unit sphere in R^dim; kappa 0 is the uniform density 1 / area(S^{d-1})."""
+    if kappa < 0:
+        raise ValueError(f"kappa must be >= 0, got {kappa}")
+    if kappa == 0:
+        return math.lgamma(dim / 2) - math.log(2.0) - (dim / 2) * math.log(math.pi)
+    v = dim / 2 - 1
+    # log I_v(k) = log(ive(v, k)) + k (the exponentially scaled Bessel function does not overflow)
+    return v * math.log(kappa) - (dim / 2) * math.log(2 * math.pi) - (math.log(special.ive(v, kappa)) + kappa)
+
+
+def vmf_log_prob(mu: Tensor, z: Tensor, kappa: float) -> Tensor:
+    """log vMF(z; mu, kappa) = log C_d(kappa) + kappa mu^T z for unit rows mu, z (B, d): (B,)."""
+    return vmf_log_normalizer(kappa, mu.shape[-1]) + kappa * (mu * z).sum(-1)
+
+
+def unit_sphere(n: int, generator: torch.Generator, dim: int = SKILL_DIM) -> Tensor:
+    """(n, dim) directions uniform on the unit sphere (normalised Gaussians), on the generator's device."""
+    return F.normalize(torch.randn(n, dim, generator=generator, device=generator.device), dim=-1)
+
+
+# -- adversarial imitation (ASE, CALM) -------------------------------------------------
+def discriminator_reward(logits: Tensor) -> Tensor:
+    """-log(1 - D) with D = sigmoid(logit), floored at 1 - D >= 1e-4 as in AMP/ASE: (B,)."""
+    return -torch.log((1.0 - torch.sigmoid(logits)).clamp_min(1e-4))
+
+
+def gan_loss(policy_logits: Tensor, reference_logits: Tensor) -> Tensor:
+    """Binary cross-entropy of a discriminator: reference samples labelled 1, policy samples 0 (mean of both)."""
+    ones, zeros = torch.ones_like(reference_logits), torch.zeros_like(policy_logits)
+    return 0.5 * (
+        F.binary_cross_entropy_with_logits(reference_logits, ones)
+        + F.binary_cross_entropy_with_logits(policy_logits, zeros)
+    )
+
+
+def gradient_penalty(logits: Tensor, inputs: Tensor) -> Tensor:
+    """mean ||d logit / d input||^2 over the batch (``inputs`` must require grad; reference samples in AMP/ASE)."""
+    (grad,) = torch.autograd.grad(logits.sum(), inputs, create_graph=True)
+    return grad.square().flatten(1).sum(-1).mean()
+
+
+def weight_norm_sq(module: nn.Module) -> Tensor:
+    """Sum of squared weights of the Linear layers (biases excluded): ASE's weight decay and logit regulariser."""
+    return sum(m.weight.square().sum() for m in module.modules() if isinstance(m, nn.Linear))
+
+
+# -- latents held for a random number of steps (ASE, CALM) -------------------------------
+class LatentSchedule:
+    """Per world: how many more steps the current latent is held; a new latent after 1..max steps.
+
+    Sync-free: every step draws replacement candidates for all worlds and a mask
+    of the worlds whose latent expires, so no per-world index crosses to the host.
+    A world whose episode just started keeps the latent it started with (the
+    env's or the method's) and draws a fresh hold.
+    """
+
+    def __init__(self, num_envs: int, steps_min: int, steps_max: int, generator: torch.Generator):
+        if not 1 <= steps_min <= steps_max:
+            raise ValueError(f"latent steps need 1 <= min <= max, got {steps_min}, {steps_max}")
+        self.steps_min, self.steps_max = steps_min, steps_max
+        self.generator = generator
+        self.left = self._draw(num_envs)
+
+    def _draw(self, n: int) -> Tensor:
+        g = self.generator
+        return torch.randint(self.steps_min, self.steps_max + 1, (n,), generator=g, device=g.device)
+
+    def tick(self, started: Tensor) -> Tensor:
+        """Advance one step; returns the (N,) bool mask of worlds that need a new latent now."""
+        started = started.to(self.left.device)
+        self.left -= 1
+        expired = (self.left <= 0) & ~started
+        fresh = self._draw(self.left.shape[0])
+        self.left = torch.where(started | expired, fresh, self.left)
+        return expired
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """Steps left per world."""
+        return {"left": self.left.clone()}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        """Restore the steps left."""
+        self.left = state["left"].to(self.left.device).clone()
