@@ -49,3 +49,24 @@ def test_sampling_is_unit_norm_and_reproducible_per_clip():
     mu = np.eye(16)[0]
     np.testing.assert_array_equal(vmf_samples(mu, 100.0, 8, 0, 2, 1), vmf_samples(mu, 100.0, 8, 0, 2, 1))
     assert not np.allclose(vmf_samples(mu, 100.0, 8, 0, 2, 1), vmf_samples(mu, 100.0, 8, 0, 3, 1))
+
+
+def test_auto_mode_follows_the_run_s_method_json(tmp_path):
+    from rgsd_envs.utils.files import InputFileError
+    from rgsd_eval.runs import load_run
+    from rgsd_eval.testing import make_fake_run
+
+    calm = make_fake_run(
+        tmp_path / "calm", p_imitation=0.0, method={"name": "calm", "latent_choice": "encoder", "encoder": "calm.pt"}
+    )
+    loaded = load_run(calm, best_of=8)
+    assert loaded.latent == LatentMode("encoder") and loaded.encoder_path == calm / "calm.pt"
+    assert loaded.method == "calm"
+    ase = make_fake_run(tmp_path / "ase", p_imitation=0.0, method={"name": "ase", "latent_choice": "best_of_n"})
+    loaded = load_run(ase, best_of=8)
+    assert loaded.latent == LatentMode("best-of", 8) and loaded.method == "ase"
+    # a run written before method.json: the old rule, and the method is read from the config
+    assert load_run(make_fake_run(tmp_path / "old"), best_of=8).method == "rgsd"
+    (ase / "method.json").write_text('{"name": "ase", "latent_choice": "nearest"}')
+    with pytest.raises(InputFileError, match="latent_choice"):
+        load_run(ase)

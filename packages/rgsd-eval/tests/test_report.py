@@ -40,7 +40,7 @@ def report(tmp_path_factory):
 def _main_table(md: str) -> dict[str, dict[str, str]]:
     """The imitation table as {run: {column: cell}}."""
     lines = md.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| Run | Walk ERR"))
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Run | Method | Walk ERR"))
     header = [c.strip() for c in lines[start].strip("|").split("|")]
     rows = {}
     for line in lines[start + 2 :]:
@@ -49,6 +49,17 @@ def _main_table(md: str) -> dict[str, dict[str, str]]:
         cells = [c.strip() for c in line.strip("|").split("|")]
         rows[cells[0]] = dict(zip(header, cells))
     return rows
+
+
+def test_table_names_each_run_s_method_and_prints_the_paper_s_figures_labelled_as_quoted(report):
+    table = _main_table(report["md"])
+    assert [row["Method"] for row in table.values()] == ["rgsd", "diayn"]
+    assert report["json"]["runs"]["diayn"]["method"] == "diayn"
+    lines = report["md"].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Paper | Walk ERR"))
+    assert "quoted, not measured here" in lines[start - 2]
+    assert lines[start + 2].startswith("| DIAYN | 46.7 | 70.1 | 52.8 |")
+    assert lines[start + 3].startswith("| RGSD | 7.4 | 4.7 | 7.7 | 9.4 | 6.7 | 8.0 | 6.7 | 4.0 | 7.7 | 8.8 |")
 
 
 def test_report_files_exist(report):

@@ -132,6 +132,7 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         env.close()
     metrics = {
         "run_dir": str(loaded.run.path.resolve()),
+        "method": loaded.method,
         "latent": str(loaded.latent),
         "within_motion_alignment": None if embedding is None else embedding.alignment,
         "imitation": _imitation_metrics(res, lib, ref, cfg),

@@ -20,6 +20,7 @@ from rgsd_envs.utils.files import atomic_path
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import RunEvaluation
 from rgsd_eval.features import FEATURE_BODIES, FEATURE_DIM
+from rgsd_eval.paper import PAPER_CATEGORIES, PAPER_SOURCE, paper_rows
 
 REPORT_FORMAT = "rgsd-eval-report"
 REPORT_VERSION = 1
@@ -71,15 +72,29 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 def imitation_table(inputs: ReportInputs) -> list[str]:
     """The paper-style table: one row per run, ERR (cm) and FID per category, then all clips."""
     cats = inputs.categories
-    header = ["Run"] + [f"{c.capitalize()} {k}" for c in cats for k in ("ERR", "FID")] + ["All ERR", "All FID"]
+    header = (
+        ["Run", "Method"] + [f"{c.capitalize()} {k}" for c in cats for k in ("ERR", "FID")] + ["All ERR", "All FID"]
+    )
     rows = []
     for ev in inputs.runs:
         im = ev.metrics["imitation"]
-        cells = [ev.label]
+        cells = [ev.label, ev.metrics.get("method", "rgsd")]
         for scope in [im["categories"][c] for c in cats] + [im["all"]]:
             cells += [_fmt(scope["err_cm"], ERR_DECIMALS), _fmt(scope["fid"], FID_DECIMALS)]
         rows.append(cells)
     return _table(header, rows)
+
+
+def paper_table(inputs: ReportInputs) -> list[str]:
+    """The paper's own ERR/FID rows for the methods evaluated here, in the categories both tables have."""
+    methods = [ev.metrics.get("method", "rgsd") for ev in inputs.runs]
+    rows = paper_rows(methods)
+    cats = [c for c in inputs.categories if c in PAPER_CATEGORIES]
+    if not rows or not cats:
+        return []
+    header = ["Paper"] + [f"{c.capitalize()} {k}" for c in cats for k in ("ERR", "FID")]
+    body = [[label] + [f"{x:.1f}" for c in cats for x in figures[c]] for label, figures in rows]
+    return [f"Beside ours, the paper's figures ({PAPER_SOURCE}):", "", *_table(header, body), ""]
 
 
 def _counts_line(inputs: ReportInputs) -> str:
@@ -111,6 +126,7 @@ def render_markdown(inputs: ReportInputs) -> str:
         "",
         *imitation_table(inputs),
         "",
+        *paper_table(inputs),
         _counts_line(inputs)
         + (
             " The policy acts with its mean action and the simulator is deterministic, so one rollout per clip "

@@ -30,8 +30,11 @@ class LoadedRun:
     fall_height: float
     """The run's own fall height, for the fall flag."""
     encoder_path: Path | None
-    """The frozen encoder (None when the run has none: the env's default encoder gives z_m)."""
+    """The encoder whose clip embeddings are z_m: the frozen encoder, or the method's motion encoder
+    (``method.json``); None when the run has none (the env's default encoder)."""
     latent: LatentMode
+    method: str = "rgsd"
+    """The run's skill method (``method.json``; older runs: rgsd, or diayn with a random encoder)."""
 
 
 def load_run(
@@ -55,18 +58,23 @@ def load_run(
         )
     base = run.env_config()
     raw = run.config()
-    has_encoder = run.encoder_path.is_file()
+    info = run.method()
+    latent_encoder = run.latent_encoder_path()
     mode = parse_latent_mode(latent)
-    if mode.kind == "auto":
-        mode = auto_latent_mode(base.p_imitation, raw.get("encoder_init"), has_encoder, best_of)
-    if mode.kind == "encoder" and not has_encoder:
+    if mode.kind == "auto" and info is not None:  # the run's method says how its paper picks a clip's latent
+        mode = LatentMode("encoder") if info["latent_choice"] == "encoder" else LatentMode("best-of", best_of)
+    elif mode.kind == "auto":
+        mode = auto_latent_mode(base.p_imitation, raw.get("encoder_init"), latent_encoder is not None, best_of)
+    if mode.kind == "encoder" and latent_encoder is None and run.encoder_path.is_file():
+        latent_encoder = run.encoder_path  # asked for explicitly: the run's frozen encoder, as before method.json
+    if mode.kind == "encoder" and latent_encoder is None:
         raise InputFileError(
             run.encoder_path, "missing: --latent encoder needs the run's frozen encoder; use --latent best-of-N instead"
         )
+    encoder = latent_encoder or (run.encoder_path if run.encoder_path.is_file() else None)
     env_config, fall_height = eval_env_config(base)
-    return LoadedRun(
-        run, label or run.name, policy, env_config, fall_height, run.encoder_path if has_encoder else None, mode
-    )
+    method = info["name"] if info is not None else ("diayn" if raw.get("encoder_init") == "random" else "rgsd")
+    return LoadedRun(run, label or run.name, policy, env_config, fall_height, encoder, mode, method)
 
 
 def unique_labels(names: list[str]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,8 +27,10 @@ def make_fake_run(
     encoder_init: str = "pretrained",
     seed: int = 0,
     env: dict[str, Any] | None = None,
+    method: dict[str, Any] | None = None,
 ) -> Path:
-    """A run folder (config.yaml, policy.pt, encoder.pt unless encoder_hidden is None) with random weights."""
+    """A run folder (config.yaml, policy.pt, encoder.pt unless encoder_hidden is None) with random weights;
+    ``method`` is written as method.json (an ``encoder`` it names is written as a random encoder too)."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
@@ -40,4 +43,8 @@ def make_fake_run(
     PolicyMLP(POLICY_OBS_DIM, sk.NUM_DOFS, hidden).save(path / "policy.pt", fabricated=True)
     if encoder_hidden is not None:
         MLPEncoder(encoder_hidden).save(path / "encoder.pt")
+    if method is not None:
+        if method.get("encoder"):
+            MLPEncoder((16,)).save(path / method["encoder"])
+        (path / "method.json").write_text(json.dumps(method))
     return path

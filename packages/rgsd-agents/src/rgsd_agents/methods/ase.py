@@ -2,7 +2,9 @@
 
 * Latent z uniform on the unit sphere (16-D here: the env's skill slot; ASE uses
   64-D), held for a random number of steps (uniform in ``latent_steps_min`` ..
-  ``latent_steps_max``, ASE: 1..150) then resampled, also mid-episode.
+  ``latent_steps_max``, ASE: 1..150) then resampled, also mid-episode
+  (``resample: false`` holds one z per episode: the RGSD paper's appendix says it
+  ran every method that way, and left out ASE's fallen-state starts).
 * Discriminator D(s, s') on transitions of the 358-D frame features (ASE's own
   discriminator sees 10 frames of its AMP features; here ``frames`` of ours,
   default 2 = (s, s')); reference transitions are drawn uniformly from the
@@ -72,6 +74,9 @@ class ASEConfig:
     """vMF concentration of q(z | s, s')."""
     disc_weight: float = 1.0
     beta: float = 0.5
+    resample: bool = True
+    """Resample z mid-episode after ``latent_steps_min`` .. ``latent_steps_max`` steps (ASE); False: one z per
+    episode, as the RGSD paper ran every baseline."""
     latent_steps_min: int = 1
     latent_steps_max: int = 150
     diversity_coef: float = 0.0
@@ -184,6 +189,8 @@ class ASE(SkillMethod):
         return {"optimizer": self.optimizer}
 
     def choose_skills(self, started: Tensor, skills: Tensor) -> Tensor | None:
+        if not self.cfg.resample:
+            return None  # the env's uniform z, drawn at each episode start
         expired = self.schedule.tick(started)
         fresh = unit_sphere(skills.shape[0], self.generator).to(skills.device)
         return torch.where(expired.to(skills.device).unsqueeze(-1), fresh, skills)

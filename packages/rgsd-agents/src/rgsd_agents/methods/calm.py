@@ -20,7 +20,11 @@
 * The policy's latent: E of a random reference window (the encodings of every
   reference frame are refreshed after each update), drawn at the start of an
   episode and again after a random hold of ``latent_steps_min`` ..
-  ``latent_steps_max`` steps, like ASE's schedule.
+  ``latent_steps_max`` steps, like ASE's schedule (``resample: false``: one per
+  episode, as the RGSD paper ran every baseline). The RGSD paper encoded whole
+  clips (2-5 s, zero-padded) for CALM; here the window is the 5-frame s_t, and a
+  clip's latent at evaluation is the normalised mean of its windows' encodings
+  (the same rule as RGSD's z_m).
 
 Evaluation picks a clip's latent with the motion encoder (``calm_encoder.pt``).
 """
@@ -71,6 +75,9 @@ class CALMConfig:
     align_max_offset: int = 10
     """Frames apart (within one clip) of the windows the alignment term pulls together."""
     disc_weight: float = 1.0
+    resample: bool = True
+    """Draw a new latent mid-episode after ``latent_steps_min`` .. ``latent_steps_max`` steps; False: one per
+    episode, as the RGSD paper ran every baseline."""
     latent_steps_min: int = 1
     latent_steps_max: int = 150
     max_grad_norm: float | None = None
@@ -176,7 +183,7 @@ class CALM(SkillMethod):
         return self.reference_latents[self.ctx.reference.sample_frames(n, self.generator)]
 
     def choose_skills(self, started: Tensor, skills: Tensor) -> Tensor | None:
-        expired = self.schedule.tick(started)
+        expired = self.schedule.tick(started) if self.cfg.resample else torch.zeros_like(started)
         new = (started.to(expired.device) | expired).to(skills.device).unsqueeze(-1)
         return torch.where(new, self.draw_latents(skills.shape[0]).to(skills.device), skills)
 

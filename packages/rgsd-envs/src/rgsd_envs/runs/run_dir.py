@@ -7,6 +7,8 @@
       encoder.pt              frozen pretrained encoder (rgsd-encoder)
       discovery_encoder.pt    trainable discovery encoder, latest (rgsd-encoder)
       policy.pt               latest exported policy (rgsd-policy)
+      method.json             the skill method and how it picks a clip's latent at evaluation (``RunDir.method``)
+      calm_encoder.pt         CALM's motion encoder (rgsd-encoder; CALM runs only)
       checkpoints/            full trainer states for --resume (iter_XXXXXX.pt, latest.pt)
       tb/                     TensorBoard event files
       pretrain/               pretraining outputs when the run pretrained its own encoder
@@ -16,6 +18,7 @@ Evaluation and downstream tasks need only this file's ``RunDir`` and rgsd-envs.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,10 @@ class RunDir:
     POLICY = "policy.pt"
     CHECKPOINTS = "checkpoints"
     TENSORBOARD = "tb"
+    METHOD = "method.json"
+    LATENT_CHOICES = ("encoder", "best_of_n")
+    """``method.json``'s ``latent_choice``: a motion encoder's clip embedding (the file named by ``encoder``), or
+    the best of N sampled latents by Cartesian error."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -116,3 +123,30 @@ class RunDir:
         path = self.discovery_encoder_path if discovery else self.encoder_path
         self.check(path.name)
         return load_encoder(path)
+
+    def method(self) -> dict[str, Any] | None:
+        """``method.json`` checked: ``name``, ``latent_choice`` and, for "encoder", ``encoder`` (a file of the
+        run); None for runs written before methods existed."""
+        path = self.path / self.METHOD
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise InputFileError(path, f"not valid JSON: {err}") from None
+        choice = data.get("latent_choice") if isinstance(data, dict) else None
+        if choice not in self.LATENT_CHOICES:
+            raise InputFileError(
+                path, f"latent_choice must be one of {', '.join(self.LATENT_CHOICES)}", "latent_choice"
+            )
+        if choice == "encoder" and not (self.path / str(data.get("encoder", ""))).is_file():
+            raise InputFileError(path, "latent_choice 'encoder' needs 'encoder': a file of the run folder", "encoder")
+        return data
+
+    def latent_encoder_path(self) -> Path | None:
+        """The encoder whose clip embeddings are the run's clip latents: ``method.json``'s, else encoder.pt when
+        present (runs without ``method.json``); None when the method picks the best of N latents."""
+        info = self.method()
+        if info is None:
+            return self.encoder_path if self.encoder_path.is_file() else None
+        return self.path / info["encoder"] if info["latent_choice"] == "encoder" else None
