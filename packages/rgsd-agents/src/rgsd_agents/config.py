@@ -2,7 +2,7 @@
 
 The defaults are the paper's GPU-scale values (SPEC §5, paper Table
 "Hyperparameters"); the presets in ``rgsd_agents/presets`` override what differs
-(``cpu``, ``demo``, ``diayn``). The resolved config is saved as
+(``cpu``, ``demo``, ``diayn``, and the baselines ``ase``, ``calm``, ``metra``). The resolved config is saved as
 ``<run>/config.yaml``; its ``env:`` section is an ``rgsd_envs`` ``EnvConfig``.
 """
 
@@ -19,7 +19,7 @@ import yaml
 
 from rgsd_agents.pretraining import PretrainConfig
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.utils.config import apply_override, from_dict
+from rgsd_envs.utils.config import apply_override, from_dict, to_dict
 from rgsd_envs.utils.files import InputFileError
 
 PAPER_HIDDEN = (1024, 1024, 1024, 512)
@@ -117,6 +117,18 @@ class DiscoveryConfig:
 
 
 @dataclass
+class MethodConfig:
+    """The skill-discovery method that trains the policy (``rgsd_agents.methods``)."""
+
+    name: str = "rgsd"
+    """"rgsd" (the runner's own: RGSD, or the DIAYN ablation with ``encoder_init: random``), "ase", "calm" or
+    "metra"."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The method's own settings (its config dataclass, e.g. ``rgsd_agents.methods.ase.ASEConfig``); the run's
+    config.yaml holds them all, defaults filled in."""
+
+
+@dataclass
 class TrainConfig:
     """One RGSD training run: environment, encoder, networks, PPO, discovery and the loop."""
 
@@ -160,6 +172,7 @@ class TrainConfig:
     networks: NetworkConfig = field(default_factory=NetworkConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
+    method: MethodConfig = field(default_factory=MethodConfig)
 
     def __post_init__(self) -> None:
         for name in ("num_envs", "horizon", "checkpoint_every", "keep_checkpoints", "log_every"):
@@ -173,6 +186,15 @@ class TrainConfig:
             raise ValueError(f"encoder_init must be one of {', '.join(ENCODER_INITS)}, got {self.encoder_init!r}")
         if self.env.obs_mode != "flat" or self.env.autoreset_mode != "SameStep":
             raise ValueError("training needs env.obs_mode 'flat' and env.autoreset_mode 'SameStep'")
+        if self.method.name != "rgsd":
+            from rgsd_agents.methods import method_config
+
+            method_config(self.method.name, self.method.options)  # a bad option ends here, naming the key
+            if self.env.p_imitation != 0.0:
+                raise ValueError(
+                    f"method {self.method.name!r} trains on discovery episodes only (its reward comes from its own "
+                    "networks): set env.p_imitation: 0"
+                )
 
     @property
     def batch_size(self) -> int:
@@ -252,4 +274,8 @@ def resolve(cfg: TrainConfig, base_dir: str | os.PathLike = ".") -> TrainConfig:
     cfg.pretrain.motions = cfg.env.motions
     cfg.pretrain.seed = cfg.seed
     cfg.pretrain.device = cfg.device
+    if cfg.method.name != "rgsd":
+        from rgsd_agents.methods import method_config
+
+        cfg.method.options = to_dict(method_config(cfg.method.name, cfg.method.options))
     return cfg

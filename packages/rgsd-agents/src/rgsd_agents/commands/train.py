@@ -13,7 +13,7 @@ from rgsd_agents.commands import add_run_arguments, run_overrides
 if TYPE_CHECKING:
     from rgsd_agents.distributed import DataParallel
 
-PRESET_HELP = "a YAML file or a preset name (paper, cpu, demo, diayn)"
+PRESET_HELP = "a YAML file or a preset name (paper, cpu, demo, diayn, ase, calm, metra)"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
