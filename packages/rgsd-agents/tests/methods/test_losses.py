@@ -107,7 +107,7 @@ def test_ase_discriminator_loss_adds_penalty_logit_regulariser_and_weight_decay(
     decay = sum(m.weight.square().sum() for m in net.modules() if isinstance(m, nn.Linear))
     expected = gan_loss(net.logits(pol), net.logits(ref)) + 5.0 * gp + 0.01 * net.disc.weight.square().sum()
     assert float(loss.detach()) == pytest.approx(float((expected + 1e-4 * decay).detach()), rel=1e-6)
-    assert float(parts["grad_penalty"]) == pytest.approx(float(gp), rel=1e-6) and float(gp) > 0
+    assert float(parts["grad_penalty"]) == pytest.approx(float(gp.detach()), rel=1e-6) and float(gp.detach()) > 0
 
 
 def test_ase_diversity_loss_by_hand():

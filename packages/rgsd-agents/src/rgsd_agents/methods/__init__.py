@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from rgsd_agents.methods.ase import ASE
-from rgsd_agents.methods.base import LATENT_CHOICES, MethodContext, SkillMethod
+from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.methods.calm import CALM
 from rgsd_agents.methods.metra import METRA
 from rgsd_envs.utils.config import from_dict
@@ -51,4 +51,4 @@ def build_method(name: str, options: dict[str, Any], ctx: MethodContext, source:
     return METHODS[name](method_config(name, options, source), ctx)
 
 
-__all__ = ["BUILTIN", "LATENT_CHOICES", "METHODS", "MethodContext", "SkillMethod", "build_method", "method_names"]
+__all__ = ["BUILTIN", "METHODS", "MethodContext", "SkillMethod", "build_method", "method_names"]

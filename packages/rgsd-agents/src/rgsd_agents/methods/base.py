@@ -27,14 +27,13 @@ import torch
 from torch import nn
 
 from rgsd_agents.distributed import DataParallel
-from rgsd_agents.methods.common import ReferenceData
+from rgsd_agents.methods.common import ReferenceData, unit_sphere
 from rgsd_agents.storage import RolloutStorage
 
 Tensor = torch.Tensor
 
-LATENT_CHOICES = ("encoder", "best_of_n")
-"""How evaluation picks a clip's latent: a motion encoder's embedding of the clip, or the best of N sampled latents
-by Cartesian error."""
+PROBE_CANDIDATES = 8
+"""Latents per clip the training probe tries for a best-of-N method (rgsd eval: 64 by default, the paper 500)."""
 
 
 @dataclass
@@ -55,6 +54,8 @@ class SkillMethod:
     CONFIG: ClassVar[type]
     """The method's config dataclass (the ``method.options`` section of the training config)."""
     LATENT_CHOICE: ClassVar[str] = "best_of_n"
+    """How evaluation picks a clip's latent (``RunDir.LATENT_CHOICES``): "encoder" (a motion encoder's clip
+    embedding, the file ``export`` names) or "best_of_n" (the best of N sampled latents by Cartesian error)."""
 
     def __init__(self, cfg: Any, ctx: MethodContext):
         self.cfg = cfg
@@ -84,6 +85,13 @@ class SkillMethod:
         """Train the method's networks on the rollout; returns loss statistics."""
         return {}
 
+    @torch.no_grad()
+    def probe_latents(self, num_clips: int) -> Tensor:
+        """(clips, K, 16) latents the imitation probe tries per clip (the best counts): for best-of-N methods
+        ``PROBE_CANDIDATES`` fixed draws (the same at every probe, so the curve compares like with like)."""
+        g = torch.Generator().manual_seed(self.ctx.seed + 4242)
+        return unit_sphere(num_clips * PROBE_CANDIDATES, g).view(num_clips, PROBE_CANDIDATES, -1)
+
     def extra_state(self) -> dict[str, Any]:
         """State besides networks, optimisers and the generator (e.g. latent schedules, dual variables)."""
         return {}
@@ -93,7 +101,7 @@ class SkillMethod:
 
     def export(self, run_path: Path) -> dict[str, Any]:
         """Write the files evaluation needs into the run folder; returns the ``method.json`` entries."""
-        return {"latent_choice": self.LATENT_CHOICE}
+        return {"name": self.NAME, "latent_choice": self.LATENT_CHOICE}
 
     # -- checkpoints -----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

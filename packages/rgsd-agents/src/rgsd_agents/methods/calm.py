@@ -50,7 +50,7 @@ from rgsd_agents.methods.common import (
 )
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.envs.observations import SKILL_DIM
-from rgsd_envs.rewards.encoders import MLPEncoder, embed
+from rgsd_envs.rewards.encoders import MLPEncoder, clip_embeddings, embed
 
 Tensor = torch.Tensor
 CALM_ENCODER = "calm_encoder.pt"
@@ -219,6 +219,13 @@ class CALM(SkillMethod):
         self.reference_latents = self._encode_references()
         return {k: v / steps for k, v in sums.items()}
 
+    @torch.no_grad()
+    def probe_latents(self, num_clips: int) -> Tensor:
+        """(clips, 1, 16): each clip's latent as evaluation takes it (normalised mean of its windows' encodings)."""
+        ref = self.ctx.reference
+        z = clip_embeddings(self.encoder, ref.inputs, ref.clip_of_frame, int(ref.starts.shape[0]))
+        return z[:num_clips].unsqueeze(1)
+
     def extra_state(self) -> dict:
         return {"schedule": self.schedule.state_dict()}
 
@@ -228,4 +235,4 @@ class CALM(SkillMethod):
 
     def export(self, run_path: Path) -> dict:
         self.encoder.save(Path(run_path) / CALM_ENCODER, method="calm")
-        return {"latent_choice": "encoder", "encoder": CALM_ENCODER}
+        return {"name": self.NAME, "latent_choice": "encoder", "encoder": CALM_ENCODER}
