@@ -26,6 +26,7 @@ Examples::
 
     python benchmarks/learning_curves.py                        # the built-in arms, 150 min each
     python benchmarks/learning_curves.py --arms encoder tracking --minutes 60
+    python benchmarks/learning_curves.py --arm-set methods --out runs/methods   # rgsd diayn ase calm metra, 60 min
     python benchmarks/learning_curves.py --arms-file arms.yaml --out runs/lc
     python benchmarks/learning_curves.py --plot-only --include demo=runs/demo
     nohup python benchmarks/learning_curves.py --no-progress > runs/lc.log 2>&1 &   # in the background
@@ -41,6 +42,7 @@ An arms file::
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import subprocess
@@ -97,6 +99,19 @@ DEFAULT_ARMS: dict[str, Arm] = {
     )
 }
 """The arms of issue 11 (each on the ``cpu`` preset and the demo motions, 150 minutes)."""
+
+METHOD_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm("rgsd", "cpu", 60.0, note="RGSD: the cpu preset"),
+        Arm("diayn", "diayn", 60.0, note="DIAYN: the ablation without reference grounding"),
+        Arm("ase", "ase", 60.0, note="ASE (rgsd_agents.methods.ase), diversity loss off"),
+        Arm("calm", "calm", 60.0, note="CALM (rgsd_agents.methods.calm)"),
+        Arm("metra", "metra", 60.0, note="METRA (rgsd_agents.methods.metra) with PPO"),
+    )
+}
+"""The paper's methods as arms (issue 18): the same worlds, sizes and wall-clock budget (60 minutes) each."""
+ARM_SETS = {"issue11": DEFAULT_ARMS, "methods": METHOD_ARMS}
 
 
 def load_arms(path: str | Path) -> dict[str, Arm]:
@@ -354,7 +369,13 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
     )
     p.add_argument("--out", default="runs/learning_curves", help="folder of the arms' run folders and the outputs")
-    p.add_argument("--arms-file", help="YAML file of arms (default: the built-in arms of issue 11)")
+    p.add_argument("--arms-file", help="YAML file of arms (default: the built-in arm set)")
+    p.add_argument(
+        "--arm-set",
+        choices=sorted(ARM_SETS),
+        default="issue11",
+        help="built-in arms: issue11 (encoder variants, 150 min) or methods (rgsd, diayn, ase, calm, metra; 60 min)",
+    )
     p.add_argument("--arms", nargs="+", help="run only these arms (default: all of the file or the built-ins)")
     p.add_argument("--minutes", type=float, help="budget of every arm (overrides the arms' own)")
     p.add_argument(
@@ -365,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true", help="no progress bars from rgsd train")
     args = p.parse_args(argv)
 
-    arms = load_arms(args.arms_file) if args.arms_file else dict(DEFAULT_ARMS)
+    arms = load_arms(args.arms_file) if args.arms_file else copy.deepcopy(ARM_SETS[args.arm_set])
     if args.arms:
         missing = [a for a in args.arms if a not in arms]
         if missing:

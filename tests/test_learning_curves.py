@@ -84,3 +84,14 @@ def test_arms_file_fields_and_train_commands_start_then_resume(lc, tmp_path):
     with pytest.raises(SystemExit, match=r"arms\.x\.minute"):
         lc.load_arms(bad)
     assert set(lc.DEFAULT_ARMS) == {"encoder", "hard_negatives", "tracking", "failure_weighted", "dt120"}
+
+
+def test_the_methods_arm_set_trains_each_paper_method_on_its_preset_with_one_budget(lc, tmp_path):
+    from rgsd_agents.config import preset_names
+
+    arms = lc.ARM_SETS["methods"]
+    assert list(arms) == ["rgsd", "diayn", "ase", "calm", "metra"]
+    assert {a.config for a in arms.values()} <= set(preset_names())
+    assert {a.minutes for a in arms.values()} == {60.0}
+    cmd = lc.train_command(arms["metra"], tmp_path / "metra", [], progress=False)
+    assert cmd[cmd.index("--config") + 1] == "metra" and "max_minutes=60.0" in cmd
