@@ -23,7 +23,8 @@ one-hot over (freestyle, sidestep, backward) (3). Slices: ``GOAL_OBS_LAYOUT``.
 ## Reward
 ``exp(-0.25 * d_goal) + exp(-8 * (1 - cos(z, z_style)))`` with ``d_goal`` the
 horizontal distance from the pelvis to the goal (m) after the action, ``z_style``
-the normalised mean embedding of the style's reference clips (frozen encoder);
+the normalised mean embedding of the style's reference clips (the run's clip-latent encoder: the frozen
+encoder, or a method's motion encoder named in ``method.json``);
 ``freestyle`` uses the first term only.
 
 ## Episode end
@@ -161,7 +162,10 @@ class GoalReachingCore:
         env_cfg = run.env_config(
             deviation_termination=False, num_threads=self.cfg.num_threads, device=self.cfg.device, eval_kappa=None
         )
-        encoder = str(run.encoder_path) if run.encoder_path.exists() else None
+        # the encoder whose clip embeddings are the run's clip latents (method.json: CALM's motion encoder), else
+        # encoder.pt (best-of-N methods: ASE, METRA, DIAYN keep their random frozen encoder's embeddings)
+        latent_encoder = run.latent_encoder_path() or (run.encoder_path if run.encoder_path.exists() else None)
+        encoder = None if latent_encoder is None else str(latent_encoder)
         self.core = RGSDCore(num_envs, env_cfg, encoder=encoder)
         self.policy: PolicyMLP = run.load_policy()
         self.num_envs = num_envs
