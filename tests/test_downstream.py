@@ -81,3 +81,18 @@ def test_the_high_level_policy_starts_at_the_commanded_style(demo_run, tmp_path)
     cos = torch.nn.functional.cosine_similarity(z, z_style.expand_as(z), dim=-1)
     assert (cos > 0.99).all()
     runner.close()
+
+
+def test_a_calm_low_level_run_gives_its_style_latent_from_its_motion_encoder(tmp_path):
+    from rgsd_envs.envs.goal_reaching_v0 import GoalReachingCore
+    from rgsd_envs.rewards.encoders import clip_embeddings, load_encoder
+    from rgsd_eval.testing import make_fake_run
+
+    method = {"name": "calm", "latent_choice": "encoder", "encoder": "calm_encoder.pt"}
+    run = make_fake_run(tmp_path / "calm", p_imitation=0.0, method=method)
+    core = GoalReachingCore(2, run, GoalReachingConfig(style="backward")).core
+    lib = core.lib
+    calm = clip_embeddings(load_encoder(run / "calm_encoder.pt"), core.ref_inputs, lib.clip_of_frame, lib.num_clips)
+    frozen = clip_embeddings(load_encoder(run / "encoder.pt"), core.ref_inputs, lib.clip_of_frame, lib.num_clips)
+    torch.testing.assert_close(core.clip_embeddings.cpu(), calm)
+    assert not torch.allclose(core.clip_embeddings.cpu(), frozen)
