@@ -10,6 +10,9 @@
 
   (METRA's slack eps = 1e-3 and initial lambda = 30). Minimising L_lambda raises
   lambda while the constraint is violated and lowers it while it holds with slack.
+  This is the paper's constraint on the Euclidean norm; METRA's code averages the
+  squared difference over phi's dimensions instead (||delta||^2 / d <= 1), which
+  allows steps sqrt(d) = 4 times longer here and scales the reward alike.
 * Reward ``(phi(s') - phi(s))^T z`` with the current phi.
 * Skills: z uniform on the unit sphere (METRA's continuous skills are unit
   vectors), drawn by the env at each episode start and held for the episode.
