@@ -96,3 +96,22 @@ def test_a_calm_low_level_run_gives_its_style_latent_from_its_motion_encoder(tmp
     frozen = clip_embeddings(load_encoder(run / "encoder.pt"), core.ref_inputs, lib.clip_of_frame, lib.num_clips)
     torch.testing.assert_close(core.clip_embeddings.cpu(), calm)
     assert not torch.allclose(core.clip_embeddings.cpu(), frozen)
+
+
+def test_a_best_of_n_run_takes_its_style_latent_from_an_eval_clip_latents_file(tmp_path):
+    import json
+
+    from rgsd_envs.envs.goal_reaching_v0 import GoalReachingCore
+    from rgsd_eval.testing import make_fake_run
+
+    run = make_fake_run(tmp_path / "ase", p_imitation=0.0, method={"name": "ase", "latent_choice": "best_of_n"})
+    names = ["demo_walk", "demo_run", "demo_sidestep", "demo_backward", "demo_punch"]
+    latents = {n: [float(i == k) for i in range(16)] for k, n in enumerate(names)}
+    path = tmp_path / "clip_latents.json"
+    path.write_text(json.dumps(latents))
+    task = GoalReachingCore(2, run, GoalReachingConfig(style="backward", clip_latents=str(path)))
+    torch.testing.assert_close(task.z_style.cpu(), torch.eye(16)[3])
+    del latents["demo_punch"]
+    path.write_text(json.dumps(latents))
+    with pytest.raises(Exception, match="demo_punch"):
+        GoalReachingCore(2, run, GoalReachingConfig(style="backward", clip_latents=str(path)))

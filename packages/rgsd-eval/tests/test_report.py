@@ -62,6 +62,13 @@ def test_table_names_each_run_s_method_and_prints_the_paper_s_figures_labelled_a
     assert lines[start + 3].startswith("| RGSD | 7.4 | 4.7 | 7.7 | 9.4 | 6.7 | 8.0 | 6.7 | 4.0 | 7.7 | 8.8 |")
 
 
+def test_each_run_s_clip_latents_are_written_for_downstream(report):
+    diayn = json.loads((report["out"] / "diayn" / "clip_latents.json").read_text())
+    assert list(diayn) == ["demo_walk", "demo_run", "demo_sidestep", "demo_backward", "demo_punch"]
+    assert all(abs(np.linalg.norm(z) - 1.0) < 1e-6 for z in diayn.values())
+    assert diayn == report["json"]["runs"]["diayn"]["clip_latents"]
+
+
 def test_report_files_exist(report):
     out = report["out"]
     for name in ("report.md", "metrics.json", "metrics.csv", "eval_config.yaml", "spread.png", "comparison.png"):

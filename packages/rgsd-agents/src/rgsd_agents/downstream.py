@@ -357,7 +357,7 @@ def initial_skill(task: Any) -> Tensor:
     """z_style, or for freestyle the normalised mean embedding of the locomotion clips (all clips if none)."""
     if task.z_style is not None:
         return task.z_style
-    lib, z = task.core.lib, task.core.clip_embeddings
+    lib, z = task.core.lib, task.clip_latents
     ids = [i for i, c in enumerate(lib.categories) if c in LOCOMOTION] or list(range(lib.num_clips))
     return torch.nn.functional.normalize(z[ids].mean(0), dim=0)
 

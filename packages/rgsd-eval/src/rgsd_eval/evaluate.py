@@ -140,6 +140,7 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
     }
     if search is not None:
         metrics["search"] = search
+    metrics["clip_latents"] = {name: [float(x) for x in latents[c]] for c, name in enumerate(lib.names)}
     out = _plot_data(loaded.label, res, lib, cfg, embedding, metrics)
     metrics["rollout_seconds"] = round(time.perf_counter() - start, 1)
     return out

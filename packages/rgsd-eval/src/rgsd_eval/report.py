@@ -22,6 +22,8 @@ from rgsd_eval.evaluate import RunEvaluation
 from rgsd_eval.features import FEATURE_BODIES, FEATURE_DIM
 from rgsd_eval.paper import PAPER_CATEGORIES, PAPER_SOURCE, paper_rows
 
+CLIP_LATENTS = "clip_latents.json"
+"""Per run folder of a report: {clip name: its latent (16 floats)}, the latent each clip was evaluated with."""
 REPORT_FORMAT = "rgsd-eval-report"
 REPORT_VERSION = 1
 ERR_DECIMALS, FID_DECIMALS = 1, 2
@@ -358,7 +360,8 @@ def csv_rows(runs: dict[str, dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 
 def write_report(inputs: ReportInputs, out_dir: str | os.PathLike) -> dict[str, Path]:
-    """Write report.md, metrics.json and metrics.csv into out_dir (atomically); returns their paths."""
+    """Write report.md, metrics.json, metrics.csv and each run's clip_latents.json into out_dir (atomically);
+    returns the paths of the first three."""
     out = Path(out_dir)
     paths = {"report": out / "report.md", "json": out / "metrics.json", "csv": out / "metrics.csv"}
     doc = metrics_document(inputs)
@@ -370,4 +373,7 @@ def write_report(inputs: ReportInputs, out_dir: str | os.PathLike) -> dict[str, 
         writer.writerows(csv_rows(doc["runs"]))
     with atomic_path(paths["report"]) as tmp:
         tmp.write_text(render_markdown(inputs))
+    for ev in inputs.runs:  # each clip's latent as evaluated: a best-of-N run's style latents for `rgsd downstream`
+        with atomic_path(out / ev.label / CLIP_LATENTS) as tmp:
+            tmp.write_text(json.dumps(ev.metrics["clip_latents"], indent=1) + "\n")
     return paths

@@ -40,6 +40,7 @@ the goal during the episode. Also ``distance``, ``style_cosine``, ``fall``.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ from rgsd_envs.envs.world_random import Stream
 from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils import rotations as rot
+from rgsd_envs.utils.files import InputFileError
 from rgsd_envs.utils.threads import env_side
 
 Tensor = torch.Tensor
@@ -91,6 +93,10 @@ class GoalReachingConfig:
     style_scale: float = 8.0
     num_threads: int | None = None
     device: str = "cpu"
+    clip_latents: str | None = None
+    """A JSON file {clip name: latent (16 floats)} giving each clip's latent instead of the run's encoder
+    embeddings: the style latent of a method that picks clip latents as the best of N (ASE, METRA, DIAYN).
+    ``rgsd eval`` writes one per run: ``<report>/<run>/clip_latents.json``."""
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:
@@ -116,8 +122,24 @@ def goal_in_heading_frame(root_pos: Tensor, root_rot: Tensor, goal: Tensor) -> T
     return torch.stack((c * d[:, 0] + s * d[:, 1], -s * d[:, 0] + c * d[:, 1]), dim=-1)
 
 
-def style_embedding(core: RGSDCore, style: str) -> Tensor | None:
-    """z_style: normalised mean of the embeddings of the style's clips (None for freestyle)."""
+def load_clip_latents(path: str | os.PathLike, names: list[str], device: torch.device) -> Tensor:
+    """(clips, 16) unit latents in the library's clip order from a ``clip_latents`` JSON file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputFileError(path, f"not a readable clip-latents JSON file: {err}") from None
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise InputFileError(path, f"no latent for clip {missing[0]!r} (the low-level run's clips: {', '.join(names)})")
+    z = torch.tensor([data[n] for n in names], dtype=torch.float32, device=device)
+    if z.shape[1:] != (SKILL_DIM,):
+        raise InputFileError(path, f"latents must have {SKILL_DIM} numbers, got {z.shape[1]}")
+    return torch.nn.functional.normalize(z, dim=-1)
+
+
+def style_embedding(core: RGSDCore, style: str, clip_latents: Tensor | None = None) -> Tensor | None:
+    """z_style: normalised mean of the latents of the style's clips (``clip_latents``, else the encoder's
+    embeddings; None for freestyle)."""
     if style == "freestyle":
         return None
     ids = [i for i, c in enumerate(core.lib.categories) if c == style]
@@ -126,7 +148,8 @@ def style_embedding(core: RGSDCore, style: str) -> Tensor | None:
             f"style {style!r} needs reference clips of category {style!r}; the low-level run's clips have "
             f"categories {sorted(set(core.lib.categories))}"
         )
-    return torch.nn.functional.normalize(core.clip_embeddings[ids].mean(0), dim=0)
+    latents = core.clip_embeddings if clip_latents is None else clip_latents
+    return torch.nn.functional.normalize(latents[ids].mean(0), dim=0)
 
 
 class MissingLowLevelPolicyError(ValueError):
@@ -170,7 +193,13 @@ class GoalReachingCore:
         self.policy: PolicyMLP = run.load_policy()
         self.num_envs = num_envs
         self.device = self.core.device
-        self.z_style = style_embedding(self.core, self.cfg.style)
+        self.clip_latents = (
+            self.core.clip_embeddings
+            if self.cfg.clip_latents is None
+            else load_clip_latents(self.cfg.clip_latents, list(self.core.lib.names), self.core.device)
+        )
+        """(clips, 16) each clip's latent: the run's encoder embeddings or ``clip_latents``."""
+        self.z_style = style_embedding(self.core, self.cfg.style, self.clip_latents)
         lib = self.core.lib
         self.start_clips = (
             list(range(lib.num_clips))
