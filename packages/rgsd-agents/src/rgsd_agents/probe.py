@@ -25,28 +25,49 @@ from rgsd_envs.runs.policy import PolicyMLP
 class ImitationProbe:
     """Worlds at fixed starts of each clip; ``run(policy)`` returns Cartesian errors (overall, per clip) and tracking metrics."""
 
-    def __init__(self, env_cfg: EnvConfig, lib: MotionLib, encoder: str, starts_per_clip: int = 4, max_clips: int = 32):
+    def __init__(
+        self,
+        env_cfg: EnvConfig,
+        lib: MotionLib,
+        encoder: str,
+        starts_per_clip: int = 4,
+        max_clips: int = 32,
+        candidates: int = 1,
+    ):
         cfg = env_cfg.without_early_termination(p_imitation=1.0, eval_kappa=None)
         self.threshold = env_cfg.deviation_threshold
         frames = lib.num_frames[: min(lib.num_clips, max_clips)].cpu().numpy()
-        self.clips = np.repeat(np.arange(len(frames)), starts_per_clip)
-        k = np.tile(np.arange(starts_per_clip), len(frames))
+        self.shape = (len(frames), starts_per_clip, candidates)
+        """Worlds are (clip, start, candidate latent), in that order."""
+        self.clips = np.repeat(np.arange(len(frames)), starts_per_clip * candidates)
+        k = np.tile(np.repeat(np.arange(starts_per_clip), candidates), len(frames))
+        self.candidate = np.tile(np.arange(candidates), len(frames) * starts_per_clip)
         self.starts = k * (frames[self.clips] - 1) // starts_per_clip
         self.length = frames[self.clips] - 1 - self.starts
         """Steps from each start to its clip's last frame."""
         self.names = list(lib.names[: len(frames)])
         self.env = RGSDTorchEnv(len(self.clips), config=cfg, motions=lib, encoder=encoder)
 
+    @property
+    def num_clips(self) -> int:
+        """Clips probed."""
+        return self.shape[0]
+
     @torch.no_grad()
-    def run(self, policy: PolicyMLP) -> dict[str, float]:
+    def run(self, policy: PolicyMLP, latents: torch.Tensor | None = None) -> dict[str, float]:
         """Roll out each start once; error in cm, share of frames within the deviation threshold, imitation reward.
 
-        Per-step rows stay on the env's device and are read once at the end."""
+        ``latents`` (clips, candidates, 16) replace the encoder's z_m; a clip counts with its best candidate (lowest
+        error over its starts), as a best-of-N method picks a clip's latent. Per-step rows stay on the env's device
+        and are read once at the end."""
         env = self.env
         n = len(self.clips)
         device = policy.normalizer.mean.device
         options = {"clip": self.clips.tolist(), "start_frame": self.starts.tolist(), "task": "imitation"}
         obs, _ = env.reset(seed=0, options=options)
+        if latents is not None:
+            env.set_skills(np.arange(n), latents.to(env.device)[self.clips, self.candidate])
+            obs = env.observations()
         alive = torch.ones(n, dtype=torch.bool, device=env.device)
         sums = torch.zeros(4, n, dtype=torch.float64, device=env.device)  # error, within, reward, steps
         for _ in range(int(self.length.max())):
@@ -57,14 +78,20 @@ class ImitationProbe:
             alive &= ~ex.done
         err_sum, within, reward_sum, steps = sums.cpu().numpy()
         steps = np.maximum(steps, 1)
-        per_start = 100.0 * err_sum / steps
+        m = self.shape[0]
+        per_start = (100.0 * err_sum / steps).reshape(self.shape)
+        best = per_start.mean(1).argmin(1)  # (clips,) each clip's best candidate latent
+
+        def chosen(x: np.ndarray) -> np.ndarray:  # (clips, starts) of the best candidates
+            return x.reshape(self.shape)[np.arange(m), :, best]
+
         out = {
-            "probe/cartesian_error_cm": float(per_start.mean()),
-            "probe/frames_within_threshold": float((within / steps).mean()),
-            "probe/imitation_reward": float((reward_sum / steps).mean()),
+            "probe/cartesian_error_cm": float(chosen(per_start.reshape(-1)).mean()),
+            "probe/frames_within_threshold": float(chosen(within / steps).mean()),
+            "probe/imitation_reward": float(chosen(reward_sum / steps).mean()),
         }
-        for m, name in enumerate(self.names):
-            out[f"probe_clips/{name}_cm"] = float(per_start[self.clips == m].mean())
+        for c, name in enumerate(self.names):
+            out[f"probe_clips/{name}_cm"] = float(chosen(per_start.reshape(-1))[c].mean())
         return out
 
     def close(self) -> None:

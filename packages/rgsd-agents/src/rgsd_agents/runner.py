@@ -32,6 +32,7 @@ import dataclasses
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,9 @@ from rgsd_agents.discovery import DiscoveryTrainer
 from rgsd_agents.distributed import DataParallel
 from rgsd_agents.episode_stats import EpisodeStats
 from rgsd_agents.loop import TrainingLoop, load_generator_state
+from rgsd_agents.methods.base import SkillMethod
+from rgsd_agents.methods.env import SkillChoosingEnv
+from rgsd_agents.methods.runtime import build_runner_method, builtin_entries, write_method_file
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.probe import ImitationProbe
@@ -183,6 +187,15 @@ class Runner(TrainingLoop, RolloutCollector):
         self.minibatch_gen = torch.Generator().manual_seed(seed + 1)
         """Minibatch permutations, drawn on the CPU (the same minibatches on every device)."""
         self._probe: ImitationProbe | None = None
+        self.method: SkillMethod | None = build_runner_method(cfg, core, self.device, dp)
+        """A plug-in method (ASE, CALM, METRA: ``rgsd_agents.methods``) or None for RGSD and DIAYN."""
+        self.method_stats: dict[str, float] = {}
+        """The method's reward statistics of the last rollout."""
+        if self.method is not None:
+            if dp is not None:
+                for module in self.method.modules().values():
+                    dp.broadcast_module(module)
+            self.env = SkillChoosingEnv(self.env, self.method)
         obs, _ = self.env.reset(seed=seed)
         self.obs = self.bridge.to_device(obs).clone()
         self.moments = None if dp is None else dp.batch_moments
@@ -210,8 +223,19 @@ class Runner(TrainingLoop, RolloutCollector):
                 "next_encoder_inputs": ex.next_encoder_inputs,
             }
 
-        times = self.collect(self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda, after_step)
+        times = self.collect(self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda, after_step, self.relabel_hook())
         return stats, {"perf/env_seconds": times.env_seconds, "perf/policy_seconds": times.policy_seconds}
+
+    def relabel_hook(self) -> Callable[[RolloutStorage], None] | None:
+        """The method's reward relabelling for ``collect`` (None: the env's encoder reward stands)."""
+        if self.method is None:
+            return None
+        method = self.method
+
+        def relabel(storage: RolloutStorage) -> None:
+            self.method_stats = method.relabel(storage)
+
+        return relabel
 
     def iterate(self) -> dict[str, float]:
         """One rollout and the PPO and discovery updates; returns this iteration's metrics."""
@@ -222,6 +246,7 @@ class Runner(TrainingLoop, RolloutCollector):
         ppo_stats = self.ppo.update(self.storage, self.minibatch_gen)
         t1 = time.perf_counter()
         disc_stats = self.discovery.update(self.storage, self.minibatch_gen) if self.cfg.discovery.enabled else {}
+        method_stats = {} if self.method is None else self.method.update(self.storage, self.minibatch_gen)
         self.sync_env_encoder()
         t2 = time.perf_counter()
         seconds = t2 - start
@@ -236,6 +261,7 @@ class Runner(TrainingLoop, RolloutCollector):
             metrics.update({f"clip_sampling/{name}": p for name, p in zip(core.lib.names, probs)})
         metrics.update({f"losses/{k}": v for k, v in ppo_stats.items()})
         metrics.update({f"discovery/{k}": v for k, v in disc_stats.items()})
+        metrics.update({f"method/{k}": v for k, v in {**self.method_stats, **method_stats}.items()})
         metrics.update(
             {
                 "perf/update_seconds": t1 - t0,
@@ -263,11 +289,20 @@ class Runner(TrainingLoop, RolloutCollector):
         untrained policy, so TensorBoard starts from them (rank 0 only)."""
         if not self.is_main:
             return
-        if self.iteration == 0:
+        if self.iteration == 0 and self.method is None:  # a method's reward is its own, not the encoder's
             self.log_reward_sharpness(writer)
         if not self.cfg.probe_every:
             return
-        self._probe = ImitationProbe(self.env_cfg, self.env.core.lib, str(self.run.encoder_path))
+        candidates = 1 if self.method is None else self.method.probe_latents(1).shape[1]
+        # candidates latents per clip (a best-of-N method) start from the clip's first frame only, as the search of
+        # rgsd eval does; one latent per clip averages 4 starts
+        self._probe = ImitationProbe(
+            self.env_cfg,
+            self.env.core.lib,
+            str(self.run.encoder_path),
+            starts_per_clip=4 if candidates == 1 else 1,
+            candidates=candidates,
+        )
         if self.iteration == 0:
             self.initial_probe = self.probe(self._probe)
             for k, v in self.initial_probe.items():
@@ -301,7 +336,8 @@ class Runner(TrainingLoop, RolloutCollector):
 
     def probe(self, probe: ImitationProbe) -> dict[str, float]:
         """Imitation probe of the current policy and reference statistics of the discovery encoder."""
-        out = probe.run(self.ac.actor)
+        latents = None if self.method is None else self.method.probe_latents(probe.num_clips)
+        out = probe.run(self.ac.actor, latents)
         if self.cfg.discovery.enabled:
             core = self.env.core
             ref = self.discovery.reference_stats(core.ref_inputs, core.lib.clip_of_frame, core.lib.num_clips)
@@ -338,6 +374,7 @@ class Runner(TrainingLoop, RolloutCollector):
                 "minibatch": self.minibatch_gen.get_state(),
             },
             "tracker": self.tracker.state_dict(),
+            "method": None if self.method is None else self.method.state_dict(),
         }
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
@@ -369,14 +406,19 @@ class Runner(TrainingLoop, RolloutCollector):
         load_generator_state(self.sample_gen, state["rng"], self.iteration)
         self.minibatch_gen.set_state(state["rng"]["minibatch"])
         self.tracker.load_state_dict(state["tracker"])
+        if self.method is not None:
+            self.method.load_state_dict(state["method"])
 
     def export(self) -> None:
-        """Write the deployable files: policy.pt (actor) and discovery_encoder.pt (rank 0 only)."""
+        """Write the deployable files (rank 0 only): policy.pt (actor), discovery_encoder.pt, method.json and the
+        method's own (CALM: calm_encoder.pt)."""
         if not self.is_main:
             return
         meta = {"env_id": ENV_ID, "iteration": self.iteration, "global_step": self.global_step}
         self.ac.actor.save(self.run.policy_path, **meta, action_std=self.ac.log_std.detach().exp().tolist())
         self.trainable.save(self.run.discovery_encoder_path, **meta)
+        entries = builtin_entries(self.cfg) if self.method is None else self.method.export(self.run.path)
+        write_method_file(self.run, entries)
 
     def close(self) -> None:
         """Release the environment."""

@@ -51,7 +51,7 @@ def test_the_preset_trains_two_seeded_iterations_from_the_cli(name, tmp_path):
 
     parser = argparse.ArgumentParser()
     train.register(parser.add_subparsers())
-    tiny = ["num_envs=4", "horizon=8", "iterations=2", "probe_every=1", "networks.actor_hidden=[16]",
+    tiny = ["num_envs=4", "horizon=8", "iterations=2", "probe_every=2", "networks.actor_hidden=[16]",
             "networks.critic_hidden=[16]", "ppo.minibatch_size=16", "pretrain.hidden=[16]"]  # fmt: skip
     tiny += [f"method.options.{k}={json.dumps(v)}" for k, v in TINY[name].items()]
     out = tmp_path / "run"
@@ -77,13 +77,26 @@ def test_ppo_learns_from_the_method_s_reward_and_resume_is_exact(name, tmp_path,
     full = reproducible(straight.learn())
     for m in full:
         assert "method/reward" in m and all(math.isfinite(v) for v in m.values())
-    # the rewards PPO saw are the method's (bootstrapped steps aside), not the env's encoder reward
-    storage = straight.storage
+    straight.close()
+    # the rewards PPO learns from are the method's (bootstrapped steps aside), not the env's encoder reward
+    check = Runner(method_config(tiny_encoder, name, iterations=1), tmp_path / "check", progress=False)
+    env_rewards = []
+    step = check.env.step
+
+    def recording_step(actions):
+        out = step(actions)
+        env_rewards.append(out[1].clone())
+        return out
+
+    check.env.step = recording_step
+    check.rollout()
+    storage = check.storage
     seen = storage.rewards.clone()
-    straight.method.relabel(storage)
+    check.method.relabel(storage)
     steady = storage.dones == 0
     assert torch.equal(seen[steady], storage.rewards[steady])
-    straight.close()
+    assert not torch.equal(seen[steady], torch.stack(env_rewards)[steady])
+    check.close()
 
     first = Runner(method_config(tiny_encoder, name, iterations=2), tmp_path / "split", progress=False)
     first.learn()
