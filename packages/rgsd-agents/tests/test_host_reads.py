@@ -50,6 +50,34 @@ def test_a_whole_warp_iteration_adds_one_read_per_statistics_block(warp_runner):
     assert any(m.get("episodes/imitation_length", 0) > 0 for m in metrics)
 
 
+@pytest.mark.parametrize("method", ["ase", "calm", "metra"])
+def test_a_baseline_s_latents_rewards_and_updates_add_one_read_per_iteration(tmp_path, tiny_encoder, method):
+    from rgsd_agents.config import DiscoveryConfig, MethodConfig
+
+    options = {
+        "ase": {"hidden": [16, 8], "minibatch_size": 16, "latent_steps_max": 3},
+        "calm": {"encoder_hidden": [16], "disc_hidden": [16], "minibatch_size": 16, "latent_steps_max": 3},
+        "metra": {"hidden": [16], "minibatch_size": 16},
+    }
+    cfg = tiny_train_config(
+        tiny_encoder,
+        horizon=HORIZON,
+        env=EnvConfig(backend="warp", p_imitation=0.0, deviation_threshold=0.05),
+        discovery=DiscoveryConfig(enabled=False),
+        method=MethodConfig(method, options[method]),
+    )
+    runner = Runner(cfg, tmp_path / "run", progress=False)
+    runner.iterate()
+    with count_host_reads() as rollout_reads:
+        runner.rollout()  # latents resampled through set_skills and rewards relabelled: no extra read
+    with count_host_reads() as counts:
+        runner.iterate()
+    runner.close()
+    assert dict(rollout_reads) == {"tolist": HORIZON}
+    # per iteration: HORIZON step reads + one each for the PPO, method and episode statistics
+    assert sum(counts.values()) == HORIZON + 3, dict(counts)
+
+
 def test_the_counter_sees_each_kind_of_read_and_restores_torch():
     t = torch.ones(3)
     with count_host_reads() as counts:

@@ -45,6 +45,7 @@ from rgsd_agents.distributed import DataParallel
 from rgsd_agents.episode_stats import EpisodeStats
 from rgsd_agents.loop import TrainingLoop, load_generator_state
 from rgsd_agents.methods.base import SkillMethod
+from rgsd_agents.methods.common import to_floats
 from rgsd_agents.methods.env import SkillChoosingEnv
 from rgsd_agents.methods.runtime import build_runner_method, builtin_entries, write_method_file
 from rgsd_agents.networks import ActorCritic
@@ -189,7 +190,7 @@ class Runner(TrainingLoop, RolloutCollector):
         self._probe: ImitationProbe | None = None
         self.method: SkillMethod | None = build_runner_method(cfg, core, self.device, dp)
         """A plug-in method (ASE, CALM, METRA: ``rgsd_agents.methods``) or None for RGSD and DIAYN."""
-        self.method_stats: dict[str, float] = {}
+        self.method_stats: dict[str, Tensor] = {}
         """The method's reward statistics of the last rollout."""
         if self.method is not None:
             if dp is not None:
@@ -261,7 +262,7 @@ class Runner(TrainingLoop, RolloutCollector):
             metrics.update({f"clip_sampling/{name}": p for name, p in zip(core.lib.names, probs)})
         metrics.update({f"losses/{k}": v for k, v in ppo_stats.items()})
         metrics.update({f"discovery/{k}": v for k, v in disc_stats.items()})
-        metrics.update({f"method/{k}": v for k, v in {**self.method_stats, **method_stats}.items()})
+        metrics.update({f"method/{k}": v for k, v in to_floats({**self.method_stats, **method_stats}).items()})
         metrics.update(
             {
                 "perf/update_seconds": t1 - t0,

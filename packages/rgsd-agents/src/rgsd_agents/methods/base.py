@@ -77,12 +77,13 @@ class SkillMethod:
         env's. ``started`` (N,) marks worlds whose new episode began in this step; ``skills`` is their current z."""
         return None
 
-    def relabel(self, storage: RolloutStorage) -> dict[str, float]:
-        """Write the method's rewards into ``storage.rewards`` (before GAE); returns reward statistics."""
+    def relabel(self, storage: RolloutStorage) -> dict[str, Tensor]:
+        """Write the method's rewards into ``storage.rewards`` (before GAE); returns reward statistics (0-d
+        tensors, read from the device once per iteration by the runner)."""
         raise NotImplementedError
 
-    def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, float]:
-        """Train the method's networks on the rollout; returns loss statistics."""
+    def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, Tensor]:
+        """Train the method's networks on the rollout; returns loss statistics (0-d tensors)."""
         return {}
 
     @torch.no_grad()

@@ -155,7 +155,9 @@ class CALM(SkillMethod):
         self._fit_disc_norm(inputs)
         self.encoder.to(self.device)
         self.disc.to(self.device)
-        self.optimizer = torch.optim.Adam([*self.encoder.parameters(), *self.disc.parameters()], lr=cfg.lr)
+        self.optimizer = torch.optim.Adam(
+            [*self.encoder.parameters(), *self.disc.parameters()], lr=cfg.lr, fused=True
+        )  # see ppo.PPO: no host read per step
         self.schedule = LatentSchedule(ctx.num_envs, cfg.latent_steps_min, cfg.latent_steps_max, self.generator)
         self.reference_latents = self._encode_references()
         """(F, 16) E of every reference window, refreshed after each update (the latents the policy draws)."""
@@ -188,20 +190,20 @@ class CALM(SkillMethod):
         return torch.where(new, self.draw_latents(skills.shape[0]).to(skills.device), skills)
 
     @torch.no_grad()
-    def relabel(self, storage: RolloutStorage) -> dict[str, float]:
+    def relabel(self, storage: RolloutStorage) -> dict[str, Tensor]:
         x = transition_features(storage.flat("encoder_inputs"), self.cfg.frames)
         logits = self.disc(conditional_inputs(x, storage.flat("skills"))).squeeze(-1)
         disc = discriminator_reward(logits)
         reward = self.cfg.disc_weight * disc
         storage.rewards.copy_(reward.view_as(storage.rewards))
-        return {"disc_reward": float(disc.mean()), "reward": float(reward.mean())}
+        return {"disc_reward": disc.mean(), "reward": reward.mean()}
 
-    def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, float]:
+    def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, Tensor]:
         cfg, ref = self.cfg, self.ctx.reference
         x_all = transition_features(storage.flat("encoder_inputs"), cfg.frames)
         z_all = storage.flat("skills")
         params = [*self.encoder.parameters(), *self.disc.parameters()]
-        sums: dict[str, float] = {}
+        sums: dict[str, Tensor] = {}
         steps = 0
         self.encoder.train()
         for _ in range(cfg.epochs):
@@ -213,11 +215,11 @@ class CALM(SkillMethod):
                 )
                 self.step_optimizer(self.optimizer, loss, params)
                 for k, v in stats.items():
-                    sums[k] = sums.get(k, 0.0) + float(v)
+                    sums[k] = sums[k] + v if k in sums else v
                 steps += 1
         self.encoder.eval()
         self.reference_latents = self._encode_references()
-        return {k: v / steps for k, v in sums.items()}
+        return {k: v / steps for k, v in sums.items()}  # 0-d tensors: the runner reads them at once
 
     @torch.no_grad()
     def probe_latents(self, num_clips: int) -> Tensor:

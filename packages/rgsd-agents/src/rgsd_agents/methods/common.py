@@ -117,6 +117,14 @@ class MLPHead(nn.Module):
         return self.net[-1]
 
 
+def to_floats(stats: dict[str, Tensor]) -> dict[str, float]:
+    """0-d statistics tensors as floats, read from the device at once."""
+    if not stats:
+        return {}
+    values = torch.stack([v.detach().to(torch.float32).reshape(()) for v in stats.values()]).tolist()
+    return dict(zip(stats, values))
+
+
 # -- von Mises-Fisher ----------------------------------------------------------------
 def vmf_log_normalizer(kappa: float, dim: int = SKILL_DIM) -> float:
     """log C_d(kappa) of vMF on the unit sphere in R^dim; kappa 0 is the uniform density 1 / area(S^{d-1})."""
