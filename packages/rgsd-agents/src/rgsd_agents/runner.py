@@ -256,6 +256,9 @@ class Runner(TrainingLoop, RolloutCollector):
         self.global_step += self.cfg.batch_size * world
         self.elapsed += seconds
         metrics.update(stats.summary())
+        if self.method is not None:  # the env's encoder reward is not what a method trains on (method/reward is)
+            for key in ("rollout/discovery_reward", "episodes/discovery_return"):
+                metrics.pop(key, None)
         core = self.env.core
         if core.cfg.clip_sampling != "uniform":
             probs = core.clip_probabilities_host().tolist()

@@ -118,7 +118,7 @@ def test_ase_diversity_loss_by_hand():
     z, z2 = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])  # orthogonal: (1 - z^T z') / 2 = 0.5
     # a_diff = (0 - 2)^2 = 4; bonus = 4 / (0.5 + 1e-5); loss = (1 - bonus)^2
     expected = (1.0 - 4.0 / (0.5 + 1e-5)) ** 2
-    assert float(diversity_loss(actor, obs, other, z, z2, 1.0)) == pytest.approx(expected, rel=1e-6)
+    assert float(diversity_loss(actor, obs, other, z, z2, 1.0).detach()) == pytest.approx(expected, rel=1e-6)
 
 
 def test_ase_diversity_loss_is_off_by_default_and_refused_when_set():

@@ -77,6 +77,7 @@ def test_ppo_learns_from_the_method_s_reward_and_resume_is_exact(name, tmp_path,
     full = reproducible(straight.learn())
     for m in full:
         assert "method/reward" in m and all(math.isfinite(v) for v in m.values())
+        assert "rollout/discovery_reward" not in m  # the env's encoder reward is not the method's
     straight.close()
     # the rewards PPO learns from are the method's (bootstrapped steps aside), not the env's encoder reward
     check = Runner(method_config(tiny_encoder, name, iterations=1), tmp_path / "check", progress=False)
