@@ -41,6 +41,7 @@ the goal during the episode. Also ``distance``, ``style_cosine``, ``fall``.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ from rgsd_envs.utils.host_reads import read_host_flags
 from rgsd_envs.utils.threads import env_side
 
 Tensor = torch.Tensor
+log = logging.getLogger(__name__)
 
 STYLES = ("freestyle", "sidestep", "backward")
 """Style commands; sidestep and backward name the motion categories they follow."""
@@ -200,6 +202,14 @@ class GoalReachingCore:
             else load_clip_latents(self.cfg.clip_latents, list(self.core.lib.names), self.core.device)
         )
         """(clips, 16) each clip's latent: the run's encoder embeddings or ``clip_latents``."""
+        info = run.method()
+        if info is not None and info["latent_choice"] == "best_of_n" and self.cfg.clip_latents is None:
+            log.warning(
+                "%s picks clip latents as the best of N (%s): without task.clip_latents (rgsd eval writes "
+                "<report>/<run>/clip_latents.json) the style latent comes from its unused encoder.pt",
+                run.path,
+                info["name"],
+            )
         self.z_style = style_embedding(self.core, self.cfg.style, self.clip_latents)
         lib = self.core.lib
         self.start_clips = (
