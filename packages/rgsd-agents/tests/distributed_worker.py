@@ -29,6 +29,8 @@ def digests(runner: Runner) -> dict[str, str]:
         "obs_normalizer": runner.ac.obs_normalizer,
         "value_normalizer": runner.ac.value_normalizer,
     }
+    if runner.method is not None:  # a baseline's networks (rgsd_agents.methods)
+        parts.update({f"method.{k}": m for k, m in runner.method.modules().items()})
     out = {}
     for name, module in parts.items():
         h = hashlib.sha256()

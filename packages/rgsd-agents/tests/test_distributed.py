@@ -74,6 +74,35 @@ def test_two_gloo_ranks_stay_identical_and_resume_exactly(tmp_path):
     assert again0 == rank0[2:] and again1 == rank1[2:]  # learners and each rank's losses
 
 
+def test_two_gloo_ranks_train_a_baseline_s_networks_identically_and_resume_exactly(tmp_path):
+    from rgsd_agents.config import DiscoveryConfig, MethodConfig
+    from rgsd_envs.envs.config import EnvConfig
+
+    encoder = tiny_encoder_file(tmp_path / "encoder.pt")
+    cfg = tiny_train_config(
+        encoder,
+        iterations=4,
+        checkpoint_every=2,
+        env=EnvConfig(p_imitation=0.0),
+        discovery=DiscoveryConfig(enabled=False),
+        method=MethodConfig("ase", {"hidden": [16, 8], "minibatch_size": 16, "latent_steps_max": 4}),
+    )
+    config = save_yaml(cfg, tmp_path / "ase.yaml")
+    straight = tmp_path / "straight"
+    rank0, rank1 = torchrun(tmp_path / "rec_straight", "--config", str(config), "--out", str(straight))
+    for a, b in zip(rank0, rank1):
+        assert a["method.net"] == b["method.net"] and a["actor"] == b["actor"], f"ranks differ at {a['iteration']}"
+    assert len({r["method.net"] for r in rank0}) == 4  # the discriminator does train
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    for name in ("config.yaml", "encoder.pt"):
+        shutil.copy(straight / name, resumed / name)
+    (resumed / "checkpoints").mkdir()
+    shutil.copy(straight / "checkpoints" / "iter_000002.pt", resumed / "checkpoints" / "latest.pt")
+    again0, again1 = torchrun(tmp_path / "rec_resumed", "--resume", str(resumed))
+    assert again0 == rank0[2:] and again1 == rank1[2:]  # each rank's latents and worlds continue exactly
+
+
 @pytest.mark.parametrize("argv", [["demo"], ["pretrain", "--out", "{out}"], ["downstream", "--low-level", "x"]])
 def test_commands_other_than_train_refuse_several_torchrun_processes(monkeypatch, tmp_path, capsys, argv):
     from rgsd_agents.cli import main
