@@ -20,6 +20,8 @@ critic's larger gradients cannot shrink the actor's step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -29,6 +31,9 @@ from rgsd_agents.networks import ActorCritic
 from rgsd_agents.storage import RolloutStorage
 
 Tensor = torch.Tensor
+PolicyRegularizer = Callable[[Tensor], tuple[Tensor, dict[str, Tensor]]]
+"""obs_n (B, obs) -> (a term added to PPO's loss, its statistics): a method's own actor regulariser (ASE's
+diversity loss)."""
 
 
 class PPO:
@@ -39,6 +44,8 @@ class PPO:
         self.cfg = cfg
         self.dp = dp
         """Data-parallel rank: gradients averaged over the ranks, value statistics merged (None: one process)."""
+        self.regularizer: PolicyRegularizer | None = None
+        """A method's extra actor loss, added at every minibatch step (None: plain PPO)."""
         self.actor_params = actor_critic.actor_parameters()
         self.critic_params = list(actor_critic.critic.parameters())
         # fused: one kernel per step, and the step counts stay with the parameters (the default keeps them on
@@ -93,6 +100,10 @@ class PPO:
             ((means - cfg.bound).clamp_min(0).square() + (-cfg.bound - means).clamp_min(0).square()).sum(-1).mean()
         )
         loss = policy_loss + value_loss - cfg.entropy_coef * entropy + cfg.bounds_coef * bounds_loss
+        extra: dict[str, Tensor] = {}
+        if self.regularizer is not None:
+            term, extra = self.regularizer(obs)
+            loss = loss + term
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.dp is not None:
@@ -110,6 +121,7 @@ class PPO:
                 "clip_fraction": ((ratio - 1.0).abs() > cfg.clip).float().mean(),
                 "actor_grad_norm": actor_norm.detach(),
                 "critic_grad_norm": critic_norm.detach(),
+                **extra,
             }
 
     def state_dict(self) -> dict:

@@ -197,6 +197,7 @@ class Runner(TrainingLoop, RolloutCollector):
                 for module in self.method.modules().values():
                     dp.broadcast_module(module)
             self.env = SkillChoosingEnv(self.env, self.method)
+            self.ppo.regularizer = self.method.policy_regularizer(self.ac)
         obs, _ = self.env.reset(seed=seed)
         self.obs = self.bridge.to_device(obs).clone()
         self.moments = None if dp is None else dp.batch_moments

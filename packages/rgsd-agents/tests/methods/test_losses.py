@@ -121,10 +121,42 @@ def test_ase_diversity_loss_by_hand():
     assert float(diversity_loss(actor, obs, other, z, z2, 1.0).detach()) == pytest.approx(expected, rel=1e-6)
 
 
-def test_ase_diversity_loss_is_off_by_default_and_refused_when_set():
+def test_ase_diversity_regularizer_is_off_by_default_and_sees_the_sample_s_latent_and_a_new_one(monkeypatch):
+    import rgsd_agents.methods.ase as ase_module
+    from rgsd_agents.config import NetworkConfig
+    from rgsd_agents.methods import build_method
+    from rgsd_agents.methods.base import MethodContext
+    from rgsd_agents.methods.common import ReferenceData
+    from rgsd_agents.networks import ActorCritic
+
     assert ASEConfig().diversity_coef == 0.0
-    with pytest.raises(ValueError, match="diversity_coef"):
-        ASEConfig(diversity_coef=0.01)
+    ref = ReferenceData(torch.randn(20, 5 * FRAME_DIM), torch.zeros(20, dtype=torch.long), torch.tensor([0]),
+                        torch.tensor([20]))  # fmt: skip
+    ac = ActorCritic(375, 69, NetworkConfig(actor_hidden=(8,), critic_hidden=(8,)))
+    with torch.no_grad():
+        ac.obs_normalizer.mean.normal_()
+        ac.obs_normalizer.var.uniform_(0.5, 2.0)
+    off = build_method("ase", {"hidden": [8]}, MethodContext(ref, 2, torch.device("cpu"), 0))
+    assert off.policy_regularizer(ac) is None
+    on = build_method("ase", {"hidden": [8], "diversity_coef": 0.01}, MethodContext(ref, 2, torch.device("cpu"), 0))
+    seen = []
+
+    def spy(actor, obs, other, z, z_other, target):
+        seen.append((z, z_other))
+        return diversity_loss(actor, obs, other, z, z_other, target)
+
+    monkeypatch.setattr(ase_module, "diversity_loss", spy)
+    z = nn.functional.normalize(torch.randn(3, 16), dim=-1)
+    norm = ac.obs_normalizer
+    raw = torch.cat([torch.randn(3, 359), z], -1)
+    obs_n = ((raw - norm.mean) / (norm.var + norm.eps).sqrt()).float()
+    term, stats = on.policy_regularizer(ac)(obs_n)
+    z_seen, z_other = seen[0]
+    torch.testing.assert_close(z_seen, z)  # the sample's own latent, recovered through the normaliser
+    torch.testing.assert_close(z_other.norm(dim=-1), torch.ones(3))
+    assert float(term.detach()) == pytest.approx(0.01 * float(stats["diversity_loss"]))
+    term.backward()
+    assert ac.actor.net[0].weight.grad.abs().sum() > 0
 
 
 def test_latent_schedule_holds_latents_for_the_drawn_steps_and_restarts_with_episodes():
@@ -201,7 +233,7 @@ def test_metra_dual_update_raises_lambda_while_the_constraint_is_violated_and_lo
     assert float(log_lam.grad) == pytest.approx((1e-3 - 3.0) / 2, rel=1e-6)
     opt = torch.optim.SGD([log_lam], lr=0.1)
     opt.step()
-    assert float(log_lam) == pytest.approx(math.log(30.0) + 0.1 * (3.0 - 1e-3) / 2, rel=1e-6)  # lambda grew
+    assert float(log_lam.detach()) == pytest.approx(math.log(30.0) + 0.1 * (3.0 - 1e-3) / 2, rel=1e-6)  # lambda grew
     assert float(parts["dual_lambda"]) == pytest.approx(30.0)
     log_lam = torch.tensor(0.0, requires_grad=True)
     _, dual_loss, _ = metra_losses(phi, log_lam, s, 0.1 * z, z, 1e-3)  # holds with slack: lambda shrinks

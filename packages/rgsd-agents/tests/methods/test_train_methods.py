@@ -112,6 +112,15 @@ def test_ppo_learns_from_the_method_s_reward_and_resume_is_exact(name, tmp_path,
         assert torch.equal(a[k], b[k]), k
 
 
+def test_ase_s_optional_diversity_loss_joins_the_ppo_update(tmp_path, tiny_encoder):
+    cfg = method_config(tiny_encoder, "ase", iterations=1)
+    cfg.method.options["diversity_coef"] = 0.01
+    runner = Runner(cfg, tmp_path / "run", progress=False)
+    history = runner.learn()
+    runner.close()
+    assert math.isfinite(history[0]["losses/diversity_loss"]) and history[0]["losses/diversity_loss"] > 0
+
+
 def test_a_method_refuses_imitation_episodes(tiny_encoder):
     with pytest.raises(ValueError, match="p_imitation: 0"):
         tiny_train_config(tiny_encoder, method=MethodConfig("ase", {}))

@@ -20,9 +20,10 @@
   to fall), clamped at 0 as in ASE's code. The defaults are ASE's weights
   (0.5 x disc_reward_scale 2 = 1.0 for the discriminator, 0.5 for the encoder,
   kappa 1).
-* ASE's diversity loss (its policy regulariser) is an option, default OFF: the
-  RGSD paper reports ASE without its diversity term (``diversity_coef``; ASE's
-  own value is 0.01 with target 1.0; see ``diversity_loss``).
+* ASE's diversity loss (its policy regulariser, added to PPO's loss through
+  ``policy_regularizer``) is an option, default OFF: the RGSD paper reports ASE
+  without its diversity term (``diversity_coef``; ASE's own value is 0.01 with
+  target 1.0; see ``diversity_loss``).
 
 Evaluation picks a clip's latent as the best of N sampled latents by Cartesian
 error (ASE has no motion encoder for whole clips).
@@ -30,6 +31,7 @@ error (ASE has no motion encoder for whole clips).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -39,58 +41,44 @@ from torch import nn
 from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.methods.common import (
     FEATURE_DIM,
+    AdversarialConfig,
     LatentSchedule,
     MLPHead,
+    discriminator_regularizer,
     discriminator_reward,
     gan_loss,
     gradient_penalty,
     transition_features,
     unit_sphere,
-    weight_norm_sq,
 )
+from rgsd_agents.networks import ActorCritic
 from rgsd_agents.storage import RolloutStorage
-from rgsd_envs.envs.observations import SKILL_DIM
+from rgsd_envs.envs.observations import POLICY_LAYOUT, SKILL_DIM
 
 Tensor = torch.Tensor
+_SKILL = POLICY_LAYOUT["skill"]
 
 
 @dataclass
-class ASEConfig:
+class ASEConfig(AdversarialConfig):
     """ASE's discriminator, encoder, reward and latent schedule (defaults: the ASE paper's values)."""
 
-    frames: int = 2
-    """Frames of a transition the discriminator sees (2: (s, s'); at most 5)."""
     hidden: tuple[int, ...] = (1024, 1024, 512)
     """Discriminator/encoder trunk (ASE: 1024, 1024, 512)."""
-    lr: float = 1e-4
-    epochs: int = 1
-    minibatch_size: int = 4096
-    grad_penalty: float = 5.0
-    logit_reg: float = 0.01
-    weight_decay: float = 1e-4
     encoder_coef: float = 1.0
     """Weight of the encoder loss beside the discriminator loss (ASE: enc_coef 5 = disc_coef 5)."""
     kappa: float = 1.0
     """vMF concentration of q(z | s, s')."""
-    disc_weight: float = 1.0
     beta: float = 0.5
-    resample: bool = True
-    """Resample z mid-episode after ``latent_steps_min`` .. ``latent_steps_max`` steps (ASE); False: one z per
-    episode, as the RGSD paper ran every baseline."""
-    latent_steps_min: int = 1
-    latent_steps_max: int = 150
+    """Weight of the encoder reward (ASE: enc_reward_w 0.5)."""
     diversity_coef: float = 0.0
     """ASE's diversity loss weight; 0 (off) as in the RGSD paper's ASE baseline (ASE's own: 0.01)."""
     diversity_target: float = 1.0
-    max_grad_norm: float | None = None
 
     def __post_init__(self) -> None:
         self.hidden = tuple(int(h) for h in self.hidden)
-        if self.diversity_coef != 0.0:
-            raise ValueError(
-                "method.options.diversity_coef: the diversity loss is a policy regulariser that the shared PPO "
-                "update does not apply yet; keep it 0 (the RGSD paper reports ASE without it)"
-            )
+        if self.diversity_coef < 0:
+            raise ValueError(f"method.options.diversity_coef must be >= 0, got {self.diversity_coef}")
 
 
 class ASENetwork(nn.Module):
@@ -124,9 +112,7 @@ def ase_discriminator_loss(
     pol_logits = net.logits(policy_x)
     gan = gan_loss(pol_logits, ref_logits)
     gp = gradient_penalty(ref_logits, reference_x)
-    logit_reg = net.disc.weight.square().sum()
-    decay = weight_norm_sq(net)
-    loss = gan + cfg.grad_penalty * gp + cfg.logit_reg * logit_reg + cfg.weight_decay * decay
+    loss = gan + cfg.grad_penalty * gp + discriminator_regularizer(net, net.disc, cfg)
     with torch.no_grad():
         stats = {
             "disc_loss": gan.detach(),
@@ -196,6 +182,26 @@ class ASE(SkillMethod):
         expired = self.schedule.tick(started)
         fresh = unit_sphere(skills.shape[0], self.generator).to(skills.device)
         return torch.where(expired.to(skills.device).unsqueeze(-1), fresh, skills)
+
+    def policy_regularizer(self, ac: ActorCritic) -> Callable[[Tensor], tuple[Tensor, dict[str, Tensor]]] | None:
+        """ASE's diversity loss on PPO's minibatches (None when ``diversity_coef`` is 0, the default): the actor
+        at each sample's z and at a fresh uniform z' (both put through the observation normaliser)."""
+        cfg = self.cfg
+        if cfg.diversity_coef == 0.0:
+            return None
+        norm = ac.obs_normalizer
+
+        def regularizer(obs_n: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+            mean = norm.mean[_SKILL].to(obs_n.dtype)
+            std = (norm.var[_SKILL] + norm.eps).sqrt().to(obs_n.dtype)
+            z = F.normalize(obs_n[:, _SKILL] * std + mean, dim=-1)
+            z_other = unit_sphere(obs_n.shape[0], self.generator).to(obs_n.device)
+            other = obs_n.clone()
+            other[:, _SKILL] = ((z_other - mean) / std).clamp(-norm.clip, norm.clip)
+            loss = diversity_loss(ac.actor.net, obs_n, other, z, z_other, cfg.diversity_target)
+            return cfg.diversity_coef * loss, {"diversity_loss": loss.detach()}
+
+        return regularizer
 
     @torch.no_grad()
     def relabel(self, storage: RolloutStorage) -> dict[str, Tensor]:

@@ -19,6 +19,7 @@ more module in this package with a ``SkillMethod`` subclass and a line in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -75,6 +76,10 @@ class SkillMethod:
     def choose_skills(self, started: Tensor, skills: Tensor) -> Tensor | None:
         """Called after every env step: the z (N, 16) every world should continue with, or None to keep the
         env's. ``started`` (N,) marks worlds whose new episode began in this step; ``skills`` is their current z."""
+        return None
+
+    def policy_regularizer(self, ac: Any) -> Callable[[Tensor], tuple[Tensor, dict[str, Tensor]]] | None:
+        """An extra term of PPO's loss on the actor (``ppo.PolicyRegularizer``), or None."""
         return None
 
     def relabel(self, storage: RolloutStorage) -> dict[str, Tensor]:

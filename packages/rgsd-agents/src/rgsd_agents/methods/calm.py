@@ -40,13 +40,14 @@ from torch import nn
 from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.methods.common import (
     FEATURE_DIM,
+    AdversarialConfig,
     LatentSchedule,
     MLPHead,
+    discriminator_regularizer,
     discriminator_reward,
     gan_loss,
     gradient_penalty,
     transition_features,
-    weight_norm_sq,
 )
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.envs.observations import SKILL_DIM
@@ -57,30 +58,15 @@ CALM_ENCODER = "calm_encoder.pt"
 
 
 @dataclass
-class CALMConfig:
+class CALMConfig(AdversarialConfig):
     """CALM's motion encoder, conditional discriminator, reward and latent schedule."""
 
-    frames: int = 2
-    """Frames of a transition the discriminator sees (2: (s, s'); at most 5)."""
     encoder_hidden: tuple[int, ...] = (1024, 512)
     disc_hidden: tuple[int, ...] = (1024, 1024, 512)
-    lr: float = 1e-4
-    epochs: int = 1
-    minibatch_size: int = 4096
-    grad_penalty: float = 5.0
-    logit_reg: float = 0.01
-    weight_decay: float = 1e-4
     alignment_coef: float = 1.0
     uniformity_coef: float = 1.0
     align_max_offset: int = 10
     """Frames apart (within one clip) of the windows the alignment term pulls together."""
-    disc_weight: float = 1.0
-    resample: bool = True
-    """Draw a new latent mid-episode after ``latent_steps_min`` .. ``latent_steps_max`` steps; False: one per
-    episode, as the RGSD paper ran every baseline."""
-    latent_steps_min: int = 1
-    latent_steps_max: int = 150
-    max_grad_norm: float | None = None
 
     def __post_init__(self) -> None:
         self.encoder_hidden = tuple(int(h) for h in self.encoder_hidden)
@@ -122,7 +108,7 @@ def calm_losses(
     gan = gan_loss(pol_logits, ref_logits)
     align = alignment_loss(z_ref, encoder(near_windows))
     uniform = uniformity_loss(z_ref)
-    reg = cfg.logit_reg * disc.last_layer().weight.square().sum() + cfg.weight_decay * weight_norm_sq(disc)
+    reg = discriminator_regularizer(disc, disc.last_layer(), cfg)
     loss = gan + cfg.grad_penalty * gp + reg + cfg.alignment_coef * align + cfg.uniformity_coef * uniform
     with torch.no_grad():
         stats = {

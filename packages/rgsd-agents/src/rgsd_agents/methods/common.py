@@ -148,6 +148,36 @@ def unit_sphere(n: int, generator: torch.Generator, dim: int = SKILL_DIM) -> Ten
 
 
 # -- adversarial imitation (ASE, CALM) -------------------------------------------------
+@dataclass
+class AdversarialConfig:
+    """What ASE and CALM share: the discriminator's input, its update and regularisers, the latent schedule."""
+
+    frames: int = 2
+    """Frames of a transition the discriminator sees (2: (s, s'); at most 5)."""
+    lr: float = 1e-4
+    epochs: int = 1
+    minibatch_size: int = 4096
+    grad_penalty: float = 5.0
+    """Weight of the gradient penalty on the reference samples (ASE: 5)."""
+    logit_reg: float = 0.01
+    """Weight of the squared output-layer weights (ASE: 0.01)."""
+    weight_decay: float = 1e-4
+    """Weight of all squared Linear weights (ASE: 1e-4)."""
+    disc_weight: float = 1.0
+    """Weight of -log(1 - D) in the reward (ASE: disc_reward_w 0.5 x disc_reward_scale 2)."""
+    resample: bool = True
+    """Draw a new latent mid-episode after ``latent_steps_min`` .. ``latent_steps_max`` steps (ASE, CALM);
+    False: one per episode, as the RGSD paper ran every baseline."""
+    latent_steps_min: int = 1
+    latent_steps_max: int = 150
+    max_grad_norm: float | None = None
+
+
+def discriminator_regularizer(disc: nn.Module, last_layer: nn.Linear, cfg: AdversarialConfig) -> Tensor:
+    """logit_reg * |W_out|^2 + weight_decay * sum |W|^2 over the discriminator's Linear layers."""
+    return cfg.logit_reg * last_layer.weight.square().sum() + cfg.weight_decay * weight_norm_sq(disc)
+
+
 def discriminator_reward(logits: Tensor) -> Tensor:
     """-log(1 - D) with D = sigmoid(logit), floored at 1 - D >= 1e-4 as in AMP/ASE: (B,)."""
     return -torch.log((1.0 - torch.sigmoid(logits)).clamp_min(1e-4))
