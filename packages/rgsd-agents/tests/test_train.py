@@ -11,7 +11,13 @@ import torch
 
 from rgsd_agents.config import TrainConfig
 from rgsd_agents.runner import Runner
-from rgsd_agents.testing import reproducible, tiny_encoder_file, tiny_train_config
+from rgsd_agents.testing import (
+    assert_same_tensors,
+    reproducible,
+    split_and_resume,
+    tiny_encoder_file,
+    tiny_train_config,
+)
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.rewards.encoders import load_encoder
 from rgsd_envs.runs.policy import load_policy
@@ -80,18 +86,9 @@ def test_resume_continues_exactly(tmp_path, tiny_encoder):
     full = reproducible(straight.learn())
     straight.close()
 
-    first = Runner(tiny_config(tiny_encoder, iterations=2), tmp_path / "split", progress=False)
-    first.learn()
-    first.close()
-    resumed = Runner.resume(tmp_path / "split", {"iterations": 4}, progress=False)
-    assert resumed.iteration == 2
-    rest = reproducible(resumed.learn())
-    resumed.close()
+    resumed, rest = split_and_resume(tiny_config(tiny_encoder, iterations=2), tmp_path / "split", 4)
     assert rest == full[2:]
-    a, b = _params(straight), _params(resumed)
-    assert a.keys() == b.keys()
-    for k in a:
-        assert torch.equal(a[k], b[k]), k
+    assert_same_tensors(_params(straight), _params(resumed))
     assert RunDir(tmp_path / "split").config()["iterations"] == 4
 
 

@@ -38,3 +38,27 @@ def tiny_train_config(encoder: str | os.PathLike, **overrides: Any) -> TrainConf
 def reproducible(history: list[dict[str, float]]) -> list[dict[str, float]]:
     """The metrics of a history that must reproduce exactly (timings left out)."""
     return [{k: v for k, v in m.items() if not k.startswith("perf/") and k != "charts/SPS"} for m in history]
+
+
+def split_and_resume(cfg: TrainConfig, run_dir: str | os.PathLike, total: int) -> tuple[Any, list[dict[str, float]]]:
+    """Train ``cfg`` (its ``iterations``) into ``run_dir``, then resume it up to ``total`` iterations; returns the
+    closed resumed runner and the reproducible metrics of its session (compare with a straight run's)."""
+    from rgsd_agents.runner import Runner
+
+    first = Runner(cfg, run_dir, progress=False)
+    first.learn()
+    first.close()
+    resumed = Runner.resume(run_dir, {"iterations": total}, progress=False)
+    assert resumed.iteration == cfg.iterations
+    rest = reproducible(resumed.learn())
+    resumed.close()
+    return resumed, rest
+
+
+def assert_same_tensors(a: dict[str, Any], b: dict[str, Any]) -> None:
+    """Two name -> tensor maps hold the same names and bit-identical tensors (the name of the first that differs)."""
+    import torch
+
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k

@@ -11,7 +11,13 @@ import torch
 
 from rgsd_agents.config import DiscoveryConfig, MethodConfig
 from rgsd_agents.runner import Runner
-from rgsd_agents.testing import reproducible, tiny_encoder_file, tiny_train_config
+from rgsd_agents.testing import (
+    assert_same_tensors,
+    reproducible,
+    split_and_resume,
+    tiny_encoder_file,
+    tiny_train_config,
+)
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.runs.run_dir import RunDir
 
@@ -99,17 +105,9 @@ def test_ppo_learns_from_the_method_s_reward_and_resume_is_exact(name, tmp_path,
     assert not torch.equal(seen[steady], torch.stack(env_rewards)[steady])
     check.close()
 
-    first = Runner(method_config(tiny_encoder, name, iterations=2), tmp_path / "split", progress=False)
-    first.learn()
-    first.close()
-    resumed = Runner.resume(tmp_path / "split", {"iterations": 4}, progress=False)
-    rest = reproducible(resumed.learn())
-    resumed.close()
+    resumed, rest = split_and_resume(method_config(tiny_encoder, name, iterations=2), tmp_path / "split", 4)
     assert rest == full[2:]
-    a, b = _params(straight), _params(resumed)
-    assert a.keys() == b.keys()
-    for k in a:
-        assert torch.equal(a[k], b[k]), k
+    assert_same_tensors(_params(straight), _params(resumed))
 
 
 def test_ase_s_optional_diversity_loss_joins_the_ppo_update(tmp_path, tiny_encoder):
