@@ -82,7 +82,8 @@ def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Pat
         _, inputs = load_reference(cfg.pretrain)
         encoder = build_encoder(cfg.pretrain, inputs)
         encoder.save(run.encoder_path, init="random", seed=cfg.seed)
-        log.info("DIAYN ablation: random encoder (hidden %s) -> %s", list(cfg.pretrain.hidden), run.encoder_path)
+        why = "DIAYN ablation" if cfg.method.name == "rgsd" else f"{cfg.method.name}: stacks the env's histories only"
+        log.info("random encoder (%s; hidden %s) -> %s", why, list(cfg.pretrain.hidden), run.encoder_path)
     elif cfg.encoder is not None:
         load_encoder(cfg.encoder)  # clear error now rather than inside the env
         with atomic_path(run.encoder_path) as tmp:

@@ -113,6 +113,7 @@ def summary(run: Path, history: list[dict[str, float]], initial_probe: dict[str,
             ("episodes/imitation_length", "imitation episode length", 1.0, " steps"),
             ("rollout/imitation_cartesian_error", "imitation Cartesian error (training episodes)", 100.0, " cm"),
             ("rollout/discovery_reward", "discovery reward / step", 1.0, ""),
+            ("method/reward", "method reward / step (ASE, CALM, METRA)", 1.0, ""),
         ):
             if key in first and key in last:
                 lines.append(f"    {label}: {scale * first[key]:.2f}{unit} -> {scale * last[key]:.2f}{unit}")

@@ -214,20 +214,16 @@ class ASE(SkillMethod):
         cfg, ref = self.cfg, self.ctx.reference
         x_all = transition_features(storage.flat("encoder_inputs"), cfg.frames)
         z_all = storage.flat("skills")
-        sums: dict[str, Tensor] = {}
-        steps = 0
         params = list(self.net.parameters())
-        for _ in range(cfg.epochs):
-            for idx in storage.minibatch_indices(cfg.minibatch_size, generator):
-                ref_x = transition_features(ref.inputs[ref.sample_frames(idx.shape[0], self.generator)], cfg.frames)
-                loss, stats = ase_discriminator_loss(self.net, x_all[idx], ref_x, cfg)
-                enc_loss = ase_encoder_loss(self.net, x_all[idx], z_all[idx], cfg.kappa)
-                self.step_optimizer(self.optimizer, loss + cfg.encoder_coef * enc_loss, params)
-                stats["encoder_loss"] = enc_loss.detach()
-                for k, v in stats.items():
-                    sums[k] = sums[k] + v if k in sums else v
-                steps += 1
-        return {k: v / steps for k, v in sums.items()}  # 0-d tensors: the runner reads them at once
+
+        def step(idx: Tensor) -> dict[str, Tensor]:
+            ref_x = transition_features(ref.inputs[ref.sample_frames(idx.shape[0], self.generator)], cfg.frames)
+            loss, stats = ase_discriminator_loss(self.net, x_all[idx], ref_x, cfg)
+            enc_loss = ase_encoder_loss(self.net, x_all[idx], z_all[idx], cfg.kappa)
+            self.step_optimizer(self.optimizer, loss + cfg.encoder_coef * enc_loss, params)
+            return {**stats, "encoder_loss": enc_loss.detach()}
+
+        return self.over_minibatches(storage, generator, step)
 
     def extra_state(self) -> dict:
         return {"schedule": self.schedule.state_dict()}

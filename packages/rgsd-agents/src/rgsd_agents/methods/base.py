@@ -129,6 +129,20 @@ class SkillMethod:
         self.load_extra_state(state["extra"])
 
     # -- helpers for subclasses ------------------------------------------------------------
+    def over_minibatches(
+        self, storage: RolloutStorage, generator: torch.Generator, step: Callable[[Tensor], dict[str, Tensor]]
+    ) -> dict[str, Tensor]:
+        """``cfg.epochs`` passes of ``step(indices)`` over the rollout's minibatches (``cfg.minibatch_size``);
+        the mean of the statistics it returns, as 0-d tensors (the runner reads them at once)."""
+        sums: dict[str, Tensor] = {}
+        steps = 0
+        for _ in range(self.cfg.epochs):
+            for idx in storage.minibatch_indices(self.cfg.minibatch_size, generator):
+                for k, v in step(idx).items():
+                    sums[k] = sums[k] + v if k in sums else v
+                steps += 1
+        return {k: v / steps for k, v in sums.items()}
+
     def step_optimizer(self, optimizer: torch.optim.Optimizer, loss: Tensor, params: list[nn.Parameter]) -> None:
         """Backward, average gradients over ranks, optional clipping, step."""
         optimizer.zero_grad(set_to_none=True)

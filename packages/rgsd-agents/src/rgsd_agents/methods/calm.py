@@ -189,23 +189,20 @@ class CALM(SkillMethod):
         x_all = transition_features(storage.flat("encoder_inputs"), cfg.frames)
         z_all = storage.flat("skills")
         params = [*self.encoder.parameters(), *self.disc.parameters()]
-        sums: dict[str, Tensor] = {}
-        steps = 0
+
+        def step(idx: Tensor) -> dict[str, Tensor]:
+            frames = ref.sample_frames(idx.shape[0], self.generator)
+            near = ref.nearby_frames(frames, cfg.align_max_offset, self.generator)
+            windows, near_windows = ref.inputs[frames], ref.inputs[near]
+            loss, stats = calm_losses(self.disc, self.encoder, x_all[idx], z_all[idx], windows, near_windows, cfg)
+            self.step_optimizer(self.optimizer, loss, params)
+            return stats
+
         self.encoder.train()
-        for _ in range(cfg.epochs):
-            for idx in storage.minibatch_indices(cfg.minibatch_size, generator):
-                frames = ref.sample_frames(idx.shape[0], self.generator)
-                near = ref.nearby_frames(frames, cfg.align_max_offset, self.generator)
-                loss, stats = calm_losses(
-                    self.disc, self.encoder, x_all[idx], z_all[idx], ref.inputs[frames], ref.inputs[near], cfg
-                )
-                self.step_optimizer(self.optimizer, loss, params)
-                for k, v in stats.items():
-                    sums[k] = sums[k] + v if k in sums else v
-                steps += 1
+        stats = self.over_minibatches(storage, generator, step)
         self.encoder.eval()
         self.reference_latents = self._encode_references()
-        return {k: v / steps for k, v in sums.items()}  # 0-d tensors: the runner reads them at once
+        return stats
 
     @torch.no_grad()
     def probe_latents(self, num_clips: int) -> Tensor:

@@ -137,19 +137,16 @@ class METRA(SkillMethod):
         s_all, next_all = state_pair(storage.flat("encoder_inputs"))
         z_all = storage.flat("skills")
         params = list(self.phi.parameters())
-        sums: dict[str, Tensor] = {}
-        steps = 0
-        for _ in range(cfg.epochs):
-            for idx in storage.minibatch_indices(cfg.minibatch_size, generator):
-                phi_loss, dual_loss, stats = metra_losses(
-                    self.phi, self.log_lambda, s_all[idx], next_all[idx], z_all[idx], cfg.dual_slack
-                )
-                self.step_optimizer(self.optimizer, phi_loss, params)
-                self.step_optimizer(self.dual_optimizer, dual_loss, [self.log_lambda])
-                for k, v in stats.items():
-                    sums[k] = sums[k] + v if k in sums else v
-                steps += 1
-        return {k: v / steps for k, v in sums.items()}  # 0-d tensors: the runner reads them at once
+
+        def step(idx: Tensor) -> dict[str, Tensor]:
+            phi_loss, dual_loss, stats = metra_losses(
+                self.phi, self.log_lambda, s_all[idx], next_all[idx], z_all[idx], cfg.dual_slack
+            )
+            self.step_optimizer(self.optimizer, phi_loss, params)
+            self.step_optimizer(self.dual_optimizer, dual_loss, [self.log_lambda])
+            return stats
+
+        return self.over_minibatches(storage, generator, step)
 
     def extra_state(self) -> dict:
         return {"log_lambda": self.log_lambda.detach().cpu().clone()}
