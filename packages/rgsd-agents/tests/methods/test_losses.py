@@ -64,6 +64,15 @@ def test_gan_loss_and_discriminator_reward_by_hand():
     np.testing.assert_allclose(r.numpy(), [LN2, LN4, -math.log(1e-4)], rtol=1e-6)
 
 
+def test_standardize_clips_features_the_references_hold_nearly_constant():
+    from rgsd_agents.methods.common import NORM_CLIP, Standardize
+
+    norm = Standardize(2)
+    norm.fit(torch.tensor([[0.0, 1.0], [0.0, 3.0]]))  # first feature constant: std floored at 1e-3
+    out = norm(torch.tensor([[1.0, 2.0], [-1.0, 4.0]]))
+    torch.testing.assert_close(out, torch.tensor([[NORM_CLIP, 0.0], [-NORM_CLIP, 2.0 / math.sqrt(2.0)]]))
+
+
 def test_gradient_penalty_by_hand():
     w = torch.tensor([1.0, -2.0, 3.0])
     x = torch.randn(4, 3, requires_grad=True)
@@ -100,10 +109,12 @@ def test_ase_discriminator_loss_adds_penalty_logit_regulariser_and_weight_decay(
     torch.manual_seed(0)
     cfg = ASEConfig(grad_penalty=5.0, logit_reg=0.01, weight_decay=1e-4)
     net = ASENetwork(4, (8, 6))
+    net.trunk.norm.fit(3.0 * torch.randn(50, 4) + 1.0)
     pol, ref = torch.randn(5, 4), torch.randn(5, 4)
     loss, parts = ase_discriminator_loss(net, pol, ref, cfg)
-    ref_g = ref.clone().requires_grad_(True)
-    gp = gradient_penalty(net.logits(ref_g), ref_g)
+    # the penalty is on the standardised reference samples (as ASE normalises before its discriminator)
+    ref_n = ((ref - net.trunk.norm.mean) / net.trunk.norm.std).requires_grad_(True)
+    gp = gradient_penalty(net.logits_standardized(ref_n), ref_n)
     decay = sum(m.weight.square().sum() for m in net.modules() if isinstance(m, nn.Linear))
     expected = gan_loss(net.logits(pol), net.logits(ref)) + 5.0 * gp + 0.01 * net.disc.weight.square().sum()
     assert float(loss.detach()) == pytest.approx(float((expected + 1e-4 * decay).detach()), rel=1e-6)
@@ -198,6 +209,12 @@ def test_calm_conditional_discriminator_sees_transition_then_latent_and_the_refe
 
         def last_layer(self):
             return self.net[-1]
+
+        def norm(self, x):
+            return x
+
+        def from_standardized(self, x):
+            return self.net(x)
 
     class Encoder(nn.Module):  # E(window) = the window's first 16 numbers, normalised
         def forward(self, w):

@@ -98,6 +98,10 @@ class ASENetwork(nn.Module):
         """Discriminator logits (B,)."""
         return self.disc(self.features(x)).squeeze(-1)
 
+    def logits_standardized(self, x_n: Tensor) -> Tensor:
+        """Discriminator logits (B,) of inputs already standardised by ``trunk.norm``."""
+        return self.disc(torch.relu(self.trunk.from_standardized(x_n))).squeeze(-1)
+
     def mu(self, x: Tensor) -> Tensor:
         """Encoder mean directions (B, 16), unit length."""
         return F.normalize(self.enc(self.features(x)), dim=-1)
@@ -106,12 +110,12 @@ class ASENetwork(nn.Module):
 def ase_discriminator_loss(
     net: ASENetwork, policy_x: Tensor, reference_x: Tensor, cfg: ASEConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """GAN loss + gradient penalty on the reference samples + logit regulariser + weight decay."""
-    reference_x = reference_x.detach().requires_grad_(True)
-    ref_logits = net.logits(reference_x)
+    """GAN loss + gradient penalty on the (standardised) reference samples + logit regulariser + weight decay."""
+    reference_n = net.trunk.norm(reference_x).detach().requires_grad_(True)
+    ref_logits = net.logits_standardized(reference_n)
     pol_logits = net.logits(policy_x)
     gan = gan_loss(pol_logits, ref_logits)
-    gp = gradient_penalty(ref_logits, reference_x)
+    gp = gradient_penalty(ref_logits, reference_n)
     loss = gan + cfg.grad_penalty * gp + discriminator_regularizer(net, net.disc, cfg)
     with torch.no_grad():
         stats = {

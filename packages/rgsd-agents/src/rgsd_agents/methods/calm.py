@@ -101,8 +101,8 @@ def calm_losses(
     encoder inputs of frames and of nearby frames of the same clips."""
     z_ref = encoder(ref_windows)
     ref_in = conditional_inputs(transition_features(ref_windows, cfg.frames), z_ref)
-    ref_in_gp = ref_in.detach().requires_grad_(True)
-    gp = gradient_penalty(disc(ref_in_gp).squeeze(-1), ref_in_gp)
+    ref_in_n = disc.norm(ref_in).detach().requires_grad_(True)  # the penalty on standardised inputs, as ASE
+    gp = gradient_penalty(disc.from_standardized(ref_in_n).squeeze(-1), ref_in_n)
     ref_logits = disc(ref_in).squeeze(-1)  # the encoder learns through this term
     pol_logits = disc(conditional_inputs(policy_x, policy_z)).squeeze(-1)
     gan = gan_loss(pol_logits, ref_logits)

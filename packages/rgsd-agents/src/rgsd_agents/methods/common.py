@@ -81,8 +81,13 @@ class ReferenceData:
         return torch.minimum(torch.maximum(frames + off.to(frames.device), first), last)
 
 
+NORM_CLIP = 5.0
+"""Standardised inputs are clipped to +-5 (ASE/ProtoMotions' discriminator normaliser): a feature the references
+hold nearly constant must not give a discriminator an unbounded input."""
+
+
 class Standardize(nn.Module):
-    """Fixed input standardisation (statistics of the reference samples, std floored at 1e-3)."""
+    """Fixed input standardisation (statistics of the reference samples, std floored at 1e-3), clipped."""
 
     def __init__(self, dim: int):
         super().__init__()
@@ -96,8 +101,8 @@ class Standardize(nn.Module):
         self.std.copy_(x.std(0).clamp_min(1e-3))
 
     def forward(self, x: Tensor) -> Tensor:
-        """(x - mean) / std."""
-        return (x - self.mean) / self.std
+        """(x - mean) / std, clipped to +-``NORM_CLIP``."""
+        return ((x - self.mean) / self.std).clamp(-NORM_CLIP, NORM_CLIP)
 
 
 class MLPHead(nn.Module):
@@ -111,6 +116,10 @@ class MLPHead(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """(B, out_dim)."""
         return self.net(self.norm(x))
+
+    def from_standardized(self, x_n: Tensor) -> Tensor:
+        """(B, out_dim) of inputs already standardised (the gradient penalty is taken with respect to them)."""
+        return self.net(x_n)
 
     def last_layer(self) -> nn.Linear:
         """The output layer (ASE's logit regulariser acts on its weights)."""
@@ -193,7 +202,8 @@ def gan_loss(policy_logits: Tensor, reference_logits: Tensor) -> Tensor:
 
 
 def gradient_penalty(logits: Tensor, inputs: Tensor) -> Tensor:
-    """mean ||d logit / d input||^2 over the batch (``inputs`` must require grad; reference samples in AMP/ASE)."""
+    """mean ||d logit / d input||^2 over the batch (``inputs`` must require grad; in AMP/ASE the standardised
+    reference samples)."""
     (grad,) = torch.autograd.grad(logits.sum(), inputs, create_graph=True)
     return grad.square().flatten(1).sum(-1).mean()
 
