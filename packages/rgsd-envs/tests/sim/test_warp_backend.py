@@ -10,9 +10,11 @@ from __future__ import annotations
 import sys
 
 import gymnasium as gym
+import mujoco_warp as mjw
 import numpy as np
 import pytest
 import torch
+import warp as wp
 from gymnasium.utils.env_checker import check_env
 
 from rgsd_envs.humanoid import skeleton as sk
@@ -156,6 +158,56 @@ def test_a_nan_world_is_flagged_and_reset_the_others_carry_on(backends, starts):
     assert warp.state().unstable.tolist() == [False, False, True, False]
     warp.set_state(torch.tensor([2]), qpos[[2]], qvel[[2]])
     assert not warp.state().unstable.any()
+
+
+def test_solver_iteration_limit_hits_are_counted_and_end_no_world(backends, starts):
+    """One solver iteration per physics step makes the worlds with floor contacts stop at the limit (warp
+    sets OverflowType.ITERATIONS): they go on, and each control step with a hit is counted once."""
+    warp, _ = backends
+    qpos, qvel = starts
+    warp.set_state(torch.arange(N), qpos, qvel)
+    warp.pop_solver_limit_hits()
+    iterations = warp.wp_model.opt.iterations
+    warp.wp_model.opt.iterations = 1
+    expected = torch.zeros(N, dtype=torch.int32)
+    try:
+        for _ in range(3):
+            warp.step(qpos[:, 7:].clone())
+            assert not warp.state().unstable.any()
+            expected += (wp.to_torch(warp.wp_data.overflow) & int(mjw.OverflowType.ITERATIONS)) != 0
+    finally:
+        warp.wp_model.opt.iterations = iterations
+    assert int(expected.sum()) >= 3, "the iteration limit was not hit: nothing was checked"
+    assert warp.solver_limit_hits.tolist() == expected.tolist()
+    total = warp.pop_solver_limit_hits()
+    assert total.device == warp.device and int(total) == int(expected.sum())
+    assert warp.solver_limit_hits.tolist() == [0] * N and int(warp.pop_solver_limit_hits()) == 0
+
+
+def test_a_buffer_overflow_ends_the_world_and_a_limit_hit_does_not(backends, starts, monkeypatch):
+    """Bits forced where warp sets them (after step2): njmax overflow in world 2, the line search's
+    iteration limit in world 1."""
+    warp, _ = backends
+    qpos, qvel = starts
+    warp.set_state(torch.arange(N), qpos, qvel)
+    warp.pop_solver_limit_hits()
+    step2 = mjw.step2
+
+    def step2_with_bits(m, d):
+        step2(m, d)
+        overflow = wp.to_torch(d.overflow)
+        overflow[2] |= int(mjw.OverflowType.NEFC)
+        overflow[1] |= int(mjw.OverflowType.LS_ITERATIONS)
+
+    monkeypatch.setattr(mjw, "step2", step2_with_bits)
+    warp.step(qpos[:, 7:].clone())
+    assert warp.state().unstable.tolist() == [False, False, True, False]
+    assert warp.solver_limit_hits.tolist() == [0, 1, 0, 0]
+    rest = torch.as_tensor(warp.model.qpos0, dtype=torch.float32)
+    assert float((warp.state().qpos[2, :3] - rest[:3]).norm()) < 0.05  # reset to the rest pose
+    monkeypatch.undo()
+    warp.set_state(torch.arange(N), qpos, qvel)
+    warp.pop_solver_limit_hits()
 
 
 def _rollout(backend: str, motions: str, seed: int = 3, steps: int = 20):
