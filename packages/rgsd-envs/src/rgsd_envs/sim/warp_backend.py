@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,10 @@ past ``naconmax`` in the broad or narrow phase, CCD, EPA, islands, ...): constra
 so the world's physics is wrong from there on and the world is flagged unstable and reset."""
 _BUFFER_OVERFLOW_BITS = wp.constant(BUFFER_OVERFLOW_BITS)
 _SOLVER_LIMIT_BITS = wp.constant(SOLVER_LIMIT_BITS)
+DETERMINISTIC_ENV = "RGSD_WARP_DETERMINISTIC"
+"""Environment variable: 1 makes MuJoCo Warp order contacts and constraint rows canonically and sum its
+atomics in a fixed order (``opt.deterministic = DeterminismType.ALL``), so GPU runs repeat bit for bit
+(the CUDA resume test sets it); slower. The CPU warp device runs each kernel's threads in order anyway."""
 MAX_VALUE = 1e10
 """A position or velocity beyond this is an explosion (MuJoCo's ``mjMAXVAL``, its BADQPOS/BADQVEL test)."""
 _MAX_VALUE = wp.constant(MAX_VALUE)
@@ -158,6 +163,8 @@ class WarpBackend(SimBackend):
         with wp.ScopedDevice(self.wp_device):
             self.wp_model = mjw.put_model(self.model)
             self.wp_model.opt.warn_overflow = 0  # overflowing worlds are flagged unstable instead
+            if os.environ.get(DETERMINISTIC_ENV, "0") not in ("", "0"):
+                self.wp_model.opt.deterministic = int(mjw.DeterminismType.ALL)
             self.wp_data = mjw.put_data(
                 self.model, data, nworld=num_envs, nconmax=MAX_CONTACTS_PER_WORLD, njmax=MAX_CONSTRAINTS_PER_WORLD
             )
