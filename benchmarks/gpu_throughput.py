@@ -14,14 +14,16 @@ machine's cores), with the ratio warp / mujoco:
   mujoco runs the hybrid mode (simulation on the CPU, learner on the device).
 
 Goals on one H100 (issue 12): >= 300k env steps/s at 8192 worlds, >= 100k training samples/s.
-Figures are printed, never asserted. ``--smoke`` runs everything on the CPU with tiny sizes
-(a CPU warp device is slow: it is for checking that the benchmark runs, not for its numbers).
+Figures are printed, never asserted (``--json FILE`` also writes them, for ``benchmarks/gpu_check.py``).
+``--smoke`` runs everything on the CPU with tiny sizes (a CPU warp device is slow: it is for checking
+that the benchmark runs, not for its numbers).
 Run: ``python benchmarks/gpu_throughput.py`` on a GPU machine (needs ``rgsd-envs[warp]``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -38,6 +40,7 @@ from rgsd_agents.runner import Runner
 from rgsd_envs.envs.registration import make_vec_env
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.sim import check_backend, make_backend
+from rgsd_envs.utils.files import atomic_path
 
 BACKENDS = ("warp", "mujoco")
 
@@ -129,6 +132,7 @@ def main() -> None:
     parser.add_argument("--no-train", action="store_true", help="skip the training-loop measurement")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--smoke", action="store_true", help="CPU, N=8, a few steps: checks that it runs (< 1 min)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file ({N: {row: {backend: x}}})")
     args = parser.parse_args()
     if args.smoke:
         args.device, args.num_envs, args.steps, args.train_iterations = "cpu", [8], 3, 1
@@ -141,20 +145,24 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f}; {args.steps} timed steps, {args.train_iterations} timed iterations"
     )
     print(f"  {'':<8s}{'warp':>12s}{'mujoco':>12s}  {'ratio':>7s}")
+    figures: dict[str, dict[str, dict[str, float]]] = {}
     for n in args.num_envs:
         print(f"N = {n}")
-        phys = {b: physics_rate(b, n, args.steps, device) for b in args.backends}
-        print(_row("physics", phys, "world-steps/s"), flush=True)
-        env = {b: env_rate(b, n, args.steps, device) for b in args.backends}
-        print(_row("env", env, "env steps/s (with encoder reward)"), flush=True)
-        if args.no_train:
-            continue
-        train = {}
-        for b in args.backends:
-            with tempfile.TemporaryDirectory() as tmp:
-                cfg = train_config(b, n, device, args.smoke)
-                train[b] = train_rate(cfg, Path(tmp), args.train_iterations)
-        print(_row("train", train, "samples/s, paper networks (full loop)"), flush=True)
+        rows = figures[str(n)] = {}
+        rows["physics"] = {b: physics_rate(b, n, args.steps, device) for b in args.backends}
+        print(_row("physics", rows["physics"], "world-steps/s"), flush=True)
+        rows["env"] = {b: env_rate(b, n, args.steps, device) for b in args.backends}
+        print(_row("env", rows["env"], "env steps/s (with encoder reward)"), flush=True)
+        if not args.no_train:
+            rows["train"] = {}
+            for b in args.backends:
+                with tempfile.TemporaryDirectory() as tmp:
+                    cfg = train_config(b, n, device, args.smoke)
+                    rows["train"][b] = train_rate(cfg, Path(tmp), args.train_iterations)
+            print(_row("train", rows["train"], "samples/s, paper networks (full loop)"), flush=True)
+        if args.json:  # after each N, so a later failure keeps the figures measured so far
+            with atomic_path(args.json) as tmp_json:
+                Path(tmp_json).write_text(json.dumps({"device": str(device), "gpu": gpu, "figures": figures}, indent=1))
 
 
 if __name__ == "__main__":
