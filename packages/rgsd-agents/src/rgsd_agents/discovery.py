@@ -29,27 +29,27 @@ Tensor = torch.Tensor
 def discovery_loss(
     trainable: nn.Module, frozen: nn.Module, inputs: Tensor, skills: Tensor, tasks: Tensor, kappa: float, alpha: float
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """Mean loss over a batch and its parts; ``inputs`` hold s' for discovery rows and s for imitation rows."""
-    imit = tasks > 0.5
-    disc = ~imit
+    """Mean loss over a batch and its parts; ``inputs`` hold s' for discovery rows and s for imitation rows.
+
+    Fixed-shape: both terms are computed on every row and masked by the task, so the loss never reads the
+    device to decide which rows exist. Stats come as (sum, count) pairs: ``skill_cos`` over discovery rows,
+    ``kl_to_frozen`` over imitation rows (a term with no rows has count 0)."""
+    imit = (tasks > 0.5).to(inputs.dtype)
+    disc = 1.0 - imit
     n = max(tasks.shape[0], 1)
-    zero = inputs.new_zeros(())
-    nll_sum, kl_sum = zero, zero
-    stats: dict[str, Tensor] = {}
-    if disc.any():
-        mu = trainable(inputs[disc])
-        cos_z = (mu * skills[disc]).sum(-1)
-        nll_sum = -kappa * cos_z.sum()
-        stats["skill_cos"] = cos_z.detach().mean()
-    if imit.any():
-        x = inputs[imit]
-        with torch.no_grad():
-            target = frozen(x)
-        kl = vmf_kl_same_kappa(trainable(x), target, kappa)
-        kl_sum = kl.sum()
-        stats["kl_to_frozen"] = kl.detach().mean()
+    mu = trainable(inputs)
+    cos_z = (mu * skills).sum(-1)
+    with torch.no_grad():
+        target = frozen(inputs)
+    kl = vmf_kl_same_kappa(mu, target, kappa)
+    nll_sum = -kappa * (cos_z * disc).sum()
+    kl_sum = (kl * imit).sum()
     loss = (nll_sum + alpha * kl_sum) / n
-    stats["loss"] = loss.detach()
+    stats = {
+        "skill_cos": torch.stack(((cos_z.detach() * disc).sum(), disc.sum())),
+        "kl_to_frozen": torch.stack(((kl.detach() * imit).sum(), imit.sum())),
+        "loss": torch.stack((loss.detach(), loss.new_ones(()))),
+    }
     return loss, stats
 
 
@@ -70,13 +70,12 @@ class DiscoveryTrainer:
         self.frozen = frozen
         self.kappa = float(kappa)
         self.cfg = cfg
-        self.optimizer = torch.optim.Adam(trainable.parameters(), lr=cfg.lr)
+        self.optimizer = torch.optim.Adam(trainable.parameters(), lr=cfg.lr, fused=True)  # see ppo.PPO
 
     def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, float]:
         """``epochs`` passes over the rollout; mean loss terms (NaN-free: missing terms are left out)."""
         inputs, skills, tasks = storage.flat("encoder_inputs"), storage.flat("skills"), storage.flat("tasks")
         sums: dict[str, Tensor] = {}
-        counts: dict[str, int] = {}
         self.encoder.train()
         for _ in range(self.cfg.epochs):
             for idx in storage.minibatch_indices(self.cfg.minibatch_size, generator):
@@ -84,19 +83,18 @@ class DiscoveryTrainer:
                     self.encoder, self.frozen, inputs[idx], skills[idx], tasks[idx], self.kappa, self.cfg.alpha
                 )
                 self.optimizer.zero_grad(set_to_none=True)
-                if loss.requires_grad:
-                    loss.backward()
+                loss.backward()
                 if self.dp is not None:  # every rank steps, with the ranks' mean gradient
                     self.dp.average_gradients(self.encoder.parameters())
-                if loss.requires_grad or self.dp is not None:
-                    if self.cfg.max_grad_norm is not None:
-                        nn.utils.clip_grad_norm_(self.encoder.parameters(), self.cfg.max_grad_norm)
-                    self.optimizer.step()
+                if self.cfg.max_grad_norm is not None:
+                    nn.utils.clip_grad_norm_(self.encoder.parameters(), self.cfg.max_grad_norm)
+                self.optimizer.step()
                 for k, v in stats.items():
                     sums[k] = sums[k] + v if k in sums else v
-                    counts[k] = counts.get(k, 0) + 1
         self.encoder.eval()
-        return {k: float(v) / counts[k] for k, v in sums.items()}
+        totals = dict(zip(sums, torch.stack(list(sums.values())).tolist()))  # one read per update
+        # per-minibatch means of the loss; term means over the rows that had the term (left out without rows)
+        return {k: s / c for k, (s, c) in totals.items() if c > 0}
 
     @torch.no_grad()
     def reference_stats(self, reference_inputs: Tensor, clip_of_frame: Tensor, num_clips: int) -> dict[str, float]:

@@ -31,7 +31,7 @@ from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.rollout import RolloutCollector
 from rgsd_agents.storage import RolloutStorage
-from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, GoalReachingVectorEnv
+from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, GoalReachingTorchEnv, GoalStepExtras
 from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.envs.registration import GOAL_ENV_ID
 from rgsd_envs.runs.run_dir import RunDir
@@ -112,7 +112,7 @@ class GoalEvaluator:
 
     def __init__(self, cfg: DownstreamConfig):
         self.cfg = cfg
-        self.env = GoalReachingVectorEnv(cfg.eval_episodes, cfg.low_level, cfg.task)
+        self.env = GoalReachingTorchEnv(cfg.eval_episodes, cfg.low_level, cfg.task)
         task = self.env.task
         lib = task.core.lib
         clips = [lib.clips[i] for i in task.start_clips] if cfg.task.style != "freestyle" else []
@@ -123,38 +123,40 @@ class GoalEvaluator:
 
     @torch.no_grad()
     def run(self, actor: torch.nn.Module) -> dict[str, float]:
-        """One episode per world to its end (no autoreset is used: worlds stop at their first end)."""
+        """One episode per world to its end (no autoreset is used: worlds stop at their first end); the
+        per-step rows stay on the device and are read once at the end."""
         env, task = self.env, self.env.task
-        bridge = HostBridge(next(actor.parameters()).device)
+        device = next(actor.parameters()).device
         obs, info = env.reset(seed=self.cfg.seed + 10_000)
-        goals = info["goal"].copy()
+        goals = info["goal"].cpu().numpy()
         task.recording = []
         n = self.cfg.eval_episodes
+        roots = [task.core.backend.state().body_pos[:, 0, :2].to(env.device).clone()]
+        rows: list[Tensor] = []
         alive = np.ones(n, dtype=bool)
-        ended_at = np.full(n, task.max_steps, dtype=np.int64)
-        roots = [task.core.backend.state().body_pos[:, 0, :2].cpu().numpy().copy()]
-        success = np.zeros(n, dtype=bool)
-        final_distance = np.zeros(n)
-        fell = np.zeros(n, dtype=bool)
-        cosines: list[np.ndarray] = []
-        for step in range(task.max_steps):
-            z = actor(bridge.to_device(obs)).clamp(-1.0, 1.0)
-            obs, _, term, trunc, info = env.step(bridge.to_host(z))
-            rows = info["final_info"] if (term | trunc).any() else info
-            now = alive.copy()
-            success[now] |= rows["success"][now]
-            final_distance[now] = rows["distance"][now]
-            fell[now] |= rows["fall"][now]
-            cosines.append(rows["style_cosine"][now])
-            ended = now & (term | trunc)
-            ended_at[ended] = step + 1
-            alive &= ~ended
+        for _ in range(task.max_steps):
+            z = actor(obs.to(device)).clamp(-1.0, 1.0)
+            obs, _, _, _, ex = env.step(z.to(env.device))
+            rows.append(
+                torch.stack((ex.success.float(), ex.distance, ex.fall.float(), ex.style_cosine, ex.done.float()))
+            )
+            alive &= ~ex.done_host
             if not alive.any():
                 break
-            roots.append(task.core.backend.state().body_pos[:, 0, :2].cpu().numpy().copy())
+            roots.append(task.core.backend.state().body_pos[:, 0, :2].to(env.device).clone())
+        per_step = torch.stack(rows).cpu().numpy()  # (steps, 5, n): the one read of the episode
+        success_t, distance_t, fall_t, cosine_t, done_t = (per_step[:, k] for k in range(5))
+        ended = np.cumsum(done_t, axis=0) > 0
+        alive_t = np.concatenate((np.ones((1, n), dtype=bool), ~ended[:-1]))  # alive before each step
+        ended_at = np.where(ended.any(axis=0), ended.argmax(axis=0) + 1, task.max_steps)
+        success = (success_t.astype(bool) & alive_t).any(axis=0)
+        fell = (fall_t.astype(bool) & alive_t).any(axis=0)
+        last = np.minimum(ended_at, per_step.shape[0]) - 1
+        final_distance = distance_t[last, np.arange(n)]
+        cosines = [cosine_t[alive_t[:, i], i] for i in range(n)]
         frames = torch.stack(task.recording).cpu().numpy()  # (T, n, 24, 3) at 30 Hz
         task.recording = None
-        root_xy = np.stack(roots, axis=1)  # (n, steps, 2)
+        root_xy = torch.stack(roots, dim=1).cpu().numpy()  # (n, steps, 2)
         self.trajectories = [
             {"root": root_xy[i, : ended_at[i] + 1], "goal": goals[i], "success": bool(success[i])} for i in range(n)
         ]
@@ -172,7 +174,7 @@ class GoalEvaluator:
             ]
             if gen:
                 out["eval/style_fid"] = fid(self.reference, GaussianStats.of(np.concatenate(gen)))
-            out["eval/style_cosine"] = float(np.concatenate(cosines).mean())
+            out["eval/style_cosine"] = float(np.concatenate([c.ravel() for c in cosines]).mean())
         return out
 
     def close(self) -> None:
@@ -202,7 +204,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         if not _resume:
             cfg.low_level = str(low.path.resolve())
             save_yaml(cfg, self.run.config_path)
-        self.env = GoalReachingVectorEnv(cfg.num_envs, cfg.low_level, cfg.task)
+        self.env = GoalReachingTorchEnv(cfg.num_envs, cfg.low_level, cfg.task)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
             self.ac = ActorCritic(GOAL_OBS_DIM, SKILL_DIM, cfg.networks, cfg.ppo.normalize_values)
@@ -223,18 +225,23 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
     def iterate(self) -> dict[str, float]:
         """One rollout and a PPO update; returns this iteration's metrics."""
         cfg = self.cfg
-        sums = {"reward": 0.0, "episodes": 0, "success": 0.0, "distance": 0.0, "fall": 0.0, "style_cosine": 0.0}
+        sums = torch.zeros(6, dtype=torch.float64, device=self.env.device)
+        """reward, style cosine, episodes, successes, final distances, falls: summed on the device."""
 
-        def after_step(t: int, reward: np.ndarray, term: np.ndarray, trunc: np.ndarray, info: dict) -> None:
-            sums["reward"] += float(reward.sum())
-            sums["style_cosine"] += float(info["style_cosine"].sum())
-            done = term | trunc
-            if done.any():
-                fin = info["final_info"]
-                sums["episodes"] += int(done.sum())
-                sums["success"] += float(fin["success"][done].sum())
-                sums["distance"] += float(fin["distance"][done].sum())
-                sums["fall"] += float(fin["fall"][done].sum())
+        def after_step(t: int, reward: Tensor, term: Tensor, trunc: Tensor, ex: GoalStepExtras) -> None:
+            done = ex.done.double()
+            sums.add_(
+                torch.stack(
+                    (
+                        reward.double().sum(),
+                        ex.style_cosine.double().sum(),
+                        done.sum(),
+                        (ex.success.double() * done).sum(),
+                        (ex.distance.double() * done).sum(),
+                        (ex.fall.double() * done).sum(),
+                    )
+                )
+            )
 
         start = time.perf_counter()
         with torch_threads(cfg.rollout_threads):
@@ -244,19 +251,20 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         self.iteration += 1
         self.global_step += cfg.batch_size
         self.elapsed += seconds
+        reward_sum, cosine_sum, episodes, successes, distances, falls = sums.tolist()  # one read per iteration
         metrics = {
-            "rollout/reward": sums["reward"] / cfg.batch_size,
-            "rollout/style_cosine": sums["style_cosine"] / cfg.batch_size,
+            "rollout/reward": reward_sum / cfg.batch_size,
+            "rollout/style_cosine": cosine_sum / cfg.batch_size,
             "perf/env_seconds": times.env_seconds,
             "charts/SPS": cfg.batch_size / max(seconds, 1e-9),
         }
-        if sums["episodes"]:
-            k = sums["episodes"]
+        if episodes:
+            k = episodes
             metrics.update(
                 {
-                    "episodes/success_rate": sums["success"] / k,
-                    "episodes/final_distance": sums["distance"] / k,
-                    "episodes/fall_rate": sums["fall"] / k,
+                    "episodes/success_rate": successes / k,
+                    "episodes/final_distance": distances / k,
+                    "episodes/fall_rate": falls / k,
                     "episodes/count": float(k),
                 }
             )
@@ -317,7 +325,8 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         self.ppo.load_state_dict(state["ppo"])
         task = self.env.task
         task.core.load_state_dict(state["env"])
-        task.goal, task.steps, task.success = (state[k].clone() for k in ("goal", "steps", "success"))
+        task.goal, task.steps, task.success = (state[k].to(task.device).clone() for k in ("goal", "steps", "success"))
+        task.steps_host = task.steps.cpu().numpy().astype(np.int64).copy()
         self.obs = state["obs"].to(self.device).clone()
         load_generator_state(self.sample_gen, state["rng"], self.iteration)
         self.minibatch_gen.set_state(state["rng"]["minibatch"])

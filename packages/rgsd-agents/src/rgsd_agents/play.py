@@ -16,12 +16,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_envs.envs import skills
-from rgsd_envs.envs.registration import ENV_ID
+from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import model_for_clip, render_side_by_side
@@ -66,9 +65,8 @@ def play_rollout(
         raise ValueError(f"--kappa must be positive (larger: closer to z_m), got {kappa}")
     if frames is not None and frames < 1:
         raise ValueError(f"--frames must be at least 1, got {frames}")
-    env = gym.make_vec(
-        ENV_ID,
-        num_envs=1,
+    env = RGSDTorchEnv(
+        1,
         encoder_reward=False,
         config=loaded.env_config,
         motions=lib,

@@ -41,8 +41,11 @@ class PPO:
         """Data-parallel rank: gradients averaged over the ranks, value statistics merged (None: one process)."""
         self.actor_params = actor_critic.actor_parameters()
         self.critic_params = list(actor_critic.critic.parameters())
+        # fused: one kernel per step, and the step counts stay with the parameters (the default keeps them on
+        # the host and reads them with .item() every step)
         self.optimizer = torch.optim.Adam(
-            [{"params": self.actor_params, "lr": cfg.actor_lr}, {"params": self.critic_params, "lr": cfg.critic_lr}]
+            [{"params": self.actor_params, "lr": cfg.actor_lr}, {"params": self.critic_params, "lr": cfg.critic_lr}],
+            fused=True,
         )
 
     def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, float]:
@@ -65,11 +68,12 @@ class PPO:
                 for k, v in stats.items():
                     sums[k] = sums[k] + v if k in sums else v
                 steps += 1
-        out = {k: float(v) / steps for k, v in sums.items()}
         values, returns = storage.flat("values"), storage.flat("returns")
-        out["explained_variance"] = float(1.0 - (returns - values).var() / returns.var().clamp_min(1e-8))
-        out["action_std"] = float(ac.log_std.detach().exp().mean())
-        return out
+        sums["explained_variance"] = steps * (1.0 - (returns - values).var() / returns.var().clamp_min(1e-8))
+        sums["action_std"] = steps * ac.log_std.detach().exp().mean()
+        # one read of the device for all statistics of the update
+        totals = torch.stack([v.detach().to(torch.float64) for v in sums.values()]).tolist()
+        return {k: v / steps for k, v in zip(sums, totals)}
 
     def _step(
         self, obs: Tensor, actions: Tensor, old_log_probs: Tensor, adv: Tensor, returns_n: Tensor, old_values_n: Tensor

@@ -13,15 +13,13 @@ depend on whether it runs.
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.envs.registration import ENV_ID
+from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.policy import PolicyMLP
-from rgsd_envs.utils.device import HostBridge
 
 
 class ImitationProbe:
@@ -37,32 +35,27 @@ class ImitationProbe:
         self.length = frames[self.clips] - 1 - self.starts
         """Steps from each start to its clip's last frame."""
         self.names = list(lib.names[: len(frames)])
-        self.env = gym.make_vec(ENV_ID, num_envs=len(self.clips), config=cfg, motions=lib, encoder=encoder)
+        self.env = RGSDTorchEnv(len(self.clips), config=cfg, motions=lib, encoder=encoder)
 
     @torch.no_grad()
     def run(self, policy: PolicyMLP) -> dict[str, float]:
-        """Roll out each start once; error in cm, share of frames within the deviation threshold, imitation reward."""
+        """Roll out each start once; error in cm, share of frames within the deviation threshold, imitation reward.
+
+        Per-step rows stay on the env's device and are read once at the end."""
+        env = self.env
         n = len(self.clips)
-        bridge = HostBridge(policy.normalizer.mean.device)
+        device = policy.normalizer.mean.device
         options = {"clip": self.clips.tolist(), "start_frame": self.starts.tolist(), "task": "imitation"}
-        obs, _ = self.env.reset(seed=0, options=options)
-        alive = np.ones(n, dtype=bool)
-        err_sum, within, reward_sum, steps = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+        obs, _ = env.reset(seed=0, options=options)
+        alive = torch.ones(n, dtype=torch.bool, device=env.device)
+        sums = torch.zeros(4, n, dtype=torch.float64, device=env.device)  # error, within, reward, steps
         for _ in range(int(self.length.max())):
-            obs, reward, term, trunc, info = self.env.step(bridge.to_host(policy(bridge.to_device(obs))))
-            done = term | trunc
-            error = (
-                np.where(done, info["final_info"]["cartesian_error"], info["cartesian_error"])
-                if done.any()
-                else info["cartesian_error"]
-            )
-            err_sum += np.where(alive, error, 0.0)
-            within += np.where(alive, error < self.threshold, 0.0)
-            reward_sum += np.where(alive, reward, 0.0)
-            steps += alive
-            alive &= ~done
-            if not alive.any():
-                break
+            obs, reward, _, _, ex = env.step(policy(obs.to(device)).to(env.device))
+            a = alive.to(torch.float64)
+            error = ex.cartesian_error.to(torch.float64)
+            sums += torch.stack((error * a, (error < self.threshold) * a, reward.to(torch.float64) * a, a))
+            alive &= ~ex.done
+        err_sum, within, reward_sum, steps = sums.cpu().numpy()
         steps = np.maximum(steps, 1)
         per_start = 100.0 * err_sum / steps
         out = {

@@ -1,16 +1,18 @@
-"""Collecting one PPO rollout from a Gymnasium vector env (SameStep autoreset), for any trainer.
+"""Collecting one PPO rollout from rgsd's torch env (``RGSDTorchEnv``, SameStep autoreset), for any trainer.
 
 Observations are normalised with statistics frozen for the rollout (PPO's first
 ratio is then exactly 1) and the raw observations update them afterwards. A
 truncated episode is bootstrapped with V(final_obs) folded into its last
 reward; a terminated one is not. A trainer adds its own bookkeeping through
 ``after_step``, which may also return extra per-step tensors for the storage
-(the RGSD trainer stores tasks, skills and encoder inputs).
+(the RGSD trainer stores tasks, skills and encoder inputs), and may relabel the
+stored rewards through ``relabel`` once the last step is in (a method whose
+reward is computed from the stored transitions), before bootstrapping and GAE.
 
-The networks and the storage may live on a GPU while the env returns numpy
-(the mujoco backend): observations, rewards and done flags cross to the
-networks' device and actions back through ``HostBridge`` (pinned buffers on a
-GPU, no copies on the CPU).
+Everything stays on the devices: the env hands out tensors, and the one host
+read per step is the env's (``StepExtras.done_host``), which also tells which
+worlds to bootstrap. When the networks live on another device than the env
+(a CPU simulator with a GPU learner) tensors cross through ``HostBridge``.
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ import torch
 
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.storage import RolloutStorage
+from rgsd_envs.envs.torch_env import StepExtras
 from rgsd_envs.runs.policy import Moments
 from rgsd_envs.utils.device import HostBridge
 
 Tensor = torch.Tensor
-StepCallback = Callable[[int, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]], dict[str, Tensor] | None]
-"""after_step(t, reward, terminated, truncated, info) -> extra storage fields or None."""
+StepCallback = Callable[[int, Tensor, Tensor, Tensor, StepExtras], dict[str, Tensor] | None]
+"""after_step(t, reward, terminated, truncated, extras) -> extra storage fields or None (all tensors)."""
+Relabel = Callable[[RolloutStorage], None]
+"""relabel(storage): rewrite ``storage.rewards`` from the stored transitions (before bootstrap and GAE)."""
 
 
 @dataclass
@@ -39,6 +44,11 @@ class RolloutTimes:
 
     env_seconds: float
     policy_seconds: float
+
+
+def host_index(ids: np.ndarray, device: torch.device) -> Tensor:
+    """Host indices as an index tensor on ``device`` (an upload: never waits for the device)."""
+    return torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)).to(device, non_blocking=True)
 
 
 def collect_rollout(
@@ -52,12 +62,14 @@ def collect_rollout(
     after_step: StepCallback | None = None,
     bridge: HostBridge | None = None,
     moments: Moments | None = None,
+    relabel: Relabel | None = None,
 ) -> tuple[Tensor, RolloutTimes]:
-    """Fill ``storage`` with ``storage.horizon`` steps from ``obs`` (on the networks' device); returns the next
-    observation and timings. ``generator`` draws the action noise on that device; ``moments`` merges the
-    observation statistics of all ranks of a data-parallel run."""
+    """Fill ``storage`` with ``storage.horizon`` steps of ``env`` (an ``RGSDTorchEnv``) from ``obs`` (on the
+    networks' device); returns the next observation and timings. ``generator`` draws the action noise on that
+    device; ``moments`` merges the observation statistics of all ranks of a data-parallel run."""
     norm = ac.obs_normalizer
-    bridge = bridge or HostBridge(norm.mean.device)
+    device = norm.mean.device
+    bridge = bridge or HostBridge(device)
     mean = norm.mean.to(torch.float32)
     inv_std = (norm.var + norm.eps).rsqrt().to(torch.float32)
     clip = norm.clip
@@ -68,7 +80,7 @@ def collect_rollout(
     storage.clear()
     boot_steps: list[np.ndarray] = []
     boot_ids: list[np.ndarray] = []
-    boot_obs: list[np.ndarray] = []
+    boot_obs: list[Tensor] = []
     raw_obs: list[Tensor] = []
     t_env = t_policy = 0.0
     for t in range(storage.horizon):
@@ -76,37 +88,40 @@ def collect_rollout(
         obs_n = normalize(obs)
         actions, log_probs, values = ac.act(obs_n, generator)
         t1 = time.perf_counter()
-        next_obs, reward, term, trunc, info = env.step(bridge.to_host(actions))
+        next_obs, reward, term, trunc, extras = env.step(actions.to(env.device))
         t2 = time.perf_counter()
-        done = term | trunc
-        extras = after_step(t, reward, term, trunc, info) if after_step is not None else None
+        extra_fields = after_step(t, reward, term, trunc, extras) if after_step is not None else None
         storage.add(
             obs_n,
             actions,
             log_probs,
             values,
             bridge.to_device(reward, "reward"),
-            bridge.to_device(done, "done"),
-            **(extras or {}),
+            bridge.to_device(extras.done, "done"),
+            **(extra_fields or {}),
         )
-        if trunc.any():
-            ids = np.flatnonzero(trunc)
+        ids = np.flatnonzero(extras.time_outs_host)
+        if ids.size:
             boot_steps.append(np.full(ids.shape, t))
             boot_ids.append(ids)
-            boot_obs.append(np.stack(info["final_obs"][ids]))
+            boot_obs.append(
+                bridge.to_device(extras.final_obs.index_select(0, host_index(ids, env.device)), "final_obs")
+            )
         raw_obs.append(obs)
         obs = bridge.to_device(next_obs)
         t_policy += t1 - t0 + time.perf_counter() - t2
         t_env += t2 - t1
     t0 = time.perf_counter()
+    if relabel is not None:
+        relabel(storage)
     norm.update(torch.cat(raw_obs), moments)  # takes effect at the next rollout
     with torch.no_grad():
         last_values = ac.value(normalize(obs))
         if boot_obs:
-            final_values = ac.value(normalize(bridge.to_device(np.concatenate(boot_obs), "final_obs")))
+            final_values = ac.value(normalize(torch.cat(boot_obs)))
             storage.add_bootstrap(
-                torch.from_numpy(np.concatenate(boot_steps)),
-                torch.from_numpy(np.concatenate(boot_ids)),
+                host_index(np.concatenate(boot_steps), storage.device),
+                host_index(np.concatenate(boot_ids), storage.device),
                 final_values,
                 gamma,
             )
@@ -128,7 +143,9 @@ class RolloutCollector:
     moments: Moments | None = None
     """Merges observation statistics over the ranks of a data-parallel run (None: a single process)."""
 
-    def collect(self, gamma: float, gae_lambda: float, after_step: StepCallback) -> RolloutTimes:
+    def collect(
+        self, gamma: float, gae_lambda: float, after_step: StepCallback, relabel: Relabel | None = None
+    ) -> RolloutTimes:
         """One rollout into ``self.storage`` with GAE(gamma, lambda); advances ``self.obs``, returns the timings."""
         self.obs, times = collect_rollout(
             self.env,
@@ -141,5 +158,6 @@ class RolloutCollector:
             after_step,
             self.bridge,
             self.moments,
+            relabel,
         )
         return times

@@ -32,18 +32,16 @@ import dataclasses
 import logging
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
 import torch
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.config import TrainConfig, resolve
 from rgsd_agents.discovery import DiscoveryTrainer
 from rgsd_agents.distributed import DataParallel
+from rgsd_agents.episode_stats import EpisodeStats
 from rgsd_agents.loop import TrainingLoop, load_generator_state
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
@@ -53,6 +51,7 @@ from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM
 from rgsd_envs.envs.registration import ENV_ID
+from rgsd_envs.envs.torch_env import RGSDTorchEnv, StepExtras
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import MLPEncoder, load_encoder, trainable_copy
@@ -92,88 +91,6 @@ def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Pat
         with atomic_path(run.encoder_path) as tmp:
             shutil.copyfile(result.encoder_path, tmp)
     return run.encoder_path
-
-
-# -- episode statistics ----------------------------------------------------------
-def _per_task() -> np.ndarray:
-    return np.zeros(2)
-
-
-@dataclass
-class RolloutStats:
-    """Sums over one rollout, split by task (index 0 discovery, 1 imitation)."""
-
-    reward_sum: np.ndarray = field(default_factory=_per_task)
-    steps: np.ndarray = field(default_factory=_per_task)
-    error_sum: float = 0.0
-    """Cartesian error (m) summed over imitation transitions."""
-    ep_count: np.ndarray = field(default_factory=_per_task)
-    ep_length: np.ndarray = field(default_factory=_per_task)
-    ep_return: np.ndarray = field(default_factory=_per_task)
-    ep_completed: np.ndarray = field(default_factory=_per_task)
-    """Episodes that reached the clip's end (truncated, not failed)."""
-    ep_completion: np.ndarray = field(default_factory=_per_task)
-    """Sum over episodes of length / frames left in the clip at the start."""
-
-    def summary(self) -> dict[str, float]:
-        """Per-step and per-episode means by task (keys left out when there was nothing to average)."""
-        out: dict[str, float] = {}
-        for c, task in ((1, "imitation"), (0, "discovery")):
-            if self.steps[c]:
-                out[f"rollout/{task}_reward"] = self.reward_sum[c] / self.steps[c]
-            if self.ep_count[c]:
-                k = self.ep_count[c]
-                out[f"episodes/{task}_length"] = self.ep_length[c] / k
-                out[f"episodes/{task}_return"] = self.ep_return[c] / k
-                out[f"episodes/{task}_completed"] = self.ep_completed[c] / k
-                out[f"episodes/{task}_completion"] = self.ep_completion[c] / k
-        if self.steps[1]:
-            out["rollout/imitation_cartesian_error"] = self.error_sum / self.steps[1]
-        out["rollout/imitation_share"] = self.steps[1] / max(self.steps.sum(), 1)
-        return {k: float(v) for k, v in out.items()}
-
-
-class EpisodeTracker:
-    """Per-world running episode return and length, folded into ``RolloutStats`` when episodes end."""
-
-    def __init__(self, num_envs: int, frames_left: np.ndarray):
-        self.ret = np.zeros(num_envs)
-        self.length = np.zeros(num_envs, dtype=np.int64)
-        self.frames_left = frames_left.astype(np.int64)
-
-    def step(
-        self,
-        stats: RolloutStats,
-        reward: np.ndarray,
-        task: np.ndarray,
-        done: np.ndarray,
-        trunc: np.ndarray,
-        frames_left: np.ndarray,
-    ) -> None:
-        """Account one step; ``frames_left`` describes the episodes now running (new ones for done worlds)."""
-        self.ret += reward
-        self.length += 1
-        np.add.at(stats.reward_sum, task, reward)
-        stats.steps += np.bincount(task, minlength=2)
-        if done.any():
-            ids = np.flatnonzero(done)
-            t = task[ids]
-            np.add.at(stats.ep_count, t, 1)
-            np.add.at(stats.ep_length, t, self.length[ids])
-            np.add.at(stats.ep_return, t, self.ret[ids])
-            np.add.at(stats.ep_completed, t, trunc[ids].astype(np.float64))
-            np.add.at(stats.ep_completion, t, self.length[ids] / np.maximum(self.frames_left[ids], 1))
-            self.ret[ids] = 0.0
-            self.length[ids] = 0
-            self.frames_left[ids] = frames_left[ids]
-
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """The running counters."""
-        return {"ret": self.ret.copy(), "length": self.length.copy(), "frames_left": self.frames_left.copy()}
-
-    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
-        """Restore the running counters."""
-        self.ret, self.length, self.frames_left = (np.array(state[k]) for k in ("ret", "length", "frames_left"))
 
 
 # -- the runner ----------------------------------------------------------------
@@ -220,15 +137,14 @@ class Runner(TrainingLoop, RolloutCollector):
         seed = cfg.seed + self.rank  # each rank: its own worlds, action noise and minibatches
         self.env_cfg = dataclasses.replace(cfg.env, device=env_device(cfg.env, self.device))
         """The env config as built here (its device resolved for this process)."""
-        self.env = gym.make_vec(
-            ENV_ID,
-            num_envs=cfg.num_envs,
+        self.env = RGSDTorchEnv(
+            cfg.num_envs,
             config=self.env_cfg,
             encoder=str(self.run.encoder_path),
             reward_kappa=cfg.reward_kappa,
             reward_constant=cfg.reward_constant,
         )
-        core = self.env.unwrapped.core
+        core = self.env.core
         self.frozen = core.frozen_encoder
         if not isinstance(self.frozen, MLPEncoder):
             raise InputFileError(self.run.encoder_path, "training needs an MLP encoder file (rgsd pretrain)")
@@ -243,9 +159,7 @@ class Runner(TrainingLoop, RolloutCollector):
         self.kappa = float(self.env.reward_core.kappa)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
-            self.ac = ActorCritic(
-                POLICY_OBS_DIM, self.env.single_action_space.shape[0], cfg.networks, cfg.ppo.normalize_values
-            )
+            self.ac = ActorCritic(POLICY_OBS_DIM, self.env.act_dim, cfg.networks, cfg.ppo.normalize_values)
         if cfg.networks.init_mean_action == "reference":
             self.ac.set_mean_action(reference_mean_action(core.lib))
         self.ac.to(self.device)
@@ -269,38 +183,31 @@ class Runner(TrainingLoop, RolloutCollector):
         self.minibatch_gen = torch.Generator().manual_seed(seed + 1)
         """Minibatch permutations, drawn on the CPU (the same minibatches on every device)."""
         self._probe: ImitationProbe | None = None
-        self._num_frames = core.lib.num_frames.cpu().numpy()
-        obs, info = self.env.reset(seed=seed)
+        obs, _ = self.env.reset(seed=seed)
         self.obs = self.bridge.to_device(obs).clone()
         self.moments = None if dp is None else dp.batch_moments
         """Merges the normalisers' batch statistics over the ranks (None: one process)."""
         self.ac.obs_normalizer.update(self.obs, self.moments)
-        self.tracker = EpisodeTracker(cfg.num_envs, self._frames_left(info))
+        self.tracker = EpisodeStats(self._frames_left())
 
-    def _frames_left(self, info: dict[str, np.ndarray]) -> np.ndarray:
-        """Frames from each world's current frame to its clip's end."""
-        return self._num_frames[info["clip_id"]] - 1 - info["frame"]
+    def _frames_left(self) -> Tensor:
+        """(N,) frames from each world's current frame to its clip's end (device)."""
+        core = self.env.core
+        return core.lib.num_frames[core.clip] - 1 - core.frame
 
     # -- one iteration --------------------------------------------------------
-    def rollout(self) -> tuple[RolloutStats, dict[str, float]]:
+    def rollout(self) -> tuple[EpisodeStats, dict[str, float]]:
         """Collect ``horizon`` steps of all worlds into the storage and compute GAE."""
-        stats = RolloutStats()
-        reward_core = self.env.reward_core
+        stats = self.tracker
+        stats.begin_rollout()
 
-        def after_step(t: int, reward: np.ndarray, term: np.ndarray, trunc: np.ndarray, info: dict) -> dict:
-            done = term | trunc
-            task = reward_core.last_tasks
-            error = info["cartesian_error"]
-            if done.any():  # SameStep: rows of reset worlds describe the new episode
-                error = np.where(done, info["final_info"]["cartesian_error"], error)
-            task_np = task.cpu().numpy()
-            stats.error_sum += float(error[task_np == 1].sum())
-            self.tracker.step(stats, reward, task_np, done, trunc, self._frames_left(info))
+        def after_step(t: int, reward: Tensor, term: Tensor, trunc: Tensor, ex: StepExtras) -> dict[str, Tensor]:
+            stats.step(reward, ex.task, ex.done, ex.time_outs, ex.cartesian_error, self._frames_left())
             return {
-                "tasks": task,
-                "skills": reward_core.last_skills,
-                "encoder_inputs": reward_core.encoder_inputs,
-                "next_encoder_inputs": reward_core.next_encoder_inputs,
+                "tasks": ex.task,
+                "skills": ex.skills,
+                "encoder_inputs": ex.encoder_inputs,
+                "next_encoder_inputs": ex.next_encoder_inputs,
             }
 
         times = self.collect(self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda, after_step)
@@ -323,9 +230,9 @@ class Runner(TrainingLoop, RolloutCollector):
         self.global_step += self.cfg.batch_size * world
         self.elapsed += seconds
         metrics.update(stats.summary())
-        core = self.env.unwrapped.core
+        core = self.env.core
         if core.cfg.clip_sampling != "uniform":
-            probs = core.clip_probabilities().tolist()
+            probs = core.clip_probabilities_host().tolist()
             metrics.update({f"clip_sampling/{name}": p for name, p in zip(core.lib.names, probs)})
         metrics.update({f"losses/{k}": v for k, v in ppo_stats.items()})
         metrics.update({f"discovery/{k}": v for k, v in disc_stats.items()})
@@ -360,7 +267,7 @@ class Runner(TrainingLoop, RolloutCollector):
             self.log_reward_sharpness(writer)
         if not self.cfg.probe_every:
             return
-        self._probe = ImitationProbe(self.env_cfg, self.env.unwrapped.core.lib, str(self.run.encoder_path))
+        self._probe = ImitationProbe(self.env_cfg, self.env.core.lib, str(self.run.encoder_path))
         if self.iteration == 0:
             self.initial_probe = self.probe(self._probe)
             for k, v in self.initial_probe.items():
@@ -371,7 +278,7 @@ class Runner(TrainingLoop, RolloutCollector):
         from rgsd_agents.reward_sharpness import SHARPNESS_FILE, reward_sharpness, tensorboard_scalars, write_report
 
         rc = self.env.reward_core
-        report = reward_sharpness(self.frozen, self.env.unwrapped.core.lib, rc.kappa, rc.constant)
+        report = reward_sharpness(self.frozen, self.env.core.lib, rc.kappa, rc.constant)
         write_report(report, self.run.file(SHARPNESS_FILE))
         for k, v in tensorboard_scalars(report).items():
             writer.add_scalar(k, v, 0)
@@ -396,7 +303,7 @@ class Runner(TrainingLoop, RolloutCollector):
         """Imitation probe of the current policy and reference statistics of the discovery encoder."""
         out = probe.run(self.ac.actor)
         if self.cfg.discovery.enabled:
-            core = self.env.unwrapped.core
+            core = self.env.core
             ref = self.discovery.reference_stats(core.ref_inputs, core.lib.clip_of_frame, core.lib.num_clips)
             out.update({f"discovery/{k}": v for k, v in ref.items()})
         return out

@@ -9,6 +9,10 @@
     envs = gym.make_vec("RGSD-SMPL-v0", num_envs=64)    # native batched worlds
     task = gym.make("RGSD-SMPL-GoalReaching-v0", low_level="runs/demo", style="sidestep")
 
+    env = rgsd_envs.RGSDTorchEnv(4096, backend="warp", device="cuda")  # tensors in and out on the GPU
+    obs, extras = env.reset(seed=0)
+    obs, reward, terminated, truncated, extras = env.step(actions)
+
 Where things are: ``humanoid/`` (joint table, MJCF, body shape), ``motion/`` (clip format,
 AMASS import, motion library), ``sim/`` (simulator interface and one module per backend),
 ``envs/`` (config, batched core, observation layout, skills, the versioned envs),
@@ -27,10 +31,21 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.registration import ENV_ID, GOAL_ENV_ID, register_envs
+from rgsd_envs.envs.torch_env import RGSDTorchEnv, StepExtras
 from rgsd_envs.runs.policy import PolicyMLP, load_policy
 from rgsd_envs.runs.run_dir import RunDir
 
 register_envs()
 
 __version__ = "0.1.0"
-__all__ = ["ENV_ID", "GOAL_ENV_ID", "EnvConfig", "PolicyMLP", "RunDir", "__version__", "load_policy"]
+__all__ = [
+    "ENV_ID",
+    "GOAL_ENV_ID",
+    "EnvConfig",
+    "PolicyMLP",
+    "RGSDTorchEnv",
+    "RunDir",
+    "StepExtras",
+    "__version__",
+    "load_policy",
+]

@@ -39,11 +39,11 @@ def test_outcomes_move_the_failure_rate_of_their_clip_only():
     core = _core(clip_sampling="failure_weighted", failure_rate_memory=2.0)
     core.reset_envs(list(range(8)), {"clip": 1, "task": "imitation"})
     info = core.observe()
-    terminated = torch.zeros(8, dtype=torch.bool)
+    terminated = np.zeros(8, dtype=bool)
     terminated[:4] = True  # half of clip 1's episodes fail, the other half reach the clip's end
     truncated = ~terminated
     assert (info.task == IMITATION).all()
-    core._record_outcomes(info, terminated, truncated)
+    core.record_outcomes(terminated, truncated)
     # 8 episodes, memory 2: old weight (1/2)^8, new value 0.5
     assert core.failure_rate[1].item() == pytest.approx(0.5**8 * 1.0 + (1 - 0.5**8) * 0.5)
     assert (core.failure_rate[[0, 2, 3, 4]] == 1.0).all()

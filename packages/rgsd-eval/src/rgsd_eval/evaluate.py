@@ -15,10 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
-from rgsd_envs.envs.registration import ENV_ID
+from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.clip import CATEGORIES
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import embed, within_motion_alignment
@@ -102,9 +101,8 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
     k_im, k = cfg.imitation_rollouts, cfg.rollouts
     n_search = m * loaded.latent.n if loaded.latent.kind == "best-of" else 0
     n_eval = m * (k_im + len(cfg.kappas) * k)
-    env = gym.make_vec(
-        ENV_ID,
-        num_envs=min(cfg.batch_size, max(n_search, n_eval)),
+    env = RGSDTorchEnv(
+        min(cfg.batch_size, max(n_search, n_eval)),
         encoder_reward=False,
         config=loaded.env_config,
         motions=lib,

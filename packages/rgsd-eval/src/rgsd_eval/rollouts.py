@@ -1,4 +1,4 @@
-"""Batched evaluation rollouts over the RGSD vector environment.
+"""Batched evaluation rollouts over the RGSD environment (its torch interface, ``RGSDTorchEnv``).
 
 A rollout job is (clip, skill z): the world starts at the clip's first frame
 (full reference state) with that z and runs the policy until the clip's last
@@ -126,6 +126,7 @@ def run_rollouts(
     _check_eval_env(core.cfg)
     lib: MotionLib = core.lib
     n = base.num_envs
+    """``env``: an ``RGSDTorchEnv`` or rgsd's Gymnasium vector env (its torch env runs the rollouts)."""
     nf = lib.num_frames.cpu().numpy()
     if len(jobs) and (jobs.clip.min() < 0 or jobs.clip.max() >= lib.num_clips):
         raise ValueError(f"job clip indices must be in [0, {lib.num_clips})")
@@ -190,10 +191,15 @@ class _Recording:
 def _run_chunk(
     env: Any, policy: Controller, jobs: RolloutJobs, ids: np.ndarray, out: Rollouts, opts: _ChunkOptions, seed: int
 ) -> None:
-    """Reset the worlds to the chunk's jobs, step them to the longest clip's end and summarise."""
+    """Reset the worlds to the chunk's jobs, step them to the longest clip's end and summarise.
+
+    Runs on the env's torch interface (``RGSDTorchEnv``; a Gymnasium env's own torch env): the records stay
+    on the env's device and are read once per chunk; per step only the env's one host read happens."""
     base = env.unwrapped
-    lib: MotionLib = base.core.lib
-    n, m = base.num_envs, len(ids)
+    tenv = getattr(base, "torch_env", base)
+    core = tenv.core
+    lib: MotionLib = core.lib
+    n, m = tenv.num_envs, len(ids)
     world_jobs = np.concatenate([ids, np.full(n - m, ids[0])])  # idle worlds repeat the first job
     clips = jobs.clip[world_jobs]
     nf = lib.num_frames.cpu().numpy()
@@ -204,20 +210,22 @@ def _run_chunk(
         "task": "imitation",
         "skill": jobs.skill[world_jobs],
     }
-    obs, _ = env.reset(seed=seed, options=options)
+    obs, _ = tenv.reset(seed=seed, options=options)
+    dev = tenv.device
     keep = np.flatnonzero(jobs.keep_qpos[ids])
-    body_pos = np.zeros((steps, m, sk.NUM_BODIES, 3), dtype=np.float32)
-    qpos = np.zeros((steps, len(keep), sk.QPOS_DIM), dtype=np.float32)
-    fell = np.zeros((steps, m), dtype=bool)
-    non_foot = np.ones(sk.NUM_BODIES, dtype=bool)
+    keep_idx = core.device_ids(keep)
+    body_pos = torch.zeros((steps, m, sk.NUM_BODIES, 3), device=dev)
+    qpos = torch.zeros((steps, len(keep), sk.QPOS_DIM), device=dev)
+    fell = torch.zeros((steps, m), dtype=torch.bool, device=dev)
+    non_foot = torch.ones(sk.NUM_BODIES, dtype=torch.bool, device=dev)
     non_foot[list(sk.FOOT_BODY_IDS)] = False
 
     def record(t: int) -> None:
-        s = base.core.backend.state()
-        pos = s.body_pos[:m].cpu().numpy()
+        s = core.backend.state()
+        pos = s.body_pos[:m].to(dev, torch.float32)
         body_pos[t] = pos
-        qpos[t] = s.qpos[keep].cpu().numpy()
-        fell[t] = (pos[:, 0, 2] < opts.fall_height) | (s.contact[:m].cpu().numpy() & non_foot).any(axis=-1)
+        qpos[t] = s.qpos.to(dev, torch.float32).index_select(0, keep_idx)
+        fell[t] = (pos[:, 0, 2] < opts.fall_height) | (s.contact[:m].to(dev) & non_foot).any(dim=-1)
 
     record(0)
     length = np.full(m, steps, dtype=np.int64)
@@ -228,12 +236,14 @@ def _run_chunk(
         if opts.action_noise > 0:
             noise = torch.randn(actions.shape, generator=opts.generator).to(actions.device)
             actions = actions + opts.action_noise * noise
-        obs, _, term, trunc, info = env.step(actions)
+        tr = tenv.transition(actions.to(dev))
+        obs = tenv.observations()
         if opts.on_step is not None:
             opts.on_step(env, t)
         record(t)
-        ended = alive & (np.asarray(term[:m]) | np.asarray(trunc[:m]))
-        bad = ended & np.asarray(info["unstable"][:m], dtype=bool)
+        # the evaluation config ends an episode only at the clip's end or on instability
+        bad = alive & tr.terminated_host[:m]
+        ended = bad | (alive & tr.truncated_host[:m])
         length[ended] = np.where(bad[ended], t, t + 1)  # an unstable step's state is the engine's reset
         unstable |= bad
         alive &= ~ended
@@ -241,7 +251,8 @@ def _run_chunk(
         if not alive.any():
             opts.bar.update(steps - 1 - t)
             break
-    _summarise(out, jobs, ids, lib, _Recording(body_pos, qpos, keep, fell, length, unstable), opts)
+    recording = _Recording(body_pos.cpu().numpy(), qpos.cpu().numpy(), keep, fell.cpu().numpy(), length, unstable)
+    _summarise(out, jobs, ids, lib, recording, opts)
 
 
 def _summarise(

@@ -34,7 +34,7 @@ from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import HumanoidConfig
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards import encoders as enc
-from rgsd_envs.rewards.tracking import tracking_reward, tracking_terms
+from rgsd_envs.rewards.tracking import state_tracking_reward
 from rgsd_envs.sim import make_backend
 
 Tensor = torch.Tensor
@@ -88,11 +88,20 @@ def _per_world(options: dict[str, Any], key: str, n: int) -> Any:
     return v.detach().cpu().numpy() if isinstance(v, Tensor) else v if isinstance(v, np.ndarray) else list(v)
 
 
-def _as_index_array(env_ids: Any) -> np.ndarray:
-    """World indices as an int64 numpy array (from a list, array or tensor)."""
+def as_host_ids(env_ids: Any) -> np.ndarray:
+    """World indices as an int64 numpy array (from a list, array or tensor; a tensor is read once)."""
     if isinstance(env_ids, Tensor):
         return env_ids.detach().cpu().numpy().astype(np.int64).reshape(-1)
     return np.asarray(env_ids, dtype=np.int64).reshape(-1)
+
+
+def nonfinite_action_error(actions: Any) -> ValueError:
+    """The error for actions (N, 69) holding NaN or inf: names the first world and hinge."""
+    a = actions.detach().cpu().numpy() if isinstance(actions, Tensor) else np.asarray(actions)
+    bad = np.argwhere(~np.isfinite(a))[0].tolist()
+    return ValueError(
+        f"action contains NaN or inf (world {bad[0]}, hinge {sk.DOF_NAMES[bad[1]]}); the policy output is broken"
+    )
 
 
 class RGSDCore:
@@ -133,6 +142,12 @@ class RGSDCore:
         self.random = WorldRandom(n)
         """Per-world counter-based random numbers (keys from the seeds, one episode counter per world)."""
         self._num_frames = self.lib.num_frames.cpu().numpy()
+        self.clip_host = np.zeros(n, dtype=np.int64)
+        """(N,) host copy of ``clip``: the host drew it, so reading it never waits for the device."""
+        self.frame_host = np.zeros(n, dtype=np.int64)
+        """(N,) host copy of ``frame`` (advanced with it by ``physics_step``)."""
+        self.task_host = np.zeros(n, dtype=np.int64)
+        """(N,) host copy of ``task``."""
         self.action_offset = torch.as_tensor(sk.ACTION_OFFSET, dtype=torch.float32, device=dev)
         self.action_scale = torch.as_tensor(sk.ACTION_SCALE, dtype=torch.float32, device=dev)
         self._non_foot = torch.ones(sk.NUM_BODIES, dtype=torch.bool, device=dev)
@@ -142,8 +157,15 @@ class RGSDCore:
         self._clip_cdf: np.ndarray | None = None
         self.tracking_reward = torch.zeros(n, device=dev)
         """(N,) with ``cfg.reward == "tracking"``: the tracking reward of the current state (``observe``)."""
-        self.failure_rate = torch.ones(self.lib.num_clips, dtype=torch.float64)
-        """(clips,) EMA of the share of imitation episodes that ended in a failure (``clip_sampling``)."""
+        self._failure_rate = np.ones(self.lib.num_clips, dtype=np.float64)
+
+    def _upload(self, values: np.ndarray, dtype: torch.dtype) -> Tensor:
+        """Host values as a tensor on the env's device (a copy: options may be read-only views)."""
+        return torch.tensor(values, dtype=dtype).to(self.device, non_blocking=True)
+
+    def device_ids(self, ids: np.ndarray) -> Tensor:
+        """Host world indices as an index tensor on the env's device (an upload, never a device read)."""
+        return torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)).to(self.device, non_blocking=True)
 
     # -- reference data -------------------------------------------------
     def _default_encoder(self) -> enc.EncoderLike:
@@ -162,7 +184,7 @@ class RGSDCore:
     # -- episodes ---------------------------------------------------------
     def seed(self, env_ids: Any, seeds: Any) -> None:
         """Re-seed worlds ``env_ids`` (gymnasium's seeding: a non-negative int, or None for fresh entropy)."""
-        self.random.seed(_as_index_array(env_ids), seeds)
+        self.random.seed(as_host_ids(env_ids), seeds)
 
     def _clip_ids(self, value: Any, n: int) -> np.ndarray:
         """Clip option (index, name, or one per world) as (n,) indices, checked."""
@@ -259,19 +281,19 @@ class RGSDCore:
         Batched over the worlds; ``options`` may fix clip, start_frame, task,
         skill or kappa for all of them or per world (see the env's docstring).
         """
-        ids = _as_index_array(env_ids)
+        ids = as_host_ids(env_ids)
         if ids.size == 0:
             return
         weighted = self.cfg.clip_sampling == "failure_weighted"
-        self._clip_cdf = np.cumsum(self.clip_probabilities().numpy()) if weighted else None
+        self._clip_cdf = np.cumsum(self.clip_probabilities_host()) if weighted else None
         clip, start, task, z = self._draw(ids, options or {})
         self.random.advance(ids)
-        dev = self.device
-        idx = torch.from_numpy(ids).to(dev)
-        self.clip[idx] = torch.tensor(clip, dtype=torch.long, device=dev)  # copies: options may be read-only views
-        self.frame[idx] = torch.tensor(start, dtype=torch.long, device=dev)
-        self.task[idx] = torch.tensor(task, dtype=torch.long, device=dev)
-        self.skill[idx] = torch.tensor(z, dtype=torch.float32, device=dev)
+        idx = self.device_ids(ids)
+        self.clip[idx] = self._upload(clip, torch.long)
+        self.frame[idx] = self._upload(start, torch.long)
+        self.task[idx] = self._upload(task, torch.long)
+        self.skill[idx] = self._upload(z, torch.float32)
+        self.clip_host[ids], self.frame_host[ids], self.task_host[ids] = clip, start, task
         qpos, qvel = self.lib.frame_qpos_qvel(self.clip[idx], self.frame[idx])
         self.backend.set_state(idx, qpos, qvel)
 
@@ -281,25 +303,29 @@ class RGSDCore:
         return self.action_offset + self.action_scale * actions.clamp(-1.0, 1.0)
 
     def check_actions(self, actions: Any) -> Tensor:
-        """Actions as a float32 (N, 69) tensor, or a clear error."""
-        a = actions.detach().cpu().numpy() if isinstance(actions, Tensor) else np.asarray(actions, dtype=np.float32)
+        """Actions as a float32 (N, 69) tensor on the env's device, or a clear error.
+
+        Host actions (numpy, lists) are checked for NaN/inf here; a tensor is only reshaped and moved, its
+        values are checked by the step's one host read (``RGSDTorchEnv``), so checking costs no device sync.
+        """
         expected = (self.num_envs, sk.NUM_DOFS)
-        if a.shape != expected and not (self.num_envs == 1 and a.shape == (sk.NUM_DOFS,)):
+        shape = tuple(actions.shape) if isinstance(actions, Tensor) else np.shape(actions)
+        if shape != expected and not (self.num_envs == 1 and shape == (sk.NUM_DOFS,)):
             raise ValueError(
-                f"action has shape {tuple(a.shape)}; expected {expected if self.num_envs > 1 else (sk.NUM_DOFS,)} (one target per hinge, in [-1, 1])"
+                f"action has shape {shape}; expected {expected if self.num_envs > 1 else (sk.NUM_DOFS,)} (one target per hinge, in [-1, 1])"
             )
-        a = a.reshape(expected)
+        if isinstance(actions, Tensor):
+            return actions.detach().to(self.device, torch.float32).reshape(expected)
+        a = np.asarray(actions, dtype=np.float32).reshape(expected)
         if not np.isfinite(a).all():
-            bad = np.argwhere(~np.isfinite(a))[0].tolist()
-            raise ValueError(
-                f"action contains NaN or inf (world {bad[0]}, hinge {sk.DOF_NAMES[bad[1]]}); the policy output is broken"
-            )
-        return torch.as_tensor(a, dtype=torch.float32).to(self.device)
+            raise nonfinite_action_error(a)
+        return torch.as_tensor(a).to(self.device)
 
     def physics_step(self, actions: Tensor) -> None:
         """Advance all worlds one control step and move their reference clocks on."""
         self.backend.step(self.targets(actions))
         self.frame += 1
+        self.frame_host += 1
 
     def observe_reset(self, env_ids: Tensor) -> StepInfo:
         """Features and info rows of worlds that were just reset to reference frames.
@@ -358,21 +384,7 @@ class RGSDCore:
 
     def _track(self, s: Any, feats: Tensor, g: Tensor, env_ids: Tensor | None) -> None:
         """Store the tracking reward of the observed worlds against their reference frames ``g``."""
-        f32 = {"device": self.device, "dtype": torch.float32}
-        lib = self.lib
-        terms = tracking_terms(
-            s.qpos[:, 7:].to(**f32),
-            s.qvel[:, 6:].to(**f32),
-            feats,
-            s.body_pos[:, 0].to(**f32),
-            s.qvel[:, :3].to(**f32),
-            lib.frames("dof_pos")[g],
-            lib.frames("dof_vel")[g],
-            self.ref_features[g],
-            lib.frames("root_pos")[g],
-            lib.frames("root_lin_vel")[g],
-        )
-        r = tracking_reward(terms, self.cfg.tracking_scale)
+        r = state_tracking_reward(s, feats, self.lib, self.ref_features, g, self.cfg.tracking_scale)
         if env_ids is None:
             self.tracking_reward = r
         else:
@@ -380,34 +392,55 @@ class RGSDCore:
             self.tracking_reward[env_ids] = r
 
     def done_flags(self, info: StepInfo) -> tuple[Tensor, Tensor]:
-        """(terminated, truncated): failure, or the clip's last frame reached; records imitation outcomes."""
+        """(terminated, truncated) on the device: failure, or the clip's last frame reached (no host read)."""
         terminated = info.fall | info.deviation | info.unstable
         truncated = ~terminated & (self.frame >= self.lib.num_frames[self.clip] - 1)
-        if self.cfg.clip_sampling == "failure_weighted":
-            self._record_outcomes(info, terminated, truncated)
         return terminated, truncated
+
+    def truncated_host(self, terminated: np.ndarray) -> np.ndarray:
+        """(N,) host twin of ``done_flags``' truncation, from the host copies of clip and frame."""
+        return ~terminated & (self.frame_host >= self._num_frames[self.clip_host] - 1)
+
+    @property
+    def failure_rate(self) -> Tensor:
+        """(clips,) EMA of the share of imitation episodes that ended in a failure (``clip_sampling``);
+        a float64 CPU tensor sharing the host array (writes go through)."""
+        return torch.from_numpy(self._failure_rate)
+
+    @failure_rate.setter
+    def failure_rate(self, value: Any) -> None:
+        self._failure_rate = (value.numpy() if isinstance(value, Tensor) else np.asarray(value)).astype(np.float64)
+
+    def clip_probabilities_host(self) -> np.ndarray:
+        """(clips,) ``clip_probabilities`` as a host array."""
+        n = self.lib.num_clips
+        uniform = np.full(n, 1.0 / n)
+        rate = self._failure_rate
+        if self.cfg.clip_sampling == "uniform" or rate.sum() <= 0.0:
+            return uniform
+        share = self.cfg.failure_weighted_share
+        return (1.0 - share) * uniform + share * rate / rate.sum()
 
     def clip_probabilities(self) -> Tensor:
         """(clips,) probability of each clip at the next RSI draw (``clip_sampling``)."""
-        uniform = torch.full((self.lib.num_clips,), 1.0 / self.lib.num_clips, dtype=torch.float64)
-        if self.cfg.clip_sampling == "uniform" or float(self.failure_rate.sum()) <= 0.0:
-            return uniform
-        share = self.cfg.failure_weighted_share
-        return (1.0 - share) * uniform + share * self.failure_rate / self.failure_rate.sum()
+        return torch.from_numpy(self.clip_probabilities_host())
 
-    def _record_outcomes(self, info: StepInfo, terminated: Tensor, truncated: Tensor) -> None:
-        """Fold the imitation episodes that ended this step into each clip's failure-rate EMA."""
-        ended = ((terminated | truncated) & (info.task == IMITATION)).cpu()
+    def record_outcomes(self, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """Fold the imitation episodes that ended this step (host flags, before any reset) into each clip's
+        failure-rate EMA (``clip_sampling="failure_weighted"``; a no-op otherwise)."""
+        if self.cfg.clip_sampling != "failure_weighted":
+            return
+        ended = (terminated | truncated) & (self.task_host == IMITATION)
         if not ended.any():
             return
-        clips = info.clip_id.cpu()[ended]
-        failed = terminated.cpu()[ended].to(torch.float64)
-        count = torch.bincount(clips, minlength=self.lib.num_clips).to(torch.float64)
-        fails = torch.bincount(clips, weights=failed, minlength=self.lib.num_clips)
+        clips = self.clip_host[ended]
+        count = np.bincount(clips, minlength=self.lib.num_clips).astype(np.float64)
+        fails = np.bincount(clips, weights=terminated[ended].astype(np.float64), minlength=self.lib.num_clips)
         seen = count > 0
+        rate = self._failure_rate
         # k episodes of one clip at once: the EMA's weight on the old value is (1 - 1/memory)^k
         keep = (1.0 - 1.0 / self.cfg.failure_rate_memory) ** count[seen]
-        self.failure_rate[seen] = keep * self.failure_rate[seen] + (1.0 - keep) * fails[seen] / count[seen]
+        rate[seen] = keep * rate[seen] + (1.0 - keep) * fails[seen] / count[seen]
 
     def state_dict(self) -> dict[str, Any]:
         """Episode state, generators and simulator state of all worlds (for checkpoints)."""
@@ -418,7 +451,7 @@ class RGSDCore:
             "task": self.task.cpu().clone(),
             "skill": self.skill.cpu().clone(),
             "features": self.features.cpu().clone(),
-            "failure_rate": self.failure_rate.clone(),
+            "failure_rate": torch.from_numpy(self._failure_rate.copy()),
             "random": self.random.state_dict(),
         }
 
@@ -429,8 +462,10 @@ class RGSDCore:
         self.backend.load_state_dict(state["backend"])
         for name in ("clip", "frame", "task", "skill", "features"):
             setattr(self, name, torch.as_tensor(state[name]).to(self.device).clone())
+        for name in ("clip", "frame", "task"):
+            setattr(self, f"{name}_host", torch.as_tensor(state[name]).numpy().astype(np.int64).copy())
         if "failure_rate" in state:
-            self.failure_rate = torch.as_tensor(state["failure_rate"], dtype=torch.float64).clone()
+            self.failure_rate = torch.as_tensor(state["failure_rate"], dtype=torch.float64).numpy()
         if "random" in state:
             self.random.load_state_dict(state["random"])
         else:  # saved before the counter-based streams: the draws cannot continue exactly

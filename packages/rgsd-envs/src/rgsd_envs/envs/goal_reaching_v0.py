@@ -59,6 +59,7 @@ from rgsd_envs.envs.world_random import Stream
 from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils import rotations as rot
+from rgsd_envs.utils.host_reads import read_host_flags
 from rgsd_envs.utils.threads import env_side
 
 Tensor = torch.Tensor
@@ -178,6 +179,8 @@ class GoalReachingCore:
         self.goal = torch.zeros(num_envs, 2, device=self.device)
         self.steps = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self.success = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
+        self.steps_host = np.zeros(num_envs, dtype=np.int64)
+        """(N,) host copy of ``steps`` (the host knows when an episode times out without reading the device)."""
         self.max_steps = round(self.cfg.episode_seconds * 30 / self.cfg.low_level_steps)
         self.recording: list[Tensor] | None = None
         """Set to a list to record body positions (N, 24, 3) after every 30 Hz control step."""
@@ -203,7 +206,7 @@ class GoalReachingCore:
             goals[pending[ok]] = g[ok]
             pending = pending[~ok]
         self.core.reset_envs(env_ids, {"clip": clips, "task": "imitation"})
-        ids = torch.from_numpy(env_ids).to(self.device)
+        ids = self.core.device_ids(env_ids)
         st = self.core.backend.state(ids)
         qpos, qvel = st.qpos.clone().double(), st.qvel.clone().double()
         turn = rot.yaw_quat(yaw - rot.heading_angle(qpos[:, 3:7]))
@@ -212,8 +215,9 @@ class GoalReachingCore:
         qvel[:, :3] = rot.quat_rotate(turn, qvel[:, :3])  # world linear velocity turns too
         self.core.backend.set_state(ids, qpos, qvel)
         self.core.observe(ids)
-        self.goal[ids] = torch.as_tensor(goals, dtype=torch.float32, device=self.device)
+        self.goal[ids] = torch.tensor(goals, dtype=torch.float32).to(self.device, non_blocking=True)
         self.steps[ids] = 0
+        self.steps_host[env_ids] = 0
         self.success[ids] = False
 
     def observation(self) -> Tensor:
@@ -233,11 +237,13 @@ class GoalReachingCore:
             lib = self.core.lib
             # the phase cycles with the start clip's period (clips loop)
             self.core.frame = self.core.frame % (lib.num_frames[self.core.clip] - 1)
+            self.core.frame_host %= self.core._num_frames[self.core.clip_host] - 1
             info = self.core.observe()
             fell |= info.fall | info.unstable
             if self.recording is not None:
                 self.recording.append(self.core.backend.state().body_pos.to(self.device).clone())
         self.steps += 1
+        self.steps_host += 1
         root = self.core.backend.state().body_pos[:, 0].to(self.device)
         distance = (root[:, :2] - self.goal).norm(dim=-1)
         self.success |= distance < self.cfg.success_radius
@@ -254,6 +260,82 @@ class GoalReachingCore:
     def close(self) -> None:
         """Release the simulator."""
         self.core.close()
+
+
+@dataclass
+class GoalStepExtras:
+    """Per-world tensors of a goal-reaching step before the autoreset, plus the step's one host copy."""
+
+    done: Tensor
+    time_outs: Tensor
+    final_obs: Tensor
+    """(N, 364) observation each world reached (before finished worlds restart)."""
+    distance: Tensor
+    success: Tensor
+    style_cosine: Tensor
+    fall: Tensor
+    done_host: np.ndarray
+    time_outs_host: np.ndarray
+
+
+class GoalReachingTorchEnv:
+    """N worlds of the goal-reaching task with tensors in and out on ``device`` (the downstream trainer's
+    interface; one host read per step, as ``RGSDTorchEnv``)."""
+
+    def __init__(
+        self,
+        num_envs: int = 16,
+        low_level: str | os.PathLike | None = None,
+        config: GoalReachingConfig | dict | None = None,
+        **overrides: Any,
+    ):
+        self.cfg = _config(config, overrides)
+        self.num_envs = num_envs
+        self.task = GoalReachingCore(num_envs, low_level, self.cfg)
+        self.device = self.task.device
+
+    def reset(self, seed: int | list[int | None] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
+        """Reset every world (int seeds give world i seed + i); observations (N, 364) and goals (N, 2)."""
+        if seed is not None:
+            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
+            self.task.core.seed(list(range(self.num_envs)), seeds)
+        self.task.reset_envs(np.arange(self.num_envs))
+        return self.task.observation(), {"goal": self.task.goal.clone()}
+
+    def step(self, z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, GoalStepExtras]:
+        """Hold skills z (N, 16) for ``low_level_steps`` control steps; finished worlds restart (SameStep)."""
+        if tuple(z.shape) != (self.num_envs, SKILL_DIM):
+            raise ValueError(f"action (skill) has shape {tuple(z.shape)}; expected {(self.num_envs, SKILL_DIM)}")
+        task = self.task
+        reward, fell, truncated, info = task.step(z)
+        final_obs = task.observation()
+        packet = read_host_flags(torch.stack((fell, ~torch.isfinite(z).all(dim=-1).to(fell.device))))
+        if packet[1].any():
+            raise ValueError("action (skill) contains NaN or inf")
+        term_host = packet[0]
+        trunc_host = ~term_host & (task.steps_host >= task.max_steps)
+        done_host = term_host | trunc_host
+        ids = np.flatnonzero(done_host)
+        obs = final_obs
+        if ids.size:
+            task.reset_envs(ids)
+            obs = task.observation()
+        extras = GoalStepExtras(
+            fell | truncated,
+            truncated,
+            final_obs,
+            info["distance"],
+            info["success"],
+            info["style_cosine"],
+            fell,
+            done_host,
+            trunc_host,
+        )
+        return obs, reward, fell, truncated, extras
+
+    def close(self) -> None:
+        """Release the simulator."""
+        self.task.close()
 
 
 def _spaces() -> tuple[spaces.Box, spaces.Box]:

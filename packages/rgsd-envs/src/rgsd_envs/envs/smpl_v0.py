@@ -47,6 +47,11 @@ bodies), ``fall``, ``deviation``, ``unstable``.
 episode. In the vector env each may also be given per world: a list with one
 entry per reset world (an (n, 16) array for ``skill``).
 
+## Torch interface
+``rgsd_envs.RGSDTorchEnv`` is the same environment with tensors in and out on its
+device (one host read per step); rgsd's trainers use it, and both Gymnasium
+classes below are numpy adapters over it.
+
 ## Vector environment
 ``gymnasium.make_vec("RGSD-SMPL-v0", num_envs=N)`` returns the native
 ``RGSDVectorEnv``: all worlds are stepped by C threads and every computation is
@@ -79,10 +84,13 @@ from gymnasium.vector.utils import batch_space
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.core import RGSDCore
 from rgsd_envs.envs.observations import FRAME_DIM, POLICY_OBS_DIM, SKILL_DIM
+from rgsd_envs.envs.torch_env import RGSDTorchEnv, make_config
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards.encoders import EncoderLike
 from rgsd_envs.utils.threads import env_side
+
+Tensor = torch.Tensor
 
 
 def single_spaces(cfg: EnvConfig) -> tuple[spaces.Space, spaces.Box]:
@@ -99,20 +107,21 @@ def single_spaces(cfg: EnvConfig) -> tuple[spaces.Space, spaces.Box]:
     return obs, spaces.Box(-1.0, 1.0, (sk.NUM_DOFS,), np.float32)
 
 
-def _config(config: EnvConfig | dict | None, overrides: dict[str, Any]) -> EnvConfig:
-    if isinstance(config, EnvConfig):
-        base = vars(config).copy()
-    else:
-        base = dict(config or {})
-    base.update(overrides)
-    return EnvConfig(**base)
-
-
 class _Observer:
-    """Turns the core's tensors into Gymnasium observations (numpy at the boundary)."""
+    """Turns the torch env's tensors into Gymnasium observations (numpy at the boundary)."""
 
-    core: RGSDCore
+    torch_env: RGSDTorchEnv
     cfg: EnvConfig
+
+    @property
+    def core(self) -> RGSDCore:
+        """The batched episode logic (shared with the torch env)."""
+        return self.torch_env.core
+
+    @property
+    def motion_lib(self) -> MotionLib:
+        """The reference clips."""
+        return self.torch_env.core.lib
 
     def _obs(self, index: Any = slice(None)) -> Any:
         f, z = self.core.features[index], self.core.skill[index]
@@ -120,9 +129,15 @@ class _Observer:
             return {"proprio": f.cpu().numpy(), "skill": z.cpu().numpy()}
         return torch.cat((f, z), dim=-1).cpu().numpy()
 
+    def _with_reward(self, info: dict[str, Any], reward: Tensor, index: Any = slice(None)) -> dict[str, Any]:
+        """``info`` with ``encoder_reward`` when the torch env scores transitions (the registered env)."""
+        if self.torch_env.reward_core is not None:
+            info["encoder_reward"] = reward[index].cpu().numpy()
+        return info
+
 
 class RGSDEnv(_Observer, gym.Env):
-    """One world of RGSD-SMPL-v0 (see the module docstring)."""
+    """One world of RGSD-SMPL-v0 (see the module docstring): a numpy adapter over ``RGSDTorchEnv``."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
 
@@ -134,8 +149,8 @@ class RGSDEnv(_Observer, gym.Env):
         render_mode: str | None = None,
         **overrides: Any,
     ):
-        self.cfg = _config(config, overrides)
-        self.core = RGSDCore(1, self.cfg, motions=motions, encoder=encoder)
+        self.cfg = make_config(config, overrides)
+        self.torch_env = RGSDTorchEnv(1, self.cfg, motions=motions, encoder=encoder, encoder_reward=False)
         self.observation_space, self.action_space = single_spaces(self.cfg)
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
@@ -143,31 +158,25 @@ class RGSDEnv(_Observer, gym.Env):
         self._renderer = None
         self._info: dict[str, Any] = {}
 
-    @property
-    def motion_lib(self) -> MotionLib:
-        """The reference clips."""
-        return self.core.lib
-
     @env_side
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Start an episode (RSI); ``options`` may fix clip, start_frame, task, skill or kappa."""
         super().reset(seed=seed)
         if seed is not None:
             self.core.seed([0], [seed])
-        self.core.reset_envs([0], options)
-        info = self.core.observe_reset(torch.zeros(1, dtype=torch.long, device=self.core.device))
+        info = self.torch_env.restart(np.zeros(1, dtype=np.int64), options)
         self._info = _scalars(info.numpy(0))
         return self._obs(0), dict(self._info)
 
     @env_side
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """One 30 Hz control step."""
-        a = self.core.check_actions(action)
-        self.core.physics_step(a)
-        info = self.core.observe()
-        term, trunc = self.core.done_flags(info)
-        self._info = _scalars(info.numpy(0))
-        return self._obs(0), 0.0, bool(term[0]), bool(trunc[0]), dict(self._info)
+        tr = self.torch_env.transition(self.core.check_actions(action))
+        self._info = _scalars(tr.info.numpy(0))
+        info = self._with_reward(dict(self._info), tr.reward, 0)
+        if "encoder_reward" in info:
+            info["encoder_reward"] = float(info["encoder_reward"])
+        return self._obs(0), 0.0, bool(tr.terminated_host[0]), bool(tr.truncated_host[0]), info
 
     def render(self) -> np.ndarray | None:
         """An RGB frame of the current state (render_mode="rgb_array")."""
@@ -185,7 +194,7 @@ class RGSDEnv(_Observer, gym.Env):
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
-        self.core.close()
+        self.torch_env.close()
 
 
 def _scalars(info: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -194,7 +203,8 @@ def _scalars(info: dict[str, np.ndarray]) -> dict[str, Any]:
 
 
 class RGSDVectorEnv(_Observer, VectorEnv):
-    """N worlds of RGSD-SMPL-v0 stepped together (the native vector environment)."""
+    """N worlds of RGSD-SMPL-v0 stepped together (the native vector environment): a numpy adapter over
+    ``RGSDTorchEnv`` with Gymnasium's autoreset modes."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
@@ -206,9 +216,9 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         encoder: EncoderLike | str | None = None,
         **overrides: Any,
     ):
-        self.cfg = _config(config, overrides)
+        self.cfg = make_config(config, overrides)
         self.num_envs = num_envs
-        self.core = RGSDCore(num_envs, self.cfg, motions=motions, encoder=encoder)
+        self.torch_env = RGSDTorchEnv(num_envs, self.cfg, motions=motions, encoder=encoder, encoder_reward=False)
         self.single_observation_space, self.single_action_space = single_spaces(self.cfg)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -216,17 +226,6 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self._autoreset = np.zeros(num_envs, dtype=bool)
         self._all_ids = np.arange(num_envs)
-        self.last_transition_features = self.core.features
-        """(N, 359) features of s' of the last step, before any autoreset."""
-        self.last_started = torch.zeros(num_envs, dtype=torch.bool)
-        """(N,) worlds whose episode (re)started in the last call."""
-        self.last_stepped = torch.zeros(num_envs, dtype=torch.bool)
-        """(N,) worlds that made a transition in the last step (NextStep resets do not)."""
-
-    @property
-    def motion_lib(self) -> MotionLib:
-        """The reference clips."""
-        return self.core.lib
 
     @env_side
     def reset(
@@ -241,78 +240,52 @@ class RGSDVectorEnv(_Observer, VectorEnv):
             if len(seeds) != self.num_envs:
                 raise ValueError(f"seed list has {len(seeds)} entries; expected num_envs={self.num_envs}")
             self.core.seed(ids, [seeds[i] for i in ids])
-        self.core.reset_envs(ids, options)
-        info = self.core.observe_reset(torch.from_numpy(ids).to(self.core.device))
+        info = self.torch_env.restart(ids, options)
         self._autoreset[ids] = False
-        self.last_started = torch.zeros(self.num_envs, dtype=torch.bool)
-        self.last_started[torch.from_numpy(ids)] = True
-        self.last_stepped = torch.zeros(self.num_envs, dtype=torch.bool)
-        self.last_transition_features = self.core.features
         return self._obs(), _vector_info(info.numpy(), ids, self.num_envs, rows=ids)
 
     @env_side
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step all worlds; finished episodes restart as ``autoreset_mode`` says."""
         a = self.core.check_actions(actions)
-        core = self.core
-        core.physics_step(a)
-        step_info = core.observe()
-        term, trunc = core.done_flags(step_info)
-        self.last_transition_features = core.features
         n = self.num_envs
         rewards = np.zeros(n, dtype=np.float64)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             pending = np.flatnonzero(self._autoreset)
-            term_np, trunc_np = term.cpu().numpy(), trunc.cpu().numpy()
-            term_np[pending] = False
-            trunc_np[pending] = False
+            tr = self.torch_env.transition(a, stepped=~self._autoreset)
+            term_np, trunc_np = tr.terminated_host, tr.truncated_host
             self._autoreset = term_np | trunc_np
-            values = step_info.numpy()
+            values = self._with_reward(tr.info.numpy(), tr.reward)
             if pending.size:
-                values = _splice(values, self._restart(pending), pending)
-            self.last_started = torch.zeros(n, dtype=torch.bool)
-            self.last_started[torch.from_numpy(pending)] = True
-            self.last_stepped = ~self.last_started
+                rows = self._with_reward(self.torch_env.restart(pending).numpy(), torch.zeros(n), pending)
+                values = _splice(values, rows, pending)
             return self._obs(), rewards, term_np, trunc_np, _vector_info(values, self._all_ids, n)
-        done = np.flatnonzero((term | trunc).cpu().numpy())
-        values = step_info.numpy()
+        tr = self.torch_env.transition(a)
+        done = np.flatnonzero(tr.done_host)
+        values = self._with_reward(tr.info.numpy(), tr.reward)
         infos = _vector_info(values, self._all_ids, n)
         if done.size:
             infos.update(final_obs_info(self._obs(done), done, n))
             infos["final_info"] = _vector_info({k: v[done] for k, v in values.items()}, done, n, rows=done)
             infos["_final_info"] = _mask(done, n)
-            infos.update(_vector_info(_splice(values, self._restart(done), done), self._all_ids, n))
-        self.last_started = torch.zeros(n, dtype=torch.bool)
-        self.last_started[torch.from_numpy(done)] = True
-        self.last_stepped = torch.ones(n, dtype=torch.bool)
-        return self._obs(), rewards, term.cpu().numpy(), trunc.cpu().numpy(), infos
-
-    def _restart(self, ids: np.ndarray) -> dict[str, np.ndarray]:
-        """Start new episodes in worlds ``ids``; their info rows (numpy, one per id)."""
-        self.core.reset_envs(ids)
-        return self.core.observe_reset(torch.from_numpy(ids).to(self.core.device)).numpy()
+            rows = self.torch_env.restart(done).numpy()
+            if "encoder_reward" in values:
+                rows["encoder_reward"] = values["encoder_reward"][done]
+            infos.update(_vector_info(_splice(values, rows, done), self._all_ids, n))
+        return self._obs(), rewards, tr.terminated_host.copy(), tr.truncated_host.copy(), infos
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly (simulator, episodes, generators)."""
-        return {
-            "core": self.core.state_dict(),
-            "autoreset": self._autoreset.copy(),
-            "last_transition_features": self.last_transition_features.cpu().clone(),
-            "last_started": self.last_started.clone(),
-            "last_stepped": self.last_stepped.clone(),
-        }
+        return {"core": self.core.state_dict(), "autoreset": self._autoreset.copy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly from ``state_dict``."""
         self.core.load_state_dict(state["core"])
         self._autoreset = np.asarray(state["autoreset"], dtype=bool).copy()
-        self.last_transition_features = torch.as_tensor(state["last_transition_features"]).to(self.core.device)
-        self.last_started = torch.as_tensor(state["last_started"]).clone()
-        self.last_stepped = torch.as_tensor(state["last_stepped"]).clone()
 
     def close_extras(self, **kwargs: Any) -> None:
         """Release the simulator."""
-        self.core.close()
+        self.torch_env.close()
 
 
 def final_obs_info(obs_rows: Any, done: Any, n: int) -> dict[str, np.ndarray]:

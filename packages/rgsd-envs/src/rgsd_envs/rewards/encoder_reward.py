@@ -1,6 +1,7 @@
-"""The encoder reward r = C + kappa * mu(s')^T z (SPEC §5), as Gymnasium wrappers.
+"""The encoder reward r = C + kappa * mu(s')^T z (SPEC §5): its batched core and the Gymnasium wrappers.
 
-The wrapper keeps each world's last 5 frames, so ``s' = (o_{t-3}, ..., o_{t+1})``,
+``EncoderRewardCore`` is the reward of ``RGSDTorchEnv`` (``encoder_reward=True``); the
+wrappers switch it on in a Gymnasium env's torch env and add it to the bare reward. It keeps each world's last 5 frames, so ``s' = (o_{t-3}, ..., o_{t+1})``,
 and scores the skill ``z`` of the transition with the frozen encoder in
 imitation episodes and the trainable one in discovery episodes. At an episode
 start the history is filled from the reference clip before the start frame.
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv, VectorWrapper
 
-from rgsd_envs.envs.core import IMITATION, RGSDCore
+from rgsd_envs.envs.core import IMITATION, RGSDCore, as_host_ids
 from rgsd_envs.envs.observations import FRAME_DIM, HISTORY_LEN
 from rgsd_envs.rewards.encoders import EncoderLike, check_encoder, load_encoder, trainable_copy
 from rgsd_envs.utils.threads import env_side
@@ -32,7 +33,11 @@ Tensor = torch.Tensor
 
 
 class EncoderRewardCore:
-    """Batched history and reward over N worlds (shared by both wrappers)."""
+    """Batched history and reward over N worlds (the torch env's reward; both wrappers read it).
+
+    Which worlds are imitation worlds is known on the host (the host drew the tasks), so the two encoders
+    score their worlds through index tensors built on the host: no device read, no boolean-mask gather.
+    """
 
     def __init__(
         self,
@@ -52,6 +57,8 @@ class EncoderRewardCore:
         """(N, 16) skill of each world's current episode."""
         self.tasks = torch.zeros(n, dtype=torch.long, device=core.device)
         """(N,) task indicator of each world's current episode (1 imitation)."""
+        self.tasks_host = np.zeros(n, dtype=np.int64)
+        """(N,) host copy of ``tasks``."""
         self.encoder_inputs = self.history.flatten(1)
         """(N, 1795) s of the last transition (the history before the step)."""
         self.next_encoder_inputs = self.history.flatten(1)
@@ -59,33 +66,50 @@ class EncoderRewardCore:
         self.last_skills = self.skills.clone()
         self.last_tasks = self.tasks.clone()
 
-    def start(self, env_ids: Tensor) -> None:
-        """Fill the history of worlds that began an episode: reference frames, then o_0."""
-        if env_ids.numel() == 0:
+    def start(self, env_ids: Any) -> None:
+        """Fill the history of worlds that began an episode (host indices or a tensor): reference frames, then o_0."""
+        ids = as_host_ids(env_ids)
+        if ids.size == 0:
             return
-        ref = self.core.reference_history(env_ids)
-        self.history[env_ids] = torch.cat((ref, self.core.features[env_ids].unsqueeze(1)), dim=1)
-        self.skills[env_ids] = self.core.skill[env_ids]
-        self.tasks[env_ids] = self.core.task[env_ids]
+        idx = self.core.device_ids(ids)
+        ref = self.core.reference_history(idx)
+        self.history[idx] = torch.cat((ref, self.core.features[idx].unsqueeze(1)), dim=1)
+        self.skills[idx] = self.core.skill[idx]
+        self.tasks[idx] = self.core.task[idx]
+        self.tasks_host[ids] = self.core.task_host[ids]
+
+    def set_skills(self, env_ids: np.ndarray, skills: Tensor) -> None:
+        """Score the running episodes of worlds ``env_ids`` (host indices) with new skills from now on."""
+        self.skills[self.core.device_ids(env_ids)] = skills
 
     @torch.no_grad()
-    def transition(self, next_features: Tensor, stepped: Tensor) -> Tensor:
-        """Reward (N,) of the transition into ``next_features`` for worlds that stepped."""
+    def transition(self, next_features: Tensor, stepped: np.ndarray | None = None) -> Tensor:
+        """Reward (N,) of the transition into ``next_features`` for the worlds that stepped (host mask; None:
+        all)."""
         self.encoder_inputs = self.history.flatten(1).clone()
         nxt = torch.cat((self.history[:, 1:], next_features.unsqueeze(1)), dim=1)
         self.next_encoder_inputs = nxt.flatten(1)
         self.last_skills, self.last_tasks = self.skills.clone(), self.tasks.clone()
         reward = torch.zeros(nxt.shape[0], device=nxt.device)
-        imit = stepped & (self.tasks == IMITATION)
-        disc = stepped & ~(self.tasks == IMITATION)
+        moved = np.ones(nxt.shape[0], dtype=bool) if stepped is None else stepped
+        imit = moved & (self.tasks_host == IMITATION)
+        disc = moved & (self.tasks_host != IMITATION)
         if self.core.cfg.reward == "tracking":  # control arm: imitation tracks the clip (rewards.tracking)
-            reward[imit] = self.core.tracking_reward[imit]
-            imit = torch.zeros_like(imit)
+            idx = self.core.device_ids(np.flatnonzero(imit))
+            reward[idx] = self.core.tracking_reward[idx]
+            imit = np.zeros_like(imit)
         for mask, encoder in ((imit, self.frozen), (disc, self.trainable)):
-            if mask.any():
-                mu = encoder(self.next_encoder_inputs[mask])
-                reward[mask] = self.constant + self.kappa * (mu * self.skills[mask]).sum(-1)
-        self.history = torch.where(stepped.view(-1, 1, 1), nxt, self.history)
+            ids = np.flatnonzero(mask)
+            if ids.size:
+                idx = self.core.device_ids(ids)
+                mu = encoder(self.next_encoder_inputs[idx])
+                reward[idx] = self.constant + self.kappa * (mu * self.skills[idx]).sum(-1)
+        if stepped is None:
+            self.history = nxt.clone()  # next_encoder_inputs must not see the restarts' in-place writes
+        else:
+            keep = self.core.device_ids(np.flatnonzero(stepped))
+            self.history = self.history.clone()
+            self.history[keep] = nxt[keep]
         return reward
 
     def state_dict(self) -> dict[str, Any]:
@@ -97,6 +121,7 @@ class EncoderRewardCore:
         """Continue exactly from ``state_dict``."""
         for k, v in state.items():
             setattr(self, k, torch.as_tensor(v).to(self.core.device).clone())
+        self.tasks_host = self.tasks.cpu().numpy().astype(np.int64).copy()
 
     def set_encoder(self, encoder: EncoderLike | str | os.PathLike) -> None:
         """Replace the trainable (discovery) encoder: an encoder object or file."""
@@ -121,16 +146,20 @@ class _EncoderAccess:
 
 
 class EncoderRewardVecWrapper(_EncoderAccess, VectorWrapper):
-    """Adds the encoder reward to the native ``RGSDVectorEnv`` (see module docstring)."""
+    """Adds the encoder reward to the native ``RGSDVectorEnv`` (see module docstring).
+
+    The reward is computed by the env's ``RGSDTorchEnv`` (``info["encoder_reward"]``); the wrapper adds
+    it to the bare env's reward of 0.
+    """
 
     def __init__(self, env: VectorEnv, kappa: float | None = None, constant: float | None = None):
         super().__init__(env)
         base = env.unwrapped
-        if not hasattr(base, "core") or not hasattr(base, "last_transition_features"):
+        if not hasattr(base, "torch_env"):
             raise TypeError(
                 "EncoderRewardVecWrapper wraps rgsd's native RGSDVectorEnv (gymnasium.make_vec('RGSD-SMPL-v0'))"
             )
-        self.reward_core = EncoderRewardCore(base.core, kappa, constant)
+        self.reward_core = base.torch_env.enable_encoder_reward(kappa, constant)
 
     @env_side
     def state_dict(self) -> dict[str, Any]:
@@ -142,23 +171,9 @@ class EncoderRewardVecWrapper(_EncoderAccess, VectorWrapper):
         self.env.unwrapped.load_state_dict(state["env"])
         self.reward_core.load_state_dict(state["reward"])
 
-    @env_side
-    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        """Reset and fill the histories of the reset worlds from the reference."""
-        obs, info = self.env.reset(seed=seed, options=options)
-        base = self.env.unwrapped
-        self.reward_core.start(torch.nonzero(base.last_started.to(base.core.device)).flatten())
-        return obs, info
-
-    @env_side
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step and add r = C + kappa mu(s')^T z."""
         obs, reward, term, trunc, info = self.env.step(actions)
-        base = self.env.unwrapped
-        dev = base.core.device
-        r = self.reward_core.transition(base.last_transition_features, base.last_stepped.to(dev))
-        self.reward_core.start(torch.nonzero(base.last_started.to(dev)).flatten())
-        info["encoder_reward"] = r.cpu().numpy()
         return obs, reward + info["encoder_reward"].astype(np.float64), term, trunc, info
 
 
@@ -168,23 +183,11 @@ class EncoderRewardWrapper(_EncoderAccess, gym.Wrapper):
     def __init__(self, env: gym.Env, kappa: float | None = None, constant: float | None = None):
         super().__init__(env)
         base = env.unwrapped
-        if not hasattr(base, "core"):
+        if not hasattr(base, "torch_env"):
             raise TypeError("EncoderRewardWrapper wraps rgsd's RGSDEnv (gymnasium.make('RGSD-SMPL-v0'))")
-        self.reward_core = EncoderRewardCore(base.core, kappa, constant)
-        self._all = torch.ones(1, dtype=torch.bool, device=base.core.device)
+        self.reward_core = base.torch_env.enable_encoder_reward(kappa, constant)
 
-    @env_side
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        """Reset and fill the history from the reference."""
-        obs, info = self.env.reset(seed=seed, options=options)
-        self.reward_core.start(torch.zeros(1, dtype=torch.long, device=self._all.device))
-        return obs, info
-
-    @env_side
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Step and add r = C + kappa mu(s')^T z."""
         obs, reward, term, trunc, info = self.env.step(action)
-        core = self.env.unwrapped.core
-        r = float(self.reward_core.transition(core.features, self._all)[0])
-        info["encoder_reward"] = r
-        return obs, float(reward) + r, term, trunc, info
+        return obs, float(reward) + float(info["encoder_reward"]), term, trunc, info

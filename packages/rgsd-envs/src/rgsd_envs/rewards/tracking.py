@@ -29,6 +29,8 @@ the bottleneck; if neither does, it is samples or physics.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from rgsd_envs.envs.observations import FRAME_LAYOUT
@@ -82,3 +84,24 @@ def tracking_terms(
 def tracking_reward(terms: dict[str, Tensor], scale: float = 1.0) -> Tensor:
     """``scale`` x the weighted sum of the terms (N,): at most ``scale``, on the reference."""
     return scale * sum(TERMS[k][0] * v for k, v in terms.items())
+
+
+def state_tracking_reward(
+    state: Any, features: Tensor, lib: Any, ref_features: Tensor, frames: Tensor, scale: float = 1.0
+) -> Tensor:
+    """Tracking reward (N,) of simulated states (a ``SimState`` and their frame features) against the
+    reference frames ``frames`` (global frame indices of ``lib``, a ``MotionLib``)."""
+    f32 = {"device": features.device, "dtype": torch.float32}
+    terms = tracking_terms(
+        state.qpos[:, 7:].to(**f32),
+        state.qvel[:, 6:].to(**f32),
+        features,
+        state.body_pos[:, 0].to(**f32),
+        state.qvel[:, :3].to(**f32),
+        lib.frames("dof_pos")[frames],
+        lib.frames("dof_vel")[frames],
+        ref_features[frames],
+        lib.frames("root_pos")[frames],
+        lib.frames("root_lin_vel")[frames],
+    )
+    return tracking_reward(terms, scale)

@@ -1,0 +1,70 @@
+"""Host reads of a training iteration (issue 17): on the warp path a rollout reads the device once per env step.
+
+Counted as the issue counts them: ``Tensor.numpy/.cpu/.item/.tolist/__bool__`` calls in this process
+(``rgsd_envs.utils.host_reads``), over whole iterations after a warm-up one. Before the torch interface the
+warp path made about 38 per step (16.7 numpy, 16.8 cpu, 1.7 item, 3.0 bool).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rgsd_agents.runner import Runner
+from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.utils.host_reads import count_host_reads, read_host_flags
+
+HORIZON = 8
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory) -> str:
+    return str(tiny_encoder_file(tmp_path_factory.mktemp("enc") / "encoder.pt"))
+
+
+@pytest.fixture(scope="module")
+def warp_runner(tmp_path_factory, tiny_encoder):
+    env = EnvConfig(backend="warp", clip_sampling="failure_weighted", deviation_threshold=0.05)
+    cfg = tiny_train_config(tiny_encoder, horizon=HORIZON, env=env)
+    runner = Runner(cfg, tmp_path_factory.mktemp("reads") / "run", progress=False)
+    runner.iterate()  # warm-up: kernels, first-touch allocations
+    yield runner
+    runner.close()
+
+
+def test_a_warp_rollout_reads_the_device_once_per_env_step(warp_runner):
+    with count_host_reads() as counts:
+        warp_runner.rollout()
+    # the env's packed flags, one tolist() per step; nothing else (no .cpu(), no mask.any(), no .item())
+    assert dict(counts) == {"tolist": HORIZON}
+
+
+def test_a_whole_warp_iteration_adds_one_read_per_statistics_block(warp_runner):
+    with count_host_reads() as counts:
+        metrics = [warp_runner.iterate() for _ in range(2)]
+    # per iteration: HORIZON step reads + one each for the PPO, discovery and episode statistics
+    assert sum(counts.values()) == 2 * (HORIZON + 3), dict(counts)
+    # and episodes did end (deviation 5 cm): the reads stay flat however many worlds restart
+    assert any(m.get("episodes/imitation_length", 0) > 0 for m in metrics)
+
+
+def test_the_counter_sees_each_kind_of_read_and_restores_torch():
+    t = torch.ones(3)
+    with count_host_reads() as counts:
+        t.numpy(), t.cpu(), t[0].item(), t.tolist(), bool(t[0])
+    assert dict(counts) == {"numpy": 1, "cpu": 1, "item": 1, "tolist": 1, "__bool__": 1}
+    with count_host_reads() as again:
+        pass
+    t.numpy()
+    assert sum(again.values()) == 0
+
+
+def test_host_flags_are_read_in_one_call():
+    flags = torch.tensor([[True, False, True], [False, False, True]])
+    with count_host_reads() as counts:
+        out = read_host_flags(flags)
+    assert sum(counts.values()) == 1
+    np.testing.assert_array_equal(out, flags.numpy())
+    assert out.dtype == bool
