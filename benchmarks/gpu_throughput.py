@@ -6,8 +6,9 @@ machine's cores), with the ratio warp / mujoco:
 
 - ``physics``: world-steps/s of the backend alone (one control step = 2 physics steps, held
   random PD targets; warp: the CUDA-graph replay, synchronised before the clock stops);
-- ``env``: world-steps/s of the native vector env with the encoder reward (PD targets,
-  physics, observations, rewards, terminations, autoresets), actions N(0, 0.1);
+- ``env``: world-steps/s of the torch env ``RGSDTorchEnv`` (what the trainers step) with the
+  encoder reward (PD targets, physics, observations, rewards, terminations, autoresets, its one
+  host read per step), actions N(0, 0.1) already on the env's device;
 - ``train``: samples/s of the full training loop (rollout, GAE, PPO, discovery-encoder
   update) with the paper's networks ([1024, 1024, 1024, 512] actor, critic and encoder,
   minibatch 32768, 5 epochs), the learner on ``--device``; warp keeps the env on the device,
@@ -37,7 +38,7 @@ import torch
 from rgsd_agents.config import TrainConfig, load_config
 from rgsd_agents.pretraining import build_encoder, load_reference
 from rgsd_agents.runner import Runner
-from rgsd_envs.envs.registration import make_vec_env
+from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.sim import check_backend, make_backend
 from rgsd_envs.utils.files import atomic_path
@@ -74,16 +75,19 @@ def physics_rate(backend: str, n: int, steps: int, device: torch.device) -> floa
 
 
 def env_rate(backend: str, n: int, steps: int, device: torch.device) -> float:
-    """World-steps/s of the native vector env with the encoder reward."""
-    env = make_vec_env(n, backend=backend, device=_env_device(backend, device))
-    rng = np.random.default_rng(0)
-    actions = [rng.normal(0.0, 0.1, (n, sk.NUM_DOFS)).astype(np.float32) for _ in range(steps + 2)]
+    """World-steps/s of the torch env (the trainers' interface) with the encoder reward, actions on its device."""
+    dev = torch.device(_env_device(backend, device))
+    env = RGSDTorchEnv(n, backend=backend, device=str(dev))
+    gen = torch.Generator(dev).manual_seed(0)
+    actions = [0.1 * torch.randn(n, sk.NUM_DOFS, generator=gen, device=dev) for _ in range(steps + 2)]
     env.reset(seed=0)
     for a in actions[:2]:
         env.step(a)
+    _sync(dev)
     start = time.perf_counter()
     for a in actions[2:]:
         env.step(a)
+    _sync(dev)
     rate = n * steps / (time.perf_counter() - start)
     env.close()
     return rate

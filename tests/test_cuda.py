@@ -7,6 +7,7 @@ CUDA they are skipped. The warp kernels compile on first use (minutes on a fresh
 from __future__ import annotations
 
 import os
+import warnings
 
 # cuBLAS picks reduction orders per workspace; a fixed workspace makes its matmuls repeat bit for bit. It is
 # read when CUDA starts, so it is set at import (pytest imports every module before running any test).
@@ -24,6 +25,7 @@ from rgsd_agents.cli import main as rgsd
 from rgsd_agents.runner import Runner
 from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
 from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.utils.host_reads import count_host_reads
 
 pytestmark = [
     pytest.mark.cuda,
@@ -90,16 +92,25 @@ def _runner(tmp_path: Path, encoder: str, backend: str = "warp") -> Runner:
     return Runner(cfg, tmp_path / f"run_{backend}", progress=False)
 
 
-def test_a_rollout_on_cuda_with_warp_never_synchronises_with_the_host(tmp_path, tiny_encoder):
+def test_a_rollout_on_cuda_with_warp_synchronises_only_for_its_one_read_per_step(tmp_path, tiny_encoder):
+    """torch's sync debug mode reports every synchronising call (blocking copies, stream or device syncs,
+    ``.item()``, ``nonzero``): a rollout makes exactly the env's one host read per step (``done_host``) and
+    no other; the CPU-side count of the same reads is rgsd-agents' test_host_reads."""
     runner = _runner(tmp_path, tiny_encoder)
     runner.iterate()  # first launches: kernel loads, graph capture, allocations
     torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")  # any synchronising call raises
+    torch.cuda.set_sync_debug_mode("warn")
     try:
-        runner.rollout()
+        with warnings.catch_warnings(record=True) as caught, count_host_reads() as reads:
+            warnings.simplefilter("always")
+            runner.rollout()
     finally:
         torch.cuda.set_sync_debug_mode("default")
         runner.close()
+    syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message)]
+    horizon = runner.cfg.horizon
+    assert dict(reads) == {"tolist": horizon}, dict(reads)
+    assert len(syncs) <= horizon, f"{len(syncs)} synchronising calls in {horizon} steps: {syncs[:3]}"
 
 
 @pytest.mark.parametrize("backend", ["warp", "mujoco"])
