@@ -38,27 +38,6 @@ def _targets(seed: int, steps: int = STEPS) -> list[torch.Tensor]:
     return [(off + scale * torch.as_tensor(rng.uniform(-0.3, 0.3, (N, sk.NUM_DOFS)))).float() for _ in range(steps)]
 
 
-def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double().cpu() - b.double().cpu()).abs().max())
-
-
-def _compare(warp, native, qpos, qvel, targets) -> list[dict[str, float]]:
-    """Step both backends from the same states with the same targets (warp's on the GPU); per-step gaps."""
-    warp.set_state(torch.arange(N, device="cuda"), qpos.cuda(), qvel.cuda())
-    native.set_state(torch.arange(N), qpos, qvel)
-    out = []
-    for target in targets:
-        warp.step(target.cuda())
-        native.step(target)
-        s_w, s_m = warp.state(), native.state()
-        assert not s_w.unstable.any()
-        gaps = {k: _gap(getattr(s_w, k), getattr(s_m, k)) for k in ("qpos", "body_pos")}
-        gaps["contact_mismatch"] = int((s_w.contact.cpu() != s_m.contact).sum())
-        gaps["contacts"] = int(s_m.contact.sum())
-        out.append(gaps)
-    return out
-
-
 @pytest.fixture(scope="module")
 def demo_starts():
     return _starts(MotionLib("demo"))
@@ -94,23 +73,23 @@ def test_the_captured_step_equals_plain_launches(demo_starts, monkeypatch):
     assert torch.equal(graph.solver_limit_hits, plain.solver_limit_hits)
 
 
-def test_warp_on_cuda_follows_mujoco_in_the_air(cuda_backends, demo_starts):
+def test_warp_on_cuda_follows_mujoco_in_the_air(cuda_backends, demo_starts, side_by_side):
     qpos, qvel = demo_starts[0].clone(), demo_starts[1]
     qpos[:, 2] += 6.0
-    steps = _compare(*cuda_backends, qpos, qvel, _targets(0))
+    steps = side_by_side(*cuda_backends, qpos, qvel, _targets(0))
     assert all(s["contacts"] == 0 for s in steps)
     assert max(s["qpos"] for s in steps) < 1e-4 and max(s["body_pos"] for s in steps) < 1e-4, steps[-1]
 
 
-def test_warp_on_cuda_follows_mujoco_on_the_floor(cuda_backends, demo_starts):
-    steps = _compare(*cuda_backends, *demo_starts, _targets(0))
+def test_warp_on_cuda_follows_mujoco_on_the_floor(cuda_backends, demo_starts, side_by_side):
+    steps = side_by_side(*cuda_backends, *demo_starts, _targets(0))
     assert sum(s["contacts"] for s in steps) >= 2 * STEPS
     assert all(s["contact_mismatch"] == 0 for s in steps)
     assert max(s["qpos"] for s in steps) < 1e-4 and max(s["body_pos"] for s in steps) < 1e-4, steps[-1]
 
 
-def test_warp_on_cuda_follows_mujoco_through_contacts_on_real_mocap(cuda_backends, real_clip_dir):
-    steps = _compare(*cuda_backends, *_starts(MotionLib(real_clip_dir)), _targets(0, 10))
+def test_warp_on_cuda_follows_mujoco_through_contacts_on_real_mocap(cuda_backends, real_clip_dir, side_by_side):
+    steps = side_by_side(*cuda_backends, *_starts(MotionLib(real_clip_dir)), _targets(0, 10))
     assert sum(s["contacts"] for s in steps) >= 10
     assert all(s["contact_mismatch"] == 0 for s in steps)
     assert max(s["qpos"] for s in steps) < 1e-4 and max(s["body_pos"] for s in steps) < 1e-4, steps[-1]
