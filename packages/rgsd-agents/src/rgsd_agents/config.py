@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from rgsd_agents.precision import check_precision
 from rgsd_agents.pretraining import PretrainConfig
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.utils.config import apply_override, from_dict
@@ -143,6 +144,12 @@ class TrainConfig:
     TensorBoard, also before the first iteration) and the discovery encoder's reference alignment; 0: never."""
     torch_threads: int | None = None
     """torch intra-op threads of the updates (None: one per core)."""
+    tf32: bool = True
+    """Let float32 matmuls and convolutions use TF32 tensor cores when the learner is on CUDA (no effect on
+    the CPU; ``rgsd_agents.precision.configure_tf32``)."""
+    precision: str = "fp32"
+    """Precision of the learner's update: "fp32", or "bf16" (autocast of the forward passes and losses;
+    float32 weights and optimiser; experimental until measured against fp32 on learning curves)."""
     rollout_threads: int | None = 1
     """torch intra-op threads while collecting a rollout (None: as the updates). Small per-step batches
     run faster on one thread, and the env's own torch work then skips its thread switching."""
@@ -169,6 +176,7 @@ class TrainConfig:
             raise ValueError(f"rollout_threads must be >= 1 or null, got {self.rollout_threads}")
         if self.iterations < 0 or self.probe_every < 0:
             raise ValueError(f"iterations and probe_every must be >= 0, got {self.iterations}, {self.probe_every}")
+        check_precision(self.precision)
         if self.encoder_init not in ENCODER_INITS:
             raise ValueError(f"encoder_init must be one of {', '.join(ENCODER_INITS)}, got {self.encoder_init!r}")
         if self.env.obs_mode != "flat" or self.env.autoreset_mode != "SameStep":
