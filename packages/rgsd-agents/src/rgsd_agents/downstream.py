@@ -29,6 +29,7 @@ from rgsd_agents.config import NetworkConfig, PPOConfig
 from rgsd_agents.loop import TrainingLoop, load_generator_state
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
+from rgsd_agents.precision import configure_tf32
 from rgsd_agents.rollout import RolloutCollector
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, GoalReachingTorchEnv, GoalStepExtras
@@ -196,6 +197,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         super().__init__()
         self.cfg, self.run, self.progress = cfg, RunDir(run_dir), progress
         self.device = resolve_device(cfg.device)  # before any file is written: a bad device leaves no folder
+        configure_tf32(self.device)
         self.bridge = HostBridge(self.device)
         low = check_low_level(cfg.low_level)
         if cfg.torch_threads is not None:
