@@ -19,7 +19,8 @@ import torch
 
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.clip import MotionClip
-from rgsd_envs.motion.kinematics import KinematicModel, RangeFit, clip_and_fit_from_rotations
+from rgsd_envs.motion.joint_fit import JointFit
+from rgsd_envs.motion.kinematics import KinematicModel, clip_and_fit_from_rotations
 from rgsd_envs.utils import rotations as rot
 from rgsd_envs.utils.files import InputFileError, npz_text, read_npz
 
@@ -139,8 +140,8 @@ def amass_to_clip_and_fit(
     offsets: np.ndarray | None = None,
     pelvis_rest: np.ndarray | None = None,
     kinematics: KinematicModel | None = None,
-) -> tuple[MotionClip, RangeFit]:
-    """``amass_to_clip``, and how far the joint ranges clamped the clip's hinge angles."""
+) -> tuple[MotionClip, JointFit]:
+    """``amass_to_clip``, and how closely the hinge angles kept reproduce each joint's rotations."""
     n = motion.poses.shape[0]
     aa = torch.zeros(n, sk.NUM_BODIES, 3, dtype=torch.float64)
     aa[:, :NUM_BODY_POSE_JOINTS] = torch.as_tensor(motion.poses).reshape(n, NUM_BODY_POSE_JOINTS, 3)
