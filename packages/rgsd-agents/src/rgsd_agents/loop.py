@@ -31,7 +31,7 @@ import torch
 from rgsd_agents.distributed import DataParallel
 from rgsd_agents.progress import ProgressBar
 from rgsd_envs.runs.run_dir import RunDir
-from rgsd_envs.utils.config import from_dict
+from rgsd_envs.utils.config import check_overrides, from_dict
 from rgsd_envs.utils.files import InputFileError, atomic_path
 
 log = logging.getLogger(__name__)
@@ -291,7 +291,7 @@ def resume_config(run: RunDir, cls: type, overrides: dict[str, Any] | None, allo
     if bad:
         raise ValueError(f"--resume continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}")
     data = run.config()
-    data.update(overrides or {})
+    data.update(check_overrides(cls, overrides))
     return from_dict(cls, data, str(run.config_path))
 
 
