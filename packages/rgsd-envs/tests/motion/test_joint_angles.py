@@ -166,20 +166,27 @@ def test_knee_bent_the_wrong_way_is_reported_with_its_residual(tmp_path, capsys)
 
 
 def test_wrist_twisted_past_its_range_while_circling_stays_in_range_with_its_residual(tmp_path, capsys):
-    # a real punch's wrist: twisted 78 degrees (its range ends at 40) close to the gimbal pole while the
-    # hand circles; frame-by-frame angles wind round past 2 pi there. Kept: the nearest in-range
-    # rotations, every angle inside its range, the residual reported
+    # a punch's wrist twisted 100 degrees (its range ends at 80) past the gimbal pole while the hand
+    # circles; frame-by-frame Euler angles flip and wind round past 2 pi there. Kept: the nearest
+    # in-range rotations, every angle inside its range, the residual reported
     phi = np.linspace(0.0, 4 * np.pi, 241)
-    dof = hinge_track(R_Wrist_x=30 * np.cos(phi), R_Wrist_y=np.full(241, 78.0), R_Wrist_z=30 * np.sin(phi))
+    dof = hinge_track(R_Wrist_x=30 * np.cos(phi), R_Wrist_y=np.full(241, 100.0), R_Wrist_z=30 * np.sin(phi))
     entry, got, printed, err = import_one(
         write_amass_file(tmp_path / "e8_poses.npz", dof, 120.0), tmp_path / "o", capsys
     )
     c = cols("R_Wrist")
     assert ((got[:, c] >= sk.DOF_RANGES[c, 0] - 1e-9) & (got[:, c] <= sk.DOF_RANGES[c, 1] + 1e-9)).all()
     worst = entry["residual_deg"]["R_Wrist"]["max"]
-    assert entry["max_residual_joint"] == "R_Wrist" and 10.0 < worst <= 38.0 + 1e-6  # y alone at 40 leaves 38
+    assert entry["max_residual_joint"] == "R_Wrist" and 10.0 < worst <= 20.0 + 1e-6  # y alone at 80 leaves 20
     assert f"warning: e8: R_Wrist residual {worst:.1f} deg (> 10)" in err
     assert f"worst joint residual {entry['max_residual_deg']:.2f} deg (R_Wrist in e8)" in printed
+
+
+def test_forearm_twist_and_wrist_ranges_follow_anatomy_and_mirror():
+    for side, flip in (("L", 1.0), ("R", -1.0)):
+        for hinge, want in (("Elbow_y", (-80.0, 50.0)), ("Wrist_y", (-70.0, 80.0)), ("Wrist_x", (-80.0, 70.0))):
+            got = np.rad2deg(sk.DOF_RANGES[sk.DOF_NAMES.index(f"{side}_{hinge}")])
+            np.testing.assert_allclose(got, want if flip > 0 or hinge.endswith("y") else (-want[1], -want[0]))
 
 
 def test_mit_clips_import_with_no_clamp_and_report_every_joint_residual(real_motion_files, tmp_path, capsys):
