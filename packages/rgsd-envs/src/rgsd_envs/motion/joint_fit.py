@@ -281,11 +281,14 @@ def refine_in_range(
 def _ascend(s: np.ndarray, target: np.ndarray, order: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Coordinate ascent from ``s`` moved into [lo, hi] (see ``refine_in_range``)."""
     e = np.clip(_near(s, 0.5 * (lo + hi)), lo, hi)
+    active = np.arange(len(e))  # problems still moving: converged ones leave the batch
     for _ in range(REFINE_SWEEPS):
-        before = e.copy()
+        sub, before = e[active], e[active]
         for i in range(3):
-            e[:, i] = _best_hinge(e, target, order, i, lo, hi)
-        if np.abs(e - before).max(initial=0.0) < 1e-12:
+            sub[:, i] = _best_hinge(sub, target[active], order, i, lo[active], hi[active])
+        e[active] = sub
+        active = active[np.abs(sub - before).max(-1) >= 1e-12]
+        if active.size == 0:
             break
     return e
 
