@@ -20,7 +20,7 @@ import yaml
 from rgsd_agents.precision import check_precision
 from rgsd_agents.pretraining import PretrainConfig
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.utils.config import apply_override, from_dict
+from rgsd_envs.utils.config import apply_override, check_overrides, from_dict
 from rgsd_envs.utils.files import InputFileError
 
 PAPER_HIDDEN = (1024, 1024, 1024, 512)
@@ -228,7 +228,7 @@ def load_config(
     spec: str | os.PathLike, overrides: dict[str, Any] | None = None, cls: type | None = None, presets: str = ""
 ) -> Any:
     """A config (``cls``, default TrainConfig) from a YAML file or a preset name (in ``presets/<presets>``),
-    with dotted-key overrides."""
+    with dotted-key overrides (``--set``: converted to each field's type, or refused in one line naming it)."""
     path = Path(spec)
     if not path.is_file():
         if path.suffix or os.sep in str(spec):
@@ -241,9 +241,11 @@ def load_config(
     if not isinstance(data, dict):
         raise InputFileError(path, "expected a mapping of config keys")
     data = _numbers(data)
-    for key, value in (overrides or {}).items():
-        apply_override(data, key, _numbers(value))
-    return from_dict(cls or TrainConfig, data, str(path))
+    cls = cls or TrainConfig
+    # checked before the file: a bad --set is named as such, not blamed on the preset
+    for key, value in check_overrides(cls, {k: _numbers(v) for k, v in (overrides or {}).items()}).items():
+        apply_override(data, key, value)
+    return from_dict(cls, data, str(path))
 
 
 def resolve(cfg: TrainConfig, base_dir: str | os.PathLike = ".") -> TrainConfig:

@@ -69,8 +69,8 @@ class DownstreamConfig:
     """Iterations between evaluations (success rate, style FID); also one before training."""
     eval_episodes: int = 16
     init_skill: str = "style"
-    """Initial mean skill of the high-level policy: "style" (z_style; for freestyle the normalised mean
-    embedding of the locomotion clips) so exploration starts around the commanded style, or "zero"."""
+    """Initial mean skill of the high-level policy: "style" (the first style clip's latent; for freestyle the
+    normalised mean embedding of the locomotion clips) so exploration starts in the commanded style, or "zero"."""
     torch_threads: int | None = None
     rollout_threads: int | None = 1
     task: GoalReachingConfig = field(default_factory=GoalReachingConfig)
@@ -365,9 +365,10 @@ LOCOMOTION = ("walk", "run", "sidestep", "backward")
 
 
 def initial_skill(task: Any) -> Tensor:
-    """z_style, or for freestyle the normalised mean embedding of the locomotion clips (all clips if none)."""
+    """The first style clip's latent (the style reward is at its maximum there), or for freestyle the normalised
+    mean embedding of the locomotion clips (all clips if none)."""
     if task.z_style is not None:
-        return task.z_style
+        return task.z_style[0]
     lib, z = task.core.lib, task.core.clip_embeddings
     ids = [i for i, c in enumerate(lib.categories) if c in LOCOMOTION] or list(range(lib.num_clips))
     return torch.nn.functional.normalize(z[ids].mean(0), dim=0)
