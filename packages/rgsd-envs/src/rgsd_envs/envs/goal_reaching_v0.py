@@ -406,7 +406,8 @@ class GoalReachingEnv(gym.Env):
 
 
 class GoalReachingVectorEnv(VectorEnv):
-    """N worlds of RGSD-SMPL-GoalReaching-v0 (autoreset SameStep, ``final_obs`` in info)."""
+    """N worlds of RGSD-SMPL-GoalReaching-v0 (autoreset SameStep, ``final_obs`` in info): a numpy adapter over
+    ``GoalReachingTorchEnv``."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
@@ -417,9 +418,10 @@ class GoalReachingVectorEnv(VectorEnv):
         config: GoalReachingConfig | dict | None = None,
         **overrides: Any,
     ):
-        self.cfg = _config(config, overrides)
+        self.torch_env = GoalReachingTorchEnv(num_envs, low_level, config, **overrides)
+        self.cfg = self.torch_env.cfg
         self.num_envs = num_envs
-        self.task = GoalReachingCore(num_envs, low_level, self.cfg)
+        self.task = self.torch_env.task
         self.single_observation_space, self.single_action_space = _spaces()
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -429,27 +431,24 @@ class GoalReachingVectorEnv(VectorEnv):
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict]:
         """Reset every world; int seeds give world i seed + i."""
-        if seed is not None:
-            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
-            self.task.core.seed(list(range(self.num_envs)), seeds)
-        self.task.reset_envs(list(range(self.num_envs)))
-        return self.task.observation().cpu().numpy(), {"goal": self.task.goal.cpu().numpy().copy()}
+        obs, info = self.torch_env.reset(seed)
+        return obs.cpu().numpy(), {"goal": info["goal"].cpu().numpy()}
 
     @env_side
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step all worlds; finished episodes restart at once."""
         z = _check_action(actions, (self.num_envs, SKILL_DIM))
-        reward, term, trunc, info = self.task.step(z)
-        infos: dict[str, Any] = {k: v.cpu().numpy() for k, v in info.items()}
-        done = np.flatnonzero((term | trunc).cpu().numpy())
-        obs = self.task.observation().cpu().numpy()
+        obs, reward, _, _, ex = self.torch_env.step(z.to(self.torch_env.device))
+        infos: dict[str, Any] = {
+            k: getattr(ex, k).cpu().numpy() for k in ("distance", "success", "style_cosine", "fall")
+        }
+        done = np.flatnonzero(ex.done_host)
         if done.size:
             infos["final_info"] = {k: v.copy() for k, v in infos.items()}
-            infos.update(final_obs_info(obs[done], done, self.num_envs))
+            infos.update(final_obs_info(ex.final_obs.cpu().numpy()[done], done, self.num_envs))
             infos["_final_info"] = infos["_final_obs"]
-            self.task.reset_envs(done)
-            obs = self.task.observation().cpu().numpy()
-        return obs, reward.cpu().numpy().astype(np.float64), term.cpu().numpy(), trunc.cpu().numpy(), infos
+        terminated = ex.done_host & ~ex.time_outs_host
+        return obs.cpu().numpy(), reward.cpu().numpy().astype(np.float64), terminated, ex.time_outs_host.copy(), infos
 
     def close_extras(self, **kwargs: Any) -> None:
         """Release the simulator."""
