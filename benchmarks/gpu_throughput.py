@@ -6,22 +6,25 @@ machine's cores), with the ratio warp / mujoco:
 
 - ``physics``: world-steps/s of the backend alone (one control step = 2 physics steps, held
   random PD targets; warp: the CUDA-graph replay, synchronised before the clock stops);
-- ``env``: world-steps/s of the native vector env with the encoder reward (PD targets,
-  physics, observations, rewards, terminations, autoresets), actions N(0, 0.1);
+- ``env``: world-steps/s of the torch env ``RGSDTorchEnv`` (what the trainers step) with the
+  encoder reward (PD targets, physics, observations, rewards, terminations, autoresets, its one
+  host read per step), actions N(0, 0.1) already on the env's device;
 - ``train``: samples/s of the full training loop (rollout, GAE, PPO, discovery-encoder
   update) with the paper's networks ([1024, 1024, 1024, 512] actor, critic and encoder,
   minibatch 32768, 5 epochs), the learner on ``--device``; warp keeps the env on the device,
   mujoco runs the hybrid mode (simulation on the CPU, learner on the device).
 
 Goals on one H100 (issue 12): >= 300k env steps/s at 8192 worlds, >= 100k training samples/s.
-Figures are printed, never asserted. ``--smoke`` runs everything on the CPU with tiny sizes
-(a CPU warp device is slow: it is for checking that the benchmark runs, not for its numbers).
+Figures are printed, never asserted (``--json FILE`` also writes them, for ``benchmarks/gpu_check.py``).
+``--smoke`` runs everything on the CPU with tiny sizes (a CPU warp device is slow: it is for checking
+that the benchmark runs, not for its numbers).
 Run: ``python benchmarks/gpu_throughput.py`` on a GPU machine (needs ``rgsd-envs[warp]``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -35,9 +38,10 @@ import torch
 from rgsd_agents.config import TrainConfig, load_config
 from rgsd_agents.pretraining import build_encoder, load_reference
 from rgsd_agents.runner import Runner
-from rgsd_envs.envs.registration import make_vec_env
+from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.sim import check_backend, make_backend
+from rgsd_envs.utils.files import atomic_path
 
 BACKENDS = ("warp", "mujoco")
 
@@ -71,16 +75,19 @@ def physics_rate(backend: str, n: int, steps: int, device: torch.device) -> floa
 
 
 def env_rate(backend: str, n: int, steps: int, device: torch.device) -> float:
-    """World-steps/s of the native vector env with the encoder reward."""
-    env = make_vec_env(n, backend=backend, device=_env_device(backend, device))
-    rng = np.random.default_rng(0)
-    actions = [rng.normal(0.0, 0.1, (n, sk.NUM_DOFS)).astype(np.float32) for _ in range(steps + 2)]
+    """World-steps/s of the torch env (the trainers' interface) with the encoder reward, actions on its device."""
+    dev = torch.device(_env_device(backend, device))
+    env = RGSDTorchEnv(n, backend=backend, device=str(dev))
+    gen = torch.Generator(dev).manual_seed(0)
+    actions = [0.1 * torch.randn(n, sk.NUM_DOFS, generator=gen, device=dev) for _ in range(steps + 2)]
     env.reset(seed=0)
     for a in actions[:2]:
         env.step(a)
+    _sync(dev)
     start = time.perf_counter()
     for a in actions[2:]:
         env.step(a)
+    _sync(dev)
     rate = n * steps / (time.perf_counter() - start)
     env.close()
     return rate
@@ -129,6 +136,7 @@ def main() -> None:
     parser.add_argument("--no-train", action="store_true", help="skip the training-loop measurement")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--smoke", action="store_true", help="CPU, N=8, a few steps: checks that it runs (< 1 min)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file ({N: {row: {backend: x}}})")
     args = parser.parse_args()
     if args.smoke:
         args.device, args.num_envs, args.steps, args.train_iterations = "cpu", [8], 3, 1
@@ -141,20 +149,24 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f}; {args.steps} timed steps, {args.train_iterations} timed iterations"
     )
     print(f"  {'':<8s}{'warp':>12s}{'mujoco':>12s}  {'ratio':>7s}")
+    figures: dict[str, dict[str, dict[str, float]]] = {}
     for n in args.num_envs:
         print(f"N = {n}")
-        phys = {b: physics_rate(b, n, args.steps, device) for b in args.backends}
-        print(_row("physics", phys, "world-steps/s"), flush=True)
-        env = {b: env_rate(b, n, args.steps, device) for b in args.backends}
-        print(_row("env", env, "env steps/s (with encoder reward)"), flush=True)
-        if args.no_train:
-            continue
-        train = {}
-        for b in args.backends:
-            with tempfile.TemporaryDirectory() as tmp:
-                cfg = train_config(b, n, device, args.smoke)
-                train[b] = train_rate(cfg, Path(tmp), args.train_iterations)
-        print(_row("train", train, "samples/s, paper networks (full loop)"), flush=True)
+        rows = figures[str(n)] = {}
+        rows["physics"] = {b: physics_rate(b, n, args.steps, device) for b in args.backends}
+        print(_row("physics", rows["physics"], "world-steps/s"), flush=True)
+        rows["env"] = {b: env_rate(b, n, args.steps, device) for b in args.backends}
+        print(_row("env", rows["env"], "env steps/s (with encoder reward)"), flush=True)
+        if not args.no_train:
+            rows["train"] = {}
+            for b in args.backends:
+                with tempfile.TemporaryDirectory() as tmp:
+                    cfg = train_config(b, n, device, args.smoke)
+                    rows["train"][b] = train_rate(cfg, Path(tmp), args.train_iterations)
+            print(_row("train", rows["train"], "samples/s, paper networks (full loop)"), flush=True)
+        if args.json:  # after each N, so a later failure keeps the figures measured so far
+            with atomic_path(args.json) as tmp_json:
+                Path(tmp_json).write_text(json.dumps({"device": str(device), "gpu": gpu, "figures": figures}, indent=1))
 
 
 if __name__ == "__main__":

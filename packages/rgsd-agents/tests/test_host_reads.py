@@ -48,6 +48,8 @@ def test_a_whole_warp_iteration_adds_one_read_per_statistics_block(warp_runner):
     assert sum(counts.values()) == 2 * (HORIZON + 3), dict(counts)
     # and episodes did end (deviation 5 cm): the reads stay flat however many worlds restart
     assert any(m.get("episodes/imitation_length", 0) > 0 for m in metrics)
+    # the warp solver's iteration-limit counter is logged, riding on the statistics' read
+    assert all(m["sim/solver_limit_hits"] >= 0 for m in metrics)
 
 
 @pytest.mark.parametrize("method", ["ase", "calm", "metra"])

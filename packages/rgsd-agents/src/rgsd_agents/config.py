@@ -17,9 +17,10 @@ from typing import Any
 
 import yaml
 
+from rgsd_agents.precision import check_precision
 from rgsd_agents.pretraining import PretrainConfig
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.utils.config import apply_override, from_dict, to_dict
+from rgsd_envs.utils.config import apply_override, check_overrides, from_dict, to_dict
 from rgsd_envs.utils.files import InputFileError
 
 PAPER_HIDDEN = (1024, 1024, 1024, 512)
@@ -155,6 +156,12 @@ class TrainConfig:
     TensorBoard, also before the first iteration) and the discovery encoder's reference alignment; 0: never."""
     torch_threads: int | None = None
     """torch intra-op threads of the updates (None: one per core)."""
+    tf32: bool = True
+    """Let float32 matmuls and convolutions use TF32 tensor cores when the learner is on CUDA (no effect on
+    the CPU; ``rgsd_agents.precision.configure_tf32``)."""
+    precision: str = "fp32"
+    """Precision of the learner's update: "fp32", or "bf16" (autocast of the forward passes and losses;
+    float32 weights and optimiser; experimental until measured against fp32 on learning curves)."""
     rollout_threads: int | None = 1
     """torch intra-op threads while collecting a rollout (None: as the updates). Small per-step batches
     run faster on one thread, and the env's own torch work then skips its thread switching."""
@@ -182,6 +189,7 @@ class TrainConfig:
             raise ValueError(f"rollout_threads must be >= 1 or null, got {self.rollout_threads}")
         if self.iterations < 0 or self.probe_every < 0:
             raise ValueError(f"iterations and probe_every must be >= 0, got {self.iterations}, {self.probe_every}")
+        check_precision(self.precision)
         if self.encoder_init not in ENCODER_INITS:
             raise ValueError(f"encoder_init must be one of {', '.join(ENCODER_INITS)}, got {self.encoder_init!r}")
         if self.env.obs_mode != "flat" or self.env.autoreset_mode != "SameStep":
@@ -242,7 +250,7 @@ def load_config(
     spec: str | os.PathLike, overrides: dict[str, Any] | None = None, cls: type | None = None, presets: str = ""
 ) -> Any:
     """A config (``cls``, default TrainConfig) from a YAML file or a preset name (in ``presets/<presets>``),
-    with dotted-key overrides."""
+    with dotted-key overrides (``--set``: converted to each field's type, or refused in one line naming it)."""
     path = Path(spec)
     if not path.is_file():
         if path.suffix or os.sep in str(spec):
@@ -255,9 +263,11 @@ def load_config(
     if not isinstance(data, dict):
         raise InputFileError(path, "expected a mapping of config keys")
     data = _numbers(data)
-    for key, value in (overrides or {}).items():
-        apply_override(data, key, _numbers(value))
-    return from_dict(cls or TrainConfig, data, str(path))
+    cls = cls or TrainConfig
+    # checked before the file: a bad --set is named as such, not blamed on the preset
+    for key, value in check_overrides(cls, {k: _numbers(v) for k, v in (overrides or {}).items()}).items():
+        apply_override(data, key, value)
+    return from_dict(cls, data, str(path))
 
 
 def resolve(cfg: TrainConfig, base_dir: str | os.PathLike = ".") -> TrainConfig:

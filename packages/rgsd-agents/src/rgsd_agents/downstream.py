@@ -29,6 +29,7 @@ from rgsd_agents.config import NetworkConfig, PPOConfig
 from rgsd_agents.loop import TrainingLoop, load_generator_state
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
+from rgsd_agents.precision import configure_tf32
 from rgsd_agents.rollout import RolloutCollector
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, GoalReachingTorchEnv, GoalStepExtras
@@ -68,8 +69,8 @@ class DownstreamConfig:
     """Iterations between evaluations (success rate, style FID); also one before training."""
     eval_episodes: int = 16
     init_skill: str = "style"
-    """Initial mean skill of the high-level policy: "style" (z_style; for freestyle the normalised mean
-    embedding of the locomotion clips) so exploration starts around the commanded style, or "zero"."""
+    """Initial mean skill of the high-level policy: "style" (the first style clip's latent; for freestyle the
+    normalised mean embedding of the locomotion clips) so exploration starts in the commanded style, or "zero"."""
     torch_threads: int | None = None
     rollout_threads: int | None = 1
     task: GoalReachingConfig = field(default_factory=GoalReachingConfig)
@@ -196,6 +197,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         super().__init__()
         self.cfg, self.run, self.progress = cfg, RunDir(run_dir), progress
         self.device = resolve_device(cfg.device)  # before any file is written: a bad device leaves no folder
+        configure_tf32(self.device)
         self.bridge = HostBridge(self.device)
         low = check_low_level(cfg.low_level)
         if cfg.torch_threads is not None:
@@ -363,9 +365,10 @@ LOCOMOTION = ("walk", "run", "sidestep", "backward")
 
 
 def initial_skill(task: Any) -> Tensor:
-    """z_style, or for freestyle the normalised mean embedding of the locomotion clips (all clips if none)."""
+    """The first style clip's latent (the style reward is at its maximum there), or for freestyle the normalised
+    mean embedding of the locomotion clips (all clips if none)."""
     if task.z_style is not None:
-        return task.z_style
+        return task.z_style[0]
     lib, z = task.core.lib, task.clip_latents
     ids = [i for i, c in enumerate(lib.categories) if c in LOCOMOTION] or list(range(lib.num_clips))
     return torch.nn.functional.normalize(z[ids].mean(0), dim=0)

@@ -83,7 +83,7 @@ def write_downstream_report(
     plot_curves(history, initial, run / "curves.png")
     rows = [("success rate", "eval/success_rate", "{:.2f}"), ("final distance to goal (m)", "eval/final_distance", "{:.2f}"),
             ("fall rate", "eval/fall_rate", "{:.2f}"), ("style FID", "eval/style_fid", "{:.2f}"),
-            ("cosine(z, z_style)", "eval/style_cosine", "{:.3f}")]  # fmt: skip
+            ("cosine(z, nearest style clip)", "eval/style_cosine", "{:.3f}")]  # fmt: skip
     table = ["| | untrained | trained |", "|---|---|---|"]
     for label, key, fmt in rows:
         if key in initial or key in final:

@@ -75,10 +75,13 @@ class EpisodeStats:
         self.length = torch.where(done, torch.zeros_like(self.length), self.length)
         self.frames_left = torch.where(done, frames_left.to(torch.long), self.frames_left)
 
-    def summary(self) -> dict[str, float]:
+    def summary(self, extra: dict[str, Tensor] | None = None) -> dict[str, float]:
         """Per-step and per-episode means by task of the rollout (keys left out when there was nothing to
-        average): one read of the device."""
-        s = dict(zip(ROWS, self.sums.tolist()))
+        average), plus the scalars ``extra`` (0-d tensors, e.g. simulator counters): one read of the device."""
+        extra = extra or {}
+        flat = torch.cat([self.sums.flatten(), *(v.reshape(1).to(self.sums) for v in extra.values())]).tolist()
+        n = self.sums.numel()
+        s = dict(zip(ROWS, (flat[2 * i : 2 * i + 2] for i in range(len(ROWS)))))
         out: dict[str, float] = {}
         for c, task in ((1, "imitation"), (0, "discovery")):
             if s["steps"][c]:
@@ -92,6 +95,7 @@ class EpisodeStats:
         if s["steps"][1]:
             out["rollout/imitation_cartesian_error"] = s["error_sum"][1] / s["steps"][1]
         out["rollout/imitation_share"] = s["steps"][1] / max(s["steps"][0] + s["steps"][1], 1)
+        out.update(zip(extra, flat[n:]))
         return {k: float(v) for k, v in out.items()}
 
     def state_dict(self) -> dict[str, Tensor]:

@@ -6,7 +6,8 @@ iteration depends on) and ``export`` (the deployable files). The loop adds the
 progress bar (its total and ETA follow the time budget: ``rgsd_agents.progress``),
 TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
 finishes the iteration and saves, a second aborts), the wall-clock budget and
-exact resumption from ``checkpoints/latest.pt``.
+exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, the newest readable
+``iter_*.pt``).
 
 In a data-parallel run (``self.dp``, see ``rgsd_agents.distributed``) every rank
 runs the loop in step: the decisions to stop (iterations, the wall-clock budget
@@ -30,11 +31,19 @@ import torch
 from rgsd_agents.distributed import DataParallel
 from rgsd_agents.progress import ProgressBar
 from rgsd_envs.runs.run_dir import RunDir
-from rgsd_envs.utils.config import from_dict
+from rgsd_envs.utils.config import check_overrides, from_dict
 from rgsd_envs.utils.files import InputFileError, atomic_path
 
 log = logging.getLogger(__name__)
 LATEST = "latest.pt"
+
+
+class UnreadableCheckpoint(InputFileError):
+    """A checkpoint file that does not load; ``why`` says so in a few words."""
+
+    def __init__(self, path: str | Path, why: str, detail: str = ""):
+        self.why = why
+        super().__init__(path, f"{why}: {detail}" if detail else why)
 
 
 class LoopConfig(Protocol):
@@ -123,15 +132,15 @@ class TrainingLoop:
     def resume(
         cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True, **kwargs: Any
     ) -> Any:
-        """Continue a run from ``<run>/checkpoints/latest.pt``; only ``RESUME_OVERRIDABLE`` keys may change
-        (``kwargs`` go to the trainer's constructor, e.g. ``dp``)."""
+        """Continue a run from its newest readable checkpoint (``load_newest_readable``); only
+        ``RESUME_OVERRIDABLE`` keys may change (``kwargs`` go to the trainer's constructor, e.g. ``dp``)."""
         from rgsd_envs.utils.config import save_yaml
 
         run = RunDir(run_dir)
         run.check(*cls.RESUME_REQUIRES)
         cfg = resume_config(run, cls.CONFIG_CLASS, overrides, cls.RESUME_OVERRIDABLE)
         runner = cls(cfg, run.path, progress=progress, _resume=True, **kwargs)
-        runner.load_checkpoint(latest_checkpoint(run))
+        runner.load_newest_readable(run)
         if overrides and runner.is_main:
             save_yaml(cfg, run.config_path)
         return runner
@@ -247,14 +256,31 @@ class TrainingLoop:
         self.export()
         return path
 
+    def load_newest_readable(self, run: RunDir) -> Path:
+        """Load the newest checkpoint that reads (``latest.pt``, else the newest readable ``iter_*.pt``: a crash
+        while copying or a full disk can leave the newest files truncated); one warning line says which file and
+        why when it is not ``latest.pt``. Returns its path."""
+        candidates = checkpoint_candidates(self.run)
+        skipped: list[str] = []
+        for path in candidates:
+            try:
+                self.load_checkpoint(path)
+            except UnreadableCheckpoint as err:
+                skipped.append(f"{path.name} is {err.why}")
+                continue
+            if skipped:
+                log.warning("resuming from %s (iteration %d): %s", path, self.iteration, "; ".join(skipped))
+            return path
+        raise InputFileError(run.checkpoints_dir, f"no readable checkpoint to resume from: {'; '.join(skipped)}")
+
     def load_checkpoint(self, path: str | Path) -> None:
         """Load a checkpoint written by ``save_checkpoint`` (a trusted file: it holds Python objects)."""
         try:
             state = torch.load(path, map_location="cpu", weights_only=False)
         except Exception as err:
-            raise InputFileError(path, f"not a readable checkpoint (truncated or corrupt?): {err}") from None
+            raise UnreadableCheckpoint(path, "not a readable checkpoint (truncated or corrupt?)", str(err)) from None
         if not isinstance(state, dict) or state.get("format") != self.CHECKPOINT_FORMAT:
-            raise InputFileError(path, f"not an {self.CHECKPOINT_FORMAT} file (wrong kind of checkpoint)", "format")
+            raise UnreadableCheckpoint(path, f"not an {self.CHECKPOINT_FORMAT} file (wrong kind of checkpoint)")
         self.load_state_dict(state)
 
 
@@ -265,16 +291,20 @@ def resume_config(run: RunDir, cls: type, overrides: dict[str, Any] | None, allo
     if bad:
         raise ValueError(f"--resume continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}")
     data = run.config()
-    data.update(overrides or {})
+    data.update(check_overrides(cls, overrides))
     return from_dict(cls, data, str(run.config_path))
 
 
-def latest_checkpoint(run: RunDir) -> Path:
-    """``<run>/checkpoints/latest.pt``, or a clear error if the run has none."""
-    path = run.checkpoints_dir / LATEST
-    if not path.is_file():
-        raise InputFileError(path, "no checkpoint to resume from (a run writes one every checkpoint_every iterations)")
-    return path
+def checkpoint_candidates(run: RunDir) -> list[Path]:
+    """A run's checkpoints, newest first: ``latest.pt``, then ``iter_*.pt`` by iteration; a clear error if none."""
+    ckpt_dir = run.checkpoints_dir
+    found = [ckpt_dir / LATEST] if (ckpt_dir / LATEST).is_file() else []
+    found += sorted(ckpt_dir.glob("iter_*.pt"), reverse=True)  # zero-padded: name order is iteration order
+    if not found:
+        raise InputFileError(
+            ckpt_dir / LATEST, "no checkpoint to resume from (a run writes one every checkpoint_every iterations)"
+        )
+    return found
 
 
 def load_generator_state(gen: torch.Generator, rng: dict[str, Any], iteration: int) -> None:

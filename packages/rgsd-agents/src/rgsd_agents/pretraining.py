@@ -60,6 +60,7 @@ import torch
 import torch.nn.functional as F
 
 from rgsd_agents.negatives import frame_features_of, hard_negative_inputs
+from rgsd_agents.precision import configure_tf32
 from rgsd_agents.reward_sharpness import SHARPNESS_FILE, reward_sharpness, write_report
 from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
@@ -408,6 +409,7 @@ def pretrain(
 
     out = Path(out_dir)
     device = resolve_device(cfg.device)  # before any file is written
+    configure_tf32(device)
     cfg = replace(cfg, motions=resolve_motions(cfg.motions))  # the saved config works from any folder
     lib, inputs = load_reference(cfg)
     cof = lib.clip_of_frame.cpu()

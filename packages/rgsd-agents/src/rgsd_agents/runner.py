@@ -50,6 +50,7 @@ from rgsd_agents.methods.env import SkillChoosingEnv
 from rgsd_agents.methods.runtime import build_runner_method, builtin_entries, write_method_file
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
+from rgsd_agents.precision import configure_tf32
 from rgsd_agents.probe import ImitationProbe
 from rgsd_agents.rollout import RolloutCollector
 from rgsd_agents.storage import RolloutStorage
@@ -125,6 +126,7 @@ class Runner(TrainingLoop, RolloutCollector):
         # before any file is written: a bad device leaves no folder
         self.device = dp.device if dp is not None else resolve_device(cfg.device)
         self.bridge = HostBridge(self.device)
+        configure_tf32(self.device, cfg.tf32)  # before pretraining, so the encoder's matmuls get it too
         self.rank = 0 if dp is None else dp.rank
         self.initial_probe: dict[str, float] = {}
         """Imitation probe of the untrained policy (``probe_every`` > 0, fresh runs)."""
@@ -257,7 +259,8 @@ class Runner(TrainingLoop, RolloutCollector):
         self.iteration += 1
         self.global_step += self.cfg.batch_size * world
         self.elapsed += seconds
-        metrics.update(stats.summary())
+        # the simulator's counter rides on the statistics' one read (warp: solver iteration-limit hits)
+        metrics.update(stats.summary({"sim/solver_limit_hits": self.env.core.backend.pop_solver_limit_hits()}))
         if self.method is not None:  # the env's encoder reward is not what a method trains on (method/reward is)
             for key in ("rollout/discovery_reward", "episodes/discovery_return"):
                 metrics.pop(key, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -18,6 +19,7 @@ from rgsd_envs.envs.goal_reaching_v0 import (
     GoalReachingCore,
     goal_in_heading_frame,
     goal_reward,
+    style_cosine,
     style_embedding,
 )
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM
@@ -59,15 +61,38 @@ def test_goal_is_expressed_in_the_heading_frame():
     np.testing.assert_allclose(local.numpy(), [[3.0, 0.0], [0.0, 1.0]], atol=1e-6)
 
 
-def test_style_embedding_is_the_mean_of_the_styles_clip_embeddings(low_level):
+def test_style_embedding_holds_each_of_the_styles_clip_embeddings(low_level):
     task = GoalReachingCore(1, low_level, GoalReachingConfig(style="backward"))
     core = task.core
     ids = [i for i, c in enumerate(core.lib.categories) if c == "backward"]
-    expected = torch.nn.functional.normalize(core.clip_embeddings[ids].mean(0), dim=0)
+    expected = torch.nn.functional.normalize(core.clip_embeddings[ids], dim=-1)
     torch.testing.assert_close(style_embedding(core, "backward"), expected)
     assert style_embedding(core, "freestyle") is None
     assert set(task.start_clips) == set(ids)
     task.close()
+
+
+def test_style_reward_at_each_style_clips_own_latent_is_its_maximum():
+    # three backward clips with nearly orthogonal latents, as after pretraining, and one walk clip
+    gen = torch.Generator().manual_seed(0)
+    q, _ = torch.linalg.qr(torch.randn(16, 16, generator=gen))
+    latents = q[:4] + 0.05 * torch.randn(4, 16, generator=gen)
+    core = SimpleNamespace(
+        lib=SimpleNamespace(categories=["backward", "walk", "backward", "backward"]), clip_embeddings=latents
+    )
+    cfg = GoalReachingConfig(style="backward")
+    z_style = style_embedding(core, "backward")
+    d = torch.zeros(1)
+    others = torch.randn(512, 16, generator=gen)
+    best_elsewhere = goal_reward(d.expand(512), others, z_style, cfg).max()
+    for k in (0, 2, 3):
+        own = latents[k : k + 1]
+        r = goal_reward(d, own, z_style, cfg)
+        torch.testing.assert_close(r, torch.tensor([2.0]))  # both terms at their maximum of 1
+        torch.testing.assert_close(style_cosine(own, z_style), torch.tensor([1.0]))
+        assert r > best_elsewhere
+    walk = latents[1:2]
+    assert goal_reward(d, walk, z_style, cfg) < 1.1  # another style's latent earns almost no style reward
 
 
 def test_unknown_style_and_a_style_without_clips_are_clear_errors(low_level, real_clip_dir, tmp_path):

@@ -69,11 +69,11 @@ def test_unknown_kind_is_rejected_with_the_choices():
         make_demo_clip("moonwalk")
 
 
-def test_building_needs_no_clamping_to_the_joint_ranges(caplog):
+def test_building_fits_every_joint_within_its_ranges_exactly(caplog):
     with caplog.at_level(logging.WARNING, logger="rgsd_envs"):
         for kind in ("run", "punch"):
             make_demo_clip(kind)
-    assert not [r for r in caplog.records if "clamped" in r.getMessage()]
+    assert not [r for r in caplog.records if "residual" in r.getMessage()]
 
 
 def test_speeds_and_directions_are_plausible(clips):

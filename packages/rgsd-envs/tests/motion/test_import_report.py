@@ -1,4 +1,4 @@
-"""``rgsd-motions import`` writes import_report.json and a summary; the real clips need no big clamp."""
+"""``rgsd-motions import`` writes import_report.json and a summary; the real clips fit their joints exactly."""
 
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ def shared_import(real_motion_files, tmp_path_factory) -> tuple[dict, str]:
     return json.loads((out / REPORT_NAME).read_text()), buf.getvalue()
 
 
-def test_shared_clips_import_with_no_clamp_above_10_degrees(shared_import):
+def test_shared_clips_import_with_every_joint_residual_under_a_thousandth_of_a_degree(shared_import):
     report, printed = shared_import
     assert report["kept"] == 8 and report["rejected"] == 0
-    worst = max(report["files"], key=lambda f: f["max_clamp_deg"])
-    assert worst["max_clamp_deg"] <= 10.0, worst
+    worst = max(report["files"], key=lambda f: f["max_residual_deg"])
+    assert worst["max_residual_deg"] < 1e-3, worst
     assert printed.startswith("kept 8, skipped 0 shape file(s), rejected 0")
 
 
@@ -61,17 +61,18 @@ def test_report_lists_shape_files_as_skipped_and_bad_files_as_rejected(walk_raw,
     assert "body-shape file" in next(f["reason"] for f in report["files"] if f["status"] == "skipped")
 
 
-def test_clamp_above_10_degrees_is_reported_on_its_own_line(walk_raw, tmp_path, capsys):
+def test_residual_above_10_degrees_is_reported_on_its_own_line(walk_raw, tmp_path, capsys):
     poses = np.zeros((4, 156))
     poses[:, 0] = np.pi / 2
     poses[:, 3 * 4] = np.deg2rad(-40.0)  # L_Knee bent 40 deg the wrong way: 20 deg past its limit
     np.savez(tmp_path / "bad_knee_poses.npz", **{**walk_raw, "poses": poses, "trans": np.zeros((4, 3))})
     out_dir = tmp_path / "out"
     assert main(["import", str(tmp_path / "bad_knee_poses.npz"), "--out", str(out_dir), "--quiet"]) == 0
-    err = capsys.readouterr().err
-    assert "warning: bad_knee: L_Knee_y clamped by 20.0 deg (> 10)" in err
+    out, err = capsys.readouterr()
+    assert "warning: bad_knee: L_Knee residual 20.0 deg (> 10)" in err
+    assert "worst joint residual 20.00 deg (L_Knee in bad_knee)" in out
     entry = json.loads((out_dir / REPORT_NAME).read_text())["files"][0]
-    assert (entry["max_clamp_joint"], entry["max_clamp_deg"]) == ("L_Knee_y", pytest.approx(20.0))
+    assert (entry["max_residual_joint"], entry["max_residual_deg"]) == ("L_Knee", pytest.approx(20.0))
 
 
 def test_help_shows_an_example(capsys):

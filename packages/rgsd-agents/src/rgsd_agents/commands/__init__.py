@@ -41,7 +41,11 @@ def add_device_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_run_arguments(parser: argparse.ArgumentParser, set_help: str) -> None:
     """Arguments every training command shares: --resume, --set, --seed, --device, --no-progress."""
-    parser.add_argument("--resume", metavar="RUN", help="continue the run in this folder from checkpoints/latest.pt")
+    parser.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="continue the run in this folder from checkpoints/latest.pt (if unreadable, the newest readable iter_*.pt)",
+    )
     add_set_argument(parser, set_help)
     parser.add_argument("--seed", type=int, help="shorthand for --set seed=N")
     add_device_argument(parser)

@@ -121,17 +121,18 @@ class JointGroup:
 
 # Ranges are generous anatomical limits for each axis (x, y, z), read in the
 # body's hinge order. They are the joints' limits and bound the PD targets
-# (offset = middle, scale = half width). The real clips in ../shared/motions use
-# at most: hips y -125..28, knees y -18..173, shoulders x -81..98, z -103..100,
-# elbows z -123..131 (left negative, right positive). Left/right mirror: y is the
-# left axis, so x and z ranges flip sign and y keeps it: the same forearm twist has
-# the same y angle on both sides. Forearm twist (pronation/supination) is the elbow
-# and wrist y hinge; from SMPL's palms-down rest pose, negative y turns the palm up
-# (supination) and positive y turns it further down. Humans twist the forearm about
-# 150 degrees, nearly all of it towards supination from palms down, and SMPL splits
-# the twist between elbow and wrist: elbow y -80..10 plus wrist y -70..40 give
-# 150 degrees of supination and a little pronation (real AMASS punches sat at the
-# old +-45 elbow limit for whole clips).
+# (offset = middle, scale = half width). The table, what the real clips reach and
+# the sources are in the rgsd-envs README ("Joint ranges"); reproduce the measured
+# figures with benchmarks/joint_ranges.py. Left/right mirror: y is the left axis, so
+# x and z ranges flip sign and y keeps it: the same forearm twist has the same y
+# angle on both sides. Forearm twist (pronation/supination) is the elbow and wrist y
+# hinge; from SMPL's palms-down rest pose (the forearm's neutral with the arm
+# abducted), negative y turns the palm up (supination) and positive y turns it
+# further down (pronation). Humans pronate and supinate about 80 degrees each from
+# neutral (AAOS), and SMPL fits split the twist between elbow and wrist in any
+# proportion, so each of the two may carry most of it: elbow y -80..50 (real
+# running arms reach +49), wrist y -70..80 (a real uppercut +78). Wrist x is
+# flexion (palm side, negative on the left) 80 and extension 70 (AAOS).
 _HIP_L = ((-60.0, 90.0), (-150.0, 60.0), (-70.0, 70.0))
 _KNEE_L = ((-30.0, 30.0), (-20.0, 175.0), (-30.0, 30.0))
 _ANKLE_L = ((-50.0, 50.0), (-60.0, 80.0), (-50.0, 50.0))
@@ -140,8 +141,8 @@ _SPINE = ((-45.0, 45.0), (-45.0, 60.0), (-45.0, 45.0))
 _NECK = ((-60.0, 60.0), (-60.0, 60.0), (-70.0, 70.0))
 _THORAX_L = ((-40.0, 40.0), (-40.0, 40.0), (-40.0, 40.0))
 _SHOULDER_L = ((-120.0, 120.0), (-90.0, 90.0), (-140.0, 90.0))
-_ELBOW_L = ((-45.0, 45.0), (-80.0, 10.0), (-160.0, 10.0))
-_WRIST = ((-60.0, 60.0), (-70.0, 40.0), (-60.0, 60.0))
+_ELBOW_L = ((-45.0, 45.0), (-80.0, 50.0), (-160.0, 10.0))
+_WRIST_L = ((-80.0, 70.0), (-70.0, 80.0), (-60.0, 60.0))
 _HAND = ((-60.0, 60.0), (-60.0, 60.0), (-60.0, 60.0))
 
 
@@ -175,8 +176,8 @@ JOINT_GROUPS: dict[str, JointGroup] = {
     "R_Shoulder": _group(500, 50, 150, _mirror(_SHOULDER_L)),
     "L_Elbow": _group(500, 50, 150, _ELBOW_L),
     "R_Elbow": _group(500, 50, 150, _mirror(_ELBOW_L)),
-    "L_Wrist": _group(300, 30, 150, _WRIST),
-    "R_Wrist": _group(300, 30, 150, _WRIST),
+    "L_Wrist": _group(300, 30, 150, _WRIST_L),
+    "R_Wrist": _group(300, 30, 150, _mirror(_WRIST_L)),
     "L_Hand": _group(300, 30, 150, _HAND),
     "R_Hand": _group(300, 30, 150, _HAND),
 }

@@ -19,7 +19,8 @@ import torch
 
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.clip import MotionClip
-from rgsd_envs.motion.kinematics import KinematicModel, RangeFit, clip_and_fit_from_rotations
+from rgsd_envs.motion.joint_fit import JointFit
+from rgsd_envs.motion.kinematics import KinematicModel, clip_and_fit_from_rotations
 from rgsd_envs.utils import rotations as rot
 from rgsd_envs.utils.files import InputFileError, npz_text, read_npz
 
@@ -139,8 +140,27 @@ def amass_to_clip_and_fit(
     offsets: np.ndarray | None = None,
     pelvis_rest: np.ndarray | None = None,
     kinematics: KinematicModel | None = None,
-) -> tuple[MotionClip, RangeFit]:
-    """``amass_to_clip``, and how far the joint ranges clamped the clip's hinge angles."""
+) -> tuple[MotionClip, JointFit]:
+    """``amass_to_clip``, and how closely the hinge angles kept reproduce each joint's rotations."""
+    root_pos, root_rot, local = amass_rotations(motion, pelvis_rest)
+    return clip_and_fit_from_rotations(
+        name=name or clip_name_from_path(motion.path),
+        category=category,
+        root_pos=root_pos,
+        root_rot=root_rot,
+        joint_rot=local,
+        fps=motion.fps,
+        source=str(motion.path),
+        offsets=offsets,
+        kinematics=kinematics,
+    )
+
+
+def amass_rotations(
+    motion: AmassMotion, pelvis_rest: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Root position (N, 3), root rotation (N, 4) and local joint rotations (N, 23, 4, SMPL order) of an AMASS
+    motion in our axes, at the file's frame rate."""
     n = motion.poses.shape[0]
     aa = torch.zeros(n, sk.NUM_BODIES, 3, dtype=torch.float64)
     aa[:, :NUM_BODY_POSE_JOINTS] = torch.as_tensor(motion.poses).reshape(n, NUM_BODY_POSE_JOINTS, 3)
@@ -150,18 +170,7 @@ def amass_to_clip_and_fit(
     local = rot.quat_mul(rot.quat_mul(qc, q[:, 1:]), rot.quat_conj(qc))
     root_rot = rot.quat_mul(q[:, 0], rot.quat_conj(qc))
     j0 = sk.SMPL_NEUTRAL_PELVIS_REST if pelvis_rest is None else np.asarray(pelvis_rest, dtype=float)
-    root_pos = motion.trans + j0
-    return clip_and_fit_from_rotations(
-        name=name or clip_name_from_path(motion.path),
-        category=category,
-        root_pos=root_pos,
-        root_rot=root_rot.numpy(),
-        joint_rot=local.numpy(),
-        fps=motion.fps,
-        source=str(motion.path),
-        offsets=offsets,
-        kinematics=kinematics,
-    )
+    return motion.trans + j0, root_rot.numpy(), local.numpy()
 
 
 def clip_name_from_path(path: str | os.PathLike) -> str:

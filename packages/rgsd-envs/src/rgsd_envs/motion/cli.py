@@ -49,7 +49,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print(f"rejected {path}: {err}", file=sys.stderr)
     for name in missing:
         print(f"not found: {name}", file=sys.stderr)
-    for line in report.clamp_warnings():
+    for line in report.residual_warnings():
         print(line, file=sys.stderr)
     print(f"{report.summary()}; clips and {REPORT_NAME} in {args.out}")
     return 1 if (report.failed or missing) else 0
@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Convert AMASS SMPL+H (*_poses.npz) and SMPL-X (*_stageii.npz) files to rgsd clips "
         "(30 Hz, grounded). Body-shape files (shape.npz, *_stagei.npz) are skipped. Writes "
         "import_report.json beside the clips: per input file kept/skipped/rejected and why, frame "
-        "rates, frames and seconds before and after resampling, and the largest joint clamp.",
+        "rates, frames and seconds before and after resampling, and per joint the residual (max and mean "
+        "degrees): how far the in-range hinge angles kept are from the captured rotation.",
         epilog="example:\n  rgsd-motions import ~/AMASS/ACCAD --out clips/ --category walk\n"
         "  rgsd-motions import --paper-set ~/AMASS --out clips/",
         formatter_class=argparse.RawDescriptionHelpFormatter,

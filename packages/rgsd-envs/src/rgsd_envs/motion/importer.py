@@ -24,8 +24,8 @@ from rgsd_envs.utils.files import InputFileError, atomic_path
 
 REPORT_NAME = "import_report.json"
 """Written beside the clips by every import."""
-CLAMP_WARN_DEG = 10.0
-"""A clamp larger than this (degrees) is worth a look: a joint range or the source is off."""
+RESIDUAL_WARN_DEG = 10.0
+"""A joint residual larger than this (degrees) is worth a look: a joint range or the source is off."""
 
 
 @dataclass
@@ -45,9 +45,12 @@ class FileResult:
     seconds_in: float | None = None
     frames_out: int | None = None
     seconds_out: float | None = None
-    max_clamp_deg: float | None = None
-    """Largest joint-range clamp of any hinge over the clip, degrees (0 if none)."""
-    max_clamp_joint: str | None = None
+    max_residual_deg: float | None = None
+    """Largest residual of any joint over the clip, degrees: the geodesic angle between the rotation the
+    joint's in-range hinge angles make and the source rotation (0 where the ranges allow it exactly)."""
+    max_residual_joint: str | None = None
+    residual_deg: dict[str, dict[str, float]] | None = None
+    """Per joint, ``{"max": deg, "mean": deg}`` of that residual over the clip's frames."""
 
 
 @dataclass
@@ -73,17 +76,24 @@ class ImportReport:
         return {s: sum(f.status == s for f in self.files) for s in ("kept", "skipped", "rejected")}
 
     def summary(self) -> str:
-        """One line: ``kept N, skipped N shape file(s), rejected N``."""
+        """One line: ``kept N, skipped N shape file(s), rejected N; worst joint residual D deg (JOINT in CLIP)``."""
         c = self.counts()
-        return f"kept {c['kept']}, skipped {c['skipped']} shape file(s), rejected {c['rejected']}"
+        line = f"kept {c['kept']}, skipped {c['skipped']} shape file(s), rejected {c['rejected']}"
+        kept = [f for f in self.files if f.status == "kept"]
+        if kept:
+            worst = max(kept, key=lambda f: f.max_residual_deg or 0.0)
+            line += (
+                f"; worst joint residual {worst.max_residual_deg:.2f} deg ({worst.max_residual_joint} in {worst.name})"
+            )
+        return line
 
-    def clamp_warnings(self, threshold_deg: float = CLAMP_WARN_DEG) -> list[str]:
-        """One line per kept clip whose largest joint clamp exceeds ``threshold_deg``."""
+    def residual_warnings(self, threshold_deg: float = RESIDUAL_WARN_DEG) -> list[str]:
+        """One line per kept clip whose largest joint residual exceeds ``threshold_deg``."""
         return [
-            f"warning: {f.name}: {f.max_clamp_joint} clamped by {f.max_clamp_deg:.1f} deg "
-            f"(> {threshold_deg:g}) to fit the joint range"
+            f"warning: {f.name}: {f.max_residual_joint} residual {f.max_residual_deg:.1f} deg (> {threshold_deg:g}): "
+            "no hinge angles within its joint ranges reproduce the captured rotation"
             for f in self.files
-            if f.status == "kept" and (f.max_clamp_deg or 0.0) > threshold_deg
+            if f.status == "kept" and (f.max_residual_deg or 0.0) > threshold_deg
         ]
 
     def to_dict(self) -> dict:
@@ -146,8 +156,9 @@ def import_motions(
                 seconds_in=(n_in - 1) / motion.fps,
                 frames_out=clip.num_frames,
                 seconds_out=clip.duration,
-                max_clamp_deg=round(fit.max_deg, 3),
-                max_clamp_joint=fit.worst_dof,
+                max_residual_deg=round(fit.worst_deg, 3),
+                max_residual_joint=fit.worst_joint,
+                residual_deg=fit.per_joint(),
             )
         )
     report.save(out / REPORT_NAME)

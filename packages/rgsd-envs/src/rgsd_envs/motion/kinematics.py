@@ -8,7 +8,6 @@ velocities all happen here, once.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import mujoco
 import numpy as np
@@ -17,16 +16,10 @@ import torch
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import HumanoidConfig, load_model
 from rgsd_envs.motion.clip import CLIP_FPS, MotionClip
+from rgsd_envs.motion.joint_fit import DOF_COLS_BY_ORDER, JOINTS_BY_ORDER, ORDERS, JointFit, fit_hinge_angles
 from rgsd_envs.utils import rotations as rot
 
 log = logging.getLogger(__name__)
-
-_ORDERS = ("xyz", "yxz")
-# joints (0..22 = bodies 1..23) grouped by hinge order, and their dof columns
-_JOINTS_BY_ORDER = {o: [b - 1 for b in sk.MJ_BODY_ORDER[1:] if sk.hinge_order(sk.BODY_NAMES[b]) == o] for o in _ORDERS}
-_DOF_COLS_BY_ORDER = {
-    o: [sk.DOF_NAMES.index(f"{sk.BODY_NAMES[j + 1]}_{a}") for j in js for a in o] for o, js in _JOINTS_BY_ORDER.items()
-}
 
 
 def _t(x: np.ndarray) -> torch.Tensor:
@@ -34,12 +27,13 @@ def _t(x: np.ndarray) -> torch.Tensor:
 
 
 def dof_from_joint_rot(joint_rot: np.ndarray) -> np.ndarray:
-    """Hinge angles (..., 69) in qpos order from local rotations (..., 23, 4) in SMPL order."""
+    """Hinge angles (..., 69) in qpos order from local rotations (..., 23, 4) in SMPL order, frame by
+    frame with no ranges (``joint_fit.fit_hinge_angles`` fits whole tracks within the ranges)."""
     q = _t(joint_rot)
     out = torch.zeros(q.shape[:-2] + (sk.NUM_DOFS,), dtype=q.dtype)
-    for order in _ORDERS:
-        e = rot.euler_from_quat(q[..., _JOINTS_BY_ORDER[order], :], order)
-        out[..., _DOF_COLS_BY_ORDER[order]] = e.reshape(e.shape[:-2] + (-1,))
+    for order in ORDERS:
+        e = rot.euler_from_quat(q[..., JOINTS_BY_ORDER[order], :], order)
+        out[..., DOF_COLS_BY_ORDER[order]] = e.reshape(e.shape[:-2] + (-1,))
     return out.numpy()
 
 
@@ -47,9 +41,9 @@ def joint_rot_from_dof(dof_pos: np.ndarray) -> np.ndarray:
     """Local rotations (..., 23, 4) in SMPL order from hinge angles (..., 69)."""
     d = _t(dof_pos)
     out = torch.zeros(d.shape[:-1] + (sk.NUM_JOINTS, 4), dtype=d.dtype)
-    for order in _ORDERS:
-        js = _JOINTS_BY_ORDER[order]
-        e = d[..., _DOF_COLS_BY_ORDER[order]].reshape(d.shape[:-1] + (len(js), 3))
+    for order in ORDERS:
+        js = JOINTS_BY_ORDER[order]
+        e = d[..., DOF_COLS_BY_ORDER[order]].reshape(d.shape[:-1] + (len(js), 3))
         out[..., js, :] = rot.quat_normalize(rot.quat_from_euler(e, order))
     return out.numpy()
 
@@ -161,69 +155,8 @@ def _root_ang_vel(root_rot: np.ndarray, dt: float) -> np.ndarray:
     return w.numpy()
 
 
-def nearest_representatives(angles: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Each hinge angle's representative (angle + 2*pi*k) that lies in [lo, hi] where one does,
-    else the one nearest the previous frame's: tracks (T, D) without 2*pi jumps or 2*pi offsets.
-
-    Euler angles come wrapped into (-pi, pi], so a hinge driven through +-pi jumps by 2*pi;
-    a plain unwrap fixes the jump but can leave a whole track, or the part after a full
-    turn, 2*pi away from the range, where clamping would then move it by ~360 degrees.
-    """
-    a = np.asarray(angles, dtype=np.float64)
-    lo, hi = np.broadcast_to(lo, a.shape[1:]), np.broadcast_to(hi, a.shape[1:])
-    centre = 0.5 * (lo + hi)
-    two_pi = 2.0 * np.pi
-
-    def near(x: np.ndarray, target: np.ndarray) -> np.ndarray:
-        return x + two_pi * np.round((target - x) / two_pi)
-
-    def inside(x: np.ndarray) -> np.ndarray:
-        return (x >= lo) & (x <= hi)
-
-    out = np.empty_like(a)
-    if a.shape[0] == 0:
-        return out
-    out[0] = near(a[0], centre)  # in range if any representative is, else the least outside
-    for t in range(1, a.shape[0]):
-        prev = near(a[t], out[t - 1])
-        mid = near(a[t], centre)
-        out[t] = np.where(inside(prev) | ~inside(mid), prev, mid)
-    return out
-
-
-CLAMP_TOL = 1e-6
-"""Clamps smaller than this (radians) are rounding, not reported."""
-
-
-@dataclass(frozen=True)
-class RangeFit:
-    """How far the joint ranges clamped a clip's hinge angles."""
-
-    excess: np.ndarray
-    """(69,) largest clamp of each hinge over the clip, radians (0 where none), qpos order."""
-
-    @property
-    def max_deg(self) -> float:
-        """The largest clamp of any hinge, degrees."""
-        return float(np.rad2deg(self.excess.max(initial=0.0)))
-
-    @property
-    def worst_dof(self) -> str | None:
-        """Name of the most clamped hinge, or None if nothing was clamped."""
-        return sk.DOF_NAMES[int(self.excess.argmax())] if self.excess.max(initial=0.0) > CLAMP_TOL else None
-
-    def describe(self, top: int = 3) -> str:
-        """The most clamped hinges, e.g. ``"R_Wrist_x by 12.3 deg, ..."``; empty if none."""
-        order = [i for i in np.argsort(-self.excess)[:top] if self.excess[i] > CLAMP_TOL]
-        return ", ".join(f"{sk.DOF_NAMES[i]} by {np.rad2deg(self.excess[i]):.1f} deg" for i in order)
-
-
-def fit_to_ranges(dof: np.ndarray) -> tuple[np.ndarray, RangeFit]:
-    """Hinge tracks (T, 69) moved to their nearest representatives and clamped to the joint ranges."""
-    lo, hi = sk.DOF_RANGES[:, 0], sk.DOF_RANGES[:, 1]
-    dof = nearest_representatives(dof, lo, hi)
-    excess = np.maximum(np.maximum(dof - hi, lo - dof).max(0, initial=0.0), 0.0)
-    return np.clip(dof, lo, hi), RangeFit(excess)
+RESIDUAL_LOG_DEG = 0.01
+"""Joint residuals above this (degrees) are logged while a clip is built; smaller ones are rounding."""
 
 
 def clip_from_rotations(
@@ -239,7 +172,7 @@ def clip_from_rotations(
     kinematics: KinematicModel | None = None,
 ) -> MotionClip:
     """Build a complete 30 Hz MotionClip from root pose and local joint rotations (see
-    ``clip_and_fit_from_rotations``, which also says how much was clamped)."""
+    ``clip_and_fit_from_rotations``, which also gives the residual of each joint)."""
     return clip_and_fit_from_rotations(
         name, category, root_pos, root_rot, joint_rot, fps, source, offsets, ground, kinematics
     )[0]
@@ -256,14 +189,15 @@ def clip_and_fit_from_rotations(
     offsets: np.ndarray | None = None,
     ground: bool = True,
     kinematics: KinematicModel | None = None,
-) -> tuple[MotionClip, RangeFit]:
+) -> tuple[MotionClip, JointFit]:
     """Build a complete 30 Hz MotionClip from root pose and local joint rotations.
 
     ``joint_rot`` is (T, 23, 4), bodies 1..23 in SMPL order, in our z-up frame.
-    Hinge angles take their nearest representatives (``nearest_representatives``),
-    then those outside the joint ranges are clamped (logged with the clip and hinge,
-    and returned as a RangeFit). With ``ground``, the clip is shifted so that its
-    lowest foot point over the whole clip touches the floor (SPEC §9).
+    Hinge angles are fitted within the joint ranges (``joint_fit.fit_hinge_angles``:
+    exact where the ranges allow, continuous from frame to frame, else the in-range
+    rotation nearest the source); residuals over ``RESIDUAL_LOG_DEG`` are logged with the
+    clip and joint, and all are returned as a JointFit. With ``ground``, the clip is
+    shifted so that its lowest foot point over the whole clip touches the floor (SPEC §9).
     """
     km = kinematics or KinematicModel(offsets)
     root_pos = np.asarray(root_pos, dtype=np.float64)
@@ -271,9 +205,13 @@ def clip_and_fit_from_rotations(
     joint_rot = rot.quat_normalize(_t(joint_rot)).numpy()
     if not np.isclose(fps, CLIP_FPS):
         root_pos, root_rot, joint_rot = resample(root_pos, root_rot, joint_rot, fps)
-    dof, fit = fit_to_ranges(dof_from_joint_rot(joint_rot))
-    if fit.worst_dof is not None:
-        log.warning("clip %s: hinge angles clamped to the joint ranges (%s)", name, fit.describe())
+    dof, fit = fit_hinge_angles(joint_rot)
+    if fit.worst_deg > RESIDUAL_LOG_DEG:
+        log.warning(
+            "clip %s: no hinge angles within the joint ranges reproduce these rotations; residual %s",
+            name,
+            fit.describe(RESIDUAL_LOG_DEG),
+        )
     joint_rot = joint_rot_from_dof(dof)
     qpos = np.concatenate([root_pos, root_rot, dof], axis=1)
     body_pos, body_rot, lowest = km.forward(qpos)

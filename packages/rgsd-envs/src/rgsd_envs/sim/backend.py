@@ -90,5 +90,10 @@ class SimBackend(abc.ABC):
     def load_state_dict(self, state: dict) -> None:
         """Restore worlds saved by ``state_dict``."""
 
+    def pop_solver_limit_hits(self) -> Tensor:
+        """World-steps whose constraint solver stopped at its iteration limit since the last call (0-d int64 on
+        the backend's device; the count restarts). Native MuJoCo reports none: 0 unless a backend overrides it."""
+        return torch.zeros((), dtype=torch.long, device=self.device)
+
     def close(self) -> None:
         """Release native resources."""

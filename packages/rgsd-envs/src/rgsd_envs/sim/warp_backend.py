@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from collections.abc import Callable
+from typing import Any
 
 import mujoco
 import mujoco_warp as mjw
@@ -30,6 +32,20 @@ MAX_CONTACTS_PER_WORLD = 64
 MAX_CONSTRAINTS_PER_WORLD = 256
 """Constraint rows allocated per world (``njmax``); native MuJoCo peaks at 88 under random actions.
 A world that needs more sets warp's overflow bit and is flagged unstable."""
+SOLVER_LIMIT_BITS = int(mjw.OverflowType.ITERATIONS | mjw.OverflowType.LS_ITERATIONS)
+"""Bits of ``Data.overflow`` that say the constraint solver (or its line search) stopped at its iteration
+limit. The solver then returns its last iterate, as native MuJoCo does (which sets no flag at all): the
+world is still valid, so these are counted (``WarpBackend.pop_solver_limit_hits``), never an instability."""
+BUFFER_OVERFLOW_BITS = int(mjw.OverflowType.ALL) & ~SOLVER_LIMIT_BITS
+"""Bits of ``Data.overflow`` that say a fixed-size buffer ran out (constraint rows past ``njmax``, contacts
+past ``naconmax`` in the broad or narrow phase, CCD, EPA, islands, ...): constraints or contacts were dropped,
+so the world's physics is wrong from there on and the world is flagged unstable and reset."""
+_BUFFER_OVERFLOW_BITS = wp.constant(BUFFER_OVERFLOW_BITS)
+_SOLVER_LIMIT_BITS = wp.constant(SOLVER_LIMIT_BITS)
+DETERMINISTIC_ENV = "RGSD_WARP_DETERMINISTIC"
+"""Environment variable: 1 makes MuJoCo Warp order contacts and constraint rows canonically and sum its
+atomics in a fixed order (``opt.deterministic = DeterminismType.ALL``), so GPU runs repeat bit for bit
+(the CUDA resume test sets it); slower. The CPU warp device runs each kernel's threads in order anyway."""
 MAX_VALUE = 1e10
 """A position or velocity beyond this is an explosion (MuJoCo's ``mjMAXVAL``, its BADQPOS/BADQVEL test)."""
 _MAX_VALUE = wp.constant(MAX_VALUE)
@@ -52,7 +68,7 @@ def _guard_worlds(
     """Flag a world whose state is not finite (or too large) or whose buffers overflowed, and put it
     back at the model's rest state, as native MuJoCo does with an exploding world."""
     w = wp.tid()
-    bad = overflow[w] != 0
+    bad = (overflow[w] & _BUFFER_OVERFLOW_BITS) != 0
     for i in range(qpos.shape[1]):
         x = qpos[w, i]
         if not wp.isfinite(x) or wp.abs(x) > _MAX_VALUE:
@@ -68,6 +84,42 @@ def _guard_worlds(
         for i in range(qvel.shape[1]):
             qvel[w, i] = 0.0
             qacc_warmstart[w, i] = 0.0
+
+
+@wp.kernel
+def _count_solver_limits(overflow: wp.array(dtype=int), hits: wp.array(dtype=int)):
+    """Add one to a world's count when its solver stopped at the iteration limit in this control step."""
+    w = wp.tid()
+    if (overflow[w] & _SOLVER_LIMIT_BITS) != 0:
+        hits[w] = hits[w] + 1
+
+
+def graph_unavailable_reason(device: Any) -> str | None:
+    """Why the control step cannot be captured as a CUDA graph on this warp device (None: it can)."""
+    if not device.is_cuda:
+        return "not a CUDA device"
+    if not device.is_mempool_enabled:
+        return (
+            f"warp's memory pool is disabled on {device} (a graph cannot allocate; "
+            f"call wp.set_mempool_enabled({str(device)!r}, True) before creating the env)"
+        )
+    return None
+
+
+def use_cuda_graphs(device: Any) -> bool:
+    """Whether to capture the control step on this warp device; a one-line warning when a CUDA device cannot."""
+    reason = graph_unavailable_reason(device)
+    if device.is_cuda and reason is not None:
+        log.warning("warp backend: CUDA graphs unavailable, launching kernels one by one (slower): %s", reason)
+    return reason is None
+
+
+def ordered_launch(run: Callable[[], None], warp_stream: Any, torch_stream: Any) -> None:
+    """``run`` (warp work on ``warp_stream``) after the work queued on torch's stream, and torch's later work
+    after it: torch wrote the controls or states that warp reads, and reads the state that warp writes."""
+    warp_stream.wait_stream(torch_stream)
+    run()
+    torch_stream.wait_stream(warp_stream)
 
 
 def warp_device(device: torch.device) -> str:
@@ -87,7 +139,13 @@ class WarpBackend(SimBackend):
     positions, collisions, sensors and velocities at the new state), the same split as the
     persistent ``mujoco`` batch, so every derived field describes the state after the step.
     On a CUDA device the control step and the kinematics refresh are each captured once as a
-    CUDA graph and replayed; on the CPU they run as plain kernel launches.
+    CUDA graph and replayed; on the CPU they run as plain kernel launches. On CUDA, warp's stream
+    waits for torch's current stream before each launch and torch's stream waits for warp's after
+    it (``ordered_launch``), captured or not, so no host synchronisation is needed.
+
+    Solver iteration-limit hits (``SOLVER_LIMIT_BITS``) do not end a world; each world counts the
+    control steps in which its solver hit the limit (``solver_limit_hits``, read and reset on the
+    device by ``pop_solver_limit_hits``).
     """
 
     def __init__(
@@ -105,6 +163,8 @@ class WarpBackend(SimBackend):
         with wp.ScopedDevice(self.wp_device):
             self.wp_model = mjw.put_model(self.model)
             self.wp_model.opt.warn_overflow = 0  # overflowing worlds are flagged unstable instead
+            if os.environ.get(DETERMINISTIC_ENV, "0") not in ("", "0"):
+                self.wp_model.opt.deterministic = int(mjw.DeterminismType.ALL)
             self.wp_data = mjw.put_data(
                 self.model, data, nworld=num_envs, nconmax=MAX_CONTACTS_PER_WORLD, njmax=MAX_CONSTRAINTS_PER_WORLD
             )
@@ -113,6 +173,7 @@ class WarpBackend(SimBackend):
             wp.to_torch(self.wp_data.geom_xpos)[:, floor, 2] -= FLOOR_DEADBAND
             self._qpos0 = wp.array(self.model.qpos0.astype(np.float32), dtype=float)
             self._unstable_wp = wp.zeros(num_envs, dtype=int)
+            self._solver_hits_wp = wp.zeros(num_envs, dtype=int)
         d = self.wp_data
         t = {
             f: wp.to_torch(getattr(d, f))
@@ -122,16 +183,20 @@ class WarpBackend(SimBackend):
         self._t = t
         self._qpos, self._qvel, self._ctrl = t["qpos"], t["qvel"], t["ctrl"]
         self._unstable_i = wp.to_torch(self._unstable_wp)
+        self.solver_limit_hits = wp.to_torch(self._solver_hits_wp)
+        """(N,) int32 on the device: control steps since the last ``pop_solver_limit_hits`` in which each
+        world's constraint solver stopped at its iteration limit (not an instability: the world goes on)."""
         self._body_ids = torch.as_tensor(np.asarray(sk.MJ_BODY_IDS), device=self.device)
         self._root_body = int(self.model.body_rootid[sk.MJ_BODY_IDS[0]])
         self._lo = torch.as_tensor(sk.DOF_RANGES[:, 0], dtype=torch.float32, device=self.device)
         self._hi = torch.as_tensor(sk.DOF_RANGES[:, 1], dtype=torch.float32, device=self.device)
         self.physics_seconds = 0.0
         """Kept for the benchmarks' interface; warp launches are asynchronous, so it stays 0."""
-        self._use_graph = self.wp_device.is_cuda and self.wp_device.is_mempool_enabled
+        self._use_graph = use_cuda_graphs(self.wp_device)
         self._step_graph = self._capture(self._control_step)
         self._kinematics_graph = self._capture(self._kinematics)
         self._launch(self._kinematics, self._kinematics_graph)
+        self.solver_limit_hits.zero_()  # the capture's warm-up step counted too
 
     # -- the warp programs ------------------------------------------------------
     def _kinematics(self) -> None:
@@ -151,18 +216,21 @@ class WarpBackend(SimBackend):
                 inputs=[d.qpos, d.qvel, d.qacc_warmstart, self._qpos0, d.overflow, self._unstable_wp],
             )
             mjw.step1(m, d)
+        wp.launch(_count_solver_limits, dim=self.num_envs, inputs=[d.overflow, self._solver_hits_wp])
 
     def _capture(self, fn: Callable[[], None]):
-        """``fn`` captured as a CUDA graph (None on the CPU: it is then run directly)."""
+        """``fn`` captured as a CUDA graph (None on the CPU or when capture fails: it is then run directly)."""
         if not self._use_graph:
             return None
+        self._launch(fn, None)  # compiles and loads the kernels outside the capture
         was_enabled = gc.isenabled()
         gc.disable()  # a collected warp object inside a capture would be recorded into the graph
         try:
-            with wp.ScopedDevice(self.wp_device):
-                fn()  # compiles and loads the kernels outside the capture
-                with wp.ScopedCapture() as capture:
-                    fn()
+            with wp.ScopedDevice(self.wp_device), wp.ScopedCapture(device=self.wp_device) as capture:
+                fn()
+        except Exception as err:  # any capture failure leaves the uncaptured path, which works
+            log.warning("warp backend: CUDA graph capture failed, launching kernels one by one (slower): %s", err)
+            return None
         finally:
             if was_enabled:
                 gc.enable()
@@ -170,18 +238,24 @@ class WarpBackend(SimBackend):
 
     def _launch(self, fn: Callable[[], None], graph) -> None:
         """Run ``fn`` (or its graph) ordered after pending torch work and before later torch work."""
-        if graph is None:
+        if not self.wp_device.is_cuda:
             with wp.ScopedDevice(self.wp_device):
-                fn()
-            if not self.wp_device.is_cuda:
-                return
-            wp.synchronize_device(self.wp_device)
+                fn()  # CPU kernels run synchronously: nothing to order
             return
         warp_stream = self.wp_device.stream
         torch_stream = wp.stream_from_torch(torch.cuda.current_stream(self.device))
-        warp_stream.wait_stream(torch_stream)
-        wp.capture_launch(graph, stream=warp_stream)
-        torch_stream.wait_stream(warp_stream)
+        if graph is None:
+
+            def run() -> None:
+                with wp.ScopedDevice(self.wp_device):  # launches on the device's stream, ``warp_stream``
+                    fn()
+
+        else:
+
+            def run() -> None:
+                wp.capture_launch(graph, stream=warp_stream)
+
+        ordered_launch(run, warp_stream, torch_stream)
 
     # -- SimBackend -------------------------------------------------------------
     @property
@@ -229,6 +303,13 @@ class WarpBackend(SimBackend):
             contact=t["sensordata"][rows] > 0,
             unstable=self._unstable_i[rows] != 0,
         )
+
+    def pop_solver_limit_hits(self) -> Tensor:
+        """World-steps whose solver hit its iteration limit since the last call (0-d int64 on the device,
+        no host synchronisation; ``.item()`` it once per iteration), and restart the count."""
+        total = self.solver_limit_hits.sum()
+        self.solver_limit_hits.zero_()
+        return total
 
     def state_dict(self) -> dict:
         """Integration state of all worlds (positions, velocities, controls, warm start, time)."""

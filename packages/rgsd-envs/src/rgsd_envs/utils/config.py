@@ -86,6 +86,118 @@ def load_yaml(cls: type[T], path: str | os.PathLike, overrides: dict[str, Any] |
     return from_dict(cls, data, str(path))
 
 
+class OverrideError(InputFileError):
+    """A ``--set KEY=VALUE`` that names no config field or whose value does not fit the field's type."""
+
+    def __init__(self, key: str, value: Any, message: str):
+        self.key, self.value = key, value
+        super().__init__(f"--set {key}={_show(value)}", message)
+
+
+def _show(value: Any) -> str:
+    """A value as the user typed it (YAML-ish): strings bare, the rest as YAML flow text."""
+    if isinstance(value, str):
+        return value
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def _type_name(tp: Any) -> str:
+    """A field type in words a user reads: int, float, true/false, text, a list of int, ... or null."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if origin in (list, tuple):
+        inner = [a for a in args if a is not Ellipsis]
+        return "a list" + (f" of {_type_name(inner[0])}" if inner else "")
+    if origin is typing.Literal:
+        return "one of " + ", ".join(map(str, args))
+    if dataclasses.is_dataclass(tp):
+        return f"a mapping of {tp.__name__} keys"
+    return {int: "int", float: "float", bool: "true/false", str: "text", type(None): "null"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def convert_value(tp: Any, value: Any) -> Any:
+    """``value`` as field type ``tp`` (int, float, bool, str, None, lists/tuples, unions, Literal, dataclass
+    mappings); ValueError if it does not fit. Integral floats become ints, numbers floats, numbers and
+    booleans are not taken for text."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        for a in sorted(args, key=lambda a: a is str):  # text last: 3 is an int before it is "3"
+            try:
+                return convert_value(a, value)
+            except ValueError:
+                continue
+        raise ValueError(tp)
+    if tp is type(None):
+        if value is None:
+            return None
+        raise ValueError(tp)
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise ValueError(tp)
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(tp)
+        inner = [a for a in args if a is not Ellipsis]
+        items = [convert_value(inner[0], v) for v in value] if inner else list(value)
+        return tuple(items) if origin is tuple else items
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, dict):
+            return value
+        raise ValueError(tp)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ValueError(tp)
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ValueError(tp)
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ValueError(tp)
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ValueError(tp)
+    return value
+
+
+def check_override(cls: type, dotted: str, value: Any) -> Any:
+    """``value`` converted to the type of the field ``dotted`` names in dataclass ``cls``, or an
+    OverrideError naming the ``--set`` key, the value and the expected type (or the valid keys)."""
+    tp: Any = cls
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        node = _unwrap_optional(tp)
+        if not dataclasses.is_dataclass(node):
+            raise OverrideError(dotted, value, f"'{'.'.join(parts[:i])}' is a {_type_name(tp)}, it has no keys")
+        hints = _field_types(node)
+        if part not in hints:
+            where = f"'{'.'.join(parts[:i])}'" if i else "the config"
+            raise OverrideError(
+                dotted, value, f"unknown key '{part}' in {where}; valid keys: {', '.join(sorted(hints))}"
+            )
+        tp = hints[part]
+    try:
+        return convert_value(tp, value)
+    except ValueError:
+        raise OverrideError(dotted, value, f"expected {_type_name(tp)}, got {_show(value)!r}") from None
+
+
+def check_overrides(cls: type, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """Every ``--set`` override checked and converted by ``check_override`` (the first bad one raises)."""
+    return {k: check_override(cls, k, v) for k, v in (overrides or {}).items()}
+
+
 def apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
     """Set ``data["a"]["b"] = value`` for ``dotted = "a.b"``."""
     parts = dotted.split(".")

@@ -3,7 +3,7 @@
 ``resolve_device`` turns "auto", "cpu", "cuda" or "cuda:N" into a ``torch.device``
 and fails with one line that says what to pass instead (``DeviceError``), so
 every command can check its device before it creates a run folder.
-``HostBridge`` moves the observations a CPU simulator returns (numpy) onto the
+``HostBridge`` moves the observations a CPU simulator returns (numpy or CPU tensors) onto the
 learner's device and its actions back, through pinned host buffers when the
 device is a GPU (the hybrid CPU-simulator / GPU-learner mode); on the CPU it is
 a no-copy pass-through, so CPU numbers are unchanged.
@@ -11,6 +11,7 @@ a no-copy pass-through, so CPU numbers are unchanged.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -61,46 +62,71 @@ def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
     return torch.device("cuda", torch.cuda.current_device())
 
 
+def pinned_empty(nbytes: int) -> Tensor:
+    """``nbytes`` of page-locked host memory (uint8), the source and target of asynchronous GPU copies."""
+    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+
+
 class HostBridge:
-    """Observations (numpy, host) -> tensors on ``device``; actions on ``device`` -> numpy (see module docstring)."""
+    """Observations (numpy or CPU tensors) -> tensors on ``device``; actions on ``device`` -> numpy (see module
+    docstring).
+
+    On a GPU each name (``"obs"``, ``"final_obs"``, ``"actions"``, ...) owns one pinned byte buffer, grown
+    only when a larger array arrives and otherwise reused through a prefix view, so pinned memory stays at
+    the largest array seen per name even when the row count changes every call (the final observations of
+    the worlds that ended do).
+    """
 
     def __init__(self, device: str | torch.device):
         self.device = torch.device(device)
         self.pinned = self.device.type == "cuda"
-        self._buffers: dict[tuple[str, tuple[int, ...], torch.dtype], Tensor] = {}
-        self._pending: dict[tuple[str, tuple[int, ...], torch.dtype], Any] = {}
+        self._buffers: dict[str, Tensor] = {}
+        """One pinned uint8 buffer per name, as large as the largest array staged under that name."""
+        self._pending: dict[str, Any] = {}
         """CUDA events of copies out of a pinned buffer still in flight (the buffer is reused after them)."""
 
-    def _pinned(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[Tensor, tuple]:
-        key = (name, shape, dtype)
-        buf = self._buffers.get(key)
-        if buf is None:
-            buf = self._buffers[key] = torch.empty(shape, dtype=dtype, pin_memory=True)
-        event = self._pending.pop(key, None)
+    @property
+    def pinned_bytes(self) -> int:
+        """Pinned host memory held by this bridge."""
+        return sum(b.numel() for b in self._buffers.values())
+
+    def _staging(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+        """A pinned (shape, dtype) view at the start of ``name``'s buffer, free to overwrite (past copies done)."""
+        event = self._pending.pop(name, None)
         if event is not None:
             event.synchronize()
-        return buf, key
+        nbytes = math.prod(shape) * dtype.itemsize
+        buf = self._buffers.get(name)
+        if buf is None or buf.numel() < nbytes:
+            buf = self._buffers[name] = pinned_empty(nbytes)
+        return buf[:nbytes].view(dtype).view(shape)
 
     def to_device(self, x: Any, name: str = "obs") -> Tensor:
-        """A tensor on the device (a view of ``x`` on the CPU; a fresh device tensor on a GPU)."""
+        """A tensor on the device (``x`` itself, or a view of it, on its own device; a fresh device tensor
+        otherwise, staged through a pinned buffer when it comes from the host)."""
         if isinstance(x, Tensor):
-            return x.to(self.device, non_blocking=True)
-        t = torch.from_numpy(np.ascontiguousarray(x))
-        if not self.pinned:
-            return t
-        buf, key = self._pinned(name, tuple(t.shape), t.dtype)
+            if x.device.type == self.device.type and self.device.index in (None, x.device.index):
+                return x
+            if x.device.type != "cpu" or not self.pinned:
+                return x.to(self.device, non_blocking=True)
+            t = x
+        else:
+            t = torch.from_numpy(np.ascontiguousarray(x))
+            if not self.pinned:
+                return t
+        buf = self._staging(name, tuple(t.shape), t.dtype)
         buf.copy_(t)
         out = buf.to(self.device, non_blocking=True)
         event = torch.cuda.Event()
         event.record(torch.cuda.current_stream(self.device))
-        self._pending[key] = event
+        self._pending[name] = event
         return out
 
     def to_host(self, x: Tensor, name: str = "actions") -> np.ndarray:
         """``x`` as numpy (no copy on the CPU; from a GPU a view of a pinned buffer, valid until the next call)."""
         if x.device.type == "cpu":
             return x.numpy()
-        buf, _ = self._pinned(name, tuple(x.shape), x.dtype)
+        buf = self._staging(name, tuple(x.shape), x.dtype)
         buf.copy_(x, non_blocking=True)
         torch.cuda.current_stream(x.device).synchronize()
         return buf.numpy()

@@ -121,14 +121,12 @@ def _wrap(a: Tensor) -> Tensor:
     return torch.remainder(a + math.pi, 2 * math.pi) - math.pi
 
 
-def euler_from_quat(q: Tensor, order: str = "xyz") -> Tensor:
-    """Intrinsic Euler angles (..., 3) in hinge order "xyz" or "yxz".
+def euler_branches(q: Tensor, order: str = "xyz") -> tuple[Tensor, Tensor]:
+    """Both intrinsic Euler solutions (..., 3) of each rotation, in hinge order "xyz" or "yxz".
 
     "xyz" means R = Rx(a) Ry(b) Rz(c); "yxz" means R = Ry(a) Rx(b) Rz(c); angles are
-    returned in that order (a, b, c). Of the two equivalent solutions, (a, b, c)
-    with |b| <= pi/2 and (a + pi, pi - b, c + pi), the one with the smaller norm
-    is returned, so that a joint bent 150 degrees about its first axis reads 150
-    rather than its 30-degree twin with both other angles flipped.
+    given in that order (a, b, c). The first solution has |b| <= pi/2, the second is
+    its twin (a + pi, pi - b, c + pi), each angle wrapped into [-pi, pi).
     """
     m = quat_to_matrix(q)
     if order == "xyz":
@@ -141,8 +139,18 @@ def euler_from_quat(q: Tensor, order: str = "xyz") -> Tensor:
         c = torch.atan2(m[..., 1, 0], m[..., 1, 1])
     else:
         raise ValueError(f"unsupported Euler order {order!r}; use 'xyz' or 'yxz'")
-    s1 = torch.stack((a, b, c), -1)
-    s2 = _wrap(torch.stack((a + math.pi, math.pi - b, c + math.pi), -1))
+    return torch.stack((a, b, c), -1), _wrap(torch.stack((a + math.pi, math.pi - b, c + math.pi), -1))
+
+
+def euler_from_quat(q: Tensor, order: str = "xyz") -> Tensor:
+    """Intrinsic Euler angles (..., 3) in hinge order "xyz" or "yxz" (see ``euler_branches``).
+
+    Of the two equivalent solutions the one with the smaller norm is returned, so
+    that a joint bent 150 degrees about its first axis reads 150 rather than its
+    30-degree twin with both other angles flipped. Frame by frame this choice can
+    flip between the twins; ``rgsd_envs.motion.joint_fit`` fits tracks instead.
+    """
+    s1, s2 = euler_branches(q, order)
     pick2 = s2.square().sum(-1, keepdim=True) < s1.square().sum(-1, keepdim=True)
     return torch.where(pick2, s2, s1)
 

@@ -1,0 +1,391 @@
+"""One command that checks a GPU machine for rgsd and writes ``gpu_check.md`` with every figure.
+
+    python benchmarks/gpu_check.py --out gpu_check/            # one GPU, about 25 minutes on an H100
+    python benchmarks/gpu_check.py --out gpu_check/ --smoke    # the same steps on the CPU, a few minutes
+
+Steps, each in its own process (a failure is recorded, with its log, and the next step runs):
+
+1. ``cuda_tests``: ``pytest -m cuda`` (graph replay, warp on cuda against mujoco, train + resume,
+   no synchronisation in a rollout, flat GPU memory); skipped on a machine without CUDA.
+2. ``demo_motions``, ``import_motions``: ``rgsd-motions demo`` and ``rgsd-motions import`` of the AMASS
+   files in ``--motions`` (default ``../shared/motions/deepmimic-smpl`` beside the repository) into one
+   folder of clips, ``<out>/motions`` (one motion source, as ``rgsd eval`` wants).
+3. ``throughput``: ``benchmarks/gpu_throughput.py`` at N = 1024, 4096, 8192 worlds, warp beside the
+   native mujoco backend (physics, env and full training loop with the paper's networks).
+4. ``train``: ``rgsd train --config paper --device cuda --set env.backend=warp`` for ``--train-minutes``
+   (10) on the demo motions plus the imported ones.
+5. ``eval``: ``rgsd eval`` of that run (no videos).
+
+``gpu_check.md`` then holds the machine (nvidia-smi, CPU, torch / warp / MuJoCo versions), each step's
+pass or fail and time, every figure, and the goals of issue 17 on one H100: at least 300k env steps/s
+at 8192 worlds (``gpu_throughput.py``'s warp ``env`` row) and at least 100k training samples/s with the
+paper's networks (the median ``charts/SPS`` of the 10-minute paper-preset training). ``--smoke`` runs
+every step on the CPU (warp on its CPU device, tiny N, a few iterations; the CUDA tests are reported as
+skipped) so CI can check the script itself; its figures are not judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_MOTIONS = REPO.parent / "shared" / "motions" / "deepmimic-smpl"
+FULL_N = (1024, 4096, 8192)
+ENV_STEPS_GOAL = 300_000
+"""env steps/s of the warp env at 8192 worlds on one H100 (issue 17)."""
+TRAIN_SAMPLES_GOAL = 100_000
+"""training samples/s with the paper's networks on one H100 (issue 17)."""
+SMOKE_TRAIN = [
+    "num_envs=8", "horizon=4", "iterations=2", "probe_every=0", "checkpoint_every=1",
+    "pretrain.steps=20", "pretrain.hidden=[32]", "networks.actor_hidden=[32]", "networks.critic_hidden=[32]",
+    "ppo.minibatch_size=16", "ppo.epochs=1", "discovery.minibatch_size=16",
+]  # fmt: skip
+"""The paper preset shrunk to seconds on the CPU (``--smoke``)."""
+SECTIONS = ("Machine", "Goals", "Steps", "CUDA tests", "Throughput", "Training", "Evaluation")
+"""The sections of gpu_check.md, in order."""
+
+
+@dataclass
+class Step:
+    """One step's command and what became of it."""
+
+    name: str
+    argv: list[str]
+    timeout: float
+    status: str = "not run"
+    """"pass", "fail", "skipped" or "not run"."""
+    seconds: float = 0.0
+    note: str = ""
+    log: Path | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def run_step(step: Step, logs: Path) -> Step:
+    """Run ``step.argv`` from the repository root, its output in ``logs/<name>.log``; never raises."""
+    step.log = logs / f"{step.name}.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    print(f"[gpu_check] {step.name}: {' '.join(step.argv)}", flush=True)
+    start = time.perf_counter()
+    with step.log.open("w") as log:
+        try:
+            proc = subprocess.run(
+                step.argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=step.timeout
+            )
+            step.status = "pass" if proc.returncode == 0 else "fail"
+            if proc.returncode:
+                step.note = f"exit code {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            step.status, step.note = "fail", f"stopped after its {step.timeout:.0f} s limit"
+        except OSError as err:
+            step.status, step.note = "fail", f"could not start: {err}"
+    step.seconds = time.perf_counter() - start
+    if step.status == "fail":
+        step.note += f"; last lines: {' | '.join(_tail(step.log, 3))}"
+    print(f"[gpu_check] {step.name}: {step.status} in {step.seconds:.0f} s {step.note}", flush=True)
+    return step
+
+
+def _tail(path: Path, lines: int) -> list[str]:
+    text = path.read_text(errors="replace").strip().splitlines() if path.is_file() else []
+    return [line.strip()[:200] for line in text[-lines:]]
+
+
+def _command(cmd: list[str]) -> str:
+    """Output of a command, or why there is none (for the machine description)."""
+    if shutil.which(cmd[0]) is None:
+        return f"{cmd[0]}: not found"
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"{cmd[0]}: {err}"
+
+
+def _version(module: str) -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(module)
+    except Exception:  # a missing package is reported, not raised
+        return "not installed"
+
+
+def machine() -> list[str]:
+    """Markdown lines describing the GPU, CPU, memory and library versions."""
+    import torch
+
+    cpu = next(
+        (ln.split(":", 1)[1].strip() for ln in _read("/proc/cpuinfo").splitlines() if ln.startswith("model name")),
+        platform.processor() or platform.machine(),
+    )
+    mem = next((ln.split(":", 1)[1].strip() for ln in _read("/proc/meminfo").splitlines() if "MemTotal" in ln), "?")
+    gpus = _command(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,power.limit,clocks.max.sm", "--format=csv"]
+    )
+    cuda = torch.version.cuda or "none (CPU build)"
+    lines = [
+        f"- GPU (nvidia-smi): `{gpus.splitlines()[-1] if gpus else 'none'}`",
+        f"- torch {torch.__version__} (CUDA {cuda}, cuda available: {torch.cuda.is_available()}"
+        + (f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "")
+        + ")",
+        f"- warp {_version('warp-lang')}, mujoco-warp {_version('mujoco-warp')}, mujoco {_version('mujoco')}",
+        f"- CPU: {cpu}, {os.cpu_count()} cores, memory {mem}, load average {os.getloadavg()[0]:.1f} at the start",
+        f"- Python {platform.python_version()} on {platform.platform()}",
+        f"- rgsd commit {_command(['git', '-C', str(REPO), 'rev-parse', '--short', 'HEAD']) or '?'}",
+        "",
+        "```",
+        _command(["nvidia-smi"]) or "nvidia-smi: no output",
+        "```",
+    ]
+    return lines
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def cuda_test_counts(xml: Path) -> dict[str, int]:
+    """Tests, failures, errors and skips in a pytest JUnit XML file (empty when it is missing)."""
+    if not xml.is_file():
+        return {}
+    root = ET.parse(xml).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    if suite is None:
+        return {}
+    counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+    counts["failed_names"] = [  # type: ignore[assignment]
+        f"{case.get('classname')}::{case.get('name')}"
+        for case in suite.iter("testcase")
+        if case.find("failure") is not None or case.find("error") is not None
+    ]
+    return counts
+
+
+def training_figures(run: Path) -> dict[str, float]:
+    """From a run's TensorBoard events: iterations, env samples, median and last charts/SPS, last rewards."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags().get("scalars", []))
+    if "charts/SPS" not in tags:
+        return {}
+    sps = acc.Scalars("charts/SPS")
+    steady = [e.value for e in sps[1:]] or [sps[0].value]  # the first iteration pays kernel loads and captures
+    out = {
+        "iterations": float(len(sps)),
+        "env_samples": float(sps[-1].step),
+        "median_sps": statistics.median(steady),
+        "last_sps": sps[-1].value,
+    }
+    for tag in ("rollout/imitation_reward", "rollout/imitation_cartesian_error", "probe/cartesian_error_cm"):
+        if tag in tags:
+            out[tag] = acc.Scalars(tag)[-1].value
+    return out
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
+def throughput_section(doc: dict) -> list[str]:
+    """Markdown tables of gpu_throughput.py's figures."""
+    figures = doc.get("figures", {})
+    if not figures:
+        return ["No throughput figures (see the throughput step's log)."]
+    units = {
+        "physics": "world-steps/s",
+        "env": "env steps/s (encoder reward)",
+        "train": "samples/s (paper networks, full loop)",
+    }
+    lines = [
+        f"`benchmarks/gpu_throughput.py` on {doc.get('device')} (GPU: {doc.get('gpu')}); mujoco runs the native "
+        "backend on all cores (hybrid mode for training: CPU worlds, learner on the device).",
+        "",
+        "| N | measure | warp | mujoco | warp / mujoco |",
+        "|---|---|---|---|---|",
+    ]
+    for n, rows in figures.items():
+        for row, rates in rows.items():
+            w, m = rates.get("warp"), rates.get("mujoco")
+            ratio = f"{w / m:.2f}x" if w and m else "-"
+            lines.append(f"| {n} | {row} ({units.get(row, '')}) | {_fmt(w)} | {_fmt(m)} | {ratio} |")
+    return lines
+
+
+def evaluation_section(metrics: Path) -> list[str]:
+    """Markdown table of the evaluation's per-category error and FID."""
+    if not metrics.is_file():
+        return ["No evaluation metrics (see the eval step's log)."]
+    doc = json.loads(metrics.read_text())
+    lines = []
+    for label, run in doc.get("runs", {}).items():
+        im = run.get("imitation", {})
+        lines += [
+            f"Run `{label}`: latent {run.get('latent')}, within-motion alignment "
+            f"{run.get('within_motion_alignment', float('nan')):.4f}.",
+            "",
+            "| category | ERR (cm) | FID |",
+            "|---|---|---|",
+        ]
+        for cat, v in im.get("categories", {}).items():
+            lines.append(f"| {cat} | {v.get('err_cm', float('nan')):.1f} | {v.get('fid', float('nan')):.2f} |")
+    lines += ["", f"Full report: `{metrics.parent / 'report.md'}`."]
+    return lines
+
+
+def goals(throughput: dict, train: dict[str, float], smoke: bool) -> list[str]:
+    """The goal table: figure, target, met."""
+    env_8192 = throughput.get("figures", {}).get("8192", {}).get("env", {}).get("warp")
+    train_sps = train.get("median_sps")
+
+    def verdict(value: float | None, target: float) -> str:
+        if smoke:
+            return "not judged (--smoke: CPU)"
+        if value is None:
+            return "no figure (step failed)"
+        return "met" if value >= target else "NOT met"
+
+    return [
+        "| goal (one H100) | figure | target | result |",
+        "|---|---|---|---|",
+        f"| env steps/s, warp, 8192 worlds (gpu_throughput `env` row) | {_fmt(env_8192)} | {ENV_STEPS_GOAL:,} | "
+        f"{verdict(env_8192, ENV_STEPS_GOAL)} |",
+        f"| training samples/s, paper networks (median charts/SPS of the paper-preset run) | {_fmt(train_sps)} | "
+        f"{TRAIN_SAMPLES_GOAL:,} | {verdict(train_sps, TRAIN_SAMPLES_GOAL)} |",
+    ]
+
+
+def train_argv(args: argparse.Namespace, out: Path) -> list[str]:
+    """``rgsd train --config paper`` on warp, on the clips of ``<out>/motions`` (demo plus imported)."""
+    sets = ["env.backend=warp", f"max_minutes={args.train_minutes}", f"env.motions={out / 'motions'}"]
+    sets += SMOKE_TRAIN if args.smoke else []
+    argv = [sys.executable, "-m", "rgsd_agents.cli", "train", "--config", "paper", "--out", str(out / "train_run")]
+    argv += ["--device", "cpu" if args.smoke else "cuda", "--no-progress"]
+    return argv + [a for kv in sets for a in ("--set", kv)]
+
+
+def build_steps(args: argparse.Namespace, out: Path) -> dict[str, Step]:
+    """The commands of every step, in order."""
+    py = sys.executable
+    throughput = [py, "benchmarks/gpu_throughput.py", "--json", str(out / "throughput.json")]
+    throughput += ["--smoke"] if args.smoke else ["--device", "cuda", "--num-envs", *map(str, FULL_N)]
+    evaluation = [py, "-m", "rgsd_agents.cli", "eval", "--run", str(out / "train_run"), "--out", str(out / "eval")]
+    evaluation += ["--device", "cpu" if args.smoke else "cuda", "--no-video", "--no-progress"]
+    evaluation += ["--rollouts", "1", "--kappas", "20", "--motions", "demo"] if args.smoke else []
+    motions = [py, "-m", "rgsd_envs.motion.cli"]
+    tests = [py, "-m", "pytest", "-m", "cuda", "-q", "-rs", f"--junitxml={out / 'cuda_tests.xml'}"]
+    steps = [
+        Step("cuda_tests", tests, 15 * 60),
+        Step("demo_motions", [*motions, "demo", "--out", str(out / "motions")], 120),
+        Step("import_motions", [*motions, "import", str(args.motions), "--out", str(out / "motions"), "--quiet"], 300),
+        Step("throughput", throughput, (5 if args.smoke else 15) * 60),
+        Step("train", train_argv(args, out), args.train_minutes * 60 + 600),
+        Step("eval", evaluation, (5 if args.smoke else 10) * 60),
+    ]
+    return {s.name: s for s in steps}
+
+
+def write_report(path: Path, args: argparse.Namespace, steps: dict[str, Step], machine_lines: list[str]) -> None:
+    """gpu_check.md: machine, goals, steps, and each step's figures."""
+    from rgsd_envs.utils.files import atomic_path
+
+    out = path.parent
+    throughput = json.loads((out / "throughput.json").read_text()) if (out / "throughput.json").is_file() else {}
+    train = training_figures(out / "train_run") if (out / "train_run" / "tb").is_dir() else {}
+    counts = cuda_test_counts(out / "cuda_tests.xml")
+    mode = "--smoke (CPU, tiny sizes: checks the script, its figures are not judged)" if args.smoke else "full"
+    sections: dict[str, list[str]] = {
+        "Machine": machine_lines,
+        "Goals": goals(throughput, train, args.smoke),
+        "Steps": ["| step | result | seconds | note | log |", "|---|---|---|---|---|"]
+        + [
+            f"| {s.name} | {s.status} | {s.seconds:.0f} | {s.note.replace('|', '/')} | "
+            f"`{s.log.relative_to(out) if s.log else '-'}` |"
+            for s in steps.values()
+        ],
+    }
+    if counts:
+        failed = counts.pop("failed_names", [])
+        cuda = [f"`pytest -m cuda`: {counts['tests']} tests, {counts['failures']} failed, {counts['errors']} errors, "]
+        cuda[0] += f"{counts['skipped']} skipped" + (
+            " (no CUDA on this machine)." if steps["cuda_tests"].extra else "."
+        )
+        cuda += [f"- failed: `{name}`" for name in failed]
+    else:
+        cuda = ["No test results (see the cuda_tests step's log)."]
+    sections["CUDA tests"] = cuda
+    sections["Throughput"] = throughput_section(throughput)
+    if train:
+        sections["Training"] = [
+            f"`rgsd train --config paper` on warp ({'cpu, smoke sizes' if args.smoke else 'cuda'}), "
+            f"{args.train_minutes} min budget, motions: demo + `{args.motions}`.",
+            "",
+            "| figure | value |",
+            "|---|---|",
+            *[f"| {k} | {_fmt(v) if abs(v) >= 100 else f'{v:.3g}'} |" for k, v in train.items()],
+        ]
+    else:
+        sections["Training"] = ["No training figures (see the train step's log)."]
+    sections["Evaluation"] = evaluation_section(out / "eval" / "metrics.json")
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# rgsd GPU check",
+        "",
+        f"`python benchmarks/gpu_check.py {' '.join(sys.argv[1:])}`, {stamp}, mode: {mode}.",
+    ]
+    for name in SECTIONS:
+        lines += ["", f"## {name}", "", *sections[name]]
+    with atomic_path(path) as tmp:
+        tmp.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every step, write gpu_check.md; exit status 1 if any step failed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="output folder (gpu_check.md, logs/, run, report)")
+    parser.add_argument(
+        "--motions", type=Path, default=DEFAULT_MOTIONS, help=f"AMASS files to train on beside demo ({DEFAULT_MOTIONS})"
+    )
+    parser.add_argument("--train-minutes", type=float, default=10.0, help="time budget of the paper-preset training")
+    parser.add_argument("--smoke", action="store_true", help="the same steps on the CPU with tiny sizes (minutes)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.train_minutes = 1.0
+    out = args.out.resolve()
+    args.motions = args.motions.resolve()
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    machine_lines = machine()
+    steps = build_steps(args, out)
+    import torch
+
+    for step in steps.values():
+        run_step(step, out / "logs")
+        if step.name == "cuda_tests" and not torch.cuda.is_available():
+            step.extra["no_cuda"] = True
+            if step.status == "pass":
+                step.status, step.note = "skipped", "no CUDA: every cuda test skipped"
+        if step.name == "import_motions" and step.status != "pass":
+            step.note += "; training on the demo motions alone"
+    report = out / "gpu_check.md"
+    write_report(report, args, steps, machine_lines)
+    print(f"[gpu_check] wrote {report}")
+    return 0 if all(s.status in ("pass", "skipped") for s in steps.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

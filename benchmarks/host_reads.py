@@ -1,0 +1,66 @@
+"""Host reads per env step of ``rgsd train``, counted as issue 17 counts them, on both backends.
+
+A host read is a Python call of ``Tensor.numpy/.cpu/.item/.tolist/__bool__``
+(``rgsd_envs.utils.host_reads.count_host_reads``); on a GPU each one waits for
+the device's queue to drain. The runner (``--config``, default ``demo``, with
+``--num-envs`` worlds and no probe) makes one warm-up iteration, then the
+reads of ``--iterations`` whole iterations (rollout, PPO and discovery updates,
+statistics) are counted and divided by the env steps they made; the rollout
+alone is also shown. Before the torch interface (commit 88edfca) the same count
+gave 38 per step on the warp path and 47 on the mujoco path (issue 17).
+
+Run: ``python benchmarks/host_reads.py`` (about a minute on 2 cores; the first warp
+run of a machine compiles kernels for about 50 s more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from rgsd_agents.config import load_config
+from rgsd_agents.runner import Runner
+from rgsd_agents.testing import tiny_encoder_file
+from rgsd_envs.utils.host_reads import count_host_reads
+
+BEFORE = {"warp": 38.0, "mujoco": 47.0}
+"""Reads per env step before the torch interface (issue 17's count, demo preset)."""
+
+
+def reads_per_step(
+    backend: str, config: str, num_envs: int, iterations: int, folder: Path
+) -> tuple[float, float, dict]:
+    """(whole iterations, rollout alone) reads per env step, and the counts by method of the iterations."""
+    sets = {"probe_every": 0, "num_envs": num_envs, "env.backend": backend, "device": "cpu"}
+    cfg = load_config(config, sets)
+    cfg.encoder = str(tiny_encoder_file(folder / f"{backend}-encoder.pt"))
+    runner = Runner(cfg, folder / backend, progress=False)
+    runner.iterate()
+    with count_host_reads() as whole:
+        for _ in range(iterations):
+            runner.iterate()
+    with count_host_reads() as rollout:
+        runner.rollout()
+    runner.close()
+    steps = cfg.horizon
+    return sum(whole.values()) / (iterations * steps), sum(rollout.values()) / steps, dict(whole)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="demo")
+    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument("--backends", nargs="+", default=["warp", "mujoco"])
+    args = parser.parse_args()
+    print(f"host reads per env step, rgsd train --config {args.config}, {args.num_envs} worlds, CPU device")
+    print(f"{'backend':<8} {'iteration':>10} {'rollout':>8} {'before':>7}   by method (iterations)")
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in args.backends:
+            whole, rollout, counts = reads_per_step(backend, args.config, args.num_envs, args.iterations, Path(tmp))
+            print(f"{backend:<8} {whole:10.2f} {rollout:8.2f} {BEFORE[backend]:7.0f}   {counts}")
+
+
+if __name__ == "__main__":
+    main()

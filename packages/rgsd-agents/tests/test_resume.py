@@ -1,0 +1,55 @@
+"""``rgsd train --resume`` takes the newest readable checkpoint when the newest files are truncated."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from rgsd_agents.cli import main as rgsd
+from rgsd_agents.runner import Runner
+from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
+
+
+@pytest.fixture()
+def run_with_three_checkpoints(tmp_path):
+    """A tiny run that saved after iterations 1, 2 and 3 (latest.pt = iteration 3)."""
+    enc = tiny_encoder_file(tmp_path / "encoder.pt")
+    cfg = tiny_train_config(str(enc), iterations=3, checkpoint_every=1, keep_checkpoints=5)
+    runner = Runner(cfg, tmp_path / "run", progress=False)
+    runner.learn()
+    runner.close()
+    return tmp_path / "run"
+
+
+def truncate(path, size: int = 1000) -> None:
+    """Cut a file as a crash while copying or a full disk leaves it."""
+    path.write_bytes(path.read_bytes()[:size])
+
+
+def test_resume_falls_back_to_the_newest_readable_checkpoint_and_says_why(run_with_three_checkpoints, caplog):
+    ckpts = run_with_three_checkpoints / "checkpoints"
+    truncate(ckpts / "latest.pt")
+    truncate(ckpts / "iter_000003.pt")
+    with caplog.at_level(logging.WARNING):
+        code = rgsd(["train", "--resume", str(run_with_three_checkpoints), "--set", "iterations=4", "--no-progress"])
+    assert code == 0
+    lines = [r.getMessage() for r in caplog.records if "resuming from" in r.getMessage()]
+    assert len(lines) == 1 and "\n" not in lines[0]
+    assert f"resuming from {ckpts / 'iter_000002.pt'} (iteration 2)" in lines[0]
+    assert "latest.pt is not a readable checkpoint (truncated or corrupt?)" in lines[0]
+    assert "iter_000003.pt is not a readable checkpoint (truncated or corrupt?)" in lines[0]
+    # it went on from iteration 2: iteration 3 was trained again and written whole, then 4
+    assert torch.load(ckpts / "iter_000003.pt", weights_only=False)["iteration"] == 3
+    assert torch.load(ckpts / "latest.pt", weights_only=False)["iteration"] == 4
+
+
+def test_resume_with_no_readable_checkpoint_names_every_file(run_with_three_checkpoints, capsys):
+    ckpts = run_with_three_checkpoints / "checkpoints"
+    for path in ckpts.glob("*.pt"):
+        truncate(path)
+    assert rgsd(["train", "--resume", str(run_with_three_checkpoints), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "no readable checkpoint to resume from" in err
+    assert all(name in err for name in ("latest.pt", "iter_000001.pt", "iter_000002.pt", "iter_000003.pt"))

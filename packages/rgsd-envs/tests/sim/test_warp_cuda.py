@@ -1,0 +1,122 @@
+"""The MuJoCo Warp backend on a GPU: graph replay against plain launches, and against native MuJoCo.
+
+Marked ``cuda``: ``pytest -m cuda`` runs these on a GPU machine (``benchmarks/gpu_check.py`` does); without
+CUDA they are skipped. The tolerances are those of the CPU warp device checks (test_warp_backend.py): warp
+runs float32 on either device, so a GPU must meet the same bounds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.sim import make_backend
+from rgsd_envs.utils.device import HostBridge
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)"),
+]
+
+N = 4
+"""Worlds per backend, as in the CPU warp device checks (the same starts, so the same contact onsets)."""
+STEPS = 30
+
+
+def _starts(lib: MotionLib) -> tuple[torch.Tensor, torch.Tensor]:
+    clips = torch.arange(N) % lib.num_clips
+    frames = (torch.arange(N) * 7 + 3) % (lib.num_frames[clips] - 1)
+    return lib.frame_qpos_qvel(clips, frames)
+
+
+def _targets(seed: int, steps: int = STEPS) -> list[torch.Tensor]:
+    rng = np.random.default_rng(seed)
+    off, scale = torch.as_tensor(sk.ACTION_OFFSET), torch.as_tensor(sk.ACTION_SCALE)
+    return [(off + scale * torch.as_tensor(rng.uniform(-0.3, 0.3, (N, sk.NUM_DOFS)))).float() for _ in range(steps)]
+
+
+@pytest.fixture(scope="module")
+def demo_starts():
+    return _starts(MotionLib("demo"))
+
+
+@pytest.fixture(scope="module")
+def cuda_backends():
+    warp, native = make_backend("warp", N, device="cuda"), make_backend("mujoco", N)
+    yield warp, native
+    warp.close()
+    native.close()
+
+
+def test_the_captured_step_equals_plain_launches(demo_starts, monkeypatch):
+    """The same backend with CUDA graphs on and off, deterministic contact order in both: bit for bit."""
+    from rgsd_envs.sim import warp_backend as wb
+
+    monkeypatch.setenv(wb.DETERMINISTIC_ENV, "1")
+    graph = make_backend("warp", N, device="cuda")
+    monkeypatch.setattr(wb, "use_cuda_graphs", lambda device: False)
+    plain = make_backend("warp", N, device="cuda")
+    assert graph._step_graph is not None and plain._step_graph is None
+    qpos, qvel = (x.cuda() for x in demo_starts)
+    for b in (graph, plain):
+        b.set_state(torch.arange(N, device="cuda"), qpos, qvel)
+    for target in _targets(1):
+        graph.step(target.cuda())
+        plain.step(target.cuda())
+        a, b = graph.state(), plain.state()
+        for name in ("qpos", "qvel", "body_pos", "body_lin_vel", "contact", "unstable"):
+            assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert int(graph.state().contact.sum()) > 0  # contacts were part of it
+    assert torch.equal(graph.solver_limit_hits, plain.solver_limit_hits)
+
+
+def test_warp_on_cuda_follows_mujoco_in_the_air(cuda_backends, demo_starts, side_by_side):
+    qpos, qvel = demo_starts[0].clone(), demo_starts[1]
+    qpos[:, 2] += 6.0
+    steps = side_by_side(*cuda_backends, qpos, qvel, _targets(0))
+    assert all(s["contacts"] == 0 for s in steps)
+    assert max(s["qpos"] for s in steps) < 1e-4 and max(s["body_pos"] for s in steps) < 1e-4, steps[-1]
+
+
+def test_warp_on_cuda_follows_mujoco_on_the_floor(cuda_backends, demo_starts, side_by_side):
+    steps = side_by_side(*cuda_backends, *demo_starts, _targets(0))
+    assert sum(s["contacts"] for s in steps) >= 2 * STEPS
+    assert all(s["contact_mismatch"] == 0 for s in steps)
+    assert max(s["qpos"] for s in steps) < 1e-4 and max(s["body_pos"] for s in steps) < 1e-4, steps[-1]
+
+
+def test_warp_on_cuda_follows_mujoco_through_contacts_on_real_mocap(cuda_backends, real_clip_dir, side_by_side):
+    steps = side_by_side(*cuda_backends, *_starts(MotionLib(real_clip_dir)), _targets(0, 10))
+    assert sum(s["contacts"] for s in steps) >= 10
+    assert all(s["contact_mismatch"] == 0 for s in steps)
+    assert max(s["qpos"] for s in steps) < 1e-4 and max(s["body_pos"] for s in steps) < 1e-4, steps[-1]
+
+
+def test_solver_limit_hits_are_counted_inside_the_graph(cuda_backends, demo_starts):
+    warp, _ = cuda_backends
+    warp.set_state(torch.arange(N, device="cuda"), *(x.cuda() for x in demo_starts))
+    warp.pop_solver_limit_hits()
+    for target in _targets(2, 5):
+        warp.step(target.cuda())
+    hits = warp.pop_solver_limit_hits()
+    assert hits.device.type == "cuda" and 0 <= int(hits) <= 5 * N
+    assert int(warp.solver_limit_hits.sum()) == 0 and not warp.state().unstable.any()
+
+
+def test_host_bridge_stages_host_arrays_and_tensors_through_bounded_pinned_buffers():
+    bridge = HostBridge("cuda")
+    rng = np.random.default_rng(0)
+    for n in rng.integers(0, 64, size=50):
+        x = rng.normal(size=(n, 375)).astype(np.float32)
+        out = bridge.to_device(x, "final_obs")
+        assert out.device.type == "cuda" and np.array_equal(out.cpu().numpy(), x)
+        t = torch.from_numpy(x) + 1.0  # an env tensor on the host
+        assert torch.equal(bridge.to_device(t, "obs").cpu(), t)
+    assert set(bridge._buffers) == {"final_obs", "obs"}
+    assert bridge.pinned_bytes <= 2 * 64 * 375 * 4
+    assert all(b.is_pinned() for b in bridge._buffers.values())
+    actions = torch.randn(8, 69, device="cuda")
+    assert np.array_equal(bridge.to_host(actions), actions.cpu().numpy())

@@ -1,0 +1,134 @@
+"""Training on a GPU with the MuJoCo Warp backend: exact resumption, no synchronisation in a rollout, flat memory.
+
+Marked ``cuda``: ``pytest -m cuda`` runs these on a GPU machine (``benchmarks/gpu_check.py`` does); without
+CUDA they are skipped. The warp kernels compile on first use (minutes on a fresh machine, then cached).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+# cuBLAS picks reduction orders per workspace; a fixed workspace makes its matmuls repeat bit for bit. It is
+# read when CUDA starts, so it is set at import (pytest imports every module before running any test).
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from rgsd_agents.cli import main as rgsd
+from rgsd_agents.runner import Runner
+from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.utils.host_reads import count_host_reads
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)"),
+]
+
+DETERMINISTIC_ENV = "RGSD_WARP_DETERMINISTIC"
+"""rgsd_envs.sim.warp_backend.DETERMINISTIC_ENV (spelled out: importing the backend needs the warp extra)."""
+TINY = [
+    "num_envs=64", "horizon=8", "max_minutes=null", "probe_every=0", "checkpoint_every=5",
+    "networks.actor_hidden=[64]", "networks.critic_hidden=[64]",
+    "ppo.minibatch_size=128", "discovery.minibatch_size=128",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory) -> str:
+    return str(tiny_encoder_file(tmp_path_factory.mktemp("enc") / "encoder.pt"))
+
+
+def _sets(items: list[str]) -> list[str]:
+    return [a for kv in items for a in ("--set", kv)]
+
+
+def _arrays(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor and array inside a checkpoint, by its path."""
+    if isinstance(obj, torch.Tensor):
+        yield prefix, obj
+    elif isinstance(obj, np.ndarray):
+        yield prefix, torch.from_numpy(obj)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _arrays(v, f"{prefix}.{k}")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _arrays(v, f"{prefix}[{i}]")
+
+
+def _latest(run: Path) -> dict:
+    return torch.load(run / "checkpoints" / "latest.pt", map_location="cpu", weights_only=False)
+
+
+def test_train_on_cuda_with_warp_then_resume_equals_a_straight_run(tmp_path, tiny_encoder, monkeypatch):
+    monkeypatch.setenv(DETERMINISTIC_ENV, "1")  # contact order and atomics fixed: the GPU physics repeats
+    base = ["train", "--config", "demo", "--device", "cuda", "--no-progress"]
+    base += _sets(["env.backend=warp", f"encoder={tiny_encoder}", *TINY])
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert rgsd([*base, "--set", "iterations=10", "--out", str(straight)]) == 0
+    assert rgsd([*base, "--set", "iterations=5", "--out", str(split)]) == 0
+    assert rgsd(["train", "--resume", str(split), "--set", "iterations=10", "--no-progress"]) == 0
+    a, b = _latest(straight), _latest(split)
+    assert a["iteration"] == b["iteration"] == 10
+    for key in ("actor_critic", "ppo", "discovery", "env", "obs"):
+        left, right = dict(_arrays(a[key], key)), dict(_arrays(b[key], key))
+        assert left.keys() == right.keys() and left, key
+        for name in left:
+            assert torch.equal(left[name], right[name]), name
+
+
+def _runner(tmp_path: Path, encoder: str, backend: str = "warp") -> Runner:
+    cfg = tiny_train_config(
+        encoder, device="cuda", num_envs=64, horizon=8, iterations=100, env=EnvConfig(backend=backend)
+    )
+    return Runner(cfg, tmp_path / f"run_{backend}", progress=False)
+
+
+def test_a_rollout_on_cuda_with_warp_synchronises_only_for_its_one_read_per_step(tmp_path, tiny_encoder):
+    """torch's sync debug mode reports every synchronising call (blocking copies, stream or device syncs,
+    ``.item()``, ``nonzero``): a rollout makes exactly the env's one host read per step (``done_host``) and
+    no other; the CPU-side count of the same reads is rgsd-agents' test_host_reads."""
+    runner = _runner(tmp_path, tiny_encoder)
+    runner.iterate()  # first launches: kernel loads, graph capture, allocations
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught, count_host_reads() as reads:
+            warnings.simplefilter("always")
+            runner.rollout()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+        runner.close()
+    syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message)]
+    horizon = runner.cfg.horizon
+    assert dict(reads) == {"tolist": horizon}, dict(reads)
+    assert len(syncs) <= horizon, f"{len(syncs)} synchronising calls in {horizon} steps: {syncs[:3]}"
+
+
+@pytest.mark.parametrize("backend", ["warp", "mujoco"])
+def test_gpu_memory_stays_flat_over_50_iterations(tmp_path, tiny_encoder, backend):
+    """warp: everything on the GPU; mujoco: the hybrid mode (CPU worlds, GPU learner, pinned staging)."""
+    runner = _runner(tmp_path, tiny_encoder, backend)
+    for _ in range(3):
+        runner.iterate()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    allocated = []
+    for _ in range(50):
+        runner.iterate()
+        allocated.append(torch.cuda.memory_allocated())
+    bridge = getattr(runner, "bridge", None)
+    runner.close()
+    mib = 1 << 20
+    assert allocated[-1] - base < mib, f"{(allocated[-1] - base) / mib:.1f} MiB more after 50 iterations"
+    assert max(allocated[25:]) <= max(allocated[:25]) + mib // 4, "allocated memory keeps growing"
+    if bridge is not None:  # one pinned buffer per name, no larger than its largest array
+        assert bridge.pinned_bytes <= 4 * runner.cfg.num_envs * 375 * 4
