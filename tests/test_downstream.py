@@ -108,7 +108,7 @@ def test_a_best_of_n_run_takes_its_style_latent_from_an_eval_clip_latents_file(t
     path = tmp_path / "clip_latents.json"
     path.write_text(json.dumps(latents))
     task = GoalReachingCore(2, run, GoalReachingConfig(style="backward", clip_latents=str(path)))
-    torch.testing.assert_close(task.z_style.cpu(), torch.eye(16)[3:4])  # (K, 16): the one backward clip
+    torch.testing.assert_close(task.z_style.cpu(), torch.eye(16)[3:4])  # the one backward clip
     del latents["demo_punch"]
     path.write_text(json.dumps(latents))
     with pytest.raises(Exception, match="demo_punch"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rgsd_agents.cli import main as rgsd
-from rgsd_agents.config import TrainConfig, load_config
+from rgsd_agents.config import TrainConfig, load_config, parse_set
 from rgsd_agents.downstream import DownstreamConfig
 from rgsd_envs.utils.config import OverrideError
 
@@ -48,3 +48,10 @@ def test_downstream_set_is_checked_against_its_own_config():
     with pytest.raises(OverrideError, match=r"--set task.style=3: expected"):
         load_config("default", {"task.style": 3}, cls=DownstreamConfig, presets="downstream")
     assert isinstance(load_config("demo", {}), TrainConfig)
+
+
+def test_method_options_pass_the_set_check_and_the_method_checks_them():
+    cfg = load_config("ase", parse_set(["method.options.hidden=[16, 8]", "method.options.beta=0.25"]))
+    assert cfg.method.options == {"hidden": [16, 8], "beta": 0.25}
+    with pytest.raises(ValueError, match=r"method\.options\.bta.*valid keys: beta"):
+        load_config("ase", parse_set(["method.options.bta=0.25"]))

@@ -25,6 +25,10 @@
   without its diversity term (``diversity_coef``; ASE's own value is 0.01 with
   target 1.0; see ``diversity_loss``).
 
+Not carried over from ASE's code: its replay buffer of older policy samples for
+the discriminator (here the current rollout's transitions only) and its
+fallen-state starts (the RGSD paper left those out for every method).
+
 Evaluation picks a clip's latent as the best of N sampled latents by Cartesian
 error (ASE has no motion encoder for whole clips).
 """

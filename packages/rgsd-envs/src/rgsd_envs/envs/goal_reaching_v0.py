@@ -23,12 +23,13 @@ one-hot over (freestyle, sidestep, backward) (3). Slices: ``GOAL_OBS_LAYOUT``.
 ## Reward
 ``exp(-0.25 * d_goal) + exp(-8 * (1 - max_k cos(z, z_style_k)))`` with ``d_goal``
 the horizontal distance from the pelvis to the goal (m) after the action and
-``z_style_k`` the latents of the style's reference clips (the run's clip-latent
-encoder: the frozen encoder, or a method's motion encoder named in ``method.json``,
-or a best-of-N method's ``clip_latents``): the skill is rewarded for closeness to
-the nearest of them, so the style term is at its maximum at every style clip's own
-latent (their mean sits 45-55 degrees from each of nearly orthogonal clip latents,
-where the term was 0.03-0.10). ``freestyle`` uses the first term only.
+``z_style_k`` the embeddings of the style's reference clips (frozen encoder): the
+skill is rewarded for closeness to the nearest of them, so the style term is at its
+maximum at every style clip's own latent (their mean sits 45-55 degrees from each of
+nearly orthogonal clip latents, where the term was 0.03-0.10). ``freestyle`` uses
+the first term only. The clip latents are the run's: the frozen encoder's
+embeddings, a method's motion encoder named in ``method.json`` (CALM), or
+``clip_latents`` from ``rgsd eval`` for best-of-N methods (ASE, METRA, DIAYN).
 
 ## Episode end
 Truncated after ``episode_seconds`` (20 s); terminated by a fall (pelvis below

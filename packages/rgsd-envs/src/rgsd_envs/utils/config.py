@@ -178,8 +178,8 @@ def check_override(cls: type, dotted: str, value: Any) -> Any:
     parts = dotted.split(".")
     for i, part in enumerate(parts):
         node = _unwrap_optional(tp)
-        if node is dict or typing.get_origin(node) is dict:
-            return value  # free-form options (e.g. a method's): their owner checks the keys and values
+        if i and (node is dict or typing.get_origin(node) is dict):
+            return value  # below a free-form mapping (e.g. method.options): its owner checks keys and types
         if not dataclasses.is_dataclass(node):
             raise OverrideError(dotted, value, f"'{'.'.join(parts[:i])}' is a {_type_name(tp)}, it has no keys")
         hints = _field_types(node)
