@@ -26,6 +26,7 @@ Examples::
 
     python benchmarks/learning_curves.py                        # the built-in arms, 150 min each
     python benchmarks/learning_curves.py --arms encoder tracking --minutes 60
+    python benchmarks/learning_curves.py --arms demo kl_adaptive --out runs/lc20 --set torch_threads=1   # issue 20
     python benchmarks/learning_curves.py --arms-file arms.yaml --out runs/lc
     python benchmarks/learning_curves.py --plot-only --include demo=runs/demo
     nohup python benchmarks/learning_curves.py --no-progress > runs/lc.log 2>&1 &   # in the background
@@ -97,6 +98,65 @@ DEFAULT_ARMS: dict[str, Arm] = {
     )
 }
 """The arms of issue 11 (each on the ``cpu`` preset and the demo motions, 150 minutes)."""
+
+DEMO_MINUTES = 15.0
+ISSUE20_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm("demo", "demo", DEMO_MINUTES, note="baseline: the demo preset as `rgsd demo` trains it"),
+        Arm(
+            "kl_adaptive",
+            "demo",
+            DEMO_MINUTES,
+            ["ppo.lr_schedule=adaptive", "ppo.desired_kl=0.01"],
+            note="rsl_rl's KL-adaptive actor lr (desired KL 0.01, x/÷1.5 per minibatch step) from 3e-5",
+        ),
+        Arm(
+            "epochs2_mb4096",
+            "demo",
+            DEMO_MINUTES,
+            ["ppo.epochs=2", "ppo.minibatch_size=4096"],
+            note="update cost: 2 epochs of one 4096-sample minibatch (1 step each) instead of 4 x 2 of 2048",
+        ),
+        Arm(
+            "discovery_every4",
+            "demo",
+            DEMO_MINUTES,
+            ["discovery.update_every=4"],
+            note="update cost: the discovery encoder is updated every 4th iteration",
+        ),
+        Arm(
+            "bf16",
+            "demo",
+            DEMO_MINUTES,
+            ["ppo.bf16=true"],
+            note="update cost: bf16 autocast of the learner's hidden layers (output layers and losses in fp32)",
+        ),
+        Arm(
+            "deviation_max050",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_metric=max", "env.deviation_threshold=0.5"],
+            note="termination: maximum body error over 0.5 m (ProtoMotions) instead of the mean",
+        ),
+        Arm(
+            "deviation_max025",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_metric=max", "env.deviation_threshold=0.25"],
+            note="termination: maximum body error over 0.25 m (PHC)",
+        ),
+        Arm(
+            "deviation_tightening",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_metric=max", "env.deviation_adaptive=true"],
+            note="termination: per-clip max-error threshold clamp(k x EMA of the clip's error, lo, hi), tightening",
+        ),
+    )
+}
+"""The arms of issue 20: the ``demo`` preset (15 minutes, as ``rgsd demo``) with one change each."""
+BUILTIN_ARMS: dict[str, Arm] = DEFAULT_ARMS | ISSUE20_ARMS
 
 
 def load_arms(path: str | Path) -> dict[str, Arm]:
@@ -355,7 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", default="runs/learning_curves", help="folder of the arms' run folders and the outputs")
     p.add_argument("--arms-file", help="YAML file of arms (default: the built-in arms of issue 11)")
-    p.add_argument("--arms", nargs="+", help="run only these arms (default: all of the file or the built-ins)")
+    p.add_argument(
+        "--arms", nargs="+", help="run only these arms (default: all of the file, or the built-in arms of issue 11)"
+    )
     p.add_argument("--minutes", type=float, help="budget of every arm (overrides the arms' own)")
     p.add_argument(
         "--set", dest="extra", action="append", default=[], help="override for every new arm (e.g. num_envs=4)"
@@ -365,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true", help="no progress bars from rgsd train")
     args = p.parse_args(argv)
 
-    arms = load_arms(args.arms_file) if args.arms_file else dict(DEFAULT_ARMS)
+    arms = load_arms(args.arms_file) if args.arms_file else dict(BUILTIN_ARMS if args.arms else DEFAULT_ARMS)
     if args.arms:
         missing = [a for a in args.arms if a not in arms]
         if missing:

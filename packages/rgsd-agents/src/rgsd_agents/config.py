@@ -26,6 +26,7 @@ PAPER_HIDDEN = (1024, 1024, 1024, 512)
 _SCIENTIFIC = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$")
 """Numbers like 3e-4 that YAML 1.1 (PyYAML) reads as strings."""
 ENCODER_INITS = ("pretrained", "random")
+LR_SCHEDULES = ("fixed", "adaptive")
 
 
 @dataclass
@@ -79,8 +80,24 @@ class PPOConfig:
     """Standardise the advantages over the whole rollout."""
     normalize_values: bool = True
     """The critic predicts returns standardised by running statistics (rewards are not scaled)."""
+    lr_schedule: str = "fixed"
+    """"fixed" (``actor_lr`` throughout) or "adaptive" (rsl_rl's KL rule: before each minibatch step the actor's
+    lr is divided by 1.5 when the policy's KL to the rollout's exceeds 2 x ``desired_kl`` and multiplied by 1.5
+    when it is under ``desired_kl`` / 2, within [``lr_min``, ``lr_max``]; the critic keeps ``critic_lr``, as the
+    KL measures the policy's step only)."""
+    desired_kl: float = 0.01
+    """Target KL(old || new) per minibatch step of the "adaptive" schedule (rsl_rl, mjlab, BeyondMimic: 0.01)."""
+    lr_min: float = 1e-6
+    lr_max: float = 1e-2
+    """Bounds of the adaptive actor lr."""
 
     def __post_init__(self) -> None:
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"ppo.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+        if not (0 < self.lr_min <= self.lr_max and self.desired_kl > 0):
+            raise ValueError(
+                f"ppo: need 0 < lr_min <= lr_max and desired_kl > 0, got {self.lr_min}, {self.lr_max}, {self.desired_kl}"
+            )
         positive = {
             "actor_lr": self.actor_lr,
             "critic_lr": self.critic_lr,

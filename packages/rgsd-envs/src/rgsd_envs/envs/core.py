@@ -29,6 +29,7 @@ from rgsd_envs.envs.observations import (
     reference_encoder_inputs,
     reference_frame_features,
 )
+from rgsd_envs.envs.termination import DeviationRule
 from rgsd_envs.envs.world_random import Stream, WorldRandom, box_muller
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import HumanoidConfig
@@ -144,6 +145,7 @@ class RGSDCore:
         """(N,) with ``cfg.reward == "tracking"``: the tracking reward of the current state (``observe``)."""
         self.failure_rate = torch.ones(self.lib.num_clips, dtype=torch.float64)
         """(clips,) EMA of the share of imitation episodes that ended in a failure (``clip_sampling``)."""
+        self.deviation_rule = DeviationRule(cfg, self.lib.num_clips, dev)
 
     # -- reference data -------------------------------------------------
     def _default_encoder(self) -> enc.EncoderLike:
@@ -344,16 +346,15 @@ class RGSDCore:
             self.features[env_ids] = feats
         g = self.lib.starts[clip] + frame
         ref_pos = self.lib.frames("body_pos")[g]
-        err = (pos - ref_pos).norm(dim=-1).mean(dim=-1)
+        dist = (pos - ref_pos).norm(dim=-1)
+        err = dist.mean(dim=-1)
         if self.cfg.reward == "tracking":
             self._track(s, feats, g, env_ids)
         unstable = s.unstable.to(self.device)  # MuJoCo resets an exploding world (finite again)
         fall = pos[:, 0, 2] < self.cfg.fall_height
         if self.cfg.contact_termination:
             fall = fall | (s.contact.to(self.device) & self._non_foot).any(dim=-1)
-        deviation = (task == IMITATION) & (err > self.cfg.deviation_threshold)
-        if not self.cfg.deviation_termination:
-            deviation = torch.zeros_like(deviation)
+        deviation = self.deviation_rule(dist, task == IMITATION, clip)
         return StepInfo(task.clone(), clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
 
     def _track(self, s: Any, feats: Tensor, g: Tensor, env_ids: Tensor | None) -> None:
@@ -419,6 +420,7 @@ class RGSDCore:
             "skill": self.skill.cpu().clone(),
             "features": self.features.cpu().clone(),
             "failure_rate": self.failure_rate.clone(),
+            "deviation": self.deviation_rule.state_dict(),
             "random": self.random.state_dict(),
         }
 
@@ -431,6 +433,8 @@ class RGSDCore:
             setattr(self, name, torch.as_tensor(state[name]).to(self.device).clone())
         if "failure_rate" in state:
             self.failure_rate = torch.as_tensor(state["failure_rate"], dtype=torch.float64).clone()
+        if "deviation" in state:
+            self.deviation_rule.load_state_dict(state["deviation"])
         if "random" in state:
             self.random.load_state_dict(state["random"])
         else:  # saved before the counter-based streams: the draws cannot continue exactly

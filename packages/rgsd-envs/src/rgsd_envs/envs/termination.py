@@ -1,0 +1,85 @@
+"""Deviation termination of imitation episodes: which body error, over which threshold.
+
+An imitation world deviates when its body error exceeds a threshold (SPEC §3):
+
+* ``deviation_metric``: "mean" (the mean over the 24 bodies of the distance to
+  the reference, the Cartesian error itself; rgsd's rule since issue 1) or
+  "max" (the largest body distance, as PHC, 0.25 m, and ProtoMotions, 0.5 m:
+  one body far off, a pelvis drifting sideways included, ends the episode even
+  when the other bodies still track);
+* ``deviation_adaptive``: the threshold of clip m is
+  ``clamp(k x e_m, deviation_min, deviation_threshold)`` where e_m is an EMA of
+  the metric over the imitation worlds playing clip m (``deviation_error_memory``
+  samples). A clip that is tracked well gets a tighter threshold, so the policy
+  is not rewarded for states it can no longer recover from; a clip that is
+  tracked badly keeps the loose one and its episodes keep their length. It
+  starts at ``deviation_threshold``.
+
+The cartesian error reported in ``info`` stays the mean body error whatever
+the rule; only termination follows it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rgsd_envs.envs.config import EnvConfig
+
+Tensor = torch.Tensor
+
+
+def body_error(distances: Tensor, metric: str) -> Tensor:
+    """(N,) error of each world from its (N, bodies) body distances: their mean or their maximum (m)."""
+    return distances.amax(dim=-1) if metric == "max" else distances.mean(dim=-1)
+
+
+class DeviationRule:
+    """Decides deviation per world and keeps each clip's error EMA for the tightening threshold."""
+
+    def __init__(self, cfg: EnvConfig, num_clips: int, device: torch.device | str = "cpu"):
+        self.cfg = cfg
+        start = cfg.deviation_threshold / cfg.deviation_adaptive_k  # threshold starts at deviation_threshold
+        self.clip_error = torch.full((num_clips,), start, dtype=torch.float64)
+        """(clips,) EMA of the deviation metric over imitation worlds of each clip (m), kept on the CPU."""
+        self.device = torch.device(device)
+
+    def thresholds(self) -> Tensor:
+        """(clips,) the current threshold of each clip (m), float32 on the env's device."""
+        cfg = self.cfg
+        if not cfg.deviation_adaptive:
+            return torch.full_like(self.clip_error, cfg.deviation_threshold).to(self.device, torch.float32)
+        t = (cfg.deviation_adaptive_k * self.clip_error).clamp(cfg.deviation_min, cfg.deviation_threshold)
+        return t.to(self.device, torch.float32)
+
+    def __call__(self, distances: Tensor, imitation: Tensor, clip: Tensor) -> Tensor:
+        """(N,) bool: imitation worlds whose error exceeds their clip's threshold; updates the clips' EMAs."""
+        if not self.cfg.deviation_termination:
+            return torch.zeros_like(imitation)
+        error = body_error(distances, self.cfg.deviation_metric)
+        deviation = imitation & (error > self.thresholds()[clip])
+        if self.cfg.deviation_adaptive:
+            self._record(error, imitation, clip)
+        return deviation
+
+    def _record(self, error: Tensor, imitation: Tensor, clip: Tensor) -> None:
+        """Fold this step's errors of imitation worlds into their clips' EMAs (batched per clip)."""
+        n = self.clip_error.shape[0]
+        clips = clip[imitation].cpu()
+        if clips.numel() == 0:
+            return
+        count = torch.bincount(clips, minlength=n).to(torch.float64)
+        total = torch.bincount(clips, weights=error[imitation].cpu().to(torch.float64), minlength=n)
+        seen = count > 0
+        # k samples of one clip at once: the EMA's weight on the old value is (1 - 1/memory)^k
+        keep = (1.0 - 1.0 / self.cfg.deviation_error_memory) ** count[seen]
+        self.clip_error[seen] = keep * self.clip_error[seen] + (1.0 - keep) * total[seen] / count[seen]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The clips' error EMAs (for exact resumption)."""
+        return {"clip_error": self.clip_error.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict``."""
+        self.clip_error = torch.as_tensor(state["clip_error"], dtype=torch.float64).clone()
