@@ -90,6 +90,9 @@ class PPOConfig:
     lr_min: float = 1e-6
     lr_max: float = 1e-2
     """Bounds of the adaptive actor lr."""
+    bf16: bool = False
+    """Run the hidden layers of actor and critic under bf16 autocast in the update (output layers, losses and
+    Adam in float32); on CPUs with AVX512-BF16 the GEMMs run 1.4-2x faster (issue 20)."""
 
     def __post_init__(self) -> None:
         if self.lr_schedule not in LR_SCHEDULES:
@@ -127,10 +130,14 @@ class DiscoveryConfig:
     """Passes over each rollout."""
     minibatch_size: int = 32768
     max_grad_norm: float | None = None
+    update_every: int = 1
+    """Update the encoder after every k-th iteration only (on that iteration's rollout): 1/k of the cost."""
 
     def __post_init__(self) -> None:
         if not (self.lr > 0 and self.alpha >= 0 and self.epochs >= 1 and self.minibatch_size >= 1):
             raise ValueError("discovery: lr > 0, alpha >= 0, epochs >= 1 and minibatch_size >= 1 are required")
+        if self.update_every < 1:
+            raise ValueError(f"discovery.update_every must be >= 1, got {self.update_every}")
 
 
 @dataclass

@@ -23,7 +23,9 @@ single parameter group; here only the actor's group adapts, because the KL
 measures the policy's step and the critic has its own, ten times larger lr.
 The KL is the k3 estimate ``(ratio - 1) - log ratio`` of KL(rollout || current)
 on the minibatch (the rollout stores log-probabilities, not the old means;
-with the fixed std both give the same mean). The lr lives in the optimiser's
+with the fixed std both give the same mean). The first step of an update is
+left out: the policy is still the rollout's there, so its KL is rounding noise
+(rsl_rl's analytic KL is exactly 0 there, which its rule ignores). The lr lives in the optimiser's
 parameter groups, so checkpoints carry it and a resumed run continues it.
 """
 
@@ -81,7 +83,13 @@ class PPO:
         for _ in range(cfg.epochs):
             for idx in storage.minibatch_indices(cfg.minibatch_size, generator):
                 stats = self._step(
-                    obs[idx], actions[idx], old_log_probs[idx], advantages[idx], returns_n[idx], old_values_n[idx]
+                    obs[idx],
+                    actions[idx],
+                    old_log_probs[idx],
+                    advantages[idx],
+                    returns_n[idx],
+                    old_values_n[idx],
+                    adapt=steps > 0,
                 )
                 for k, v in stats.items():
                     sums[k] = sums[k] + v if k in sums else v
@@ -93,16 +101,23 @@ class PPO:
         return out
 
     def _step(
-        self, obs: Tensor, actions: Tensor, old_log_probs: Tensor, adv: Tensor, returns_n: Tensor, old_values_n: Tensor
+        self,
+        obs: Tensor,
+        actions: Tensor,
+        old_log_probs: Tensor,
+        adv: Tensor,
+        returns_n: Tensor,
+        old_values_n: Tensor,
+        adapt: bool = True,
     ) -> dict[str, Tensor]:
-        """One gradient step on one minibatch; returns detached loss terms."""
+        """One gradient step on one minibatch; returns detached loss terms (``adapt``: apply the lr schedule)."""
         cfg = self.cfg
-        log_probs, entropy, values_n, means = self.ac.evaluate(obs, actions)
+        log_probs, entropy, values_n, means = self.ac.evaluate(obs, actions, cfg.bf16)
         log_ratio = log_probs - old_log_probs
         ratio = log_ratio.exp()
         lr64 = log_ratio.detach().double()  # tiny steps: (ratio - 1) - log ratio cancels to 0 in float32
         approx_kl = (torch.expm1(lr64) - lr64).mean().float()
-        if cfg.lr_schedule == "adaptive":
+        if cfg.lr_schedule == "adaptive" and adapt:
             self._adapt_actor_lr(approx_kl)
         policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - cfg.clip, 1.0 + cfg.clip) * adv).mean()
         value_loss = (values_n - returns_n).square()
