@@ -84,3 +84,19 @@ def test_arms_file_fields_and_train_commands_start_then_resume(lc, tmp_path):
     with pytest.raises(SystemExit, match=r"arms\.x\.minute"):
         lc.load_arms(bad)
     assert set(lc.DEFAULT_ARMS) == {"encoder", "hard_negatives", "tracking", "failure_weighted", "dt120"}
+
+
+def test_issue20_arms_are_valid_demo_configs_that_differ_from_the_demo(lc):
+    from rgsd_agents.config import load_config, parse_set
+    from rgsd_envs.utils.config import to_dict
+
+    base = to_dict(load_config("demo"))
+    assert set(lc.ISSUE20_ARMS) <= set(lc.BUILTIN_ARMS) and set(lc.DEFAULT_ARMS) <= set(lc.BUILTIN_ARMS)
+    for name, arm in lc.ISSUE20_ARMS.items():
+        assert (arm.config, arm.minutes) == ("demo", 15.0), name
+        cfg = to_dict(load_config(arm.config, parse_set(arm.set)))
+        assert (cfg == base) == (name == "demo"), name  # each arm changes something; the baseline nothing
+    adaptive = load_config("demo", parse_set(lc.ISSUE20_ARMS["kl_adaptive"].set))
+    assert adaptive.ppo.lr_schedule == "adaptive" and adaptive.ppo.desired_kl == 0.01
+    tight = load_config("demo", parse_set(lc.ISSUE20_ARMS["deviation_tightening"].set))
+    assert tight.env.deviation_metric == "max" and tight.env.deviation_adaptive
