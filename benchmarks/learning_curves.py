@@ -29,6 +29,8 @@ Examples::
     python benchmarks/learning_curves.py --arms demo kl_adaptive --out runs/lc20 --set torch_threads=1   # issue 20
     python benchmarks/learning_curves.py --arms-file arms.yaml --out runs/lc
     python benchmarks/learning_curves.py --plot-only --include demo=runs/demo
+    python benchmarks/learning_curves.py --plot-only --arms kl_adaptive --out runs/lc20 \
+        --include-json cpu_fw=benchmarks/results/issue11/learning_curves.json:cpu_fw_failure_weighted
     nohup python benchmarks/learning_curves.py --no-progress > runs/lc.log 2>&1 &   # in the background
 
 An arms file::
@@ -305,8 +307,9 @@ def _nanmean(values: list[float]) -> float:
 
 
 # -- outputs -------------------------------------------------------------------------
-def plot(curves: dict[str, dict[str, Any]], path: Path) -> Path:
-    """learning_curves.png: one panel per clip category, one line per arm; samples (top), minutes (bottom)."""
+def plot(curves: dict[str, dict[str, Any]], path: Path, xmax: tuple[float | None, float | None] = (None, None)) -> Path:
+    """learning_curves.png: one panel per clip category, one line per arm; samples (top), minutes (bottom);
+    ``xmax``: right ends of the axes (millions of samples, minutes; None: all data)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -329,6 +332,8 @@ def plot(curves: dict[str, dict[str, Any]], path: Path) -> Path:
         for row in (0, 1):
             axes[row, j].set_ylabel("Cartesian error (cm)")
             axes[row, j].set_ylim(bottom=0)
+            if xmax[row] is not None:
+                axes[row, j].set_xlim(0, xmax[row])
             axes[row, j].grid(alpha=0.3)
     axes[0, -1].legend(title="arm", fontsize=8)
     fig.suptitle(
@@ -360,9 +365,35 @@ def write_json(data: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def summarise(out: Path, arms: dict[str, Arm], status: dict[str, str], include: dict[str, Path]) -> dict[str, Any]:
-    """Read every arm's curves, write learning_curves.png and .json into ``out``; returns the JSON data."""
-    curves, data = {}, {"arms": {}}
+def saved_curve(spec: str) -> tuple[str, dict[str, Any]]:
+    """``NAME=FILE:ARM``: arm ARM's curves from an earlier learning_curves.json, under the name NAME."""
+    name, sep, rest = spec.partition("=")
+    file, colon, arm = rest.rpartition(":")
+    if not (sep and colon and name and file and arm):
+        raise SystemExit(f"--include-json expects NAME=FILE:ARM, got {spec!r}")
+    arms = json.loads(Path(file).read_text()).get("arms", {})
+    if not arms.get(arm, {}).get("samples"):
+        raise SystemExit(
+            f"{file}: no curves for arm {arm!r}; arms with curves: {[a for a in arms if arms[a].get('samples')]}"
+        )
+    entry = dict(arms[arm])
+    entry["minutes"] = [math.nan if m is None else m for m in entry["minutes"]]
+    entry["categories_cm"] = {c: [math.nan if v is None else v for v in vs] for c, vs in entry["categories_cm"].items()}
+    entry["status"] = f"included from {file} ({arm})"
+    return name, entry
+
+
+def summarise(
+    out: Path,
+    arms: dict[str, Arm],
+    status: dict[str, str],
+    include: dict[str, Path],
+    saved: dict[str, dict[str, Any]] | None = None,
+    xmax: tuple[float | None, float | None] = (None, None),
+) -> dict[str, Any]:
+    """Read every arm's curves (and ``saved`` ones from earlier JSON files), write learning_curves.png and .json
+    into ``out``; returns the JSON data."""
+    curves, data = dict(saved or {}), {"arms": dict(saved or {})}
     runs = {name: out / name for name in arms} | include
     for name, run in runs.items():
         entry: dict[str, Any] = {"status": status.get(name) or _status(name, run, include)}
@@ -377,7 +408,7 @@ def summarise(out: Path, arms: dict[str, Arm], status: dict[str, str], include: 
             curves[name] = c
             entry.update(c)
         data["arms"][name] = entry
-    plot(curves, out / PNG)
+    plot(curves, out / PNG, xmax)
     write_json(data, out / JSON)
     return data
 
@@ -423,7 +454,16 @@ def main(argv: list[str] | None = None) -> int:
         "--set", dest="extra", action="append", default=[], help="override for every new arm (e.g. num_envs=4)"
     )
     p.add_argument("--include", action="append", default=[], metavar="NAME=RUN_DIR", help="add an existing run's curve")
+    p.add_argument(
+        "--include-json",
+        action="append",
+        default=[],
+        metavar="NAME=FILE:ARM",
+        help="add an arm's curve from an earlier learning_curves.json (e.g. a baseline whose run folder is gone)",
+    )
     p.add_argument("--plot-only", action="store_true", help="train nothing; plot what the run folders hold")
+    p.add_argument("--max-samples", type=float, help="right end of the samples axis (millions)")
+    p.add_argument("--max-minutes", type=float, help="right end of the minutes axis")
     p.add_argument("--no-progress", action="store_true", help="no progress bars from rgsd train")
     args = p.parse_args(argv)
 
@@ -442,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not name or not run:
             p.error(f"--include expects NAME=RUN_DIR, got {item!r}")
         include[name] = Path(run)
+    saved = dict(saved_curve(spec) for spec in args.include_json)
+    xmax = (args.max_samples, args.max_minutes)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     status: dict[str, str] = {}
@@ -449,8 +491,8 @@ def main(argv: list[str] | None = None) -> int:
         for arm in arms.values():
             status[arm.name] = run_arm(arm, out, args.extra, not args.no_progress)
             print(f"arm {arm.name}: {status[arm.name]}", flush=True)
-            summarise(out, arms, status, include)  # refreshed after every arm
-    data = summarise(out, arms, status, include)
+            summarise(out, arms, status, include, saved, xmax)  # refreshed after every arm
+    data = summarise(out, arms, status, include, saved, xmax)
     print(table(data))
     print(f"plot: {out / PNG}\nnumbers: {out / JSON}")
     return 0 if all(not s.startswith("failed") for s in status.values()) else 1
