@@ -9,7 +9,7 @@ Two measurements:
    the encoder input are heading-relative (``rgsd_envs.envs.observations``), so the
    arc changes them only through the small yaw-rate terms of the velocities.
 2. ``rollouts`` (with ``--run``): the deterministic policy from each clip's first frame
-   to its end, no early termination; per clip the final pelvis offset from the
+   to its second-last (the last step resets the world), no early termination; per clip the final pelvis offset from the
    reference's in the reference's start-heading frame (forward, left; m) and the
    final heading error (degrees, + = turned left).
 
@@ -120,7 +120,7 @@ def policy_drift(run: Path) -> dict[str, dict[str, float]]:
     for t in range(int(length.max())):
         obs, *_ = env.step(policy.act(obs).numpy())
         s = core.backend.state(None)
-        live = t < length
+        live = t < length - 1  # the step that reaches the clip's last frame resets the world (SameStep)
         pos = s.body_pos[:, 0, :2].double().numpy()
         fwd = body_axes(s.body_rot[:, 0].double())[:, :2].numpy()
         last_pos[live], last_fwd[live] = pos[live], fwd[live]
@@ -130,9 +130,9 @@ def policy_drift(run: Path) -> dict[str, dict[str, float]]:
         ref = lib.frames("body_pos")[int(lib.starts[m]) : int(lib.starts[m] + lib.num_frames[m])].double()
         ref_rot = lib.frames("body_rot")[int(lib.starts[m]) : int(lib.starts[m] + lib.num_frames[m])].double()
         start_fwd = body_axes(ref_rot[0, 0])[:2].numpy()
-        end_fwd = body_axes(ref_rot[-1, 0])[:2].numpy()
+        end_fwd = body_axes(ref_rot[-2, 0])[:2].numpy()
         f = start_fwd / np.linalg.norm(start_fwd)
-        d = last_pos[m] - ref[-1, 0, :2].numpy()
+        d = last_pos[m] - ref[-2, 0, :2].numpy()  # the last state before the reset: frame T - 2
         head = math.degrees(math.atan2(last_fwd[m, 1], last_fwd[m, 0]) - math.atan2(end_fwd[1], end_fwd[0]))
         head = (head + 180.0) % 360.0 - 180.0
         out[name] = {
