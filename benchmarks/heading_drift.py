@@ -31,27 +31,7 @@ import torch
 from rgsd_envs.envs.observations import body_axes, frame_features, history_indices, phase_of, stack_history
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards import encoders as enc
-
-
-def yaw_quat(theta: torch.Tensor) -> torch.Tensor:
-    """(T, 4) wxyz quaternions of yaws ``theta`` (T,)."""
-    z = torch.zeros_like(theta)
-    return torch.stack((torch.cos(theta / 2), z, z, torch.sin(theta / 2)), dim=-1)
-
-
-def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Hamilton product of wxyz quaternions (broadcasting)."""
-    aw, ax, ay, az = a.unbind(-1)
-    bw, bx, by, bz = b.unbind(-1)
-    return torch.stack(
-        (
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ),
-        dim=-1,
-    )
+from rgsd_envs.utils.rotations import quat_from_axis_angle, quat_mul
 
 
 def bent_clip(pos, rot, lin, ang, fps: float, degrees: float):
@@ -67,7 +47,7 @@ def bent_clip(pos, rot, lin, ang, fps: float, degrees: float):
         return torch.stack((c * v[..., 0] - s * v[..., 1], s * v[..., 0] + c * v[..., 1], v[..., 2]), dim=-1)
 
     p = turn(pos - origin) + origin
-    q = quat_mul(yaw_quat(theta)[:, None], rot)
+    q = quat_mul(quat_from_axis_angle(theta[:, None] * pos.new_tensor([0.0, 0.0, 1.0]))[:, None], rot)
     w = torch.tensor([0.0, 0.0, rate * fps], dtype=pos.dtype)  # yaw rate, rad/s
     arm = p - origin
     v = turn(lin) + torch.cross(w.expand_as(arm), arm, dim=-1)
