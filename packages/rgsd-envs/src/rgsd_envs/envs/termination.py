@@ -13,7 +13,9 @@ An imitation world deviates when its body error exceeds a threshold (SPEC §3):
   samples). A clip that is tracked well gets a tighter threshold, so the policy
   is not rewarded for states it can no longer recover from; a clip that is
   tracked badly keeps the loose one and its episodes keep their length. It
-  starts at ``deviation_threshold``.
+  starts at ``deviation_threshold``. The max error is led by the hands and feet:
+  on the demo clips at 0.7 M samples its EMA was 0.25-0.36 m on every clip (so
+  PHC's 0.25 m would end most episodes at that stage).
 
 The cartesian error reported in ``info`` stays the mean body error whatever
 the rule; only termination follows it.
