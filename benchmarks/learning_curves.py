@@ -155,6 +155,13 @@ ISSUE20_ARMS: dict[str, Arm] = {
             ["env.deviation_metric=max", "env.deviation_adaptive=true"],
             note="termination: per-clip max-error threshold clamp(k x EMA of the clip's error, lo, hi), tightening",
         ),
+        Arm(
+            "deviation_heading",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_heading_deg=15"],
+            note="termination: also when the pelvis heading is 15 deg off the reference's (the reward is blind to it)",
+        ),
     )
 }
 """The arms of issue 20: the ``demo`` preset (15 minutes, as ``rgsd demo``) with one change each."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -97,3 +99,38 @@ def test_bad_deviation_options_are_clear_errors():
         EnvConfig(deviation_metric="median")
     with pytest.raises(ValueError, match="deviation_min"):
         EnvConfig(deviation_adaptive=True, deviation_min=0.8, deviation_threshold=0.5)
+
+
+def _yaw(deg: float) -> torch.Tensor:
+    half = math.radians(deg) / 2
+    return torch.tensor([[math.cos(half), 0.0, 0.0, math.sin(half)]])
+
+
+def test_heading_rule_ends_imitation_worlds_that_turned_away():
+    from rgsd_envs.envs.termination import heading_error
+
+    assert heading_error(_yaw(170), _yaw(-170)).item() == pytest.approx(math.radians(20), abs=1e-5)  # wraps
+    cfg = EnvConfig(deviation_heading_deg=15.0)
+    rule = DeviationRule(cfg, 1)
+    near = torch.zeros(3, 24)  # bodies on the reference: only the heading can end an episode
+    root = torch.cat((_yaw(10), _yaw(20), _yaw(20)))
+    ref = torch.cat((_yaw(0), _yaw(0), _yaw(0)))
+    task = torch.tensor([True, True, False])
+    clip = torch.zeros(3, dtype=torch.long)
+    assert rule(near, task, clip, root, ref).tolist() == [False, True, False]
+    assert not DeviationRule(EnvConfig(), 1)(near, task, clip, root, ref).any()  # off by default
+
+
+def test_env_heading_rule_sees_a_turned_pelvis():
+    from rgsd_envs.utils.rotations import quat_mul
+
+    core = RGSDCore(2, EnvConfig(deviation_heading_deg=10.0, p_imitation=1.0))
+    core.reset_envs([0, 1], {"clip": 0, "task": "imitation", "start_frame": 0})
+    assert not core.observe().deviation.any()  # at the reference frame
+    s = core.backend.state(None)
+    qpos, qvel = s.qpos.clone().double(), s.qvel.clone().double()
+    qpos[1, 3:7] = quat_mul(_yaw(20).double()[0], qpos[1, 3:7])  # world 1 turned by 20 deg about the vertical
+    core.backend.set_state(torch.tensor([1]), qpos[1:], qvel[1:])
+    assert core.observe().deviation.tolist() == [False, True]
+    core.cfg.deviation_heading_deg = None  # the same state under the body-error rule alone: no deviation
+    assert not core.observe().deviation.any()

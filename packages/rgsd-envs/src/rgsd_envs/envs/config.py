@@ -42,6 +42,9 @@ class EnvConfig:
     """Tightest per-clip threshold of ``deviation_adaptive`` (m)."""
     deviation_error_memory: float = 5000.0
     """Imitation samples of a clip over which its error EMA is averaged (``deviation_adaptive``)."""
+    deviation_heading_deg: float | None = None
+    """Also end imitation episodes whose pelvis heading is off the reference's by more than this (degrees;
+    None: no heading rule). The reward is nearly blind to a slow turn (heading-relative observations)."""
     clip_sampling: str = "uniform"
     """How RSI picks a clip: "uniform", or "failure_weighted" (ProtoMotions-style: clips whose imitation
     episodes end in a failure are drawn more often; see ``failure_weighted_share``)."""
@@ -95,6 +98,8 @@ class EnvConfig:
             raise ValueError(
                 f"deviation_min must be in (0, deviation_threshold], got {self.deviation_min}, {self.deviation_threshold}"
             )
+        if self.deviation_heading_deg is not None and not 0 < self.deviation_heading_deg <= 180:
+            raise ValueError(f"deviation_heading_deg must be in (0, 180] or null, got {self.deviation_heading_deg}")
         if not (self.deviation_adaptive_k > 0 and self.deviation_error_memory >= 1):
             raise ValueError("deviation_adaptive_k must be > 0 and deviation_error_memory >= 1")
         if self.reward not in REWARDS:

@@ -354,7 +354,8 @@ class RGSDCore:
         fall = pos[:, 0, 2] < self.cfg.fall_height
         if self.cfg.contact_termination:
             fall = fall | (s.contact.to(self.device) & self._non_foot).any(dim=-1)
-        deviation = self.deviation_rule(dist, task == IMITATION, clip)
+        ref_rot = self.lib.frames("body_rot")[g, 0]
+        deviation = self.deviation_rule(dist, task == IMITATION, clip, s.body_rot[:, 0].to(ref_rot), ref_rot)
         return StepInfo(task.clone(), clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
 
     def _track(self, s: Any, feats: Tensor, g: Tensor, env_ids: Tensor | None) -> None:

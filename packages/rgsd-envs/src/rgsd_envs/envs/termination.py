@@ -17,17 +17,26 @@ An imitation world deviates when its body error exceeds a threshold (SPEC §3):
   on the demo clips at 0.7 M samples its EMA was 0.25-0.36 m on every clip (so
   PHC's 0.25 m would end most episodes at that stage).
 
+* ``deviation_heading_deg``: also end an imitation episode when the pelvis's
+  heading differs from the reference's by more than this many degrees. The
+  observation and the encoder input are heading-relative, so the reward hardly
+  sees a walk that slowly turns (``benchmarks/heading_drift.py``); this ends
+  the turn where it starts rather than once its offset has grown past the
+  body-error threshold.
+
 The cartesian error reported in ``info`` stays the mean body error whatever
 the rule; only termination follows it.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.observations import body_axes
 
 Tensor = torch.Tensor
 
@@ -35,6 +44,13 @@ Tensor = torch.Tensor
 def body_error(distances: Tensor, metric: str) -> Tensor:
     """(N,) error of each world from its (N, bodies) body distances: their mean or their maximum (m)."""
     return distances.amax(dim=-1) if metric == "max" else distances.mean(dim=-1)
+
+
+def heading_error(root_rot: Tensor, ref_root_rot: Tensor) -> Tensor:
+    """(N,) absolute yaw difference (rad, in [0, pi]) of root quaternions (N, 4) and their references (N, 4)."""
+    a, b = body_axes(root_rot)[..., :2], body_axes(ref_root_rot)[..., :2]
+    cross = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+    return torch.atan2(cross, (a * b).sum(-1)).abs()
 
 
 class DeviationRule:
@@ -55,12 +71,23 @@ class DeviationRule:
         t = (cfg.deviation_adaptive_k * self.clip_error).clamp(cfg.deviation_min, cfg.deviation_threshold)
         return t.to(self.device, torch.float32)
 
-    def __call__(self, distances: Tensor, imitation: Tensor, clip: Tensor) -> Tensor:
-        """(N,) bool: imitation worlds whose error exceeds their clip's threshold; updates the clips' EMAs."""
+    def __call__(
+        self,
+        distances: Tensor,
+        imitation: Tensor,
+        clip: Tensor,
+        root_rot: Tensor | None = None,
+        ref_root_rot: Tensor | None = None,
+    ) -> Tensor:
+        """(N,) bool: imitation worlds whose error exceeds their clip's threshold (or whose heading is off by more
+        than ``deviation_heading_deg``, given the root rotations); updates the clips' EMAs."""
         if not self.cfg.deviation_termination:
             return torch.zeros_like(imitation)
         error = body_error(distances, self.cfg.deviation_metric)
-        deviation = imitation & (error > self.thresholds()[clip])
+        off = error > self.thresholds()[clip]
+        if self.cfg.deviation_heading_deg is not None and root_rot is not None and ref_root_rot is not None:
+            off = off | (heading_error(root_rot, ref_root_rot) > math.radians(self.cfg.deviation_heading_deg))
+        deviation = imitation & off
         if self.cfg.deviation_adaptive:
             self._record(error, imitation, clip)
         return deviation
