@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import torch
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "heading_drift.py"
 
-
-def _module():
-    spec = importlib.util.spec_from_file_location("heading_drift", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["heading_drift"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_bent_clip_turns_the_path_and_its_velocities_consistently():
-    hd = _module()
+def test_bent_clip_turns_the_path_and_its_velocities_consistently(load_benchmark):
+    hd = load_benchmark("heading_drift")
     from rgsd_envs.envs.observations import body_axes
     from rgsd_envs.motion.library import MotionLib
 

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "learning_curves.py"
-
 
 @pytest.fixture(scope="module")
-def lc():
-    spec = importlib.util.spec_from_file_location("learning_curves", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["learning_curves"] = module
-    spec.loader.exec_module(module)
-    return module
+def lc(load_benchmark):
+    return load_benchmark("learning_curves")
 
 
 def fake_run(path: Path, walk_cm: list[float], punch_cm: list[float], batch: int = 100) -> Path:
