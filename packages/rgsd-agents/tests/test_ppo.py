@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
