@@ -84,3 +84,22 @@ def demo_run(tmp_path_factory):
     for name in ("config.yaml", "policy.pt", "encoder.pt"):
         assert (out / name).is_file(), name
     return out
+
+
+def load_benchmark_module(name: str):
+    """The module ``benchmarks/<name>.py`` (benchmarks are scripts, not a package), registered in sys.modules
+    so that its dataclasses can look their module up."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def load_benchmark():
+    """``load_benchmark("learning_curves")``: a benchmark script as a module (``load_benchmark_module``)."""
+    return load_benchmark_module

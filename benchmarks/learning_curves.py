@@ -27,8 +27,11 @@ Examples::
     python benchmarks/learning_curves.py                        # the built-in arms, 150 min each
     python benchmarks/learning_curves.py --arms encoder tracking --minutes 60
     python benchmarks/learning_curves.py --arm-set methods --out runs/methods   # rgsd diayn ase calm metra, 60 min
+    python benchmarks/learning_curves.py --arms demo kl_adaptive --out runs/lc20 --set torch_threads=1   # issue 20
     python benchmarks/learning_curves.py --arms-file arms.yaml --out runs/lc
     python benchmarks/learning_curves.py --plot-only --include demo=runs/demo
+    python benchmarks/learning_curves.py --plot-only --arms kl_adaptive --out runs/lc20 \
+        --include-json cpu_fw=benchmarks/results/issue11/learning_curves.json:cpu_fw_failure_weighted
     nohup python benchmarks/learning_curves.py --no-progress > runs/lc.log 2>&1 &   # in the background
 
 An arms file::
@@ -111,7 +114,74 @@ METHOD_ARMS: dict[str, Arm] = {
     )
 }
 """The paper's methods as arms (issue 18): the same worlds, sizes and wall-clock budget (60 minutes) each."""
-ARM_SETS = {"issue11": DEFAULT_ARMS, "methods": METHOD_ARMS}
+
+DEMO_MINUTES = 15.0
+ISSUE20_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm("demo", "demo", DEMO_MINUTES, note="baseline: the demo preset as `rgsd demo` trains it"),
+        Arm(
+            "kl_adaptive",
+            "demo",
+            DEMO_MINUTES,
+            ["ppo.lr_schedule=adaptive", "ppo.desired_kl=0.01"],
+            note="rsl_rl's KL-adaptive actor lr (desired KL 0.01, x/÷1.5 per minibatch step) from 3e-5",
+        ),
+        Arm(
+            "epochs2_mb4096",
+            "demo",
+            DEMO_MINUTES,
+            ["ppo.epochs=2", "ppo.minibatch_size=4096"],
+            note="update cost: 2 epochs of one 4096-sample minibatch (1 step each) instead of 4 x 2 of 2048",
+        ),
+        Arm(
+            "discovery_every4",
+            "demo",
+            DEMO_MINUTES,
+            ["discovery.update_every=4"],
+            note="update cost: the discovery encoder is updated every 4th iteration",
+        ),
+        Arm(
+            "bf16",
+            "demo",
+            DEMO_MINUTES,
+            ["ppo.bf16=true"],
+            note="update cost: bf16 autocast of the learner's hidden layers (output layers and losses in fp32)",
+        ),
+        Arm(
+            "deviation_max050",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_metric=max", "env.deviation_threshold=0.5"],
+            note="termination: maximum body error over 0.5 m (ProtoMotions) instead of the mean",
+        ),
+        Arm(
+            "deviation_max025",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_metric=max", "env.deviation_threshold=0.25"],
+            note="termination: maximum body error over 0.25 m (PHC)",
+        ),
+        Arm(
+            "deviation_tightening",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_metric=max", "env.deviation_adaptive=true"],
+            note="termination: per-clip max-error threshold clamp(k x EMA of the clip's error, lo, hi), tightening",
+        ),
+        Arm(
+            "deviation_heading",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_heading_deg=15"],
+            note="termination: also when the pelvis heading is 15 deg off the reference's (the reward is blind to it)",
+        ),
+    )
+}
+"""The arms of issue 20: the ``demo`` preset (15 minutes, as ``rgsd demo``) with one change each."""
+ARM_SETS = {"issue11": DEFAULT_ARMS, "issue20": ISSUE20_ARMS, "methods": METHOD_ARMS}
+"""The built-in arm sets (``--arm-set``); ``--arms`` alone picks by name from all of them."""
+BUILTIN_ARMS: dict[str, Arm] = DEFAULT_ARMS | ISSUE20_ARMS | METHOD_ARMS
 
 
 def load_arms(path: str | Path) -> dict[str, Arm]:
@@ -260,8 +330,9 @@ def _nanmean(values: list[float]) -> float:
 
 
 # -- outputs -------------------------------------------------------------------------
-def plot(curves: dict[str, dict[str, Any]], path: Path) -> Path:
-    """learning_curves.png: one panel per clip category, one line per arm; samples (top), minutes (bottom)."""
+def plot(curves: dict[str, dict[str, Any]], path: Path, xmax: tuple[float | None, float | None] = (None, None)) -> Path:
+    """learning_curves.png: one panel per clip category, one line per arm; samples (top), minutes (bottom);
+    ``xmax``: right ends of the axes (millions of samples, minutes; None: all data)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -284,6 +355,8 @@ def plot(curves: dict[str, dict[str, Any]], path: Path) -> Path:
         for row in (0, 1):
             axes[row, j].set_ylabel("Cartesian error (cm)")
             axes[row, j].set_ylim(bottom=0)
+            if xmax[row] is not None:
+                axes[row, j].set_xlim(0, xmax[row])
             axes[row, j].grid(alpha=0.3)
     axes[0, -1].legend(title="arm", fontsize=8)
     fig.suptitle(
@@ -315,9 +388,35 @@ def write_json(data: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def summarise(out: Path, arms: dict[str, Arm], status: dict[str, str], include: dict[str, Path]) -> dict[str, Any]:
-    """Read every arm's curves, write learning_curves.png and .json into ``out``; returns the JSON data."""
-    curves, data = {}, {"arms": {}}
+def saved_curve(spec: str) -> tuple[str, dict[str, Any]]:
+    """``NAME=FILE:ARM``: arm ARM's curves from an earlier learning_curves.json, under the name NAME."""
+    name, sep, rest = spec.partition("=")
+    file, colon, arm = rest.rpartition(":")
+    if not (sep and colon and name and file and arm):
+        raise SystemExit(f"--include-json expects NAME=FILE:ARM, got {spec!r}")
+    arms = json.loads(Path(file).read_text()).get("arms", {})
+    if not arms.get(arm, {}).get("samples"):
+        raise SystemExit(
+            f"{file}: no curves for arm {arm!r}; arms with curves: {[a for a in arms if arms[a].get('samples')]}"
+        )
+    entry = dict(arms[arm])
+    entry["minutes"] = [math.nan if m is None else m for m in entry["minutes"]]
+    entry["categories_cm"] = {c: [math.nan if v is None else v for v in vs] for c, vs in entry["categories_cm"].items()}
+    entry["status"] = f"included from {file} ({arm})"
+    return name, entry
+
+
+def summarise(
+    out: Path,
+    arms: dict[str, Arm],
+    status: dict[str, str],
+    include: dict[str, Path],
+    saved: dict[str, dict[str, Any]] | None = None,
+    xmax: tuple[float | None, float | None] = (None, None),
+) -> dict[str, Any]:
+    """Read every arm's curves (and ``saved`` ones from earlier JSON files), write learning_curves.png and .json
+    into ``out``; returns the JSON data."""
+    curves, data = dict(saved or {}), {"arms": dict(saved or {})}
     runs = {name: out / name for name in arms} | include
     for name, run in runs.items():
         entry: dict[str, Any] = {"status": status.get(name) or _status(name, run, include)}
@@ -332,7 +431,7 @@ def summarise(out: Path, arms: dict[str, Arm], status: dict[str, str], include: 
             curves[name] = c
             entry.update(c)
         data["arms"][name] = entry
-    plot(curves, out / PNG)
+    plot(curves, out / PNG, xmax)
     write_json(data, out / JSON)
     return data
 
@@ -373,20 +472,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--arm-set",
         choices=sorted(ARM_SETS),
-        default="issue11",
-        help="built-in arms: issue11 (encoder variants, 150 min) or methods (rgsd, diayn, ase, calm, metra; 60 min)",
+        help="built-in arms: issue11 (encoder variants, 150 min; the default), issue20 (demo-preset variants, "
+        "15 min) or methods (rgsd, diayn, ase, calm, metra; 60 min)",
     )
-    p.add_argument("--arms", nargs="+", help="run only these arms (default: all of the file or the built-ins)")
+    p.add_argument(
+        "--arms", nargs="+", help="run only these arms (default: all of the file or the set; alone: any built-in arm)"
+    )
     p.add_argument("--minutes", type=float, help="budget of every arm (overrides the arms' own)")
     p.add_argument(
         "--set", dest="extra", action="append", default=[], help="override for every new arm (e.g. num_envs=4)"
     )
     p.add_argument("--include", action="append", default=[], metavar="NAME=RUN_DIR", help="add an existing run's curve")
+    p.add_argument(
+        "--include-json",
+        action="append",
+        default=[],
+        metavar="NAME=FILE:ARM",
+        help="add an arm's curve from an earlier learning_curves.json (e.g. a baseline whose run folder is gone)",
+    )
     p.add_argument("--plot-only", action="store_true", help="train nothing; plot what the run folders hold")
+    p.add_argument("--max-samples", type=float, help="right end of the samples axis (millions)")
+    p.add_argument("--max-minutes", type=float, help="right end of the minutes axis")
     p.add_argument("--no-progress", action="store_true", help="no progress bars from rgsd train")
     args = p.parse_args(argv)
 
-    arms = load_arms(args.arms_file) if args.arms_file else copy.deepcopy(ARM_SETS[args.arm_set])
+    if args.arms_file:
+        arms = load_arms(args.arms_file)
+    elif args.arm_set:
+        arms = copy.deepcopy(ARM_SETS[args.arm_set])
+    else:
+        arms = copy.deepcopy(BUILTIN_ARMS if args.arms else DEFAULT_ARMS)
     if args.arms:
         missing = [a for a in args.arms if a not in arms]
         if missing:
@@ -401,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not name or not run:
             p.error(f"--include expects NAME=RUN_DIR, got {item!r}")
         include[name] = Path(run)
+    saved = dict(saved_curve(spec) for spec in args.include_json)
+    xmax = (args.max_samples, args.max_minutes)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     status: dict[str, str] = {}
@@ -408,8 +525,8 @@ def main(argv: list[str] | None = None) -> int:
         for arm in arms.values():
             status[arm.name] = run_arm(arm, out, args.extra, not args.no_progress)
             print(f"arm {arm.name}: {status[arm.name]}", flush=True)
-            summarise(out, arms, status, include)  # refreshed after every arm
-    data = summarise(out, arms, status, include)
+            summarise(out, arms, status, include, saved, xmax)  # refreshed after every arm
+    data = summarise(out, arms, status, include, saved, xmax)
     print(table(data))
     print(f"plot: {out / PNG}\nnumbers: {out / JSON}")
     return 0 if all(not s.startswith("failed") for s in status.values()) else 1

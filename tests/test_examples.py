@@ -26,3 +26,20 @@ def test_cleanrl_style_ppo_example_runs_and_logs(real_clip_dir, tmp_path):
     )
     assert np.isfinite(stats["reward"]) and np.isfinite(stats["value_loss"]) and stats["sps"] > 0
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+
+
+def test_real_mocap_script_imports_the_eight_clips_with_their_categories(real_motion_files, tmp_path):
+    import os
+    import subprocess
+
+    from rgsd_envs.motion.library import MotionLib
+
+    run = tmp_path / "cpu_mit"
+    env = {**os.environ, "STEPS": "import"}
+    script = EXAMPLES / "real_mocap_cpu.sh"
+    subprocess.run(["bash", str(script), str(real_motion_files[0].parent), str(run)], check=True, env=env)
+    lib = MotionLib(str(tmp_path / "cpu_mit_clips"))
+    expected = ["jog", "kick", "punch", "run", "spinkick", "stealthy_walk", "walk", "zombie_walk"]
+    assert sorted(lib.names) == expected
+    assert dict(zip(lib.names, lib.categories)) == {c: c for c in expected}
+    assert not run.exists()  # no training was started

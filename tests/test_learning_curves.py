@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "learning_curves.py"
-
 
 @pytest.fixture(scope="module")
-def lc():
-    spec = importlib.util.spec_from_file_location("learning_curves", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["learning_curves"] = module
-    spec.loader.exec_module(module)
-    return module
+def lc(load_benchmark):
+    return load_benchmark("learning_curves")
 
 
 def fake_run(path: Path, walk_cm: list[float], punch_cm: list[float], batch: int = 100) -> Path:
@@ -95,3 +87,20 @@ def test_the_methods_arm_set_trains_each_paper_method_on_its_preset_with_one_bud
     assert {a.minutes for a in arms.values()} == {60.0}
     cmd = lc.train_command(arms["metra"], tmp_path / "metra", [], progress=False)
     assert cmd[cmd.index("--config") + 1] == "metra" and "max_minutes=60.0" in cmd
+
+
+def test_issue20_arms_are_valid_demo_configs_that_differ_from_the_demo(lc):
+    from rgsd_agents.config import load_config, parse_set
+    from rgsd_envs.utils.config import to_dict
+
+    base = to_dict(load_config("demo"))
+    assert set(lc.ISSUE20_ARMS) <= set(lc.BUILTIN_ARMS) and set(lc.DEFAULT_ARMS) <= set(lc.BUILTIN_ARMS)
+    assert lc.ARM_SETS["issue20"] is lc.ISSUE20_ARMS
+    for name, arm in lc.ISSUE20_ARMS.items():
+        assert (arm.config, arm.minutes) == ("demo", 15.0), name
+        cfg = to_dict(load_config(arm.config, parse_set(arm.set)))
+        assert (cfg == base) == (name == "demo"), name  # each arm changes something; the baseline nothing
+    adaptive = load_config("demo", parse_set(lc.ISSUE20_ARMS["kl_adaptive"].set))
+    assert adaptive.ppo.lr_schedule == "adaptive" and adaptive.ppo.desired_kl == 0.01
+    tight = load_config("demo", parse_set(lc.ISSUE20_ARMS["deviation_tightening"].set))
+    assert tight.env.deviation_metric == "max" and tight.env.deviation_adaptive

@@ -51,6 +51,7 @@ def record_to(folder: Path) -> None:
         line = {"iteration": self.iteration, "world_size": self.dp.world_size if self.dp else 1, **digests(self)}
         line["policy_loss"] = metrics["losses/policy_loss"]
         line["obs_count"] = float(self.ac.obs_normalizer.count)
+        line["actor_lr"] = metrics["charts/actor_lr"]
         with open(folder / f"rank{rank}.jsonl", "a") as f:
             f.write(json.dumps(line) + "\n")
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
 from rgsd_agents.networks import ActorCritic, ValueNormalizer
-from rgsd_agents.ppo import PPO
+from rgsd_agents.ppo import PPO, adapt_lr
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.runs.policy import PolicyMLP
 
@@ -74,13 +75,14 @@ def _storage(ac: ActorCritic, adv_sign: torch.Tensor) -> RolloutStorage:
     return st
 
 
-def test_ppo_update_moves_the_policy_towards_positive_advantages():
+@pytest.mark.parametrize("bf16", [False, True], ids=["float32", "bf16"])
+def test_ppo_update_moves_the_policy_towards_positive_advantages(bf16):
     ac = _ac()
     sign = torch.tensor([1.0, -1.0])
     st = _storage(ac, sign)
     probe = torch.randn(256, 4)
     before = (ac.actor.net(probe) * sign).sum(-1).mean().item()
-    cfg = PPOConfig(actor_lr=3e-3, critic_lr=3e-3, epochs=4, minibatch_size=16, entropy_coef=0.0)
+    cfg = PPOConfig(actor_lr=3e-3, critic_lr=3e-3, epochs=4, minibatch_size=16, entropy_coef=0.0, bf16=bf16)
     stats = PPO(ac, cfg).update(st, torch.Generator().manual_seed(0))
     after = (ac.actor.net(probe) * sign).sum(-1).mean().item()
     assert after > before + 0.05
@@ -113,3 +115,73 @@ def test_bounds_loss_pulls_means_back_inside():
     cfg.normalize_advantages = False
     PPO(ac, cfg).update(st, torch.Generator().manual_seed(0))
     assert ac.actor.net[-1].bias.max().item() < 3.0
+
+
+def test_adapt_lr_follows_rsl_rl_rule_and_bounds():
+    assert adapt_lr(1e-3, 0.05, 0.01, 1e-6, 1e-2) == 1e-3 / 1.5  # KL > 2x desired: smaller
+    assert adapt_lr(1e-3, 0.001, 0.01, 1e-6, 1e-2) == 1e-3 * 1.5  # KL < desired / 2: larger
+    assert adapt_lr(1e-3, 0.01, 0.01, 1e-6, 1e-2) == 1e-3  # inside the band: unchanged
+    assert adapt_lr(1e-3, 0.0, 0.01, 1e-6, 1e-2) == 1e-3  # no change at all (KL 0): unchanged, as rsl_rl
+    assert adapt_lr(1e-2, 1e-6, 0.01, 1e-6, 1e-2) == 1e-2  # clamped above
+    assert adapt_lr(1e-6, 1.0, 0.01, 1e-6, 1e-2) == 1e-6  # clamped below
+
+
+def _adaptive_ppo(actor_lr: float, desired_kl: float) -> tuple[PPO, RolloutStorage]:
+    ac = _ac()
+    cfg = PPOConfig(
+        actor_lr=actor_lr,
+        critic_lr=1e-3,
+        epochs=4,
+        minibatch_size=16,
+        entropy_coef=0.0,
+        lr_schedule="adaptive",
+        desired_kl=desired_kl,
+    )
+    return PPO(ac, cfg), _storage(ac, torch.tensor([1.0, -1.0]))
+
+
+def test_adaptive_lr_falls_when_steps_overshoot_and_rises_when_they_are_timid():
+    big, st = _adaptive_ppo(actor_lr=5e-2, desired_kl=1e-4)
+    stats = big.update(st, torch.Generator().manual_seed(0))
+    assert stats["approx_kl"] > 2e-4
+    assert big.actor_lr < 5e-2
+    assert big.optimizer.param_groups[1]["lr"] == 1e-3  # the critic's lr is not adapted
+    small, st = _adaptive_ppo(actor_lr=1e-5, desired_kl=0.5)
+    small.update(st, torch.Generator().manual_seed(0))
+    steps = 4 * st.advantages.numel() // 16
+    # each minibatch step but the update's first (the policy is still the rollout's there) raised it by 1.5
+    assert math.isclose(small.actor_lr, 1e-5 * 1.5 ** (steps - 1), rel_tol=1e-9)
+
+
+def test_adaptive_lr_is_restored_from_the_ppo_state():
+    ppo, st = _adaptive_ppo(actor_lr=5e-2, desired_kl=1e-4)
+    ppo.update(st, torch.Generator().manual_seed(0))
+    fresh, _ = _adaptive_ppo(actor_lr=5e-2, desired_kl=1e-4)
+    fresh.load_state_dict(ppo.state_dict())
+    assert fresh.actor_lr == ppo.actor_lr != 5e-2
+
+
+def test_fixed_schedule_keeps_the_actor_lr():
+    ac = _ac()
+    ppo = PPO(ac, PPOConfig(actor_lr=5e-2, critic_lr=1e-3, epochs=2, minibatch_size=16))
+    ppo.update(_storage(ac, torch.tensor([1.0, -1.0])), torch.Generator().manual_seed(0))
+    assert ppo.actor_lr == 5e-2
+
+
+def test_ppo_config_rejects_unknown_schedule():
+    with pytest.raises(ValueError, match="lr_schedule"):
+        PPOConfig(lr_schedule="cosine")
+
+
+def test_bf16_forward_keeps_float32_outputs_close_to_the_float32_forward():
+    from rgsd_agents.networks import forward_mixed
+
+    ac = _ac(obs_dim=64, act_dim=8)
+    x = torch.randn(32, 64)
+    exact = ac.actor.net(x)
+    mixed = forward_mixed(ac.actor.net, x, bf16=True)
+    assert mixed.dtype == torch.float32
+    assert not torch.equal(mixed, exact)  # the hidden layers did run in bf16
+    torch.testing.assert_close(mixed, exact, atol=2e-2, rtol=2e-2)
+    mixed.sum().backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in ac.actor.net.parameters())

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rgsd_agents.config import TrainConfig, load_config
-from rgsd_agents.precision import configure_tf32, learner_autocast
+from rgsd_agents.precision import configure_tf32
 
 
 @pytest.fixture
@@ -36,26 +36,8 @@ def test_tf32_is_switched_on_for_a_cuda_learner_only(tf32_flags):
     assert torch.get_float32_matmul_precision() == "highest"
 
 
-def test_bf16_autocast_runs_the_learners_matmuls_in_bfloat16_and_fp32_changes_nothing():
-    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-    x = torch.randn(32, 8)
-    with learner_autocast("fp32", "cpu"):
-        full = net(x)
-    with learner_autocast("bf16", torch.device("cpu")):
-        half = net(x)
-        loss = half.float().pow(2).mean()
-    loss.backward()
-    assert full.dtype == torch.float32 and half.dtype == torch.bfloat16
-    assert all(p.grad.dtype == torch.float32 for p in net.parameters())  # weights and gradients stay float32
-    torch.testing.assert_close(half.float(), full, atol=0.05, rtol=0.05)  # bf16: 8-bit mantissa
-    with pytest.raises(ValueError, match="precision must be one of fp32, bf16, got 'fp16'"):
-        learner_autocast("fp16", "cpu")
-
-
-def test_config_defaults_to_tf32_and_fp32_and_rejects_other_precisions():
+def test_config_defaults_to_tf32_and_bf16_is_the_ppo_option():
     cfg = TrainConfig()
-    assert cfg.tf32 is True and cfg.precision == "fp32"
-    cfg = load_config("cpu", {"tf32": False, "precision": "bf16"})
-    assert cfg.tf32 is False and cfg.precision == "bf16"
-    with pytest.raises(ValueError, match="precision"):
-        load_config("cpu", {"precision": "half"})
+    assert cfg.tf32 is True and cfg.ppo.bf16 is False
+    cfg = load_config("cpu", {"tf32": False, "ppo.bf16": True})
+    assert cfg.tf32 is False and cfg.ppo.bf16 is True

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from rgsd_agents.config import TrainConfig
+from rgsd_agents.config import DiscoveryConfig, PPOConfig, TrainConfig
 from rgsd_agents.runner import Runner
 from rgsd_agents.testing import (
     assert_same_tensors,
@@ -81,12 +81,25 @@ def test_same_seed_gives_the_same_numbers_and_another_seed_does_not(tmp_path, ti
     assert histories[0] != histories[2]
 
 
-def test_resume_continues_exactly(tmp_path, tiny_encoder):
-    straight = Runner(tiny_config(tiny_encoder, iterations=4), tmp_path / "straight", progress=False)
+ISSUE20_OPTIONS = dict(
+    ppo=PPOConfig(minibatch_size=16, epochs=2, actor_lr=1e-3, critic_lr=1e-3, lr_schedule="adaptive", bf16=True),
+    discovery=DiscoveryConfig(minibatch_size=16, lr=1e-3, update_every=2),
+    env=EnvConfig(deviation_metric="max", deviation_adaptive=True, deviation_error_memory=10.0),
+)
+"""Issue 20's options all at once: adaptive lr, bf16 update, discovery every 2nd iteration, tightening max rule."""
+
+
+@pytest.mark.parametrize("options", [{}, ISSUE20_OPTIONS], ids=["defaults", "issue20_options"])
+def test_resume_continues_exactly(tmp_path, tiny_encoder, options):
+    straight = Runner(tiny_config(tiny_encoder, iterations=4, **options), tmp_path / "straight", progress=False)
     full = reproducible(straight.learn())
     straight.close()
+    if options:  # the options did act: the lr moved, the encoder skipped iterations, thresholds were logged
+        assert len({m["charts/actor_lr"] for m in full}) > 1
+        assert ["discovery/loss" in m for m in full] == [True, False, True, False]
+        assert any(k.startswith("termination/") for k in full[-1])
 
-    resumed, rest = split_and_resume(tiny_config(tiny_encoder, iterations=2), tmp_path / "split", 4)
+    resumed, rest = split_and_resume(tiny_config(tiny_encoder, iterations=2, **options), tmp_path / "split", 4)
     assert rest == full[2:]
     assert_same_tensors(_params(straight), _params(resumed))
     assert RunDir(tmp_path / "split").config()["iterations"] == 4
@@ -218,3 +231,49 @@ def test_demo_command_pretrains_then_trains_into_the_run_folder(tmp_path):
     RunDir(out).check(RunDir.CONFIG, RunDir.POLICY, RunDir.DISCOVERY_ENCODER)
     assert RunDir(out).config()["max_minutes"] == demo.DEFAULT_MINUTES
     assert args.func(args) == 2  # refuses to overwrite a run
+
+
+def _fake_eval_metrics(report) -> None:
+    """A metrics.json as rgsd eval writes it (two clips; only the fields the demo summary reads)."""
+    clip = {"err_cm": 38.8, "fall_rate": 0.0, "travel_m": 3.26, "ref_travel_m": 3.15}
+    doc = {
+        "runs": {
+            "demo": {
+                "imitation": {
+                    "all": {"err_cm": 58.6, "fall_rate": 0.5},
+                    "clips": {"demo_walk": clip, "demo_backward": {**clip, "err_cm": 78.5, "fall_rate": 1.0}},
+                }
+            }
+        }
+    }
+    report.mkdir(parents=True)
+    (report / "metrics.json").write_text(json.dumps(doc))
+
+
+def test_demo_closing_summary_quotes_rgsd_eval_before_the_labelled_probe(tmp_path, monkeypatch, capsys):
+    from rgsd_agents import cli
+    from rgsd_agents.commands import demo
+
+    calls = []
+
+    def fake_main(argv):
+        calls.append(argv)
+        _fake_eval_metrics(tmp_path / "demo" / "report")
+        return 0
+
+    monkeypatch.setattr(demo, "eval_available", lambda: True)
+    monkeypatch.setattr(cli, "main", fake_main)
+    parser = argparse.ArgumentParser()
+    demo.register(parser.add_subparsers())
+    tiny = ["num_envs=4", "horizon=8", "iterations=1", "pretrain.steps=3", "pretrain.hidden=[16]", "probe_every=1"]
+    tiny += ["networks.actor_hidden=[16]", "networks.critic_hidden=[16]", "ppo.minibatch_size=16"]
+    argv = ["demo", "--out", str(tmp_path / "demo"), "--no-progress"] + [a for kv in tiny for a in ("--set", kv)]
+    args = parser.parse_args(argv)
+    assert args.func(args) == 0
+    assert calls and calls[0][0] == "eval"
+    out = capsys.readouterr().out
+    closing = out[out.index("rgsd eval (") :]
+    assert "demo_walk        ERR 38.8 cm, falls 0%, pelvis travels 3.26 of 3.15 m" in closing
+    assert "demo_backward    ERR 78.5 cm, falls 100%" in closing
+    assert closing.index("demo_backward") < closing.index("training probe (") < closing.index("results:")
+    assert "probe (fixed starts of every clip" in closing[closing.index("training probe (") :]

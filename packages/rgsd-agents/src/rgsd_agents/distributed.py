@@ -89,6 +89,13 @@ class DataParallel:
         dist.all_reduce(m2)
         return n, mean, m2 / n
 
+    @torch.no_grad()
+    def mean(self, x: Tensor) -> Tensor:
+        """The mean of the scalar ``x`` over the ranks (every rank gets the same value)."""
+        t = x.detach().reshape(1).to(self._collective_device, torch.float64)
+        dist.all_reduce(t)
+        return (t / self.world_size).to(x.device, x.dtype).reshape(x.shape)
+
     # -- parameters and flags --------------------------------------------------------------
     @torch.no_grad()
     def broadcast_module(self, module: nn.Module) -> None:

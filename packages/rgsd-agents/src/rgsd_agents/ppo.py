@@ -16,6 +16,17 @@ over the ranks before the clipping; advantages are standardised per rank.
 Actor and critic have disjoint parameters and their own learning rates (one
 Adam, two parameter groups); gradient norms are clipped per network so the
 critic's larger gradients cannot shrink the actor's step.
+
+With ``lr_schedule: adaptive`` the actor's learning rate follows rsl_rl's KL
+rule (``adapt_lr``) before every minibatch step. rsl_rl sets one lr for its
+single parameter group; here only the actor's group adapts, because the KL
+measures the policy's step and the critic has its own, ten times larger lr.
+The KL is the k3 estimate ``(ratio - 1) - log ratio`` of KL(rollout || current)
+on the minibatch (the rollout stores log-probabilities, not the old means;
+with the fixed std both give the same mean). The first step of an update is
+left out: the policy is still the rollout's there, so its KL is rounding noise
+(rsl_rl's analytic KL is exactly 0 there, which its rule ignores). The lr lives in the optimiser's
+parameter groups, so checkpoints carry it and a resumed run continues it.
 """
 
 from __future__ import annotations
@@ -34,6 +45,18 @@ Tensor = torch.Tensor
 PolicyRegularizer = Callable[[Tensor], tuple[Tensor, dict[str, Tensor]]]
 """obs_n (B, obs) -> (a term added to PPO's loss, its statistics): a method's own actor regulariser (ASE's
 diversity loss)."""
+
+ADAPT_FACTOR = 1.5
+"""rsl_rl's step of the adaptive learning rate."""
+
+
+def adapt_lr(lr: float, kl: float, desired_kl: float, lr_min: float, lr_max: float) -> float:
+    """rsl_rl's KL-adaptive rule: lr / 1.5 when kl > 2 x desired, lr x 1.5 when 0 < kl < desired / 2, clamped."""
+    if kl > 2.0 * desired_kl:
+        lr = lr / ADAPT_FACTOR
+    elif 0.0 < kl < 0.5 * desired_kl:
+        lr = lr * ADAPT_FACTOR
+    return min(max(lr, lr_min), lr_max)
 
 
 class PPO:
@@ -70,7 +93,13 @@ class PPO:
         for _ in range(cfg.epochs):
             for idx in storage.minibatch_indices(cfg.minibatch_size, generator):
                 stats = self._step(
-                    obs[idx], actions[idx], old_log_probs[idx], advantages[idx], returns_n[idx], old_values_n[idx]
+                    obs[idx],
+                    actions[idx],
+                    old_log_probs[idx],
+                    advantages[idx],
+                    returns_n[idx],
+                    old_values_n[idx],
+                    adapt=steps > 0,
                 )
                 for k, v in stats.items():
                     sums[k] = sums[k] + v if k in sums else v
@@ -83,13 +112,24 @@ class PPO:
         return {k: v / steps for k, v in zip(sums, totals)}
 
     def _step(
-        self, obs: Tensor, actions: Tensor, old_log_probs: Tensor, adv: Tensor, returns_n: Tensor, old_values_n: Tensor
+        self,
+        obs: Tensor,
+        actions: Tensor,
+        old_log_probs: Tensor,
+        adv: Tensor,
+        returns_n: Tensor,
+        old_values_n: Tensor,
+        adapt: bool = True,
     ) -> dict[str, Tensor]:
-        """One gradient step on one minibatch; returns detached loss terms."""
+        """One gradient step on one minibatch; returns detached loss terms (``adapt``: apply the lr schedule)."""
         cfg = self.cfg
-        log_probs, entropy, values_n, means = self.ac.evaluate(obs, actions)
+        log_probs, entropy, values_n, means = self.ac.evaluate(obs, actions, cfg.bf16)
         log_ratio = log_probs - old_log_probs
         ratio = log_ratio.exp()
+        lr64 = log_ratio.detach().double()  # tiny steps: (ratio - 1) - log ratio cancels to 0 in float32
+        approx_kl = (torch.expm1(lr64) - lr64).mean().float()
+        if cfg.lr_schedule == "adaptive" and adapt:
+            self._adapt_actor_lr(approx_kl)
         policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - cfg.clip, 1.0 + cfg.clip) * adv).mean()
         value_loss = (values_n - returns_n).square()
         if cfg.value_clip:
@@ -117,12 +157,24 @@ class PPO:
                 "value_loss": value_loss.detach(),
                 "entropy": entropy.detach(),
                 "bounds_loss": bounds_loss.detach(),
-                "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
+                "approx_kl": approx_kl,
                 "clip_fraction": ((ratio - 1.0).abs() > cfg.clip).float().mean(),
                 "actor_grad_norm": actor_norm.detach(),
                 "critic_grad_norm": critic_norm.detach(),
                 **extra,
             }
+
+    def _adapt_actor_lr(self, kl: Tensor) -> None:
+        """Set the actor's lr from this minibatch's KL (the ranks' mean in a data-parallel run)."""
+        if self.dp is not None:
+            kl = self.dp.mean(kl)
+        group = self.optimizer.param_groups[0]
+        group["lr"] = adapt_lr(group["lr"], float(kl), self.cfg.desired_kl, self.cfg.lr_min, self.cfg.lr_max)
+
+    @property
+    def actor_lr(self) -> float:
+        """The actor's current learning rate (``actor_lr``, or where the adaptive schedule has taken it)."""
+        return float(self.optimizer.param_groups[0]["lr"])
 
     def state_dict(self) -> dict:
         """Optimiser state (the networks are saved by their owner)."""

@@ -250,9 +250,11 @@ class Runner(TrainingLoop, RolloutCollector):
         t0 = time.perf_counter()
         ppo_stats = self.ppo.update(self.storage, self.minibatch_gen)
         t1 = time.perf_counter()
-        disc_stats = self.discovery.update(self.storage, self.minibatch_gen) if self.cfg.discovery.enabled else {}
+        disc_stats = {}
+        if self.cfg.discovery.enabled and self.iteration % self.cfg.discovery.update_every == 0:
+            disc_stats = self.discovery.update(self.storage, self.minibatch_gen)
+            self.sync_env_encoder()
         method_stats = {} if self.method is None else self.method.update(self.storage, self.minibatch_gen)
-        self.sync_env_encoder()
         t2 = time.perf_counter()
         seconds = t2 - start
         world = 1 if self.dp is None else self.dp.world_size
@@ -268,6 +270,9 @@ class Runner(TrainingLoop, RolloutCollector):
         if core.cfg.clip_sampling != "uniform":
             probs = core.clip_probabilities_host().tolist()
             metrics.update({f"clip_sampling/{name}": p for name, p in zip(core.lib.names, probs)})
+        if core.cfg.deviation_adaptive:
+            limits = core.deviation_rule.thresholds().tolist()
+            metrics.update({f"termination/{name}_threshold_m": t for name, t in zip(core.lib.names, limits)})
         metrics.update({f"losses/{k}": v for k, v in ppo_stats.items()})
         metrics.update({f"discovery/{k}": v for k, v in disc_stats.items()})
         metrics.update({f"method/{k}": v for k, v in to_floats({**self.method_stats, **method_stats}).items()})

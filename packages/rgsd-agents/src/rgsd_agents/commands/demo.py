@@ -3,11 +3,15 @@
 1. pretrains an encoder on the five demo clips (``<out>/pretrain``, under a minute);
 2. trains with the ``demo`` preset (a time budget of ``--minutes``; 2 CPU cores are enough);
 3. evaluates the run with ``rgsd eval`` when rgsd-eval is installed (``<out>/report``).
+
+The closing summary quotes ``rgsd eval``'s numbers (per clip ERR, falls, pelvis
+travel); the training probe follows, labelled as such.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from rgsd_agents.commands import add_device_argument, add_set_argument, run_overrides
@@ -41,6 +45,29 @@ def eval_available() -> bool:
     return "eval" in _plugins()
 
 
+def eval_summary(metrics: Path) -> str:
+    """Per-clip lines of ``rgsd eval``'s metrics.json: ERR (cm), fall rate and pelvis travel against the reference."""
+    doc = json.loads(metrics.read_text())
+    lines = [f"rgsd eval ({metrics.parent}/report.md): imitation of each clip, z = z_m, no early termination"]
+    for label, run in doc["runs"].items():
+        im = run["imitation"]
+        lines.append(f"  {label}: all clips ERR {_cm(im['all']['err_cm'])}, falls {_share(im['all']['fall_rate'])}")
+        for name, c in im["clips"].items():
+            travel = ""
+            if c.get("travel_m") is not None:
+                travel = f", pelvis travels {c['travel_m']:.2f} of {c['ref_travel_m']:.2f} m"
+            lines.append(f"    {name:<16} ERR {_cm(c['err_cm'])}, falls {_share(c['fall_rate'])}{travel}")
+    return "\n".join(lines)
+
+
+def _cm(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f} cm"
+
+
+def _share(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd demo``."""
     from rgsd_agents.commands import refuse_torchrun
@@ -65,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
         history = runner.learn()
     finally:
         runner.close()
-    print(summary(out, history, runner.initial_probe), flush=True)
+    training = summary(out, history, runner.initial_probe)
+    print(training, flush=True)
     report = out / "report"
     if args.no_eval:
         print("[3/3] evaluation skipped (--no-eval)")
@@ -82,6 +110,12 @@ def run(args: argparse.Namespace) -> int:
         if code:
             print(f"evaluation failed (exit code {code}); the trained run is in {out}")
             return code
+    if (report / "metrics.json").exists():
+        print("\n" + eval_summary(report / "metrics.json"))
+        print(
+            "\ntraining probe (deterministic policy from fixed starts during training; rgsd eval above is the result):"
+        )
+        print(training)
     print("\nresults:")
     print(f"  run folder      {out}  (config.yaml, policy.pt, encoder.pt, discovery_encoder.pt, checkpoints/)")
     print(f"  pretraining     {out / 'pretrain'}  (embeddings.png: the grounded latent space)")

@@ -29,6 +29,7 @@ from rgsd_envs.envs.observations import (
     reference_encoder_inputs,
     reference_frame_features,
 )
+from rgsd_envs.envs.termination import DeviationRule
 from rgsd_envs.envs.world_random import Stream, WorldRandom, box_muller
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import HumanoidConfig
@@ -158,6 +159,7 @@ class RGSDCore:
         self.tracking_reward = torch.zeros(n, device=dev)
         """(N,) with ``cfg.reward == "tracking"``: the tracking reward of the current state (``observe``)."""
         self._failure_rate = np.ones(self.lib.num_clips, dtype=np.float64)
+        self.deviation_rule = DeviationRule(cfg, self.lib.num_clips, dev)
 
     def _upload(self, values: np.ndarray, dtype: torch.dtype) -> Tensor:
         """Host values as a tensor on the env's device (a copy: options may be read-only views)."""
@@ -370,16 +372,16 @@ class RGSDCore:
             self.features[env_ids] = feats
         g = self.lib.starts[clip] + frame
         ref_pos = self.lib.frames("body_pos")[g]
-        err = (pos - ref_pos).norm(dim=-1).mean(dim=-1)
+        dist = (pos - ref_pos).norm(dim=-1)
+        err = dist.mean(dim=-1)
         if self.cfg.reward == "tracking":
             self._track(s, feats, g, env_ids)
         unstable = s.unstable.to(self.device)  # MuJoCo resets an exploding world (finite again)
         fall = pos[:, 0, 2] < self.cfg.fall_height
         if self.cfg.contact_termination:
             fall = fall | (s.contact.to(self.device) & self._non_foot).any(dim=-1)
-        deviation = (task == IMITATION) & (err > self.cfg.deviation_threshold)
-        if not self.cfg.deviation_termination:
-            deviation = torch.zeros_like(deviation)
+        ref_rot = self.lib.frames("body_rot")[g, 0]
+        deviation = self.deviation_rule(dist, task == IMITATION, clip, s.body_rot[:, 0].to(ref_rot), ref_rot)
         return StepInfo(task.clone(), clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
 
     def _track(self, s: Any, feats: Tensor, g: Tensor, env_ids: Tensor | None) -> None:
@@ -452,6 +454,7 @@ class RGSDCore:
             "skill": self.skill.cpu().clone(),
             "features": self.features.cpu().clone(),
             "failure_rate": torch.from_numpy(self._failure_rate.copy()),
+            "deviation": self.deviation_rule.state_dict(),
             "random": self.random.state_dict(),
         }
 
@@ -466,6 +469,8 @@ class RGSDCore:
             setattr(self, f"{name}_host", torch.as_tensor(state[name]).numpy().astype(np.int64).copy())
         if "failure_rate" in state:
             self.failure_rate = torch.as_tensor(state["failure_rate"], dtype=torch.float64).numpy()
+        if "deviation" in state:
+            self.deviation_rule.load_state_dict(state["deviation"])
         if "random" in state:
             self.random.load_state_dict(state["random"])
         else:  # saved before the counter-based streams: the draws cannot continue exactly

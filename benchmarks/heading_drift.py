@@ -1,0 +1,159 @@
+"""Why a walk can drift sideways while its pose tracks (issue 20): what the reward sees of a global drift.
+
+Two measurements:
+
+1. ``reward``: each reference clip bent into an arc (a yaw that grows linearly to
+   ``--degrees`` at the clip's end, about the start pelvis), scored by the run's
+   frozen encoder under the clip's z_m, beside the straight clip; and the mean body
+   error (the Cartesian error rgsd eval reports) between the two. The observation and
+   the encoder input are heading-relative (``rgsd_envs.envs.observations``), so the
+   arc changes them only through the small yaw-rate terms of the velocities.
+2. ``rollouts`` (with ``--run``): the deterministic policy from each clip's first frame
+   to its second-last (the last step resets the world), no early termination; per clip the final pelvis offset from the
+   reference's in the reference's start-heading frame (forward, left; m) and the
+   final heading error (degrees, + = turned left).
+
+Example::
+
+    python benchmarks/heading_drift.py --run runs/demo --out benchmarks/results/issue20/heading_drift.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from rgsd_envs.envs.observations import body_axes, frame_features, history_indices, phase_of, stack_history
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.rewards import encoders as enc
+from rgsd_envs.utils.rotations import quat_from_axis_angle, quat_mul
+
+
+def bent_clip(pos, rot, lin, ang, fps: float, degrees: float):
+    """A clip's world states (T, 24, ...) turned by a yaw growing linearly to ``degrees`` about the start pelvis."""
+    t = pos.shape[0]
+    rate = math.radians(degrees) / max(t - 1, 1)  # per frame
+    theta = rate * torch.arange(t, dtype=pos.dtype)
+    c, s = torch.cos(theta)[:, None], torch.sin(theta)[:, None]
+    origin = pos[0, 0].clone()
+    origin[2] = 0.0
+
+    def turn(v):
+        return torch.stack((c * v[..., 0] - s * v[..., 1], s * v[..., 0] + c * v[..., 1], v[..., 2]), dim=-1)
+
+    p = turn(pos - origin) + origin
+    q = quat_mul(quat_from_axis_angle(theta[:, None] * pos.new_tensor([0.0, 0.0, 1.0]))[:, None], rot)
+    w = torch.tensor([0.0, 0.0, rate * fps], dtype=pos.dtype)  # yaw rate, rad/s
+    arm = p - origin
+    v = turn(lin) + torch.cross(w.expand_as(arm), arm, dim=-1)
+    return p, q, v, turn(ang) + w
+
+
+def reward_under_arc(lib: MotionLib, encoder, degrees: float) -> dict[str, dict[str, float]]:
+    """Per clip: mean encoder reward cosine of the straight and the bent clip under z_m, and their body error."""
+    from rgsd_envs.envs.observations import reference_encoder_inputs
+
+    z = enc.clip_embeddings(encoder, reference_encoder_inputs(lib), lib.clip_of_frame, lib.num_clips)
+    out = {}
+    for m, name in enumerate(lib.names):
+        sl = slice(int(lib.starts[m]), int(lib.starts[m] + lib.num_frames[m]))
+        states = [lib.frames(k)[sl] for k in ("body_pos", "body_rot", "body_lin_vel", "body_ang_vel")]
+        frames = torch.arange(states[0].shape[0])
+        phase = phase_of(frames, lib.num_frames[m].expand_as(frames))
+        row = {}
+        for label, st in (("straight", states), ("bent", bent_clip(*states, lib.fps, degrees))):
+            feats = frame_features(phase, *[x.float() for x in st])
+            inputs = stack_history(feats, history_indices(frames, torch.zeros_like(frames)))
+            cos = (enc.embed(encoder, inputs) * z[m]).sum(-1)
+            row[f"{label}_cos"] = float(cos.mean())
+        bent_pos = bent_clip(*states, lib.fps, degrees)[0]
+        row["body_error_m"] = float((bent_pos - states[0]).norm(dim=-1).mean())
+        row["final_pelvis_offset_m"] = float((bent_pos[-1, 0, :2] - states[0][-1, 0, :2]).norm())
+        out[name] = row
+    return out
+
+
+@torch.no_grad()
+def policy_drift(run: Path) -> dict[str, dict[str, float]]:
+    """Per clip: final pelvis offset (forward, left; m) and heading error (deg) of the deterministic policy."""
+    import gymnasium as gym
+
+    from rgsd_envs.envs.registration import ENV_ID
+    from rgsd_envs.runs.run_dir import RunDir
+
+    rd = RunDir(run)
+    cfg = rd.env_config().without_early_termination(p_imitation=1.0, eval_kappa=None, num_threads=1)
+    lib = MotionLib(cfg.motions)
+    policy = rd.load_policy()
+    n = lib.num_clips
+    env = gym.make_vec(ENV_ID, num_envs=n, config=cfg, motions=lib, encoder=str(rd.encoder_path))
+    obs, _ = env.reset(seed=0, options={"clip": list(range(n)), "start_frame": [0] * n, "task": "imitation"})
+    core = env.unwrapped.core
+    length = (lib.num_frames - 1).numpy()
+    last_pos = np.zeros((n, 2))
+    last_fwd = np.zeros((n, 2))
+    for t in range(int(length.max())):
+        obs, *_ = env.step(policy.act(obs).numpy())
+        s = core.backend.state(None)
+        live = t < length - 1  # the step that reaches the clip's last frame resets the world (SameStep)
+        pos = s.body_pos[:, 0, :2].double().numpy()
+        fwd = body_axes(s.body_rot[:, 0].double())[:, :2].numpy()
+        last_pos[live], last_fwd[live] = pos[live], fwd[live]
+    env.close()
+    out = {}
+    for m, name in enumerate(lib.names):
+        ref = lib.frames("body_pos")[int(lib.starts[m]) : int(lib.starts[m] + lib.num_frames[m])].double()
+        ref_rot = lib.frames("body_rot")[int(lib.starts[m]) : int(lib.starts[m] + lib.num_frames[m])].double()
+        start_fwd = body_axes(ref_rot[0, 0])[:2].numpy()
+        end_fwd = body_axes(ref_rot[-2, 0])[:2].numpy()
+        f = start_fwd / np.linalg.norm(start_fwd)
+        d = last_pos[m] - ref[-2, 0, :2].numpy()  # the last state before the reset: frame T - 2
+        head = math.degrees(math.atan2(last_fwd[m, 1], last_fwd[m, 0]) - math.atan2(end_fwd[1], end_fwd[0]))
+        head = (head + 180.0) % 360.0 - 180.0
+        out[name] = {
+            "final_offset_forward_m": float(d @ f),
+            "final_offset_left_m": float(-d[0] * f[1] + d[1] * f[0]),
+            "final_heading_error_deg": head,
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print and optionally write both measurements."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__)
+    p.add_argument("--run", help="a trained run folder (its encoder scores the arcs; its policy is rolled out)")
+    p.add_argument("--encoder", help="an encoder file instead of the run's")
+    p.add_argument("--degrees", type=float, default=15.0, help="yaw of the bent clip at its end")
+    p.add_argument("--out", help="JSON file for the numbers")
+    args = p.parse_args(argv)
+    if not (args.run or args.encoder):
+        p.error("give --run or --encoder")
+    torch.set_num_threads(1)
+    encoder = enc.load_encoder(args.encoder or Path(args.run) / "encoder.pt")
+    lib = MotionLib("demo")
+    data: dict = {"degrees": args.degrees, "reward": reward_under_arc(lib, encoder, args.degrees)}
+    for name, r in data["reward"].items():
+        print(
+            f"{name:<16} cos to z_m straight {r['straight_cos']:.4f}, bent {args.degrees:g} deg {r['bent_cos']:.4f};"
+            f" body error {100 * r['body_error_m']:.1f} cm, final pelvis {r['final_pelvis_offset_m']:.2f} m off"
+        )
+    if args.run:
+        data["rollouts"] = policy_drift(Path(args.run))
+        for name, r in data["rollouts"].items():
+            print(
+                f"{name:<16} policy ends {r['final_offset_forward_m']:+.2f} m forward, "
+                f"{r['final_offset_left_m']:+.2f} m left of the reference, heading {r['final_heading_error_deg']:+.1f} deg"
+            )
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(data, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

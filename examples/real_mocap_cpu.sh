@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The `cpu` preset on the 8 real motion-capture clips of DeepMimic (MIT licence; SMPL+H npz in
+# ../shared/motions/deepmimic-smpl, see its README): import, train for at most 2.5 hours, evaluate.
+# Usage: examples/real_mocap_cpu.sh [MOTIONS_DIR] [RUN_DIR]   (from the repository root)
+# STEPS="import" (or "import train", ...) runs only those steps; default: import train eval.
+set -euo pipefail
+SRC=${1:-../shared/motions/deepmimic-smpl}
+RUN=${2:-runs/cpu_mit}
+CLIPS=${RUN}_clips
+STEPS=${STEPS:-import train eval}
+if [[ " $STEPS " == *" import "* ]]; then
+  # one import per file so each clip gets its own category (walk, run, jog, ...)
+  for c in walk run jog punch kick spinkick zombie_walk stealthy_walk; do
+    rgsd-motions import "$SRC/${c}_poses.npz" --out "$CLIPS" --category "$c" --quiet
+  done
+  rgsd-motions info "$CLIPS"
+fi
+if [[ " $STEPS " == *" train "* ]]; then
+  if [ -f "$RUN/checkpoints/latest.pt" ]; then  # continue an interrupted run
+    rgsd train --resume "$RUN" --set max_minutes=150 --no-progress
+  else
+    rgsd train --config cpu --out "$RUN" --set env.motions="$CLIPS" --set max_minutes=150 --no-progress
+  fi
+fi
+if [[ " $STEPS " == *" eval "* ]]; then
+  rgsd eval --run "$RUN" --motions "$CLIPS" --out "$RUN/report" --no-progress
+fi

@@ -1,0 +1,46 @@
+"""benchmarks/heading_drift.py: the bent clip is a pure yaw about the start pelvis, velocities included."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def test_bent_clip_turns_the_path_and_its_velocities_consistently(load_benchmark):
+    hd = load_benchmark("heading_drift")
+    from rgsd_envs.envs.observations import body_axes
+    from rgsd_envs.motion.library import MotionLib
+
+    lib = MotionLib("demo")
+    m = lib.names.index("demo_walk")
+    sl = slice(int(lib.starts[m]), int(lib.starts[m] + lib.num_frames[m]))
+    pos, rot, lin, ang = (lib.frames(k)[sl].double() for k in ("body_pos", "body_rot", "body_lin_vel", "body_ang_vel"))
+    same = hd.bent_clip(pos, rot, lin, ang, lib.fps, 0.0)
+    for a, b in zip(same, (pos, rot, lin, ang)):
+        torch.testing.assert_close(a, b)
+    p, q, v, w = hd.bent_clip(pos, rot, lin, ang, lib.fps, 30.0)
+    # the end point turns 30 deg about the start pelvis: chord 2 L sin(15 deg)
+    start = pos[0, 0, :2]
+    length = (pos[-1, 0, :2] - start).norm()
+    assert math.isclose(
+        float((p[-1, 0, :2] - pos[-1, 0, :2]).norm()), 2 * float(length) * math.sin(math.radians(15)), rel_tol=1e-6
+    )
+
+    # the pelvis heading turned by 30 deg at the end, 0 at the start
+    def yaw(r):
+        f = body_axes(r)[..., :2]
+        return torch.atan2(f[..., 1], f[..., 0])
+
+    turn = math.degrees(float(yaw(q[-1, 0]) - yaw(rot[-1, 0])))
+    assert math.isclose((turn + 180) % 360 - 180, 30.0, abs_tol=1e-6)
+    # linear velocities are the time derivative of the bent path (central differences, interior frames)
+    fd = (p[2:] - p[:-2]) * lib.fps / 2
+    base = (pos[2:] - pos[:-2]) * lib.fps / 2
+    assert (fd - v[1:-1]).norm(dim=-1).mean() < (base - lin[1:-1]).norm(dim=-1).mean() + 0.02
+    torch.testing.assert_close(
+        w[..., 2] - ang[..., 2],
+        torch.full_like(w[..., 2], math.radians(30) / (pos.shape[0] - 1) * lib.fps),
+        rtol=0,
+        atol=0.2,
+    )
