@@ -17,42 +17,16 @@ from typing import Any
 
 import yaml
 
+from rgsd_agents.networks import NetworkConfig
 from rgsd_agents.pretraining import PretrainConfig
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.utils.config import apply_override, check_overrides, from_dict, to_dict
 from rgsd_envs.utils.files import InputFileError
 
-PAPER_HIDDEN = (1024, 1024, 1024, 512)
 _SCIENTIFIC = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$")
 """Numbers like 3e-4 that YAML 1.1 (PyYAML) reads as strings."""
 ENCODER_INITS = ("pretrained", "random")
 LR_SCHEDULES = ("fixed", "adaptive")
-
-
-@dataclass
-class NetworkConfig:
-    """Actor and critic MLPs and the Gaussian policy's standard deviation."""
-
-    actor_hidden: tuple[int, ...] = PAPER_HIDDEN
-    """Hidden sizes of the actor (the exported ``PolicyMLP``); paper: 1024, 1024, 1024, 512."""
-    critic_hidden: tuple[int, ...] = PAPER_HIDDEN
-    """Hidden sizes of the critic (same input: normalised observation)."""
-    activation: str = "tanh"
-    init_log_std: float = -2.9
-    """Initial log standard deviation of the (state-independent) Gaussian; ASE's fixed exp(-2.9) = 0.055."""
-    learn_std: bool = False
-    """Learn the log std (False: keep it at ``init_log_std``; the entropy bonus then has no effect)."""
-    init_mean_action: str = "reference"
-    """Initial mean action: "reference" (the action that holds the references' mean joint angles) or "zero"
-    (PD targets at the middle of each joint's range, a crouch)."""
-
-    def __post_init__(self) -> None:
-        self.actor_hidden = tuple(int(h) for h in self.actor_hidden)
-        self.critic_hidden = tuple(int(h) for h in self.critic_hidden)
-        if not self.actor_hidden or not self.critic_hidden or min(self.actor_hidden + self.critic_hidden) < 1:
-            raise ValueError("actor_hidden and critic_hidden must be non-empty lists of positive sizes")
-        if self.init_mean_action not in ("reference", "zero"):
-            raise ValueError(f"networks.init_mean_action must be 'reference' or 'zero', got {self.init_mean_action!r}")
 
 
 @dataclass

@@ -11,15 +11,44 @@ normalisation it predicts standardised returns (``ValueNormalizer``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from rgsd_agents.config import NetworkConfig
 from rgsd_envs.runs.policy import Moments, PolicyMLP, fold_batch_stats, mlp
 
 Tensor = torch.Tensor
 LOG_2PI = math.log(2.0 * math.pi)
+
+PAPER_HIDDEN = (1024, 1024, 1024, 512)
+"""The paper's hidden sizes of actor, critic and encoder (SPEC §4-5)."""
+
+
+@dataclass
+class NetworkConfig:
+    """Actor and critic MLPs and the Gaussian policy's standard deviation."""
+
+    actor_hidden: tuple[int, ...] = PAPER_HIDDEN
+    """Hidden sizes of the actor (the exported ``PolicyMLP``); paper: 1024, 1024, 1024, 512."""
+    critic_hidden: tuple[int, ...] = PAPER_HIDDEN
+    """Hidden sizes of the critic (same input: normalised observation)."""
+    activation: str = "tanh"
+    init_log_std: float = -2.9
+    """Initial log standard deviation of the (state-independent) Gaussian; ASE's fixed exp(-2.9) = 0.055."""
+    learn_std: bool = False
+    """Learn the log std (False: keep it at ``init_log_std``; the entropy bonus then has no effect)."""
+    init_mean_action: str = "reference"
+    """Initial mean action: "reference" (the action that holds the references' mean joint angles) or "zero"
+    (PD targets at the middle of each joint's range, a crouch)."""
+
+    def __post_init__(self) -> None:
+        self.actor_hidden = tuple(int(h) for h in self.actor_hidden)
+        self.critic_hidden = tuple(int(h) for h in self.critic_hidden)
+        if not self.actor_hidden or not self.critic_hidden or min(self.actor_hidden + self.critic_hidden) < 1:
+            raise ValueError("actor_hidden and critic_hidden must be non-empty lists of positive sizes")
+        if self.init_mean_action not in ("reference", "zero"):
+            raise ValueError(f"networks.init_mean_action must be 'reference' or 'zero', got {self.init_mean_action!r}")
 
 
 class ValueNormalizer(nn.Module):
