@@ -16,13 +16,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from rgsd_envs.rewards.encoders import PAPER_HIDDEN
 from rgsd_envs.runs.policy import Moments, PolicyMLP, fold_batch_stats, mlp
 
 Tensor = torch.Tensor
 LOG_2PI = math.log(2.0 * math.pi)
-
-PAPER_HIDDEN = (1024, 1024, 1024, 512)
-"""The paper's hidden sizes of actor, critic and encoder (SPEC §4-5)."""
 
 
 @dataclass
