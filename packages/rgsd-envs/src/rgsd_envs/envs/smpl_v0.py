@@ -232,14 +232,7 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Reset all worlds (or those in ``options["reset_mask"]``); int seeds give world i seed + i."""
-        options = dict(options or {})
-        mask = options.pop("reset_mask", None)
-        ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
-        if seed is not None:
-            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
-            if len(seeds) != self.num_envs:
-                raise ValueError(f"seed list has {len(seeds)} entries; expected num_envs={self.num_envs}")
-            self.core.seed(ids, [seeds[i] for i in ids])
+        ids, options = self.torch_env.seed_reset(seed, options)
         info = self.torch_env.restart(ids, options)
         self._autoreset[ids] = False
         return self._obs(), _vector_info(info.numpy(), ids, self.num_envs, rows=ids)

@@ -190,6 +190,19 @@ class RGSDTorchEnv:
             self.reward_core.set_skills(ids, z)
 
     # -- the two primitives ------------------------------------------------------
+    def seed_reset(self, seed: Any, options: dict[str, Any] | None) -> tuple[np.ndarray, dict[str, Any]]:
+        """The worlds a reset covers (all, or ``options["reset_mask"]``) and the remaining options; seeds those
+        worlds first (an int seed gives world i seed + i, a list one seed per world)."""
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(as_host_mask(mask))
+        if seed is not None:
+            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"seed list has {len(seeds)} entries; expected num_envs={self.num_envs}")
+            self.core.seed(ids, [seeds[i] for i in ids])
+        return ids, options
+
     def restart(self, ids: np.ndarray, options: dict[str, Any] | None = None) -> StepInfo:
         """Start new episodes in worlds ``ids`` (host indices): RSI, task, skill, reward history; their info rows."""
         self.core.reset_envs(ids, options)
@@ -232,14 +245,7 @@ class RGSDTorchEnv:
         """Reset all worlds (or those in ``options["reset_mask"]``); int seeds give world i seed + i.
 
         Returns the observations (N, 375) and the task, clip_id and frame of every world's episode."""
-        options = dict(options or {})
-        mask = options.pop("reset_mask", None)
-        ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(as_host_mask(mask))
-        if seed is not None:
-            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
-            if len(seeds) != self.num_envs:
-                raise ValueError(f"seed list has {len(seeds)} entries; expected num_envs={self.num_envs}")
-            self.core.seed(ids, [seeds[i] for i in ids])
+        ids, options = self.seed_reset(seed, options)
         self.restart(ids, options)
         core = self.core
         return self.observations(), {
