@@ -120,6 +120,7 @@ ISSUE20_ARMS: dict[str, Arm] = {
     arm.name: arm
     for arm in (
         Arm("demo", "demo", DEMO_MINUTES, note="baseline: the demo preset as `rgsd demo` trains it"),
+        Arm("demo_seed1", "demo", DEMO_MINUTES, ["seed=1"], note="the baseline with another seed (run-to-run spread)"),
         Arm(
             "kl_adaptive",
             "demo",
@@ -149,6 +150,13 @@ ISSUE20_ARMS: dict[str, Arm] = {
             note="update cost: bf16 autocast of the learner's hidden layers (output layers and losses in fp32)",
         ),
         Arm(
+            "cheap_updates",
+            "demo",
+            DEMO_MINUTES,
+            ["ppo.bf16=true", "discovery.update_every=4"],
+            note="update cost: bf16 and the discovery encoder every 4th iteration together",
+        ),
+        Arm(
             "deviation_max050",
             "demo",
             DEMO_MINUTES,
@@ -163,6 +171,13 @@ ISSUE20_ARMS: dict[str, Arm] = {
             note="termination: maximum body error over 0.25 m (PHC)",
         ),
         Arm(
+            "deviation_mean030",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_threshold=0.3"],
+            note="termination: mean body error over 0.3 m instead of 0.5 m (a pelvis 0.3 m off its path ends it)",
+        ),
+        Arm(
             "deviation_tightening",
             "demo",
             DEMO_MINUTES,
@@ -175,6 +190,13 @@ ISSUE20_ARMS: dict[str, Arm] = {
             DEMO_MINUTES,
             ["env.deviation_heading_deg=15"],
             note="termination: also when the pelvis heading is 15 deg off the reference's (the reward is blind to it)",
+        ),
+        Arm(
+            "deviation_heading_seed1",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_heading_deg=15", "seed=1"],
+            note="deviation_heading with another seed",
         ),
     )
 }

@@ -3,11 +3,14 @@
 # ../shared/motions/deepmimic-smpl, see its README): import, train for at most 2.5 hours, evaluate.
 # Usage: examples/real_mocap_cpu.sh [MOTIONS_DIR] [RUN_DIR]   (from the repository root)
 # STEPS="import" (or "import train", ...) runs only those steps; default: import train eval.
+# MINUTES (default 150) is the training budget; EXTRA="--set torch_threads=1 ..." adds overrides to rgsd train.
 set -euo pipefail
 SRC=${1:-../shared/motions/deepmimic-smpl}
 RUN=${2:-runs/cpu_mit}
 CLIPS=${RUN}_clips
 STEPS=${STEPS:-import train eval}
+MINUTES=${MINUTES:-150}
+read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
 if [[ " $STEPS " == *" import "* ]]; then
   # one import per file so each clip gets its own category (walk, run, jog, ...)
   for c in walk run jog punch kick spinkick zombie_walk stealthy_walk; do
@@ -17,9 +20,10 @@ if [[ " $STEPS " == *" import "* ]]; then
 fi
 if [[ " $STEPS " == *" train "* ]]; then
   if [ -f "$RUN/checkpoints/latest.pt" ]; then  # continue an interrupted run
-    rgsd train --resume "$RUN" --set max_minutes=150 --no-progress
+    rgsd train --resume "$RUN" --set max_minutes="$MINUTES" --no-progress
   else
-    rgsd train --config cpu --out "$RUN" --set env.motions="$CLIPS" --set max_minutes=150 --no-progress
+    rgsd train --config cpu --out "$RUN" --set env.motions="$CLIPS" --set max_minutes="$MINUTES" \
+      "${EXTRA_ARGS[@]}" --no-progress
   fi
 fi
 if [[ " $STEPS " == *" eval "* ]]; then
