@@ -192,6 +192,13 @@ ISSUE20_ARMS: dict[str, Arm] = {
             note="termination: also when the pelvis heading is 15 deg off the reference's (the reward is blind to it)",
         ),
         Arm(
+            "heading_cheap",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_heading_deg=15", "ppo.bf16=true", "discovery.update_every=4"],
+            note="candidate demo preset: deviation_heading with cheap_updates",
+        ),
+        Arm(
             "deviation_heading_seed1",
             "demo",
             DEMO_MINUTES,
