@@ -116,11 +116,16 @@ METHOD_ARMS: dict[str, Arm] = {
 """The paper's methods as arms (issue 18): the same worlds, sizes and wall-clock budget (60 minutes) each."""
 
 DEMO_MINUTES = 15.0
+BF16 = ["ppo.bf16=true"]
+DISCOVERY_EVERY4 = ["discovery.update_every=4"]
+HEADING15 = ["env.deviation_heading_deg=15"]
+SEED1 = ["seed=1"]
+"""Overrides that several issue-20 arms share (each written once; combined arms concatenate them)."""
 ISSUE20_ARMS: dict[str, Arm] = {
     arm.name: arm
     for arm in (
         Arm("demo", "demo", DEMO_MINUTES, note="baseline: the demo preset as `rgsd demo` trains it"),
-        Arm("demo_seed1", "demo", DEMO_MINUTES, ["seed=1"], note="the baseline with another seed (run-to-run spread)"),
+        Arm("demo_seed1", "demo", DEMO_MINUTES, SEED1, note="the baseline with another seed (run-to-run spread)"),
         Arm(
             "kl_adaptive",
             "demo",
@@ -139,21 +144,21 @@ ISSUE20_ARMS: dict[str, Arm] = {
             "discovery_every4",
             "demo",
             DEMO_MINUTES,
-            ["discovery.update_every=4"],
+            DISCOVERY_EVERY4,
             note="update cost: the discovery encoder is updated every 4th iteration",
         ),
         Arm(
             "bf16",
             "demo",
             DEMO_MINUTES,
-            ["ppo.bf16=true"],
+            BF16,
             note="update cost: bf16 autocast of the learner's hidden layers (output layers and losses in fp32)",
         ),
         Arm(
             "cheap_updates",
             "demo",
             DEMO_MINUTES,
-            ["ppo.bf16=true", "discovery.update_every=4"],
+            BF16 + DISCOVERY_EVERY4,
             note="update cost: bf16 and the discovery encoder every 4th iteration together",
         ),
         Arm(
@@ -188,26 +193,27 @@ ISSUE20_ARMS: dict[str, Arm] = {
             "deviation_heading",
             "demo",
             DEMO_MINUTES,
-            ["env.deviation_heading_deg=15"],
+            HEADING15,
             note="termination: also when the pelvis heading is 15 deg off the reference's (the reward is blind to it)",
         ),
         Arm(
             "heading_cheap",
             "demo",
             DEMO_MINUTES,
-            ["env.deviation_heading_deg=15", "ppo.bf16=true", "discovery.update_every=4"],
+            HEADING15 + BF16 + DISCOVERY_EVERY4,
             note="candidate demo preset: deviation_heading with cheap_updates",
         ),
         Arm(
             "deviation_heading_seed1",
             "demo",
             DEMO_MINUTES,
-            ["env.deviation_heading_deg=15", "seed=1"],
+            HEADING15 + SEED1,
             note="deviation_heading with another seed",
         ),
     )
 }
-"""The arms of issue 20: the ``demo`` preset (15 minutes, as ``rgsd demo``) with one change each."""
+"""The arms of issue 20: the ``demo`` preset (15 minutes, as ``rgsd demo``) with one change each
+(``cheap_updates`` and ``heading_cheap`` combine two or three; the ``_seed1`` arms repeat one with seed 1)."""
 ARM_SETS = {"issue11": DEFAULT_ARMS, "issue20": ISSUE20_ARMS, "methods": METHOD_ARMS}
 """The built-in arm sets (``--arm-set``); ``--arms`` alone picks by name from all of them."""
 BUILTIN_ARMS: dict[str, Arm] = DEFAULT_ARMS | ISSUE20_ARMS | METHOD_ARMS

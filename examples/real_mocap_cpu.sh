@@ -3,7 +3,8 @@
 # ../shared/motions/deepmimic-smpl, see its README): import, train for at most 2.5 hours, evaluate.
 # Usage: examples/real_mocap_cpu.sh [MOTIONS_DIR] [RUN_DIR]   (from the repository root)
 # STEPS="import" (or "import train", ...) runs only those steps; default: import train eval.
-# MINUTES (default 150) is the training budget; EXTRA="--set torch_threads=1 ..." adds overrides to rgsd train.
+# MINUTES (default 150) is the training budget; EXTRA="--set torch_threads=1 ..." adds overrides to a new
+# run (a resumed run keeps the settings in its folder).
 set -euo pipefail
 SRC=${1:-../shared/motions/deepmimic-smpl}
 RUN=${2:-runs/cpu_mit}
