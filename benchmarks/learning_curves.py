@@ -32,7 +32,11 @@ Examples::
     python benchmarks/learning_curves.py --plot-only --include demo=runs/demo
     python benchmarks/learning_curves.py --plot-only --arms kl_adaptive --out runs/lc20 \
         --include-json cpu_fw=benchmarks/results/issue11/learning_curves.json:cpu_fw_failure_weighted
+    python benchmarks/learning_curves.py --arm-set issue20 --arms demo deviation_heading --seeds 0 1 2 --out runs/i20
     nohup python benchmarks/learning_curves.py --no-progress > runs/lc.log 2>&1 &   # in the background
+
+``--seeds`` repeats every selected arm per seed: seed 0 keeps the arm's name (its
+folder ``<out>/<arm>``), seed N > 0 is the arm ``<arm>_sN`` with ``seed=N`` added.
 
 An arms file::
 
@@ -217,6 +221,21 @@ ISSUE20_ARMS: dict[str, Arm] = {
 ARM_SETS = {"issue11": DEFAULT_ARMS, "issue20": ISSUE20_ARMS, "methods": METHOD_ARMS}
 """The built-in arm sets (``--arm-set``); ``--arms`` alone picks by name from all of them."""
 BUILTIN_ARMS: dict[str, Arm] = DEFAULT_ARMS | ISSUE20_ARMS | METHOD_ARMS
+
+
+def with_seeds(arms: dict[str, Arm], seeds: list[int]) -> dict[str, Arm]:
+    """Each arm once per seed: seed 0 keeps its name, seed N > 0 becomes ``<arm>_sN`` with ``seed=N`` added."""
+    out = {}
+    for arm in arms.values():
+        for seed in seeds:
+            if seed < 0:
+                raise SystemExit(f"--seeds: {seed} is not a seed (0 or more)")
+            if seed == 0:
+                out[arm.name] = arm
+            else:
+                name = f"{arm.name}_s{seed}"
+                out[name] = Arm(name, arm.config, arm.minutes, [*arm.set, f"seed={seed}"], f"{arm.note} (seed {seed})")
+    return out
 
 
 def load_arms(path: str | Path) -> dict[str, Arm]:
@@ -515,6 +534,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--minutes", type=float, help="budget of every arm (overrides the arms' own)")
     p.add_argument(
+        "--seeds", type=int, nargs="+", help="run every arm once per seed (seed 0: <arm>, seed N: <arm>_sN)"
+    )
+    p.add_argument(
         "--set", dest="extra", action="append", default=[], help="override for every new arm (e.g. num_envs=4)"
     )
     p.add_argument("--include", action="append", default=[], metavar="NAME=RUN_DIR", help="add an existing run's curve")
@@ -542,6 +564,8 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             p.error(f"unknown arm {missing[0]!r}; arms: {', '.join(arms)}")
         arms = {a: arms[a] for a in args.arms}
+    if args.seeds:
+        arms = with_seeds(arms, args.seeds)
     if args.minutes is not None:
         for arm in arms.values():
             arm.minutes = args.minutes

@@ -104,3 +104,19 @@ def test_issue20_arms_are_valid_demo_configs_that_differ_from_the_demo(lc):
     assert adaptive.ppo.lr_schedule == "adaptive" and adaptive.ppo.desired_kl == 0.01
     tight = load_config("demo", parse_set(lc.ISSUE20_ARMS["deviation_tightening"].set))
     assert tight.env.deviation_metric == "max" and tight.env.deviation_adaptive
+
+
+def test_seeds_repeat_each_arm_with_its_own_folder_and_seed(lc, tmp_path):
+    from rgsd_agents.config import load_config, parse_set
+
+    arms = lc.with_seeds({"deviation_heading": lc.ISSUE20_ARMS["deviation_heading"]}, [0, 2])
+    assert list(arms) == ["deviation_heading", "deviation_heading_s2"]
+    assert arms["deviation_heading"] is lc.ISSUE20_ARMS["deviation_heading"]  # seed 0 is the arm itself
+    s2 = arms["deviation_heading_s2"]
+    cfg = load_config(s2.config, parse_set(s2.set))
+    assert cfg.seed == 2 and cfg.env.deviation_heading_deg == 15.0 and s2.minutes == 15.0
+    cmd = lc.train_command(s2, tmp_path / s2.name, [], progress=False)
+    assert cmd[cmd.index("--out") + 1] == str(tmp_path / "deviation_heading_s2") and "seed=2" in cmd
+    assert "seed=2" not in lc.ISSUE20_ARMS["deviation_heading"].set  # the built-in arm is not changed
+    with pytest.raises(SystemExit, match="--seeds"):
+        lc.with_seeds(arms, [-1])
