@@ -73,6 +73,24 @@ def test_negative_states_are_held_still_phase_shifted_and_reversed(lib_inputs):
     assert hard_negative_inputs(feats, frames.repeat(3), starts.repeat(3)).shape == (3, 3, HISTORY_LEN * FRAME_DIM)
 
 
+def test_slowed_stacks_hold_earlier_poses_slower_velocities_and_the_reference_phase(lib_inputs):
+    from rgsd_agents.negatives import SLOW_FACTOR
+
+    lib, inputs = lib_inputs
+    feats = frame_features_of(inputs)
+    s0 = int(lib.starts[0])
+    frames, starts = torch.tensor([s0 + 20, s0 + 2]), lib.starts[:1].repeat(2)
+    slow = variant_stacks(feats, frames, starts, ("slowed",))[:, 0].reshape(2, HISTORY_LEN, FRAME_DIM)
+    ref = inputs[frames].reshape(2, HISTORY_LEN, FRAME_DIM)
+    assert SLOW_FACTOR == 0.7
+    for k, local in enumerate(range(16, 21)):  # slot k of frame 20 holds local frame round(0.7 x (16 + k))
+        src = s0 + round(0.7 * local)
+        assert torch.equal(slow[0, k, 1:215], feats[src, 1:215])
+        assert torch.allclose(slow[0, k, VEL], 0.7 * feats[src, VEL])
+    assert torch.equal(slow[:, :, PHASE], ref[:, :, PHASE])  # the clip's clock runs on
+    assert torch.equal(slow[1, :3, 1:215], feats[s0, 1:215].expand(3, -1))  # clamped at the clip's start
+
+
 def test_info_nce_with_hard_negatives_adds_them_to_each_anchors_denominator():
     g = torch.Generator().manual_seed(0)
     a, p = (F.normalize(torch.randn(3, 4, generator=g), dim=-1) for _ in range(2))

@@ -10,6 +10,11 @@ the reference stack ``s_t = (o_{t-4}, ..., o_t)`` of a frame t:
   never leaves its start pose is scored for at frame t).
 * ``phase_shift``: the reference stack with every phase moved by +0.5 (mod 1).
 * ``reversed``: the 5 frames in reverse order (time running backwards).
+* ``slowed``: the clip played at ``SLOW_FACTOR`` (0.7) of its speed: slot k of
+  the stack holds the pose of local frame round(0.7 (t - 4 + k)) with its
+  velocities scaled by 0.7, and the reference's phases: a policy that keeps the
+  pose but lags behind the clip (issue 20: the real-mocap walk covers 0.69 of
+  the reference's distance).
 
 They feed the reward-sharpness report (``reward_sharpness``) and the hard
 negatives of encoder pretraining (``PretrainConfig.negatives = "hard"``).
@@ -25,8 +30,10 @@ Tensor = torch.Tensor
 
 HARD_NEGATIVES = ("held_still", "phase_shift", "reversed")
 """The variants pretraining adds as negatives of each anchor (the order of ``hard_negative_inputs``)."""
-VARIANTS = ("held_still", "start_held", "phase_shift", "reversed")
+VARIANTS = ("held_still", "start_held", "phase_shift", "reversed", "slowed")
 """Every variant ``variant_inputs`` builds."""
+SLOW_FACTOR = 0.7
+"""Playback speed of the ``slowed`` variant."""
 _PHASE = FRAME_LAYOUT["phase"]
 _VELOCITIES = slice(FRAME_LAYOUT["body_lin_vel"].start, FRAME_LAYOUT["body_ang_vel"].stop)
 
@@ -41,6 +48,17 @@ def _held(features: Tensor, pose_frames: Tensor, stacks: Tensor) -> Tensor:
     still = features[pose_frames].clone()
     still[:, _VELOCITIES] = 0.0
     out = still.unsqueeze(1).expand(-1, HISTORY_LEN, -1).clone()
+    out[..., _PHASE] = stacks[..., _PHASE]
+    return out
+
+
+def _slowed(features: Tensor, frames: Tensor, clip_starts: Tensor, stacks: Tensor) -> Tensor:
+    """The stacks of the clip played at ``SLOW_FACTOR`` of its speed (poses of earlier frames, slower velocities)."""
+    offsets = torch.arange(1 - HISTORY_LEN, 1, device=frames.device)
+    local = (frames - clip_starts).unsqueeze(1) + offsets  # (B, 5) local frame of each slot
+    src = clip_starts.unsqueeze(1) + torch.round(SLOW_FACTOR * local.clamp_min(0)).long()
+    out = features[src].clone()
+    out[..., _VELOCITIES] *= SLOW_FACTOR
     out[..., _PHASE] = stacks[..., _PHASE]
     return out
 
@@ -62,6 +80,8 @@ def variant_stacks(features: Tensor, frames: Tensor, clip_starts: Tensor, names:
             v[..., _PHASE] = torch.remainder(stacks[..., _PHASE] + 0.5, 1.0)
         elif name == "reversed":
             v = stacks.flip(1)
+        elif name == "slowed":
+            v = _slowed(features, frames, clip_starts, stacks)
         else:
             raise ValueError(f"unknown negative variant {name!r}; known: {', '.join(VARIANTS)}")
         out.append(v.flatten(1))
