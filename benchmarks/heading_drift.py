@@ -12,10 +12,17 @@ Two measurements:
    to its second-last (the last step resets the world), no early termination; per clip the final pelvis offset from the
    reference's in the reference's start-heading frame (forward, left; m) and the
    final heading error (degrees, + = turned left).
+3. ``trace`` (with ``--run`` and ``--trace CLIP``): that rollout step by step: pelvis
+   height beside the reference's, mean and max body error and the body with the max,
+   heading error and pelvis offset: where and how a clip fails (issue 20: the demo's
+   backward walk leaves its feet in front and sits down).
 
-Example::
+The clips are the run's motions (the demo clips with ``--encoder`` alone).
+
+Examples::
 
     python benchmarks/heading_drift.py --run runs/demo --out benchmarks/results/issue20/heading_drift.json
+    python benchmarks/heading_drift.py --run runs/demo --trace demo_backward --every 5
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import torch
 from rgsd_envs.envs.observations import body_axes, frame_features, history_indices, phase_of, stack_history
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards import encoders as enc
+from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.rotations import quat_from_axis_angle, quat_mul
 
 
@@ -79,13 +87,12 @@ def reward_under_arc(lib: MotionLib, encoder, degrees: float) -> dict[str, dict[
 
 
 @torch.no_grad()
-def policy_drift(run: Path) -> dict[str, dict[str, float]]:
-    """Per clip: final pelvis offset (forward, left; m) and heading error (deg) of the deterministic policy."""
+def policy_rollout(run: Path) -> tuple[MotionLib, dict[str, np.ndarray]]:
+    """The deterministic policy from each clip's first frame, no early termination: per step (T, clips, ...)
+    the world body positions and the pelvis's forward direction, and each clip's number of live steps."""
     import gymnasium as gym
 
     from rgsd_envs.envs.registration import ENV_ID
-    from rgsd_envs.runs.run_dir import RunDir
-
     rd = RunDir(run)
     cfg = rd.env_config().without_early_termination(p_imitation=1.0, eval_kappa=None, num_threads=1)
     lib = MotionLib(cfg.motions)
@@ -94,33 +101,72 @@ def policy_drift(run: Path) -> dict[str, dict[str, float]]:
     env = gym.make_vec(ENV_ID, num_envs=n, config=cfg, motions=lib, encoder=str(rd.encoder_path))
     obs, _ = env.reset(seed=0, options={"clip": list(range(n)), "start_frame": [0] * n, "task": "imitation"})
     core = env.unwrapped.core
-    length = (lib.num_frames - 1).numpy()
-    last_pos = np.zeros((n, 2))
-    last_fwd = np.zeros((n, 2))
-    for t in range(int(length.max())):
+    live_steps = (lib.num_frames - 2).numpy()  # the step that reaches the clip's last frame resets the world
+    pos, fwd = [], []
+    for _ in range(int(live_steps.max())):
         obs, *_ = env.step(policy.act(obs).numpy())
         s = core.backend.state(None)
-        live = t < length - 1  # the step that reaches the clip's last frame resets the world (SameStep)
-        pos = s.body_pos[:, 0, :2].double().numpy()
-        fwd = body_axes(s.body_rot[:, 0].double())[:, :2].numpy()
-        last_pos[live], last_fwd[live] = pos[live], fwd[live]
+        pos.append(s.body_pos.double().numpy())
+        fwd.append(body_axes(s.body_rot[:, 0].double())[:, :2].numpy())
     env.close()
+    return lib, {"body_pos": np.stack(pos), "forward": np.stack(fwd), "live_steps": live_steps}
+
+
+def _yaw_deg(fwd: np.ndarray) -> np.ndarray:
+    return np.degrees(np.arctan2(fwd[..., 1], fwd[..., 0]))
+
+
+def _clip_reference(lib: MotionLib, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Clip m's world body positions (T, 24, 3) and pelvis forward directions (T, 2)."""
+    sl = slice(int(lib.starts[m]), int(lib.starts[m] + lib.num_frames[m]))
+    ref_rot = lib.frames("body_rot")[sl].double()
+    return lib.frames("body_pos")[sl].double().numpy(), body_axes(ref_rot[:, 0])[:, :2].numpy()
+
+
+def policy_drift(lib: MotionLib, roll: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """Per clip: final pelvis offset (forward, left; m) and heading error (deg) of the rollout's last live step."""
     out = {}
     for m, name in enumerate(lib.names):
-        ref = lib.frames("body_pos")[int(lib.starts[m]) : int(lib.starts[m] + lib.num_frames[m])].double()
-        ref_rot = lib.frames("body_rot")[int(lib.starts[m]) : int(lib.starts[m] + lib.num_frames[m])].double()
-        start_fwd = body_axes(ref_rot[0, 0])[:2].numpy()
-        end_fwd = body_axes(ref_rot[-2, 0])[:2].numpy()
-        f = start_fwd / np.linalg.norm(start_fwd)
-        d = last_pos[m] - ref[-2, 0, :2].numpy()  # the last state before the reset: frame T - 2
-        head = math.degrees(math.atan2(last_fwd[m, 1], last_fwd[m, 0]) - math.atan2(end_fwd[1], end_fwd[0]))
-        head = (head + 180.0) % 360.0 - 180.0
+        ref, ref_fwd = _clip_reference(lib, m)
+        last = int(roll["live_steps"][m]) - 1  # step k reaches frame k + 1; the last live state is frame T - 2
+        f = ref_fwd[0] / np.linalg.norm(ref_fwd[0])
+        d = roll["body_pos"][last, m, 0, :2] - ref[last + 1, 0, :2]
+        head = float(_yaw_deg(roll["forward"][last, m]) - _yaw_deg(ref_fwd[last + 1]))
         out[name] = {
             "final_offset_forward_m": float(d @ f),
             "final_offset_left_m": float(-d[0] * f[1] + d[1] * f[0]),
-            "final_heading_error_deg": head,
+            "final_heading_error_deg": (head + 180.0) % 360.0 - 180.0,
         }
     return out
+
+
+def failure_trace(lib: MotionLib, roll: dict[str, np.ndarray], clip: str) -> list[dict[str, float | int | str]]:
+    """Per live step of ``clip``'s rollout: the frame, pelvis height (and the reference's), mean and max body
+    error with the body that has the max, heading error and the pelvis offset from the reference's (m)."""
+    from rgsd_envs.humanoid.skeleton import BODY_NAMES
+
+    if clip not in lib.names:
+        raise SystemExit(f"--trace: no clip {clip!r} in the run's motions ({', '.join(lib.names)})")
+    m = lib.names.index(clip)
+    ref, ref_fwd = _clip_reference(lib, m)
+    rows = []
+    for k in range(int(roll["live_steps"][m])):
+        sim, r = roll["body_pos"][k, m], ref[k + 1]
+        err = np.linalg.norm(sim - r, axis=-1)
+        head = float(_yaw_deg(roll["forward"][k, m]) - _yaw_deg(ref_fwd[k + 1]))
+        rows.append(
+            {
+                "frame": k + 1,
+                "pelvis_height_m": float(sim[0, 2]),
+                "ref_pelvis_height_m": float(r[0, 2]),
+                "mean_body_error_m": float(err.mean()),
+                "max_body_error_m": float(err.max()),
+                "worst_body": BODY_NAMES[int(err.argmax())],
+                "heading_error_deg": (head + 180.0) % 360.0 - 180.0,
+                "pelvis_offset_m": float(np.linalg.norm(sim[0, :2] - r[0, :2])),
+            }
+        )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,13 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run", help="a trained run folder (its encoder scores the arcs; its policy is rolled out)")
     p.add_argument("--encoder", help="an encoder file instead of the run's")
     p.add_argument("--degrees", type=float, default=15.0, help="yaw of the bent clip at its end")
+    p.add_argument("--trace", metavar="CLIP", help="with --run: print the clip's rollout step by step (how it fails)")
+    p.add_argument("--every", type=int, default=5, help="--trace prints every N-th step (and the last)")
     p.add_argument("--out", help="JSON file for the numbers")
     args = p.parse_args(argv)
     if not (args.run or args.encoder):
         p.error("give --run or --encoder")
     torch.set_num_threads(1)
     encoder = enc.load_encoder(args.encoder or Path(args.run) / "encoder.pt")
-    lib = MotionLib("demo")
+    lib = MotionLib(RunDir(args.run).env_config().motions if args.run else "demo")
     data: dict = {"degrees": args.degrees, "reward": reward_under_arc(lib, encoder, args.degrees)}
     for name, r in data["reward"].items():
         print(
@@ -143,12 +191,24 @@ def main(argv: list[str] | None = None) -> int:
             f" body error {100 * r['body_error_m']:.1f} cm, final pelvis {r['final_pelvis_offset_m']:.2f} m off"
         )
     if args.run:
-        data["rollouts"] = policy_drift(Path(args.run))
+        lib, roll = policy_rollout(Path(args.run))
+        data["rollouts"] = policy_drift(lib, roll)
         for name, r in data["rollouts"].items():
             print(
                 f"{name:<16} policy ends {r['final_offset_forward_m']:+.2f} m forward, "
                 f"{r['final_offset_left_m']:+.2f} m left of the reference, heading {r['final_heading_error_deg']:+.1f} deg"
             )
+    if args.trace and args.run:
+        data["trace"] = {"clip": args.trace, "steps": failure_trace(lib, roll, args.trace)}
+        print(f"{args.trace}: frame, pelvis height (reference), mean / max body error (worst body), heading, pelvis offset")
+        steps = data["trace"]["steps"]
+        for row in steps:
+            if row["frame"] % args.every == 1 or row is steps[-1]:
+                print(
+                    f"  {row['frame']:4d}  {row['pelvis_height_m']:.2f} ({row['ref_pelvis_height_m']:.2f})  "
+                    f"{row['mean_body_error_m']:.2f} / {row['max_body_error_m']:.2f} ({row['worst_body']})  "
+                    f"{row['heading_error_deg']:+.0f} deg  {row['pelvis_offset_m']:.2f} m"
+                )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(data, indent=2) + "\n")

@@ -44,3 +44,38 @@ def test_bent_clip_turns_the_path_and_its_velocities_consistently(load_benchmark
         rtol=0,
         atol=0.2,
     )
+
+
+def test_failure_trace_and_drift_read_a_rollout_against_its_reference(load_benchmark):
+    import numpy as np
+    import pytest
+
+    from rgsd_envs.motion.library import MotionLib
+
+    hd = load_benchmark("heading_drift")
+    lib = MotionLib("demo")
+    m = lib.names.index("demo_backward")
+    live = (lib.num_frames - 2).numpy()
+    steps = int(live.max())
+    pos = np.zeros((steps, lib.num_clips, 24, 3))
+    fwd = np.zeros((steps, lib.num_clips, 2))
+    for c in range(lib.num_clips):  # every clip's rollout is its reference, one frame on per step
+        ref, ref_fwd = hd._clip_reference(lib, c)
+        k = min(steps, int(live[c]))
+        pos[:k, c], fwd[:k, c] = ref[1 : k + 1], ref_fwd[1 : k + 1]
+    sink = 0.3  # the backward rollout sinks 0.3 m from step 10 on (every body), and 0.1 m to the side
+    pos[9:, m, :, 2] -= sink
+    pos[9:, m, :, 1] += 0.1
+    roll = {"body_pos": pos, "forward": fwd, "live_steps": live}
+    rows = hd.failure_trace(lib, roll, "demo_backward")
+    assert len(rows) == int(live[m]) and rows[0]["frame"] == 1
+    assert rows[0]["mean_body_error_m"] == pytest.approx(0.0, abs=1e-9) and rows[0]["heading_error_deg"] == 0
+    late = rows[20]
+    assert late["pelvis_height_m"] == pytest.approx(late["ref_pelvis_height_m"] - sink)
+    assert late["mean_body_error_m"] == pytest.approx(math.hypot(sink, 0.1))
+    assert late["pelvis_offset_m"] == pytest.approx(0.1) and late["worst_body"]
+    drift = hd.policy_drift(lib, roll)
+    assert drift["demo_walk"]["final_offset_forward_m"] == pytest.approx(0.0, abs=1e-9)
+    assert abs(drift["demo_backward"]["final_offset_left_m"]) == pytest.approx(0.1)
+    with pytest.raises(SystemExit, match="demo_jump"):
+        hd.failure_trace(lib, roll, "demo_jump")
