@@ -89,7 +89,8 @@ def reward_under_arc(lib: MotionLib, encoder, degrees: float) -> dict[str, dict[
 @torch.no_grad()
 def policy_rollout(run: Path) -> tuple[MotionLib, dict[str, np.ndarray]]:
     """The deterministic policy from each clip's first frame, no early termination: per step (T, clips, ...)
-    the world body positions and the pelvis's forward direction, and each clip's number of live steps."""
+    the world body positions, the pelvis's forward direction and the imitation reward (the run's frozen encoder,
+    C + kappa cos), and each clip's number of live steps."""
     import gymnasium as gym
 
     from rgsd_envs.envs.registration import ENV_ID
@@ -102,14 +103,16 @@ def policy_rollout(run: Path) -> tuple[MotionLib, dict[str, np.ndarray]]:
     obs, _ = env.reset(seed=0, options={"clip": list(range(n)), "start_frame": [0] * n, "task": "imitation"})
     core = env.unwrapped.core
     live_steps = (lib.num_frames - 2).numpy()  # the step that reaches the clip's last frame resets the world
-    pos, fwd = [], []
+    pos, fwd, rew = [], [], []
     for _ in range(int(live_steps.max())):
-        obs, *_ = env.step(policy.act(obs).numpy())
+        obs, reward, *_ = env.step(policy.act(obs).numpy())
+        rew.append(np.asarray(reward, dtype=np.float64))
         s = core.backend.state(None)
         pos.append(s.body_pos.double().numpy())
         fwd.append(body_axes(s.body_rot[:, 0].double())[:, :2].numpy())
     env.close()
-    return lib, {"body_pos": np.stack(pos), "forward": np.stack(fwd), "live_steps": live_steps}
+    roll = {"body_pos": np.stack(pos), "forward": np.stack(fwd), "reward": np.stack(rew), "live_steps": live_steps}
+    return lib, roll
 
 
 def _yaw_deg(fwd: np.ndarray) -> np.ndarray:
@@ -142,7 +145,8 @@ def policy_drift(lib: MotionLib, roll: dict[str, np.ndarray]) -> dict[str, dict[
 
 def failure_trace(lib: MotionLib, roll: dict[str, np.ndarray], clip: str) -> list[dict[str, float | int | str]]:
     """Per live step of ``clip``'s rollout: the frame, pelvis height (and the reference's), mean and max body
-    error with the body that has the max, heading error and the pelvis offset from the reference's (m)."""
+    error with the body that has the max, heading error, the pelvis offset from the reference's (m) and the
+    step's imitation reward when the rollout has one."""
     from rgsd_envs.humanoid.skeleton import BODY_NAMES
 
     if clip not in lib.names:
@@ -166,6 +170,8 @@ def failure_trace(lib: MotionLib, roll: dict[str, np.ndarray], clip: str) -> lis
                 "pelvis_offset_m": float(np.linalg.norm(sim[0, :2] - r[0, :2])),
             }
         )
+        if "reward" in roll:
+            rows[-1]["reward"] = float(roll["reward"][k, m])
     return rows
 
 
@@ -200,14 +206,17 @@ def main(argv: list[str] | None = None) -> int:
             )
     if args.trace and args.run:
         data["trace"] = {"clip": args.trace, "steps": failure_trace(lib, roll, args.trace)}
-        print(f"{args.trace}: frame, pelvis height (reference), mean / max body error (worst body), heading, pelvis offset")
+        print(
+            f"{args.trace}: frame, pelvis height (reference), mean / max body error (worst body), heading, "
+            "pelvis offset, imitation reward"
+        )
         steps = data["trace"]["steps"]
         for row in steps:
             if row["frame"] % args.every == 1 or row is steps[-1]:
                 print(
                     f"  {row['frame']:4d}  {row['pelvis_height_m']:.2f} ({row['ref_pelvis_height_m']:.2f})  "
                     f"{row['mean_body_error_m']:.2f} / {row['max_body_error_m']:.2f} ({row['worst_body']})  "
-                    f"{row['heading_error_deg']:+.0f} deg  {row['pelvis_offset_m']:.2f} m"
+                    f"{row['heading_error_deg']:+.0f} deg  {row['pelvis_offset_m']:.2f} m  {row.get('reward', math.nan):.2f}"
                 )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

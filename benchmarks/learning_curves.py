@@ -124,6 +124,7 @@ BF16 = ["ppo.bf16=true"]
 DISCOVERY_EVERY4 = ["discovery.update_every=4"]
 HEADING15 = ["env.deviation_heading_deg=15"]
 SEED1 = ["seed=1"]
+HARD_NEGATIVES = ["pretrain.negatives=hard", "pretrain.target_alignment=null"]
 """Overrides that several issue-20 arms share (each written once; combined arms concatenate them)."""
 ISSUE20_ARMS: dict[str, Arm] = {
     arm.name: arm
@@ -206,6 +207,13 @@ ISSUE20_ARMS: dict[str, Arm] = {
             DEMO_MINUTES,
             HEADING15 + BF16 + DISCOVERY_EVERY4,
             note="candidate demo preset: deviation_heading with cheap_updates",
+        ),
+        Arm(
+            "hard_heading_cheap",
+            "demo",
+            DEMO_MINUTES,
+            HARD_NEGATIVES + HEADING15 + BF16 + DISCOVERY_EVERY4,
+            note="heading_cheap with the encoder pretrained with hard negatives (a reward that sees the feet)",
         ),
         Arm(
             "deviation_heading_seed1",

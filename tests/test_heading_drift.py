@@ -73,7 +73,9 @@ def test_failure_trace_and_drift_read_a_rollout_against_its_reference(load_bench
     late = rows[20]
     assert late["pelvis_height_m"] == pytest.approx(late["ref_pelvis_height_m"] - sink)
     assert late["mean_body_error_m"] == pytest.approx(math.hypot(sink, 0.1))
-    assert late["pelvis_offset_m"] == pytest.approx(0.1) and late["worst_body"]
+    assert late["pelvis_offset_m"] == pytest.approx(0.1) and late["worst_body"] and "reward" not in late
+    roll["reward"] = np.arange(steps * lib.num_clips, dtype=float).reshape(steps, lib.num_clips)
+    assert hd.failure_trace(lib, roll, "demo_backward")[20]["reward"] == 20 * lib.num_clips + m
     drift = hd.policy_drift(lib, roll)
     assert drift["demo_walk"]["final_offset_forward_m"] == pytest.approx(0.0, abs=1e-9)
     assert abs(drift["demo_backward"]["final_offset_left_m"]) == pytest.approx(0.1)
