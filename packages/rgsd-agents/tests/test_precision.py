@@ -41,3 +41,27 @@ def test_config_defaults_to_tf32_and_bf16_is_the_ppo_option():
     assert cfg.tf32 is True and cfg.ppo.bf16 is False
     cfg = load_config("cpu", {"tf32": False, "ppo.bf16": True})
     assert cfg.tf32 is False and cfg.ppo.bf16 is True
+
+
+def test_bf16_auto_is_on_only_for_a_cpu_learner_with_native_bf16(tmp_path, monkeypatch):
+    from rgsd_agents import precision
+    from rgsd_agents.networks import ActorCritic, NetworkConfig
+    from rgsd_agents.config import PPOConfig
+    from rgsd_agents.ppo import PPO
+
+    native = tmp_path / "cpuinfo_spr"
+    native.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_tile\n")
+    plain = tmp_path / "cpuinfo_avx2"
+    plain.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 fma\n")
+    assert precision.cpu_has_native_bf16(native) and not precision.cpu_has_native_bf16(plain)
+    assert not precision.cpu_has_native_bf16(tmp_path / "missing")  # no /proc (macOS, Windows): off
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
+    assert precision.resolve_bf16("auto", "cpu") and not precision.resolve_bf16("auto", "cuda:0")
+    assert precision.resolve_bf16(True, "cuda") and not precision.resolve_bf16(False, "cpu")
+    ac = ActorCritic(8, 3, NetworkConfig(actor_hidden=(16,), critic_hidden=(16,)))
+    assert PPO(ac, PPOConfig(bf16="auto")).bf16 is True
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    assert PPO(ac, PPOConfig(bf16="auto")).bf16 is False and PPO(ac, PPOConfig(bf16=True)).bf16 is True
+    with pytest.raises(ValueError, match="ppo.bf16 must be true, false or auto"):
+        PPOConfig(bf16="fast")
+    assert load_config("cpu", {"ppo.bf16": "auto"}).ppo.bf16 == "auto"

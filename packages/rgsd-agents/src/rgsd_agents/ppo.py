@@ -39,6 +39,7 @@ from torch import nn
 from rgsd_agents.config import PPOConfig
 from rgsd_agents.distributed import DataParallel
 from rgsd_agents.networks import ActorCritic
+from rgsd_agents.precision import resolve_bf16
 from rgsd_agents.storage import RolloutStorage
 
 Tensor = torch.Tensor
@@ -70,6 +71,8 @@ class PPO:
         self.regularizer: PolicyRegularizer | None = None
         """A method's extra actor loss, added at every minibatch step (None: plain PPO)."""
         self.actor_params = actor_critic.actor_parameters()
+        self.bf16 = resolve_bf16(cfg.bf16, self.actor_params[0].device)
+        """Whether the update's hidden layers run under bf16 autocast (``ppo.bf16`` resolved for this device)."""
         self.critic_params = list(actor_critic.critic.parameters())
         # fused: one kernel per step, and the step counts stay with the parameters (the default keeps them on
         # the host and reads them with .item() every step)
@@ -123,7 +126,7 @@ class PPO:
     ) -> dict[str, Tensor]:
         """One gradient step on one minibatch; returns detached loss terms (``adapt``: apply the lr schedule)."""
         cfg = self.cfg
-        log_probs, entropy, values_n, means = self.ac.evaluate(obs, actions, cfg.bf16)
+        log_probs, entropy, values_n, means = self.ac.evaluate(obs, actions, self.bf16)
         log_ratio = log_probs - old_log_probs
         ratio = log_ratio.exp()
         lr64 = log_ratio.detach().double()  # tiny steps: (ratio - 1) - log ratio cancels to 0 in float32
