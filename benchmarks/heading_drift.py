@@ -94,6 +94,7 @@ def policy_rollout(run: Path) -> tuple[MotionLib, dict[str, np.ndarray]]:
     import gymnasium as gym
 
     from rgsd_envs.envs.registration import ENV_ID
+
     rd = RunDir(run)
     cfg = rd.env_config().without_early_termination(p_imitation=1.0, eval_kappa=None, num_threads=1)
     lib = MotionLib(cfg.motions)

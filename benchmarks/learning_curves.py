@@ -541,9 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         "--arms", nargs="+", help="run only these arms (default: all of the file or the set; alone: any built-in arm)"
     )
     p.add_argument("--minutes", type=float, help="budget of every arm (overrides the arms' own)")
-    p.add_argument(
-        "--seeds", type=int, nargs="+", help="run every arm once per seed (seed 0: <arm>, seed N: <arm>_sN)"
-    )
+    p.add_argument("--seeds", type=int, nargs="+", help="run every arm once per seed (seed 0: <arm>, seed N: <arm>_sN)")
     p.add_argument(
         "--set", dest="extra", action="append", default=[], help="override for every new arm (e.g. num_envs=4)"
     )

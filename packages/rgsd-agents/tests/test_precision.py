@@ -45,8 +45,8 @@ def test_config_defaults_to_tf32_and_bf16_is_the_ppo_option():
 
 def test_bf16_auto_is_on_only_for_a_cpu_learner_with_native_bf16(tmp_path, monkeypatch):
     from rgsd_agents import precision
-    from rgsd_agents.networks import ActorCritic, NetworkConfig
     from rgsd_agents.config import PPOConfig
+    from rgsd_agents.networks import ActorCritic, NetworkConfig
     from rgsd_agents.ppo import PPO
 
     native = tmp_path / "cpuinfo_spr"
@@ -62,6 +62,6 @@ def test_bf16_auto_is_on_only_for_a_cpu_learner_with_native_bf16(tmp_path, monke
     assert PPO(ac, PPOConfig(bf16="auto")).bf16 is True
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
     assert PPO(ac, PPOConfig(bf16="auto")).bf16 is False and PPO(ac, PPOConfig(bf16=True)).bf16 is True
-    with pytest.raises(ValueError, match="ppo.bf16 must be true, false or auto"):
+    with pytest.raises(ValueError, match=r"ppo\.bf16 must be true, false or auto"):
         PPOConfig(bf16="fast")
     assert load_config("cpu", {"ppo.bf16": "auto"}).ppo.bf16 == "auto"
