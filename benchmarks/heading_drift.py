@@ -87,17 +87,16 @@ def reward_under_arc(lib: MotionLib, encoder, degrees: float) -> dict[str, dict[
 
 
 @torch.no_grad()
-def policy_rollout(run: Path) -> tuple[MotionLib, dict[str, np.ndarray]]:
-    """The deterministic policy from each clip's first frame, no early termination: per step (T, clips, ...)
-    the world body positions, the pelvis's forward direction and the imitation reward (the run's frozen encoder,
-    C + kappa cos), and each clip's number of live steps."""
+def policy_rollout(run: Path, lib: MotionLib) -> dict[str, np.ndarray]:
+    """The deterministic policy from each clip of ``lib`` (the run's motions) from its first frame, no early
+    termination: per step (T, clips, ...) the world body positions, the pelvis's forward direction and the
+    imitation reward (the run's frozen encoder, C + kappa cos), and each clip's number of live steps."""
     import gymnasium as gym
 
     from rgsd_envs.envs.registration import ENV_ID
 
     rd = RunDir(run)
     cfg = rd.env_config().without_early_termination(p_imitation=1.0, eval_kappa=None, num_threads=1)
-    lib = MotionLib(cfg.motions)
     policy = rd.load_policy()
     n = lib.num_clips
     env = gym.make_vec(ENV_ID, num_envs=n, config=cfg, motions=lib, encoder=str(rd.encoder_path))
@@ -112,12 +111,13 @@ def policy_rollout(run: Path) -> tuple[MotionLib, dict[str, np.ndarray]]:
         pos.append(s.body_pos.double().numpy())
         fwd.append(body_axes(s.body_rot[:, 0].double())[:, :2].numpy())
     env.close()
-    roll = {"body_pos": np.stack(pos), "forward": np.stack(fwd), "reward": np.stack(rew), "live_steps": live_steps}
-    return lib, roll
+    return {"body_pos": np.stack(pos), "forward": np.stack(fwd), "reward": np.stack(rew), "live_steps": live_steps}
 
 
-def _yaw_deg(fwd: np.ndarray) -> np.ndarray:
-    return np.degrees(np.arctan2(fwd[..., 1], fwd[..., 0]))
+def _heading_error_deg(fwd: np.ndarray, ref_fwd: np.ndarray) -> float:
+    """Yaw of forward direction ``fwd`` (2,) minus that of ``ref_fwd``, in degrees within [-180, 180)."""
+    head = math.degrees(math.atan2(fwd[1], fwd[0]) - math.atan2(ref_fwd[1], ref_fwd[0]))
+    return (head + 180.0) % 360.0 - 180.0
 
 
 def _clip_reference(lib: MotionLib, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -135,11 +135,10 @@ def policy_drift(lib: MotionLib, roll: dict[str, np.ndarray]) -> dict[str, dict[
         last = int(roll["live_steps"][m]) - 1  # step k reaches frame k + 1; the last live state is frame T - 2
         f = ref_fwd[0] / np.linalg.norm(ref_fwd[0])
         d = roll["body_pos"][last, m, 0, :2] - ref[last + 1, 0, :2]
-        head = float(_yaw_deg(roll["forward"][last, m]) - _yaw_deg(ref_fwd[last + 1]))
         out[name] = {
             "final_offset_forward_m": float(d @ f),
             "final_offset_left_m": float(-d[0] * f[1] + d[1] * f[0]),
-            "final_heading_error_deg": (head + 180.0) % 360.0 - 180.0,
+            "final_heading_error_deg": _heading_error_deg(roll["forward"][last, m], ref_fwd[last + 1]),
         }
     return out
 
@@ -158,7 +157,6 @@ def failure_trace(lib: MotionLib, roll: dict[str, np.ndarray], clip: str) -> lis
     for k in range(int(roll["live_steps"][m])):
         sim, r = roll["body_pos"][k, m], ref[k + 1]
         err = np.linalg.norm(sim - r, axis=-1)
-        head = float(_yaw_deg(roll["forward"][k, m]) - _yaw_deg(ref_fwd[k + 1]))
         rows.append(
             {
                 "frame": k + 1,
@@ -167,7 +165,7 @@ def failure_trace(lib: MotionLib, roll: dict[str, np.ndarray], clip: str) -> lis
                 "mean_body_error_m": float(err.mean()),
                 "max_body_error_m": float(err.max()),
                 "worst_body": BODY_NAMES[int(err.argmax())],
-                "heading_error_deg": (head + 180.0) % 360.0 - 180.0,
+                "heading_error_deg": _heading_error_deg(roll["forward"][k, m], ref_fwd[k + 1]),
                 "pelvis_offset_m": float(np.linalg.norm(sim[0, :2] - r[0, :2])),
             }
         )
@@ -188,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not (args.run or args.encoder):
         p.error("give --run or --encoder")
+    if args.trace and not args.run:
+        p.error("--trace needs --run (the policy whose rollout it prints)")
+    if args.every < 1:
+        p.error(f"--every must be 1 or more, got {args.every}")
     torch.set_num_threads(1)
     encoder = enc.load_encoder(args.encoder or Path(args.run) / "encoder.pt")
     lib = MotionLib(RunDir(args.run).env_config().motions if args.run else "demo")
@@ -198,14 +200,14 @@ def main(argv: list[str] | None = None) -> int:
             f" body error {100 * r['body_error_m']:.1f} cm, final pelvis {r['final_pelvis_offset_m']:.2f} m off"
         )
     if args.run:
-        lib, roll = policy_rollout(Path(args.run))
+        roll = policy_rollout(Path(args.run), lib)
         data["rollouts"] = policy_drift(lib, roll)
         for name, r in data["rollouts"].items():
             print(
                 f"{name:<16} policy ends {r['final_offset_forward_m']:+.2f} m forward, "
                 f"{r['final_offset_left_m']:+.2f} m left of the reference, heading {r['final_heading_error_deg']:+.1f} deg"
             )
-    if args.trace and args.run:
+    if args.trace:
         data["trace"] = {"clip": args.trace, "steps": failure_trace(lib, roll, args.trace)}
         print(
             f"{args.trace}: frame, pelvis height (reference), mean / max body error (worst body), heading, "
@@ -213,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         steps = data["trace"]["steps"]
         for row in steps:
-            if row["frame"] % args.every == 1 or row is steps[-1]:
+            if (row["frame"] - 1) % args.every == 0 or row is steps[-1]:
                 print(
                     f"  {row['frame']:4d}  {row['pelvis_height_m']:.2f} ({row['ref_pelvis_height_m']:.2f})  "
                     f"{row['mean_body_error_m']:.2f} / {row['max_body_error_m']:.2f} ({row['worst_body']})  "

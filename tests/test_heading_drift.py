@@ -81,3 +81,15 @@ def test_failure_trace_and_drift_read_a_rollout_against_its_reference(load_bench
     assert abs(drift["demo_backward"]["final_offset_left_m"]) == pytest.approx(0.1)
     with pytest.raises(SystemExit, match="demo_jump"):
         hd.failure_trace(lib, roll, "demo_jump")
+
+
+def test_trace_arguments_are_checked_before_anything_loads(load_benchmark, capsys):
+    import pytest
+
+    hd = load_benchmark("heading_drift")
+    with pytest.raises(SystemExit):
+        hd.main(["--encoder", "missing.pt", "--trace", "demo_walk"])
+    assert "--trace needs --run" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        hd.main(["--run", "missing_run", "--trace", "demo_walk", "--every", "0"])
+    assert "--every must be 1 or more, got 0" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from rgsd_agents.networks import NetworkConfig
-from rgsd_agents.precision import BF16_SETTINGS
+from rgsd_agents.precision import check_bf16_setting
 from rgsd_agents.pretraining import PretrainConfig
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.utils.config import apply_override, check_overrides, from_dict, to_dict
@@ -71,8 +71,7 @@ class PPOConfig:
     learner whose CPU has native bf16 (``rgsd_agents.precision.resolve_bf16``), off elsewhere."""
 
     def __post_init__(self) -> None:
-        if self.bf16 not in BF16_SETTINGS:
-            raise ValueError(f"ppo.bf16 must be true, false or auto, got {self.bf16!r}")
+        check_bf16_setting(self.bf16)
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"ppo.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
         if not (0 < self.lr_min <= self.lr_max and self.desired_kl > 0):

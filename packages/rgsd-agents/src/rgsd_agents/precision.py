@@ -44,10 +44,15 @@ def cpu_has_native_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
     return any(f in flags for f in NATIVE_BF16_FLAGS)
 
 
-def resolve_bf16(setting: bool | str, device: str | torch.device) -> bool:
-    """``ppo.bf16`` as used: True/False as given; "auto": a CPU learner on a CPU with native bf16."""
+def check_bf16_setting(setting: object) -> None:
+    """Raise a ValueError naming ``ppo.bf16`` unless ``setting`` is one of ``BF16_SETTINGS``."""
     if setting not in BF16_SETTINGS:
         raise ValueError(f"ppo.bf16 must be true, false or auto, got {setting!r}")
+
+
+def resolve_bf16(setting: bool | str, device: str | torch.device) -> bool:
+    """``ppo.bf16`` as used: True/False as given; "auto": a CPU learner on a CPU with native bf16."""
+    check_bf16_setting(setting)
     if setting == "auto":
         return torch.device(device).type == "cpu" and cpu_has_native_bf16()
     return bool(setting)
