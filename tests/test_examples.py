@@ -43,3 +43,21 @@ def test_real_mocap_script_imports_the_eight_clips_with_their_categories(real_mo
     assert sorted(lib.names) == expected
     assert dict(zip(lib.names, lib.categories)) == {c: c for c in expected}
     assert not run.exists()  # no training was started
+
+
+def test_real_mocap_script_loops_the_locomotion_cycles_with_cycles_3(real_motion_files, tmp_path):
+    import os
+    import subprocess
+
+    from rgsd_envs.motion.library import MotionLib
+
+    run = tmp_path / "looped"
+    env = {**os.environ, "STEPS": "import", "CYCLES": "3"}
+    subprocess.run(
+        ["bash", str(EXAMPLES / "real_mocap_cpu.sh"), str(real_motion_files[0].parent), str(run)], check=True, env=env
+    )
+    looped = MotionLib(str(tmp_path / "looped_clips"))
+    frames = dict(zip(looped.names, looped.num_frames.tolist()))
+    # one cycle of 39 / 25 / 26 frames (walk / run / jog at 30 Hz) -> 3 (n - 1) + 1; the kicks and punch as captured
+    assert (frames["walk"], frames["run"], frames["jog"]) == (115, 73, 76)
+    assert (frames["punch"], frames["kick"], frames["stealthy_walk"]) == (65, 47, 121)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 
 import pytest
 import torch
+import yaml
 
 from rgsd_agents.config import DiscoveryConfig, PPOConfig, TrainConfig
+from rgsd_agents.loop import CONFIG_CHANGES
 from rgsd_agents.runner import Runner
 from rgsd_agents.testing import (
     assert_same_tensors,
@@ -18,7 +21,7 @@ from rgsd_agents.testing import (
     tiny_encoder_file,
     tiny_train_config,
 )
-from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.config import DEVIATION_KEYS, EnvConfig
 from rgsd_envs.rewards.encoders import load_encoder
 from rgsd_envs.runs.policy import load_policy
 from rgsd_envs.runs.run_dir import RunDir
@@ -111,6 +114,77 @@ def test_resume_refuses_changes_that_would_break_continuation(tmp_path, tiny_enc
     runner.close()
     with pytest.raises(ValueError, match="only iterations"):
         Runner.resume(tmp_path / "run", {"ppo.epochs": 3})
+
+
+def test_resume_may_tighten_the_deviation_rule_and_records_when(tmp_path, tiny_encoder):
+    runner = Runner(tiny_config(tiny_encoder, iterations=2), tmp_path / "run", progress=False)
+    runner.learn()
+    samples = runner.global_step
+    runner.close()
+    changes = {"iterations": 3, "env.deviation_heading_deg": 10.0, "env.deviation_adaptive": True}
+    resumed = Runner.resume(tmp_path / "run", changes)
+    assert resumed.env.core.deviation_rule.cfg.deviation_heading_deg == 10.0  # the env plays by the new rule
+    history = resumed.learn()
+    resumed.close()
+    assert any(k.startswith("termination/") for k in history[-1])  # the tightening rule acted
+    saved = RunDir(tmp_path / "run").config()  # the env as it started; the change is a curriculum step
+    assert saved["env"]["deviation_adaptive"] is False
+    assert saved["curriculum"] == [
+        {"at_samples": float(samples), "set": {"env.deviation_heading_deg": 10.0, "env.deviation_adaptive": True}}
+    ]
+    recorded = yaml.safe_load((tmp_path / "run" / CONFIG_CHANGES).read_text())
+    assert recorded == [
+        {"iteration": 2, "samples": samples, "key": "env.deviation_heading_deg", "old": None, "new": 10.0},
+        {"iteration": 2, "samples": samples, "key": "env.deviation_adaptive", "old": False, "new": True},
+    ]
+    Runner.resume(tmp_path / "run", {"env.deviation_heading_deg": 10.0}).close()  # the same value again: no entry
+    assert len(yaml.safe_load((tmp_path / "run" / CONFIG_CHANGES).read_text())) == 2
+    assert len(RunDir(tmp_path / "run").config()["curriculum"]) == 1
+    with pytest.raises(ValueError, match=r"not env\.p_imitation \(the deviation rule may change too"):
+        Runner.resume(tmp_path / "run", {"env.p_imitation": 0.5})
+
+
+def test_a_curriculum_step_tightens_the_deviation_rule_at_its_sample_count_and_resumes_exactly(tmp_path, tiny_encoder):
+    batch = tiny_config(tiny_encoder).batch_size
+    step = {"at_samples": 2 * batch, "set": {"env.deviation_adaptive": True, "env.deviation_heading_deg": 10}}
+    cfg = tiny_config(tiny_encoder, iterations=4, curriculum=[step])
+    straight = Runner(cfg, tmp_path / "straight", progress=False)
+    assert straight.env.core.cfg.deviation_heading_deg is None  # not yet
+    full = reproducible(straight.learn())
+    straight.close()
+    assert straight.env.core.deviation_rule.cfg.deviation_heading_deg == 10.0
+    assert [any(k.startswith("termination/") for k in m) for m in full] == [False, False, True, True]
+    recorded = yaml.safe_load((tmp_path / "straight" / CONFIG_CHANGES).read_text())
+    assert [(e["iteration"], e["samples"], e["key"], e["old"], e["new"]) for e in recorded] == [
+        (2, 2 * batch, "env.deviation_adaptive", False, True),
+        (2, 2 * batch, "env.deviation_heading_deg", None, 10.0),
+    ]
+    # split at the step: the resumed run finds it in force, trains the same numbers and records nothing again
+    resumed, rest = split_and_resume(tiny_config(tiny_encoder, iterations=2, curriculum=[step]), tmp_path / "split", 4)
+    assert rest == full[2:]
+    assert_same_tensors(_params(straight), _params(resumed))
+    assert len(yaml.safe_load((tmp_path / "split" / CONFIG_CHANGES).read_text())) == 2
+
+
+def test_a_curriculum_that_would_change_anything_but_the_deviation_rule_is_refused(tiny_encoder):
+    with pytest.raises(ValueError, match=r"curriculum\[0\]\.set may change env\.deviation_threshold.*not ppo\.epochs"):
+        tiny_config(tiny_encoder, curriculum=[{"at_samples": 10, "set": {"ppo.epochs": 2}}])
+    with pytest.raises(ValueError, match=r"curriculum\[1\]\.at_samples must be a number >= the previous"):
+        steps = [
+            {"at_samples": 10, "set": {"env.deviation_min": 0.3}},
+            {"at_samples": 5, "set": {"env.deviation_min": 0.2}},
+        ]
+        tiny_config(tiny_encoder, curriculum=steps)
+    with pytest.raises(ValueError, match=r"curriculum\[0\]\.set: deviation_min must be in"):
+        tiny_config(
+            tiny_encoder,
+            curriculum=[{"at_samples": 1, "set": {"env.deviation_min": 0.9, "env.deviation_adaptive": True}}],
+        )
+
+
+def test_every_deviation_key_is_an_env_config_field():
+    assert set(DEVIATION_KEYS) <= {f.name for f in dataclasses.fields(EnvConfig)}
+    assert all("deviation" in k for k in DEVIATION_KEYS)
 
 
 def test_rollout_bootstraps_truncated_steps_with_the_final_observation_value(tmp_path, tiny_encoder):

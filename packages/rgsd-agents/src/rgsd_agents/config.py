@@ -20,7 +20,7 @@ import yaml
 from rgsd_agents.networks import NetworkConfig
 from rgsd_agents.precision import check_bf16_setting
 from rgsd_agents.pretraining import PretrainConfig
-from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.config import DEVIATION_KEYS, EnvConfig
 from rgsd_envs.utils.config import apply_override, check_overrides, from_dict, to_dict
 from rgsd_envs.utils.files import InputFileError
 
@@ -28,6 +28,9 @@ _SCIENTIFIC = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$")
 """Numbers like 3e-4 that YAML 1.1 (PyYAML) reads as strings."""
 ENCODER_INITS = ("pretrained", "random")
 LR_SCHEDULES = ("fixed", "adaptive")
+CURRICULUM_KEYS = tuple(f"env.{k}" for k in DEVIATION_KEYS)
+"""Config keys a training curriculum (``TrainConfig.curriculum``, or ``--resume --set``) may change mid-run: the
+deviation rule of imitation episodes."""
 
 
 @dataclass
@@ -177,6 +180,10 @@ class TrainConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     method: MethodConfig = field(default_factory=MethodConfig)
+    curriculum: list[dict[str, Any]] = field(default_factory=list)
+    """Steps that change the deviation rule mid-run, in order: ``{at_samples: N, set: {env.deviation_KEY: VALUE,
+    ...}}`` applies once the run has trained N samples (``CURRICULUM_KEYS``; each change is logged and recorded in
+    the run's ``config_changes.yaml``; ``env`` holds the values before the first step)."""
 
     def __post_init__(self) -> None:
         for name in ("num_envs", "horizon", "checkpoint_every", "keep_checkpoints", "log_every"):
@@ -200,10 +207,47 @@ class TrainConfig:
                     "networks): set env.p_imitation: 0"
                 )
 
+        check_curriculum(self)
+
+    def curriculum_changes(self, index: int) -> dict[str, Any]:
+        """The EnvConfig changes of curriculum step ``index`` (keys without the ``env.`` prefix)."""
+        return {k.removeprefix("env."): v for k, v in self.curriculum[index]["set"].items()}
+
     @property
     def batch_size(self) -> int:
         """Samples per iteration."""
         return self.num_envs * self.horizon
+
+
+def check_curriculum(cfg: TrainConfig) -> None:
+    """A clear error for a malformed ``curriculum``: a step that is not ``{at_samples, set}``, steps out of
+    order, a key outside ``CURRICULUM_KEYS``, a value of the wrong type or an env config it would make invalid."""
+    import dataclasses
+
+    from rgsd_envs.utils.config import OverrideError, check_override
+
+    env, last = cfg.env, 0.0
+    for i, step in enumerate(cfg.curriculum):
+        where = f"curriculum[{i}]"
+        if not isinstance(step, dict) or set(step) != {"at_samples", "set"}:
+            raise ValueError(f"{where} must be a mapping with at_samples and set, got {step!r}")
+        at, changes = step["at_samples"], step["set"]
+        if isinstance(at, bool) or not isinstance(at, (int, float)) or at < last:
+            raise ValueError(f"{where}.at_samples must be a number >= the previous step's ({last:g}), got {at!r}")
+        if not isinstance(changes, dict) or not changes:
+            raise ValueError(f"{where}.set must be a non-empty mapping of {', '.join(CURRICULUM_KEYS)}")
+        bad = sorted(set(changes) - set(CURRICULUM_KEYS))
+        if bad:
+            raise ValueError(f"{where}.set may change {', '.join(CURRICULUM_KEYS)} only, not {bad[0]}")
+        step["at_samples"], last = float(at), float(at)
+        try:
+            step["set"] = {k: check_override(TrainConfig, k, v) for k, v in changes.items()}
+        except OverrideError as err:
+            raise ValueError(f"{where}.set.{err.key}: {err.reason}") from None
+        try:
+            env = dataclasses.replace(env, **cfg.curriculum_changes(i))
+        except ValueError as err:
+            raise ValueError(f"{where}.set: {err}") from None
 
 
 def preset_names(folder: str = "") -> list[str]:

@@ -7,7 +7,8 @@ progress bar (its total and ETA follow the time budget: ``rgsd_agents.progress``
 TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
 finishes the iteration and saves, a second aborts), the wall-clock budget and
 exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, the newest readable
-``iter_*.pt``).
+``iter_*.pt``). ``record_config_changes`` keeps a run's ``config_changes.yaml``: the settings a trainer
+changed mid-run (a curriculum step), with the iteration and sample count.
 
 In a data-parallel run (``self.dp``, see ``rgsd_agents.distributed``) every rank
 runs the loop in step: the decisions to stop (iterations, the wall-clock budget
@@ -22,11 +23,12 @@ import logging
 import math
 import shutil
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, Protocol
 
 import torch
+import yaml
 
 from rgsd_agents.distributed import DataParallel
 from rgsd_agents.progress import ProgressBar
@@ -285,7 +287,7 @@ class TrainingLoop:
 
 
 def resume_config(run: RunDir, cls: type, overrides: dict[str, Any] | None, allowed: tuple[str, ...]) -> Any:
-    """The saved config of a run to continue, with loop-length overrides only (others would break exactness)."""
+    """The saved config of a run to continue, with the ``allowed`` overrides only (others would break exactness)."""
     run.check(RunDir.CONFIG)
     bad = sorted(set(overrides or {}) - set(allowed))
     if bad:
@@ -293,6 +295,38 @@ def resume_config(run: RunDir, cls: type, overrides: dict[str, Any] | None, allo
     data = run.config()
     data.update(check_overrides(cls, overrides))
     return from_dict(cls, data, str(run.config_path))
+
+
+CONFIG_CHANGES = "config_changes.yaml"
+"""Run-folder file listing the settings changed mid-run (iteration, samples, key, old and new value)."""
+
+
+def _dotted(data: dict[str, Any], key: str) -> Any:
+    """``data["a"]["b"]`` for ``key = "a.b"`` (None where a level is missing)."""
+    for part in key.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
+def record_config_changes(
+    run: RunDir, before: dict[str, Any], after: dict[str, Any], keys: Iterable[str], iteration: int, samples: int
+) -> list[dict[str, Any]]:
+    """Append the ``keys`` whose value differs between the two configs to ``config_changes.yaml`` (atomically)
+    and log one line each; returns the new entries."""
+    entries = [
+        {"iteration": iteration, "samples": samples, "key": k, "old": _dotted(before, k), "new": _dotted(after, k)}
+        for k in keys
+        if _dotted(before, k) != _dotted(after, k)
+    ]
+    if not entries:
+        return entries
+    path = run.file(CONFIG_CHANGES)
+    history = (yaml.safe_load(path.read_text()) or []) if path.exists() else []
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(yaml.safe_dump(history + entries, sort_keys=False))
+    for e in entries:
+        log.warning("from iteration %d on: %s %s -> %s (recorded in %s)", iteration, e["key"], e["old"], e["new"], path)
+    return entries
 
 
 def checkpoint_candidates(run: RunDir) -> list[Path]:

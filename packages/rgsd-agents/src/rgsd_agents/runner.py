@@ -39,11 +39,11 @@ from typing import Any
 import torch
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
-from rgsd_agents.config import TrainConfig, resolve
+from rgsd_agents.config import CURRICULUM_KEYS, TrainConfig, resolve
 from rgsd_agents.discovery import DiscoveryTrainer
 from rgsd_agents.distributed import DataParallel
 from rgsd_agents.episode_stats import EpisodeStats
-from rgsd_agents.loop import TrainingLoop, load_generator_state
+from rgsd_agents.loop import TrainingLoop, load_generator_state, record_config_changes
 from rgsd_agents.methods.base import SkillMethod
 from rgsd_agents.methods.common import to_floats
 from rgsd_agents.methods.env import SkillChoosingEnv
@@ -207,6 +207,57 @@ class Runner(TrainingLoop, RolloutCollector):
         """Merges the normalisers' batch statistics over the ranks (None: one process)."""
         self.ac.obs_normalizer.update(self.obs, self.moments)
         self.tracker = EpisodeStats(self._frames_left())
+        self.curriculum_steps = 0
+        """Curriculum steps (``cfg.curriculum``) in force in the env."""
+        if not _resume:
+            self.apply_curriculum()  # steps at 0 samples act from the first rollout
+
+    @classmethod
+    def resume(
+        cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True, **kwargs: Any
+    ) -> Runner:
+        """``TrainingLoop.resume``; ``CURRICULUM_KEYS`` overrides (the deviation rule) also may change: they become
+        a curriculum step at the checkpoint's sample count (``add_curriculum_step``)."""
+        overrides = dict(overrides or {})
+        changes = {k: overrides.pop(k) for k in list(overrides) if k in CURRICULUM_KEYS}
+        try:
+            runner = super().resume(run_dir, overrides, progress, **kwargs)
+        except ValueError as err:
+            if "--resume continues the saved config" not in str(err):
+                raise
+            raise ValueError(f"{err} (the deviation rule may change too: {', '.join(CURRICULUM_KEYS)})") from None
+        if changes:
+            runner.add_curriculum_step(changes)
+        return runner
+
+    def add_curriculum_step(self, changes: dict[str, Any]) -> None:
+        """Change ``CURRICULUM_KEYS`` from now on: a curriculum step at the current sample count, put in force,
+        recorded and saved in config.yaml (nothing when every value is already in force)."""
+        core = self.env.core
+        changes = {k: v for k, v in changes.items() if getattr(core.cfg, k.removeprefix("env.")) != v}
+        if not changes:
+            return
+        steps = list(self.cfg.curriculum)
+        steps.insert(self.curriculum_steps, {"at_samples": float(self.global_step), "set": changes})
+        cfg = dataclasses.replace(self.cfg, curriculum=steps)  # checks the step (keys, types, a valid env)
+        self.cfg = cfg
+        if self.is_main:
+            save_yaml(cfg, self.run.config_path)
+        self.apply_curriculum()
+
+    def apply_curriculum(self, record: bool = True) -> None:
+        """Put in force the curriculum steps whose ``at_samples`` the run has reached; ``record``: log each change
+        and append it to ``config_changes.yaml`` (a resumed run re-applies the steps its checkpoint had silently)."""
+        steps = self.cfg.curriculum
+        while self.curriculum_steps < len(steps) and steps[self.curriculum_steps]["at_samples"] <= self.global_step:
+            changes = self.cfg.curriculum_changes(self.curriculum_steps)
+            before = self.env.core.set_deviation_rule(**changes)
+            self.curriculum_steps += 1
+            if record and self.is_main:
+                keys = [f"env.{k}" for k in changes]
+                record_config_changes(
+                    self.run, {"env": before}, {"env": changes}, keys, self.iteration, self.global_step
+                )
 
     def _frames_left(self) -> Tensor:
         """(N,) frames from each world's current frame to its clip's end (device)."""
@@ -288,6 +339,7 @@ class Runner(TrainingLoop, RolloutCollector):
                 "charts/iteration": float(self.iteration),
             }
         )
+        self.apply_curriculum()  # before this iteration's checkpoint, so a resumed run finds it in force
         return metrics
 
     @torch.no_grad()
@@ -401,6 +453,7 @@ class Runner(TrainingLoop, RolloutCollector):
             self.dp.broadcast_module(self.ac)
             self.dp.broadcast_module(self.trainable)
         self.sync_env_encoder()
+        self.apply_curriculum(record=False)
         ranks = [state, *(state.get("rank_states") or [None])[1:]]
         if self.rank >= len(ranks):
             log.warning(

@@ -12,6 +12,18 @@ from rgsd_envs.sim import BACKENDS
 CLIP_SAMPLING = ("uniform", "failure_weighted")
 REWARDS = ("encoder", "tracking")
 DEVIATION_METRICS = ("mean", "max")
+DEVIATION_KEYS = (
+    "deviation_threshold",
+    "deviation_termination",
+    "deviation_metric",
+    "deviation_adaptive",
+    "deviation_adaptive_k",
+    "deviation_min",
+    "deviation_error_memory",
+    "deviation_heading_deg",
+)
+"""The ``EnvConfig`` fields of the deviation rule (``rgsd_envs.envs.termination``): a trainer may change them
+mid-run as a curriculum step."""
 
 
 @dataclass

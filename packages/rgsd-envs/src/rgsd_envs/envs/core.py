@@ -10,6 +10,7 @@ behave exactly like N single environments seeded the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 
 from rgsd_envs.envs import skills
-from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.config import DEVIATION_KEYS, EnvConfig
 from rgsd_envs.envs.observations import (
     FRAME_DIM,
     HISTORY_LEN,
@@ -443,6 +444,17 @@ class RGSDCore:
         # k episodes of one clip at once: the EMA's weight on the old value is (1 - 1/memory)^k
         keep = (1.0 - 1.0 / self.cfg.failure_rate_memory) ** count[seen]
         rate[seen] = keep * rate[seen] + (1.0 - keep) * fails[seen] / count[seen]
+
+    def set_deviation_rule(self, **changes: Any) -> dict[str, Any]:
+        """Change the deviation rule's settings (``DEVIATION_KEYS``) from the next step on, e.g. a training
+        curriculum that tightens it; returns the previous values of the changed keys."""
+        bad = sorted(set(changes) - set(DEVIATION_KEYS))
+        if bad:
+            raise ValueError(f"only the deviation rule may change mid-run ({', '.join(DEVIATION_KEYS)}), not {bad[0]}")
+        before = {k: getattr(self.cfg, k) for k in changes}
+        self.cfg = dataclasses.replace(self.cfg, **changes)  # validated as any EnvConfig
+        self.deviation_rule.cfg = self.cfg
+        return before
 
     def state_dict(self) -> dict[str, Any]:
         """Episode state, generators and simulator state of all worlds (for checkpoints)."""

@@ -19,6 +19,7 @@ import torch
 
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.clip import MotionClip
+from rgsd_envs.motion.cycles import tile_cycles
 from rgsd_envs.motion.joint_fit import JointFit
 from rgsd_envs.motion.kinematics import KinematicModel, clip_and_fit_from_rotations
 from rgsd_envs.utils import rotations as rot
@@ -140,9 +141,11 @@ def amass_to_clip_and_fit(
     offsets: np.ndarray | None = None,
     pelvis_rest: np.ndarray | None = None,
     kinematics: KinematicModel | None = None,
+    cycles: int = 1,
 ) -> tuple[MotionClip, JointFit]:
-    """``amass_to_clip``, and how closely the hinge angles kept reproduce each joint's rotations."""
-    root_pos, root_rot, local = amass_rotations(motion, pelvis_rest)
+    """``amass_to_clip``, and how closely the hinge angles kept reproduce each joint's rotations; ``cycles`` > 1
+    repeats a one-cycle motion (``rgsd_envs.motion.cycles``)."""
+    root_pos, root_rot, local = tile_cycles(*amass_rotations(motion, pelvis_rest), cycles)
     return clip_and_fit_from_rotations(
         name=name or clip_name_from_path(motion.path),
         category=category,

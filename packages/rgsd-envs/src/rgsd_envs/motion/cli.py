@@ -25,6 +25,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
         except (ImportError, ValueError) as err:  # smplx missing, bad betas, bad model file
             print(f"error: {err}", file=sys.stderr)
             return 2
+    if args.cycles < 1:
+        print(f"error: --cycles must be >= 1, got {args.cycles}", file=sys.stderr)
+        return 2
     missing: list[str] = []
     if args.paper_set:
         jobs, missing = paper_set_jobs(args.paper_set)
@@ -44,6 +47,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         keep_going=not args.strict,
         missing=missing,
+        cycles=args.cycles,
     )
     for path, err in report.failed.items():
         print(f"rejected {path}: {err}", file=sys.stderr)
@@ -103,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
         "rates, frames and seconds before and after resampling, and per joint the residual (max and mean "
         "degrees): how far the in-range hinge angles kept are from the captured rotation.",
         epilog="example:\n  rgsd-motions import ~/AMASS/ACCAD --out clips/ --category walk\n"
-        "  rgsd-motions import --paper-set ~/AMASS --out clips/",
+        "  rgsd-motions import --paper-set ~/AMASS --out clips/\n"
+        "  rgsd-motions import run_poses.npz --out clips/ --category run --cycles 3   (a one-cycle clip, looped)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     imp.add_argument("inputs", nargs="*", help="AMASS .npz files or folders (searched recursively)")
@@ -117,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp.add_argument("--betas", type=float, nargs="*", help="shape coefficients for --smpl-model (default: zeros)")
     imp.add_argument("--gender", default="neutral", choices=("neutral", "male", "female"))
+    imp.add_argument(
+        "--cycles",
+        type=int,
+        default=1,
+        help="the file is one cycle of a looping motion (DeepMimic's Loop: wrap; its last frame is the next "
+        "cycle's first): close the cycle and repeat it N times, each turned and moved on (default 1: as captured)",
+    )
     imp.add_argument("--strict", action="store_true", help="stop at the first unreadable file")
     imp.add_argument("--quiet", action="store_true", help="no progress bar")
     imp.set_defaults(func=_cmd_import)

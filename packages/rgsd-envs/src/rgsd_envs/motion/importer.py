@@ -45,6 +45,8 @@ class FileResult:
     seconds_in: float | None = None
     frames_out: int | None = None
     seconds_out: float | None = None
+    cycles: int = 1
+    """How many times the file's motion was repeated as a cycle (``--cycles``)."""
     max_residual_deg: float | None = None
     """Largest residual of any joint over the clip, degrees: the geodesic angle between the rotation the
     joint's in-range hinge angles make and the source rotation (0 where the ranges allow it exactly)."""
@@ -115,6 +117,7 @@ def import_motions(
     progress: bool = True,
     keep_going: bool = True,
     missing: Iterable[str] = (),
+    cycles: int = 1,
 ) -> ImportReport:
     """Convert (source file, clip name, category) jobs into clips under out_dir.
 
@@ -122,7 +125,8 @@ def import_motions(
     files. Body-shape files are skipped. With ``keep_going``, unreadable files are
     reported and skipped; otherwise the first error is raised. The report is also
     written to ``out_dir/import_report.json``, with ``missing`` (paper-set clips
-    not found) listed in it.
+    not found) listed in it. ``cycles`` > 1 repeats each file's motion as one cycle of a looping motion
+    (DeepMimic's ``Loop: wrap``; ``rgsd_envs.motion.cycles``).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -132,9 +136,7 @@ def import_motions(
     for src, name, category in tqdm(jobs, desc="import", unit="clip", disable=not progress):
         try:
             motion = read_amass(src)
-            clip, fit = amass_to_clip_and_fit(
-                motion, name=name, category=category, offsets=offsets, pelvis_rest=pelvis_rest, kinematics=km
-            )
+            clip, fit = amass_to_clip_and_fit(motion, name, category, offsets, pelvis_rest, km, cycles)
         except ShapeFileError as err:
             report.files.append(FileResult(str(src), "skipped", str(err)))
             continue
@@ -156,6 +158,7 @@ def import_motions(
                 seconds_in=(n_in - 1) / motion.fps,
                 frames_out=clip.num_frames,
                 seconds_out=clip.duration,
+                cycles=cycles,
                 max_residual_deg=round(fit.worst_deg, 3),
                 max_residual_joint=fit.worst_joint,
                 residual_deg=fit.per_joint(),

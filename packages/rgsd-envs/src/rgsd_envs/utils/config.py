@@ -90,7 +90,7 @@ class OverrideError(InputFileError):
     """A ``--set KEY=VALUE`` that names no config field or whose value does not fit the field's type."""
 
     def __init__(self, key: str, value: Any, message: str):
-        self.key, self.value = key, value
+        self.key, self.value, self.reason = key, value, message
         super().__init__(f"--set {key}={_show(value)}", message)
 
 

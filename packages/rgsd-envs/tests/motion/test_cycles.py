@@ -1,0 +1,103 @@
+"""A one-cycle motion repeated (``--cycles``): closed seams, each cycle turned and moved on, first frame kept."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rgsd_envs.motion.cli import main
+from rgsd_envs.motion.clip import load_clip
+from rgsd_envs.motion.cycles import tile_cycles
+from rgsd_envs.motion.importer import REPORT_NAME
+from rgsd_envs.utils import rotations as rot
+
+T, PSI = 11, math.radians(20.0)
+
+
+def _angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Geodesic angle (rad) between quaternion arrays."""
+    return np.asarray(
+        rot.quat_to_axis_angle(rot.quat_mul(torch.as_tensor(a), rot.quat_conj(torch.as_tensor(b)))).norm(dim=-1)
+    )
+
+
+@pytest.fixture
+def cycle() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A one-cycle walk that turns 20 deg, with a 0.2 rad joint and 3 cm height mismatch at its seam."""
+    t = np.arange(T, dtype=np.float64)
+    yaw = PSI * t / (T - 1)
+    step = np.stack((np.cos(yaw), np.sin(yaw)), -1) * 0.1
+    xy = np.concatenate(([[0.0, 0.0]], np.cumsum(step[:-1], 0)))
+    z = 0.9 + 0.02 * np.sin(2 * np.pi * t / (T - 1)) + 0.03 * t / (T - 1)
+    root_pos = np.concatenate((xy + [1.0, 2.0], z[:, None]), -1)
+    tilt = rot.quat_from_axis_angle(torch.tensor([[0.05, 0.0, 0.0]], dtype=torch.float64)).expand(T, 4)
+    root_rot = rot.quat_mul(rot.yaw_quat(torch.as_tensor(yaw)), tilt).numpy()
+    angle = np.sin(2 * np.pi * t / (T - 1)) + 0.2 * t / (T - 1)
+    aa = np.zeros((T, 3, 3))
+    aa[:, :, 0] = angle[:, None] * np.array([1.0, 0.5, -0.3])
+    return root_pos, root_rot, rot.quat_from_axis_angle(torch.as_tensor(aa)).numpy()
+
+
+def test_three_cycles_close_their_seams_and_keep_the_first_frame(cycle):
+    p, r, q = tile_cycles(*cycle, 3)
+    assert p.shape == (3 * (T - 1) + 1, 3) and r.shape == (31, 4) and q.shape == (31, 3, 4)
+    np.testing.assert_allclose(p[0], cycle[0][0])
+    assert _angle(r[0], cycle[1][0]) < 1e-9 and _angle(q[0], cycle[2][0]).max() < 1e-9
+    # the joints repeat exactly, with no jump at the seams: the step over a seam is the cycle's first step
+    for k in (1, 2):
+        assert _angle(q[k * (T - 1) : (k + 1) * (T - 1) + 1], q[:T]).max() < 1e-9
+    first_step = _angle(q[1], q[0])
+    np.testing.assert_allclose(_angle(q[T], q[T - 1]), first_step, atol=1e-9)
+    # the input's own seam jumps by its mismatch (0.2 rad x 1, 0.5, 0.3 per joint) on top of that
+    np.testing.assert_allclose(_angle(cycle[2][0], cycle[2][-1]), [0.2, 0.1, 0.06], atol=1e-9)
+
+
+def test_each_cycle_turns_by_the_cycles_heading_change_and_moves_on_from_the_last(cycle):
+    p, r, _ = tile_cycles(*cycle, 3)
+    heading = rot.heading_angle(torch.as_tensor(r)).numpy()
+    for k in range(3):
+        turned = heading[(k + 1) * (T - 1)] - heading[k * (T - 1)]
+        assert turned == pytest.approx(PSI, abs=1e-9)
+    d0 = p[T - 1, :2] - p[0, :2]
+    c, s = math.cos(PSI), math.sin(PSI)
+    np.testing.assert_allclose(
+        p[2 * (T - 1), :2] - p[T - 1, :2], [c * d0[0] - s * d0[1], s * d0[0] + c * d0[1]], atol=1e-9
+    )
+    np.testing.assert_allclose(p[:: T - 1, 2], p[0, 2])  # the height mismatch is closed at every seam
+    # the tilt is kept: the root's non-yaw part at each seam equals frame 0's
+    tilt = rot.quat_mul(rot.heading_quat_inv(torch.as_tensor(r)), torch.as_tensor(r)).numpy()
+    assert _angle(tilt[:: T - 1], tilt[:1]).max() < 1e-9
+
+
+def test_one_cycle_is_the_motion_unchanged_and_bad_counts_are_refused(cycle):
+    p, _, _ = tile_cycles(*cycle, 1)
+    np.testing.assert_array_equal(p, cycle[0])
+    with pytest.raises(ValueError, match="cycles must be a whole number >= 1"):
+        tile_cycles(*cycle, 0)
+    with pytest.raises(ValueError, match="at least 3 frames"):
+        tile_cycles(*(a[:2] for a in cycle), 2)
+
+
+def test_cli_loops_the_real_run_three_times(real_motion_files, tmp_path, capsys):
+    run = next(f for f in real_motion_files if f.name == "run_poses.npz")
+    assert main(["import", str(run), "--out", str(tmp_path / "once"), "--quiet", "--category", "run"]) == 0
+    assert (
+        main(["import", str(run), "--out", str(tmp_path / "three"), "--quiet", "--category", "run", "--cycles", "3"])
+        == 0
+    )
+    once, three = load_clip(tmp_path / "once" / "run.npz"), load_clip(tmp_path / "three" / "run.npz")
+    assert three.num_frames == 3 * (once.num_frames - 1) + 1
+    travel = lambda c: np.linalg.norm(c.root_pos[-1, :2] - c.root_pos[0, :2])  # noqa: E731
+    assert travel(three) == pytest.approx(3 * travel(once), rel=0.02)
+    # no jump at the seams: the largest hinge-angle step across one is within the steps inside a cycle
+    step = np.abs(np.diff(three.dof_pos, axis=0)).max(1)
+    n = once.num_frames - 1
+    assert max(step[n - 1], step[n], step[2 * n - 1], step[2 * n]) <= step[:n].max()
+    report = json.loads((tmp_path / "three" / REPORT_NAME).read_text())
+    assert report["files"][0]["cycles"] == 3
+    assert main(["import", str(run), "--out", str(tmp_path / "bad"), "--cycles", "0"]) == 2
+    assert "--cycles must be >= 1" in capsys.readouterr().err
