@@ -47,6 +47,19 @@ def test_diayn_differs_from_cpu_only_by_the_grounding():
     assert diayn["encoder_init"] == "random" and diayn["env.p_imitation"] == 0.0
 
 
+def test_cpu_preset_holds_issue_20s_measured_recipe():
+    cfg = load_config("cpu")
+    assert cfg.max_minutes == 150 and cfg.env.deviation_heading_deg == 15.0 and not cfg.env.deviation_adaptive
+    assert (cfg.ppo.bf16, cfg.discovery.update_every) == ("auto", 4)
+    assert cfg.curriculum == [
+        {
+            "at_samples": 18599936.0,  # iteration 4541 of the measured run
+            "set": {"env.deviation_adaptive": True, "env.deviation_min": 0.2, "env.deviation_heading_deg": 10.0},
+        }
+    ]
+    assert cfg.curriculum[0]["at_samples"] == 4541 * cfg.batch_size
+
+
 def test_demo_preset_pretrains_and_has_a_time_budget():
     cfg = load_config("demo")
     assert cfg.encoder is None and cfg.max_minutes is not None and cfg.max_minutes <= 20
