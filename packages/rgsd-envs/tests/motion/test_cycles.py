@@ -1,4 +1,4 @@
-"""A one-cycle motion repeated (``--cycles``): closed seams, each cycle turned and moved on, first frame kept."""
+"""A one-cycle motion repeated (``--cycles``): closed seams, each cycle moved on, the capture kept before the blend."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from rgsd_envs.motion.cli import main
 from rgsd_envs.motion.clip import load_clip
-from rgsd_envs.motion.cycles import tile_cycles
+from rgsd_envs.motion.cycles import BLEND_FRACTION, tile_cycles
 from rgsd_envs.motion.importer import REPORT_NAME
 from rgsd_envs.utils import rotations as rot
 
@@ -42,35 +42,28 @@ def cycle() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return root_pos, root_rot, rot.quat_from_axis_angle(torch.as_tensor(aa)).numpy()
 
 
-def test_three_cycles_close_their_seams_and_keep_the_first_frame(cycle):
+def test_three_cycles_close_their_seams_and_keep_three_quarters_of_each_cycle_as_captured(cycle):
     p, r, q = tile_cycles(*cycle, 3)
     assert p.shape == (3 * (T - 1) + 1, 3) and r.shape == (31, 4) and q.shape == (31, 3, 4)
-    np.testing.assert_allclose(p[0], cycle[0][0])
-    assert _angle(r[0], cycle[1][0]) < 1e-9 and _angle(q[0], cycle[2][0]).max() < 1e-9
-    # the joints repeat exactly, with no jump at the seams: the step over a seam is the cycle's first step
+    kept = int((T - 1) * (1 - BLEND_FRACTION)) + 1  # frames before the blend starts
+    np.testing.assert_allclose(p[:kept], cycle[0][:kept])
+    assert _angle(r[:kept], cycle[1][:kept]).max() < 1e-9 and _angle(q[:kept], cycle[2][:kept]).max() < 1e-9
+    # every cycle's joints are the same closed cycle, and the step over a seam is the cycle's first step
     for k in (1, 2):
         assert _angle(q[k * (T - 1) : (k + 1) * (T - 1) + 1], q[:T]).max() < 1e-9
-    first_step = _angle(q[1], q[0])
-    np.testing.assert_allclose(_angle(q[T], q[T - 1]), first_step, atol=1e-9)
+    np.testing.assert_allclose(_angle(q[T], q[T - 1]), _angle(q[1], q[0]), atol=1e-9)
     # the input's own seam jumps by its mismatch (0.2 rad x 1, 0.5, 0.3 per joint) on top of that
     np.testing.assert_allclose(_angle(cycle[2][0], cycle[2][-1]), [0.2, 0.1, 0.06], atol=1e-9)
 
 
-def test_each_cycle_turns_by_the_cycles_heading_change_and_moves_on_from_the_last(cycle):
+def test_each_cycle_moves_on_by_the_cycles_displacement_with_its_start_rotation_and_height(cycle):
     p, r, _ = tile_cycles(*cycle, 3)
-    heading = rot.heading_angle(torch.as_tensor(r)).numpy()
-    for k in range(3):
-        turned = heading[(k + 1) * (T - 1)] - heading[k * (T - 1)]
-        assert turned == pytest.approx(PSI, abs=1e-9)
-    d0 = p[T - 1, :2] - p[0, :2]
-    c, s = math.cos(PSI), math.sin(PSI)
-    np.testing.assert_allclose(
-        p[2 * (T - 1), :2] - p[T - 1, :2], [c * d0[0] - s * d0[1], s * d0[0] + c * d0[1]], atol=1e-9
-    )
+    d0 = cycle[0][-1, :2] - cycle[0][0, :2]
+    for k in range(3):  # moved on as DeepMimic does (no turn added), whatever the pelvis heading does in a cycle
+        np.testing.assert_allclose(p[(k + 1) * (T - 1), :2] - p[k * (T - 1), :2], d0, atol=1e-12)
     np.testing.assert_allclose(p[:: T - 1, 2], p[0, 2])  # the height mismatch is closed at every seam
-    # the tilt is kept: the root's non-yaw part at each seam equals frame 0's
-    tilt = rot.quat_mul(rot.heading_quat_inv(torch.as_tensor(r)), torch.as_tensor(r)).numpy()
-    assert _angle(tilt[:: T - 1], tilt[:1]).max() < 1e-9
+    assert _angle(r[:: T - 1], np.tile(r[0], (4, 1))).max() < 1e-9  # so is the root's rotation
+    assert _angle(cycle[1][-1], cycle[1][0]) == pytest.approx(PSI)  # which the capture turned by 20 deg
 
 
 def test_one_cycle_is_the_motion_unchanged_and_bad_counts_are_refused(cycle):
