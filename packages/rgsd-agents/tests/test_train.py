@@ -140,7 +140,9 @@ def test_resume_may_tighten_the_deviation_rule_and_records_when(tmp_path, tiny_e
     Runner.resume(tmp_path / "run", {"env.deviation_heading_deg": 10.0}).close()  # the same value again: no entry
     assert len(yaml.safe_load((tmp_path / "run" / CONFIG_CHANGES).read_text())) == 2
     assert len(RunDir(tmp_path / "run").config()["curriculum"]) == 1
-    with pytest.raises(ValueError, match=r"not env\.p_imitation \(the deviation rule may change too"):
+    with pytest.raises(
+        ValueError, match=r"not env\.p_imitation \(from the checkpoint on, so may env\.deviation_threshold"
+    ):
         Runner.resume(tmp_path / "run", {"env.p_imitation": 0.5})
 
 

@@ -7,8 +7,9 @@ progress bar (its total and ETA follow the time budget: ``rgsd_agents.progress``
 TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
 finishes the iteration and saves, a second aborts), the wall-clock budget and
 exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, the newest readable
-``iter_*.pt``). ``record_config_changes`` keeps a run's ``config_changes.yaml``: the settings a trainer
-changed mid-run (a curriculum step), with the iteration and sample count.
+``iter_*.pt``). Keys in a trainer's ``RESUME_CURRICULUM`` may change on resume too: the trainer takes them
+as a curriculum step (``add_curriculum_step``), and ``record_config_changes`` keeps the run's
+``config_changes.yaml`` (what changed mid-run, with the iteration and sample count).
 
 In a data-parallel run (``self.dp``, see ``rgsd_agents.distributed``) every rank
 runs the loop in step: the decisions to stop (iterations, the wall-clock budget
@@ -23,7 +24,7 @@ import logging
 import math
 import shutil
 import signal
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -102,6 +103,9 @@ class TrainingLoop:
     )
     """Config keys that ``--resume`` may change (the rest would break exact continuation; a device of another
     kind continues with reseeded action noise)."""
+    RESUME_CURRICULUM: tuple[str, ...] = ()
+    """Config keys that ``--resume`` may also change, from the checkpoint on: a different training from then
+    on, handed to ``add_curriculum_step`` rather than written over the saved config."""
     RESUME_REQUIRES: tuple[str, ...] = (RunDir.CONFIG,)
     """Run-folder files a resumable run must hold."""
 
@@ -135,19 +139,28 @@ class TrainingLoop:
         cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True, **kwargs: Any
     ) -> Any:
         """Continue a run from its newest readable checkpoint (``load_newest_readable``); only
-        ``RESUME_OVERRIDABLE`` keys may change (``kwargs`` go to the trainer's constructor, e.g. ``dp``)."""
+        ``RESUME_OVERRIDABLE`` keys may change, and ``RESUME_CURRICULUM`` keys through ``add_curriculum_step``
+        (``kwargs`` go to the trainer's constructor, e.g. ``dp``)."""
         from rgsd_envs.utils.config import save_yaml
 
         run = RunDir(run_dir)
         run.check(*cls.RESUME_REQUIRES)
-        cfg = resume_config(run, cls.CONFIG_CLASS, overrides, cls.RESUME_OVERRIDABLE)
+        overrides = dict(overrides or {})
+        changes = {k: overrides.pop(k) for k in list(overrides) if k in cls.RESUME_CURRICULUM}
+        cfg = resume_config(run, cls.CONFIG_CLASS, overrides, cls.RESUME_OVERRIDABLE, cls.RESUME_CURRICULUM)
         runner = cls(cfg, run.path, progress=progress, _resume=True, **kwargs)
         runner.load_newest_readable(run)
         if overrides and runner.is_main:
             save_yaml(cfg, run.config_path)
+        if changes:
+            runner.add_curriculum_step(changes)
         return runner
 
     # -- what a trainer provides ----------------------------------------------------
+    def add_curriculum_step(self, changes: dict[str, Any]) -> None:
+        """Change ``RESUME_CURRICULUM`` keys from now on (trainers that name such keys provide it)."""
+        raise NotImplementedError
+
     def iterate(self) -> dict[str, float]:
         """One iteration; returns its metrics (TensorBoard tags) and advances ``global_step``."""
         raise NotImplementedError
@@ -286,12 +299,18 @@ class TrainingLoop:
         self.load_state_dict(state)
 
 
-def resume_config(run: RunDir, cls: type, overrides: dict[str, Any] | None, allowed: tuple[str, ...]) -> Any:
-    """The saved config of a run to continue, with the ``allowed`` overrides only (others would break exactness)."""
+def resume_config(
+    run: RunDir, cls: type, overrides: dict[str, Any] | None, allowed: tuple[str, ...], curriculum: tuple[str, ...] = ()
+) -> Any:
+    """The saved config of a run to continue, with the ``allowed`` overrides only (others would break exactness;
+    the error names the ``curriculum`` keys too, which the trainer takes separately)."""
     run.check(RunDir.CONFIG)
     bad = sorted(set(overrides or {}) - set(allowed))
     if bad:
-        raise ValueError(f"--resume continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}")
+        also = f" (from the checkpoint on, so may {', '.join(curriculum)})" if curriculum else ""
+        raise ValueError(
+            f"--resume continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}{also}"
+        )
     data = run.config()
     data.update(check_overrides(cls, overrides))
     return from_dict(cls, data, str(run.config_path))
@@ -301,22 +320,15 @@ CONFIG_CHANGES = "config_changes.yaml"
 """Run-folder file listing the settings changed mid-run (iteration, samples, key, old and new value)."""
 
 
-def _dotted(data: dict[str, Any], key: str) -> Any:
-    """``data["a"]["b"]`` for ``key = "a.b"`` (None where a level is missing)."""
-    for part in key.split("."):
-        data = data.get(part) if isinstance(data, dict) else None
-    return data
-
-
 def record_config_changes(
-    run: RunDir, before: dict[str, Any], after: dict[str, Any], keys: Iterable[str], iteration: int, samples: int
+    run: RunDir, changes: dict[str, tuple[Any, Any]], iteration: int, samples: int
 ) -> list[dict[str, Any]]:
-    """Append the ``keys`` whose value differs between the two configs to ``config_changes.yaml`` (atomically)
-    and log one line each; returns the new entries."""
+    """Append each ``key: (old, new)`` whose value changed to ``config_changes.yaml`` (atomically) and log one
+    line each; returns the new entries."""
     entries = [
-        {"iteration": iteration, "samples": samples, "key": k, "old": _dotted(before, k), "new": _dotted(after, k)}
-        for k in keys
-        if _dotted(before, k) != _dotted(after, k)
+        {"iteration": iteration, "samples": samples, "key": k, "old": old, "new": new}
+        for k, (old, new) in changes.items()
+        if old != new
     ]
     if not entries:
         return entries

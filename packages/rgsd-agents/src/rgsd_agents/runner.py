@@ -106,6 +106,8 @@ class Runner(TrainingLoop, RolloutCollector):
 
     CONFIG_CLASS = TrainConfig
     RESUME_OVERRIDABLE = TrainingLoop.RESUME_OVERRIDABLE + ("probe_every",)
+    RESUME_CURRICULUM = CURRICULUM_KEYS
+    """The deviation rule of imitation episodes may change on resume: a curriculum step (``add_curriculum_step``)."""
     RESUME_REQUIRES = (RunDir.CONFIG, RunDir.ENCODER)
 
     CHECKPOINT_FORMAT = CHECKPOINT_FORMAT
@@ -212,24 +214,6 @@ class Runner(TrainingLoop, RolloutCollector):
         if not _resume:
             self.apply_curriculum()  # steps at 0 samples act from the first rollout
 
-    @classmethod
-    def resume(
-        cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True, **kwargs: Any
-    ) -> Runner:
-        """``TrainingLoop.resume``; ``CURRICULUM_KEYS`` overrides (the deviation rule) also may change: they become
-        a curriculum step at the checkpoint's sample count (``add_curriculum_step``)."""
-        overrides = dict(overrides or {})
-        changes = {k: overrides.pop(k) for k in list(overrides) if k in CURRICULUM_KEYS}
-        try:
-            runner = super().resume(run_dir, overrides, progress, **kwargs)
-        except ValueError as err:
-            if "--resume continues the saved config" not in str(err):
-                raise
-            raise ValueError(f"{err} (the deviation rule may change too: {', '.join(CURRICULUM_KEYS)})") from None
-        if changes:
-            runner.add_curriculum_step(changes)
-        return runner
-
     def add_curriculum_step(self, changes: dict[str, Any]) -> None:
         """Change ``CURRICULUM_KEYS`` from now on: a curriculum step at the current sample count, put in force,
         recorded and saved in config.yaml (nothing when every value is already in force)."""
@@ -254,10 +238,8 @@ class Runner(TrainingLoop, RolloutCollector):
             before = self.env.core.set_deviation_rule(**changes)
             self.curriculum_steps += 1
             if record and self.is_main:
-                keys = [f"env.{k}" for k in changes]
-                record_config_changes(
-                    self.run, {"env": before}, {"env": changes}, keys, self.iteration, self.global_step
-                )
+                diff = {f"env.{k}": (before[k], v) for k, v in changes.items()}
+                record_config_changes(self.run, diff, self.iteration, self.global_step)
 
     def _frames_left(self) -> Tensor:
         """(N,) frames from each world's current frame to its clip's end (device)."""
