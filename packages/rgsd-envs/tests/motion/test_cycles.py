@@ -94,3 +94,17 @@ def test_cli_loops_the_real_run_three_times(real_motion_files, tmp_path, capsys)
     assert report["files"][0]["cycles"] == 3
     assert main(["import", str(run), "--out", str(tmp_path / "bad"), "--cycles", "0"]) == 2
     assert "--cycles must be >= 1" in capsys.readouterr().err
+
+
+def test_a_two_frame_file_imports_as_captured_and_is_rejected_by_name_with_cycles(walk_raw, tmp_path, capsys):
+    two = {**walk_raw, "poses": walk_raw["poses"][:2], "trans": walk_raw["trans"][:2]}
+    np.savez(tmp_path / "two_poses.npz", **{k: v for k, v in two.items() if k != "dmpls"})
+    assert main(["import", str(tmp_path / "two_poses.npz"), "--out", str(tmp_path / "once"), "--quiet"]) == 0
+    assert load_clip(tmp_path / "once" / "two.npz").num_frames >= 2
+    capsys.readouterr()
+    assert (
+        main(["import", str(tmp_path / "two_poses.npz"), "--out", str(tmp_path / "three"), "--quiet", "--cycles", "3"])
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert "two_poses.npz: field 'poses': --cycles 3 needs a cycle of at least 3 frames, got 2" in err

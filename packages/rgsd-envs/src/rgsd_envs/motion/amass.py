@@ -19,7 +19,7 @@ import torch
 
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.clip import MotionClip
-from rgsd_envs.motion.cycles import tile_cycles
+from rgsd_envs.motion.cycles import MIN_CYCLE_FRAMES, tile_cycles
 from rgsd_envs.motion.joint_fit import JointFit
 from rgsd_envs.motion.kinematics import KinematicModel, clip_and_fit_from_rotations
 from rgsd_envs.utils import rotations as rot
@@ -145,6 +145,12 @@ def amass_to_clip_and_fit(
 ) -> tuple[MotionClip, JointFit]:
     """``amass_to_clip``, and how closely the hinge angles kept reproduce each joint's rotations; ``cycles`` > 1
     repeats a one-cycle motion (``rgsd_envs.motion.cycles``)."""
+    if cycles > 1 and len(motion.poses) < MIN_CYCLE_FRAMES:
+        raise InputFileError(
+            motion.path,
+            f"--cycles {cycles} needs a cycle of at least {MIN_CYCLE_FRAMES} frames, got {len(motion.poses)}",
+            "poses",
+        )
     root_pos, root_rot, local = tile_cycles(*amass_rotations(motion, pelvis_rest), cycles)
     return clip_and_fit_from_rotations(
         name=name or clip_name_from_path(motion.path),

@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="the file is one cycle of a looping motion (DeepMimic's Loop: wrap; its last frame is the next "
-        "cycle's first): close the cycle and repeat it N times, each turned and moved on (default 1: as captured)",
+        "cycle's first): close the cycle and repeat it N times, each moved on by the cycle's displacement "
+        "(default 1: as captured)",
     )
     imp.add_argument("--strict", action="store_true", help="stop at the first unreadable file")
     imp.add_argument("--quiet", action="store_true", help="no progress bar")

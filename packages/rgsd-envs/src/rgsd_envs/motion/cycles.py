@@ -17,6 +17,8 @@ import torch
 
 from rgsd_envs.utils import rotations as rot
 
+MIN_CYCLE_FRAMES = 3
+"""Fewest frames of a cycle that can be repeated (its last frame is the next cycle's first)."""
 BLEND_FRACTION = 0.25
 """Share of the cycle, at its end, over which the seam's mismatch is blended away."""
 
@@ -45,10 +47,10 @@ def tile_cycles(
     ``cycles (T - 1) + 1`` frames (z up). ``cycles`` 1 returns the motion unchanged."""
     if not isinstance(cycles, int) or cycles < 1:
         raise ValueError(f"cycles must be a whole number >= 1, got {cycles!r}")
-    if len(root_pos) < 3:
-        raise ValueError(f"a cycle needs at least 3 frames, got {len(root_pos)}")
     if cycles == 1:
         return np.asarray(root_pos), np.asarray(root_rot), np.asarray(joint_rot)
+    if len(root_pos) < MIN_CYCLE_FRAMES:
+        raise ValueError(f"a cycle needs at least {MIN_CYCLE_FRAMES} frames, got {len(root_pos)}")
     p = torch.as_tensor(np.asarray(root_pos), dtype=torch.float64).clone()
     r = rot.quat_normalize(torch.as_tensor(np.asarray(root_rot), dtype=torch.float64))
     q = rot.quat_normalize(torch.as_tensor(np.asarray(joint_rot), dtype=torch.float64))
