@@ -125,6 +125,7 @@ DISCOVERY_EVERY4 = ["discovery.update_every=4"]
 HEADING15 = ["env.deviation_heading_deg=15"]
 SEED1 = ["seed=1"]
 HARD_NEGATIVES = ["pretrain.negatives=hard", "pretrain.target_alignment=null"]
+FAST_IMITATION = ["ppo.epochs=2", "env.p_imitation=0.85"]
 """Overrides that several issue-20 arms share (each written once; combined arms concatenate them)."""
 ISSUE20_ARMS: dict[str, Arm] = {
     arm.name: arm
@@ -214,6 +215,27 @@ ISSUE20_ARMS: dict[str, Arm] = {
             DEMO_MINUTES,
             HARD_NEGATIVES + HEADING15 + BF16 + DISCOVERY_EVERY4,
             note="heading_cheap with the encoder pretrained with hard negatives (a reward that sees the feet)",
+        ),
+        Arm(
+            "demo_fast",
+            "demo",
+            DEMO_MINUTES,
+            HEADING15 + BF16 + DISCOVERY_EVERY4 + FAST_IMITATION,
+            note="heading_cheap with 2 epochs (4 minibatch steps) and 85 % imitation episodes: more imitation samples a minute",
+        ),
+        Arm(
+            "demo_fast_hard",
+            "demo",
+            DEMO_MINUTES,
+            HARD_NEGATIVES + HEADING15 + BF16 + DISCOVERY_EVERY4 + FAST_IMITATION,
+            note="demo_fast with the encoder pretrained with hard negatives",
+        ),
+        Arm(
+            "demo_fast_hard_lr6e5",
+            "demo",
+            DEMO_MINUTES,
+            HARD_NEGATIVES + HEADING15 + BF16 + DISCOVERY_EVERY4 + FAST_IMITATION + ["ppo.actor_lr=6e-5"],
+            note="demo_fast_hard with twice the actor lr (4 minibatch steps at 6e-5 move as far as 8 at 3e-5)",
         ),
         Arm(
             "deviation_heading_seed1",
