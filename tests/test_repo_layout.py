@@ -61,6 +61,23 @@ def test_no_licensed_data_or_shared_files_are_tracked():
     assert not built, built[:5]
 
 
+def test_readme_links_point_to_tracked_files():
+    """Every relative link of a README (figures, videos, metrics) resolves to a file a clean clone has."""
+    files = set(
+        subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    )
+    broken = []
+    for readme in [ROOT / "README.md", *sorted((ROOT / "packages").glob("*/README.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s), mailto
+            path = (readme.parent / target).resolve()
+            rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else None
+            if rel is None or not (rel in files or any(f.startswith(rel.rstrip("/") + "/") for f in files)):
+                broken.append(f"{readme.relative_to(ROOT)}: {target}")
+    assert not broken, broken
+
+
 def _module_graph() -> dict[str, set[str]]:
     """Every source module of the three packages -> the package modules it imports (anywhere in the file)."""
     files = {}
