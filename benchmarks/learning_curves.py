@@ -238,6 +238,13 @@ ISSUE20_ARMS: dict[str, Arm] = {
             note="demo_fast_hard with twice the actor lr (4 minibatch steps at 6e-5 move as far as 8 at 3e-5)",
         ),
         Arm(
+            "demo_fast_hard_lr6e5_seed1",
+            "demo",
+            DEMO_MINUTES,
+            HARD_NEGATIVES + HEADING15 + BF16 + DISCOVERY_EVERY4 + FAST_IMITATION + ["ppo.actor_lr=6e-5"] + SEED1,
+            note="demo_fast_hard_lr6e5 with seed 1",
+        ),
+        Arm(
             "deviation_heading_seed1",
             "demo",
             DEMO_MINUTES,
