@@ -126,6 +126,9 @@ HEADING15 = ["env.deviation_heading_deg=15"]
 SEED1 = ["seed=1"]
 HARD_NEGATIVES = ["pretrain.negatives=hard", "pretrain.target_alignment=null"]
 FAST_IMITATION = ["ppo.epochs=2", "env.p_imitation=0.85"]
+ACTOR_LR6E5 = ["ppo.actor_lr=6e-5"]
+HEADING_CHEAP = HEADING15 + BF16 + DISCOVERY_EVERY4
+DEMO_FAST = HEADING_CHEAP + FAST_IMITATION
 """Overrides that several issue-20 arms share (each written once; combined arms concatenate them)."""
 ISSUE20_ARMS: dict[str, Arm] = {
     arm.name: arm
@@ -206,42 +209,42 @@ ISSUE20_ARMS: dict[str, Arm] = {
             "heading_cheap",
             "demo",
             DEMO_MINUTES,
-            HEADING15 + BF16 + DISCOVERY_EVERY4,
+            HEADING_CHEAP,
             note="candidate demo preset: deviation_heading with cheap_updates",
         ),
         Arm(
             "hard_heading_cheap",
             "demo",
             DEMO_MINUTES,
-            HARD_NEGATIVES + HEADING15 + BF16 + DISCOVERY_EVERY4,
+            HARD_NEGATIVES + HEADING_CHEAP,
             note="heading_cheap with the encoder pretrained with hard negatives (a reward that sees the feet)",
         ),
         Arm(
             "demo_fast",
             "demo",
             DEMO_MINUTES,
-            HEADING15 + BF16 + DISCOVERY_EVERY4 + FAST_IMITATION,
+            DEMO_FAST,
             note="heading_cheap with 2 epochs (4 minibatch steps) and 85 % imitation episodes: more imitation samples a minute",
         ),
         Arm(
             "demo_fast_hard",
             "demo",
             DEMO_MINUTES,
-            HARD_NEGATIVES + HEADING15 + BF16 + DISCOVERY_EVERY4 + FAST_IMITATION,
+            HARD_NEGATIVES + DEMO_FAST,
             note="demo_fast with the encoder pretrained with hard negatives",
         ),
         Arm(
             "demo_fast_hard_lr6e5",
             "demo",
             DEMO_MINUTES,
-            HARD_NEGATIVES + HEADING15 + BF16 + DISCOVERY_EVERY4 + FAST_IMITATION + ["ppo.actor_lr=6e-5"],
+            HARD_NEGATIVES + DEMO_FAST + ACTOR_LR6E5,
             note="demo_fast_hard with twice the actor lr (4 minibatch steps at 6e-5 move as far as 8 at 3e-5)",
         ),
         Arm(
             "demo_fast_hard_lr6e5_seed1",
             "demo",
             DEMO_MINUTES,
-            HARD_NEGATIVES + HEADING15 + BF16 + DISCOVERY_EVERY4 + FAST_IMITATION + ["ppo.actor_lr=6e-5"] + SEED1,
+            HARD_NEGATIVES + DEMO_FAST + ACTOR_LR6E5 + SEED1,
             note="demo_fast_hard_lr6e5 with seed 1",
         ),
         Arm(

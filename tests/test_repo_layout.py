@@ -53,8 +53,13 @@ def test_dependencies_point_one_way():
                 assert not re.search(rf"^\s*(from|import) {name}\b", text, flags=re.M), f"{src} imports {name}"
 
 
+def _tracked_files() -> list[str]:
+    """The repository's tracked files (what a clean clone has)."""
+    return subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+
+
 def test_no_licensed_data_or_shared_files_are_tracked():
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    files = _tracked_files()
     bad = [f for f in files if re.search(r"(_poses|_stageii)\.npz$|SMPL_(NEUTRAL|MALE|FEMALE)|\.pkl$|^shared/", f)]
     assert not bad, bad
     built = [f for f in files if "/build/lib/" in f or f.endswith(".egg-info")]
@@ -63,9 +68,7 @@ def test_no_licensed_data_or_shared_files_are_tracked():
 
 def test_readme_links_point_to_tracked_files():
     """Every relative link of a README (figures, videos, metrics) resolves to a file a clean clone has."""
-    files = set(
-        subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    )
+    files = set(_tracked_files())
     broken = []
     for readme in [ROOT / "README.md", *sorted((ROOT / "packages").glob("*/README.md"))]:
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme.read_text()):
