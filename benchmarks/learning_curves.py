@@ -124,16 +124,66 @@ BF16 = ["ppo.bf16=true"]
 DISCOVERY_EVERY4 = ["discovery.update_every=4"]
 HEADING15 = ["env.deviation_heading_deg=15"]
 SEED1 = ["seed=1"]
+SEED2 = ["seed=2"]
 HARD_NEGATIVES = ["pretrain.negatives=hard", "pretrain.target_alignment=null"]
 FAST_IMITATION = ["ppo.epochs=2", "env.p_imitation=0.85"]
 ACTOR_LR6E5 = ["ppo.actor_lr=6e-5"]
 HEADING_CHEAP = HEADING15 + BF16 + DISCOVERY_EVERY4
 DEMO_FAST = HEADING_CHEAP + FAST_IMITATION
+DEMO_LR6E5 = HARD_NEGATIVES + DEMO_FAST + ACTOR_LR6E5
+MAX050 = ["env.deviation_metric=max"]
+TIGHTENED = {"env.deviation_metric": "mean", "env.deviation_adaptive": True, "env.deviation_min": 0.2}
+"""The cpu preset's tightened deviation rule (its ``curriculum``), with the heading limit at 10 deg below."""
+STEP_AT = 2457600  # iteration 600 x 4096 samples: where walk and run are learned under MAX050
+
+
+def curriculum_step(at_samples: int, settings: dict[str, Any]) -> list[str]:
+    """The ``--set`` override of a one-step ``curriculum``: ``settings`` from ``at_samples`` on."""
+    return ["curriculum=" + json.dumps([{"at_samples": at_samples, "set": settings}])]
+
+
+TIGHTEN_AT_2P5M = curriculum_step(STEP_AT, TIGHTENED | {"env.deviation_heading_deg": 10})
+TIGHTEN030_AT_2P5M = curriculum_step(STEP_AT, TIGHTENED | {"env.deviation_min": 0.3, "env.deviation_heading_deg": 10})
+TIGHTEN_MAX_AT_2P5M = curriculum_step(
+    STEP_AT,
+    {
+        "env.deviation_adaptive": True,
+        "env.deviation_adaptive_k": 1.5,
+        "env.deviation_min": 0.25,
+        "env.deviation_heading_deg": 10,
+    },
+)
 """Overrides that several issue-20 arms share (each written once; combined arms concatenate them)."""
+DEMO_UNTIL_DE606CD = [
+    "env.p_imitation=0.7",
+    "env.deviation_metric=mean",
+    "env.deviation_heading_deg=null",
+    "pretrain.negatives=infonce",
+    "pretrain.target_alignment=0.999",
+    "ppo.actor_lr=3e-5",
+    "ppo.epochs=4",
+    "ppo.bf16=false",
+    "discovery.update_every=1",
+    "curriculum=[]",
+]
+"""The ``demo`` preset's values until commit de606cd, which session 6 of issue 20 replaced with the arm
+``demo_max050_tight``: the arms measured against the old preset start from these, so they keep what they measured."""
+
+
+def on_demo_until_de606cd(arm: Arm) -> Arm:
+    """``arm`` on the ``demo`` preset as it was until commit de606cd (its own overrides come after)."""
+    return Arm(arm.name, arm.config, arm.minutes, DEMO_UNTIL_DE606CD + arm.set, arm.note)
+
+
 ISSUE20_ARMS: dict[str, Arm] = {
-    arm.name: arm
+    arm.name: on_demo_until_de606cd(arm)
     for arm in (
-        Arm("demo", "demo", DEMO_MINUTES, note="baseline: the demo preset as `rgsd demo` trains it"),
+        Arm(
+            "demo",
+            "demo",
+            DEMO_MINUTES,
+            note="baseline: the demo preset as `rgsd demo` trained it until commit de606cd",
+        ),
         Arm("demo_seed1", "demo", DEMO_MINUTES, SEED1, note="the baseline with another seed (run-to-run spread)"),
         Arm(
             "kl_adaptive",
@@ -237,15 +287,22 @@ ISSUE20_ARMS: dict[str, Arm] = {
             "demo_fast_hard_lr6e5",
             "demo",
             DEMO_MINUTES,
-            HARD_NEGATIVES + DEMO_FAST + ACTOR_LR6E5,
+            DEMO_LR6E5,
             note="demo_fast_hard with twice the actor lr (4 minibatch steps at 6e-5 move as far as 8 at 3e-5)",
         ),
         Arm(
             "demo_fast_hard_lr6e5_seed1",
             "demo",
             DEMO_MINUTES,
-            HARD_NEGATIVES + DEMO_FAST + ACTOR_LR6E5 + SEED1,
+            DEMO_LR6E5 + SEED1,
             note="demo_fast_hard_lr6e5 with seed 1",
+        ),
+        Arm(
+            "demo_fast_hard_lr6e5_seed2",
+            "demo",
+            DEMO_MINUTES,
+            DEMO_LR6E5 + SEED2,
+            note="demo_fast_hard_lr6e5 with seed 2",
         ),
         Arm(
             "deviation_heading_seed1",
@@ -255,9 +312,44 @@ ISSUE20_ARMS: dict[str, Arm] = {
             note="deviation_heading with another seed",
         ),
     )
+} | {
+    arm.name: arm
+    for arm in (  # session 6: the demo preset is demo_fast_hard_lr6e5 + MAX050 + TIGHTEN_AT_2P5M (bf16 auto)
+        Arm(
+            "demo_max050",
+            "demo",
+            DEMO_MINUTES,
+            ["curriculum=[]"],
+            note="demo_fast_hard_lr6e5 with imitation episodes ended by the maximum body error over 0.5 m (a foot off)",
+        ),
+        Arm(
+            "demo_max050_tight",
+            "demo",
+            DEMO_MINUTES,
+            note="the demo preset since session 6: demo_max050, then at 2.46 M samples the cpu preset's tightened rule "
+            "(per-clip adaptive mean error, heading 10 deg)",
+        ),
+        Arm("demo_max050_tight_seed1", "demo", DEMO_MINUTES, SEED1, note="demo_max050_tight with seed 1"),
+        Arm(
+            "demo_max050_tight030",
+            "demo",
+            DEMO_MINUTES,
+            TIGHTEN030_AT_2P5M,
+            note="demo_max050_tight with the tightened threshold's floor at 0.3 m (the cpu run's walk and run settled there)",
+        ),
+        Arm(
+            "demo_max050_tightmax",
+            "demo",
+            DEMO_MINUTES,
+            TIGHTEN_MAX_AT_2P5M,
+            note="demo_max050, then at 2.46 M samples an adaptive maximum-error rule (k 1.5, 0.25-0.5 m, heading 10 deg)",
+        ),
+    )
 }
 """The arms of issue 20: the ``demo`` preset (15 minutes, as ``rgsd demo``) with one change each
-(``cheap_updates`` and ``heading_cheap`` combine two or three; the ``_seed1`` arms repeat one with seed 1)."""
+(``cheap_updates`` and ``heading_cheap`` combine two or three; the ``_seed1`` arms repeat one with seed 1).
+The arms up to session 5 start from the preset as it was then (``DEMO_UNTIL_DE606CD``); ``demo`` is that
+baseline and ``demo_max050_tight`` today's preset."""
 ARM_SETS = {"issue11": DEFAULT_ARMS, "issue20": ISSUE20_ARMS, "methods": METHOD_ARMS}
 """The built-in arm sets (``--arm-set``); ``--arms`` alone picks by name from all of them."""
 BUILTIN_ARMS: dict[str, Arm] = DEFAULT_ARMS | ISSUE20_ARMS | METHOD_ARMS

@@ -93,13 +93,19 @@ def test_issue20_arms_are_valid_demo_configs_that_differ_from_the_demo(lc):
     from rgsd_agents.config import load_config, parse_set
     from rgsd_envs.utils.config import to_dict
 
+    old_base = to_dict(load_config("demo", parse_set(lc.DEMO_UNTIL_DE606CD)))
     base = to_dict(load_config("demo"))
     assert set(lc.ISSUE20_ARMS) <= set(lc.BUILTIN_ARMS) and set(lc.DEFAULT_ARMS) <= set(lc.BUILTIN_ARMS)
     assert lc.ARM_SETS["issue20"] is lc.ISSUE20_ARMS
     for name, arm in lc.ISSUE20_ARMS.items():
         assert (arm.config, arm.minutes) == ("demo", 15.0), name
         cfg = to_dict(load_config(arm.config, parse_set(arm.set)))
-        assert (cfg == base) == (name == "demo"), name  # each arm changes something; the baseline nothing
+        # each arm changes something; the baselines (the preset until de606cd, the preset now) nothing
+        assert (cfg == old_base) == (name == "demo") and (cfg == base) == (name == "demo_max050_tight"), name
+    assert old_base != base and old_base["ppo"]["actor_lr"] == 3e-5 and base["ppo"]["actor_lr"] == 6e-5
+    # today's preset is the session-5 arm demo_fast_hard_lr6e5 plus the maximum-error rule and its tightening
+    measured = lc.DEMO_UNTIL_DE606CD + lc.DEMO_LR6E5 + lc.MAX050 + lc.TIGHTEN_AT_2P5M + ["ppo.bf16=auto"]
+    assert to_dict(load_config("demo", parse_set(measured))) == base
     adaptive = load_config("demo", parse_set(lc.ISSUE20_ARMS["kl_adaptive"].set))
     assert adaptive.ppo.lr_schedule == "adaptive" and adaptive.ppo.desired_kl == 0.01
     tight = load_config("demo", parse_set(lc.ISSUE20_ARMS["deviation_tightening"].set))

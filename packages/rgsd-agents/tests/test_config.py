@@ -66,6 +66,26 @@ def test_demo_preset_pretrains_and_has_a_time_budget():
     assert cfg.probe_every > 0
 
 
+def test_demo_preset_holds_issue_20s_measured_recipe():
+    cfg = load_config("demo")
+    assert (cfg.max_minutes, cfg.env.p_imitation, cfg.env.deviation_heading_deg) == (15, 0.85, 15.0)
+    assert (cfg.env.deviation_metric, cfg.env.deviation_threshold, cfg.env.deviation_adaptive) == ("max", 0.5, False)
+    assert (cfg.pretrain.negatives, cfg.pretrain.target_alignment, cfg.pretrain.steps) == ("hard", None, 1500)
+    assert (cfg.ppo.actor_lr, cfg.ppo.epochs, cfg.ppo.bf16, cfg.discovery.update_every) == (6e-5, 2, "auto", 4)
+    assert cfg.curriculum == [
+        {
+            "at_samples": 2457600.0,  # iteration 600 of the measured runs
+            "set": {
+                "env.deviation_metric": "mean",
+                "env.deviation_adaptive": True,
+                "env.deviation_min": 0.2,
+                "env.deviation_heading_deg": 10.0,
+            },
+        }
+    ]
+    assert cfg.curriculum[0]["at_samples"] == 600 * cfg.batch_size
+
+
 def test_set_overrides_parse_yaml_values_including_scientific_notation():
     ov = parse_set(["ppo.actor_lr=3e-4", "networks.actor_hidden=[64, 64]", "env.motions=demo", "max_minutes=null"])
     assert ov == {"ppo.actor_lr": 3e-4, "networks.actor_hidden": [64, 64], "env.motions": "demo", "max_minutes": None}
