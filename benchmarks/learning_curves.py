@@ -29,7 +29,7 @@ Examples::
     python benchmarks/learning_curves.py --arm-set methods --out runs/methods   # rgsd diayn ase calm metra, 60 min
     python benchmarks/learning_curves.py --arms demo kl_adaptive --out runs/lc20 --set torch_threads=1   # issue 20
     python benchmarks/learning_curves.py --arms-file arms.yaml --out runs/lc
-    python benchmarks/learning_curves.py --plot-only --include demo=runs/demo
+    python benchmarks/learning_curves.py --plot-only --include demo=runs/demo   # only the included runs
     python benchmarks/learning_curves.py --plot-only --arms kl_adaptive --out runs/lc20 \
         --include-json cpu_fw=benchmarks/results/issue11/learning_curves.json:cpu_fw_failure_weighted
     python benchmarks/learning_curves.py --arm-set issue20 --arms demo deviation_heading --seeds 0 1 2 --out runs/i20
@@ -687,6 +687,8 @@ def main(argv: list[str] | None = None) -> int:
         arms = load_arms(args.arms_file)
     elif args.arm_set:
         arms = copy.deepcopy(ARM_SETS[args.arm_set])
+    elif args.plot_only and (args.include or args.include_json) and not args.arms:
+        arms = {}  # plotting given runs only: no built-in arm is listed as "not started"
     else:
         arms = copy.deepcopy(BUILTIN_ARMS if args.arms else DEFAULT_ARMS)
     if args.arms:

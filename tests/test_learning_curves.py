@@ -51,6 +51,10 @@ def test_curves_json_and_plot_from_tensorboard_logs(lc, tmp_path):
     assert data["arms"]["plain"]["clips_cm"]["demo_walk"] == [60.0, 55.0, 50.0]
     assert data["arms"]["tracking"]["status"] == "not started" and "error" in data["arms"]["tracking"]
     assert (out / lc.PNG).stat().st_size > 10_000
+    # --plot-only with runs to include and no arms named: those runs alone, no built-in arm "not started"
+    only = tmp_path / "only"
+    assert lc.main(["--out", str(only), "--plot-only", "--include", f"sharp={a}"]) == 0
+    assert list(json.loads((only / lc.JSON).read_text())["arms"]) == ["sharp"]
 
 
 def _arms_file(tmp_path: Path) -> Path:
