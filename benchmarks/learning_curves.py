@@ -322,6 +322,7 @@ ISSUE20_ARMS: dict[str, Arm] = {
             ["curriculum=[]"],
             note="demo_fast_hard_lr6e5 with imitation episodes ended by the maximum body error over 0.5 m (a foot off)",
         ),
+        Arm("demo_max050_seed1", "demo", DEMO_MINUTES, ["curriculum=[]", *SEED1], note="demo_max050 with seed 1"),
         Arm(
             "demo_max050_tight",
             "demo",
