@@ -323,6 +323,7 @@ ISSUE20_ARMS: dict[str, Arm] = {
             note="demo_fast_hard_lr6e5 with imitation episodes ended by the maximum body error over 0.5 m (a foot off)",
         ),
         Arm("demo_max050_seed1", "demo", DEMO_MINUTES, ["curriculum=[]", *SEED1], note="demo_max050 with seed 1"),
+        Arm("demo_max050_seed2", "demo", DEMO_MINUTES, ["curriculum=[]", *SEED2], note="demo_max050 with seed 2"),
         Arm(
             "demo_max050_tight",
             "demo",
