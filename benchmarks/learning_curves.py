@@ -119,6 +119,12 @@ METHOD_ARMS: dict[str, Arm] = {
 }
 """The paper's methods as arms (issue 18): the same worlds, sizes and wall-clock budget (60 minutes) each."""
 
+
+def curriculum_step(at_samples: int, settings: dict[str, Any]) -> list[str]:
+    """The ``--set`` override of a one-step ``curriculum``: ``settings`` from ``at_samples`` on."""
+    return ["curriculum=" + json.dumps([{"at_samples": at_samples, "set": settings}])]
+
+
 DEMO_MINUTES = 15.0
 BF16 = ["ppo.bf16=true"]
 DISCOVERY_EVERY4 = ["discovery.update_every=4"]
@@ -132,16 +138,9 @@ HEADING_CHEAP = HEADING15 + BF16 + DISCOVERY_EVERY4
 DEMO_FAST = HEADING_CHEAP + FAST_IMITATION
 DEMO_LR6E5 = HARD_NEGATIVES + DEMO_FAST + ACTOR_LR6E5
 MAX050 = ["env.deviation_metric=max"]
-TIGHTENED = {"env.deviation_metric": "mean", "env.deviation_adaptive": True, "env.deviation_min": 0.2}
-"""The cpu preset's tightened deviation rule (its ``curriculum``), with the heading limit at 10 deg below."""
+NO_STEP = ["curriculum=[]"]
 STEP_AT = 2457600  # iteration 600 x 4096 samples: where walk and run are learned under MAX050
-
-
-def curriculum_step(at_samples: int, settings: dict[str, Any]) -> list[str]:
-    """The ``--set`` override of a one-step ``curriculum``: ``settings`` from ``at_samples`` on."""
-    return ["curriculum=" + json.dumps([{"at_samples": at_samples, "set": settings}])]
-
-
+TIGHTENED = {"env.deviation_metric": "mean", "env.deviation_adaptive": True, "env.deviation_min": 0.2}
 TIGHTEN_AT_2P5M = curriculum_step(STEP_AT, TIGHTENED | {"env.deviation_heading_deg": 10})
 TIGHTEN030_AT_2P5M = curriculum_step(STEP_AT, TIGHTENED | {"env.deviation_min": 0.3, "env.deviation_heading_deg": 10})
 TIGHTEN_MAX_AT_2P5M = curriculum_step(
@@ -153,7 +152,8 @@ TIGHTEN_MAX_AT_2P5M = curriculum_step(
         "env.deviation_heading_deg": 10,
     },
 )
-"""Overrides that several issue-20 arms share (each written once; combined arms concatenate them)."""
+"""Overrides that several issue-20 arms share (each written once; combined arms concatenate them).
+``TIGHTENED`` is the cpu preset's tightened deviation rule (its ``curriculum``), stepped to at ``STEP_AT``."""
 DEMO_UNTIL_DE606CD = [
     "env.p_imitation=0.7",
     "env.deviation_metric=mean",
@@ -319,11 +319,11 @@ ISSUE20_ARMS: dict[str, Arm] = {
             "demo_max050",
             "demo",
             DEMO_MINUTES,
-            ["curriculum=[]"],
+            NO_STEP,
             note="demo_fast_hard_lr6e5 with imitation episodes ended by the maximum body error over 0.5 m (a foot off)",
         ),
-        Arm("demo_max050_seed1", "demo", DEMO_MINUTES, ["curriculum=[]", *SEED1], note="demo_max050 with seed 1"),
-        Arm("demo_max050_seed2", "demo", DEMO_MINUTES, ["curriculum=[]", *SEED2], note="demo_max050 with seed 2"),
+        Arm("demo_max050_seed1", "demo", DEMO_MINUTES, NO_STEP + SEED1, note="demo_max050 with seed 1"),
+        Arm("demo_max050_seed2", "demo", DEMO_MINUTES, NO_STEP + SEED2, note="demo_max050 with seed 2"),
         Arm(
             "demo_max050_tight",
             "demo",
