@@ -139,9 +139,13 @@ DEMO_FAST = HEADING_CHEAP + FAST_IMITATION
 DEMO_LR6E5 = HARD_NEGATIVES + DEMO_FAST + ACTOR_LR6E5
 MAX050 = ["env.deviation_metric=max"]
 NO_STEP = ["curriculum=[]"]
+STEP_FAILURES = ["env.failure_rate_per=step"]
 STEP_AT = 2457600  # iteration 600 x 4096 samples: where walk and run are learned under MAX050
 TIGHTENED = {"env.deviation_metric": "mean", "env.deviation_adaptive": True, "env.deviation_min": 0.2}
 TIGHTEN_AT_2P5M = curriculum_step(STEP_AT, TIGHTENED | {"env.deviation_heading_deg": 10})
+TIGHTEN_AT_2P5M_FROM_070 = curriculum_step(
+    STEP_AT, TIGHTENED | {"env.deviation_heading_deg": 10, "env.deviation_threshold": 0.5}
+)
 TIGHTEN030_AT_2P5M = curriculum_step(STEP_AT, TIGHTENED | {"env.deviation_min": 0.3, "env.deviation_heading_deg": 10})
 TIGHTEN_MAX_AT_2P5M = curriculum_step(
     STEP_AT,
@@ -345,6 +349,48 @@ ISSUE20_ARMS: dict[str, Arm] = {
             DEMO_MINUTES,
             TIGHTEN_MAX_AT_2P5M,
             note="demo_max050, then at 2.46 M samples an adaptive maximum-error rule (k 1.5, 0.25-0.5 m, heading 10 deg)",
+        ),
+    )
+} | {
+    arm.name: arm
+    for arm in (  # session 7: where the samples go
+        Arm(
+            "demo_step_failures",
+            "demo",
+            DEMO_MINUTES,
+            STEP_FAILURES,
+            note="the demo preset with clips drawn by failures per imitation step instead of per episode "
+            "(a clip that fails soon after every start gets the samples)",
+        ),
+        Arm(
+            "demo_step_failures_share09",
+            "demo",
+            DEMO_MINUTES,
+            STEP_FAILURES + ["env.failure_weighted_share=0.9"],
+            note="demo_step_failures with 90 % of the draws failure-weighted instead of 70 %",
+        ),
+        Arm(
+            "demo_probe_weighted",
+            "demo",
+            DEMO_MINUTES,
+            ["env.clip_sampling=weighted"],
+            note="the demo preset with 70 % of the draws following each clip's training-probe error squared "
+            "(the clip tracked worst gets the samples; failure rates in training are alike across clips)",
+        ),
+        Arm(
+            "demo_probe_weighted_seed1",
+            "demo",
+            DEMO_MINUTES,
+            ["env.clip_sampling=weighted"] + SEED1,
+            note="demo_probe_weighted with seed 1",
+        ),
+        Arm(
+            "demo_max070",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_threshold=0.7"] + TIGHTEN_AT_2P5M_FROM_070,
+            note="the demo preset with the maximum body error allowed to 0.7 m before the step (the backward walk's "
+            "lagging foot reaches 0.5 m 19 frames after a start), then the same tightened rule",
         ),
     )
 }

@@ -108,6 +108,26 @@ def test_resume_continues_exactly(tmp_path, tiny_encoder, options):
     assert RunDir(tmp_path / "split").config()["iterations"] == 4
 
 
+def test_weighted_clip_sampling_follows_the_probe_errors_and_resumes_exactly(tmp_path, tiny_encoder):
+    """``env.clip_sampling: weighted``: after each probe a clip's draw probability is its probe error squared
+    (normalised; share 1), used from the next iteration on, and a resumed run continues with the same weights."""
+    env = EnvConfig(clip_sampling="weighted", failure_weighted_share=1.0)
+    cfg = tiny_config(tiny_encoder, iterations=3, probe_every=1, env=env)
+    straight = Runner(cfg, tmp_path / "straight", progress=False)
+    history = straight.learn()
+    names = straight.env.core.lib.names
+    for before, after in zip(history[:-1], history[1:]):
+        err = torch.tensor([before[f"probe_clips/{n}_cm"] for n in names], dtype=torch.float64) ** 2
+        drawn = torch.tensor([after[f"clip_sampling/{n}"] for n in names], dtype=torch.float64)
+        torch.testing.assert_close(drawn, err / err.sum())
+    assert len({round(history[-1][f"clip_sampling/{n}"], 6) for n in names}) > 1  # not uniform
+    straight.close()
+    _, rest = split_and_resume(dataclasses.replace(cfg, iterations=2), tmp_path / "split", 3)
+    assert rest == reproducible(history)[2:]
+    with pytest.raises(ValueError, match="probe_every must be > 0"):
+        tiny_config(tiny_encoder, probe_every=0, env=env)
+
+
 def test_resume_refuses_changes_that_would_break_continuation(tmp_path, tiny_encoder):
     runner = Runner(tiny_config(tiny_encoder, iterations=2), tmp_path / "run", progress=False)
     runner.learn()

@@ -157,6 +157,9 @@ class TrainConfig:
     probe_every: int = 50
     """Iterations between imitation probes (deterministic rollouts from each clip's start, ``probe/`` in
     TensorBoard, also before the first iteration) and the discovery encoder's reference alignment; 0: never."""
+    clip_weight_power: float = 2.0
+    """With ``env.clip_sampling: weighted``: after every probe each clip's weight for the RSI draws becomes its
+    probe error (cm) to this power, so the clip tracked worst gets the samples (issue 20)."""
     torch_threads: int | None = None
     """torch intra-op threads of the updates (None: one per core)."""
     tf32: bool = True
@@ -193,6 +196,10 @@ class TrainConfig:
             raise ValueError(f"rollout_threads must be >= 1 or null, got {self.rollout_threads}")
         if self.iterations < 0 or self.probe_every < 0:
             raise ValueError(f"iterations and probe_every must be >= 0, got {self.iterations}, {self.probe_every}")
+        if self.env.clip_sampling == "weighted" and not self.probe_every:
+            raise ValueError("env.clip_sampling 'weighted' follows the training probe: probe_every must be > 0")
+        if self.clip_weight_power < 0:
+            raise ValueError(f"clip_weight_power must be >= 0, got {self.clip_weight_power}")
         if self.encoder_init not in ENCODER_INITS:
             raise ValueError(f"encoder_init must be one of {', '.join(ENCODER_INITS)}, got {self.encoder_init!r}")
         if self.env.obs_mode != "flat" or self.env.autoreset_mode != "SameStep":

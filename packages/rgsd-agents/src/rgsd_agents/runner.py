@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
@@ -369,8 +370,23 @@ class Runner(TrainingLoop, RolloutCollector):
 
     def on_iteration(self, metrics: dict[str, float]) -> None:
         """Probe every ``probe_every`` iterations."""
-        if self._probe is not None and self.iteration % self.cfg.probe_every == 0:
+        if not self.cfg.probe_every or self.iteration % self.cfg.probe_every:
+            return
+        if self._probe is not None:
             metrics.update(self.probe(self._probe))
+        if self.env_cfg.clip_sampling == "weighted":
+            self.weigh_clips(metrics)
+
+    def weigh_clips(self, metrics: dict[str, float]) -> None:
+        """``env.clip_sampling: weighted``: each clip's RSI weight becomes its probe error to ``clip_weight_power``
+        (rank 0 probes; every rank's env gets its numbers)."""
+        core = self.env.core
+        errors = [metrics.get(f"probe_clips/{name}_cm") for name in core.lib.names] if self.is_main else None
+        if self.dp is not None:
+            errors = self.dp.main_value(errors)
+        if errors is None or None in errors:
+            return
+        core.set_clip_weights(np.maximum(np.asarray(errors, dtype=np.float64), 1e-3) ** self.cfg.clip_weight_power)
 
     def on_finish(self) -> None:
         """Release the probe's environment."""

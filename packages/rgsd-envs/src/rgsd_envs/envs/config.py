@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from rgsd_envs.humanoid.mjcf import DEFAULT_TIMESTEP
 from rgsd_envs.sim import BACKENDS
 
-CLIP_SAMPLING = ("uniform", "failure_weighted")
+CLIP_SAMPLING = ("uniform", "failure_weighted", "weighted")
+FAILURE_RATE_PER = ("episode", "step")
 REWARDS = ("encoder", "tracking")
 DEVIATION_METRICS = ("mean", "max")
 DEVIATION_KEYS = (
@@ -58,13 +59,21 @@ class EnvConfig:
     """Also end imitation episodes whose pelvis heading is off the reference's by more than this (degrees;
     None: no heading rule). The reward is nearly blind to a slow turn (heading-relative observations)."""
     clip_sampling: str = "uniform"
-    """How RSI picks a clip: "uniform", or "failure_weighted" (ProtoMotions-style: clips whose imitation
-    episodes end in a failure are drawn more often; see ``failure_weighted_share``)."""
+    """How RSI picks a clip: "uniform", "failure_weighted" (ProtoMotions-style: clips whose imitation
+    episodes end in a failure are drawn more often; see ``failure_weighted_share``) or "weighted" (the draws
+    follow weights a caller sets with ``RGSDCore.set_clip_weights``, uniform until then; ``rgsd train`` sets
+    each clip's training-probe error to the power ``clip_weight_power``)."""
     failure_weighted_share: float = 0.5
-    """With "failure_weighted": the share of draws that follow the clips' failure rates; the rest stay uniform,
+    """With "failure_weighted" or "weighted": the share of draws that follow the clips' failure rates (or weights);
+    the rest stay uniform,
     so every clip keeps at least (1 - share) of its uniform share."""
     failure_rate_memory: float = 100.0
     """With "failure_weighted": episodes per clip over which its failure rate is averaged (an EMA)."""
+    failure_rate_per: str = "episode"
+    """With "failure_weighted": "episode" (the share of a clip's imitation episodes that end in a failure) or
+    "step" (failures per imitation step of the clip: a clip whose episodes fail soon after every start
+    scores high, one that fails only late does not; with RSI, episodes started near a clip's end cannot fail,
+    so the per-episode rate of a long clip stays high after it is learned)."""
     reward: str = "encoder"
     """Reward of imitation episodes: "encoder" (RGSD: C + kappa mu(s')^T z_m) or "tracking" (a DeepMimic-style
     pose/velocity/end-effector/root tracking reward, ``rgsd_envs.rewards.tracking``: a control experiment).
@@ -120,6 +129,8 @@ class EnvConfig:
             raise ValueError(f"tracking_scale must be > 0, got {self.tracking_scale}")
         if not 0.0 <= self.failure_weighted_share <= 1.0 or self.failure_rate_memory < 1.0:
             raise ValueError("failure_weighted_share must be in [0, 1] and failure_rate_memory >= 1")
+        if self.failure_rate_per not in FAILURE_RATE_PER:
+            raise ValueError(f"failure_rate_per must be one of {', '.join(FAILURE_RATE_PER)}, got {self.failure_rate_per!r}")
         if self.armature_factor is not None and self.armature_factor < 0:
             raise ValueError(f"armature_factor must be >= 0 or null, got {self.armature_factor}")
         if self.eval_kappa is not None and self.eval_kappa < 0:

@@ -160,6 +160,10 @@ class RGSDCore:
         self.tracking_reward = torch.zeros(n, device=dev)
         """(N,) with ``cfg.reward == "tracking"``: the tracking reward of the current state (``observe``)."""
         self._failure_rate = np.ones(self.lib.num_clips, dtype=np.float64)
+        self._clip_weights: np.ndarray | None = None
+        """With ``clip_sampling="weighted"``: the caller's (clips,) weights (``set_clip_weights``); None: uniform."""
+        self._failure_counts = np.ones((2, self.lib.num_clips), dtype=np.float64)
+        """With ``failure_rate_per="step"``: each clip's discounted (failures, imitation steps); the prior 1/1."""
         self.deviation_rule = DeviationRule(cfg, self.lib.num_clips, dev)
 
     def _upload(self, values: np.ndarray, dtype: torch.dtype) -> Tensor:
@@ -287,7 +291,7 @@ class RGSDCore:
         ids = as_host_ids(env_ids)
         if ids.size == 0:
             return
-        weighted = self.cfg.clip_sampling == "failure_weighted"
+        weighted = self.cfg.clip_sampling != "uniform"
         self._clip_cdf = np.cumsum(self.clip_probabilities_host()) if weighted else None
         clip, start, task, z = self._draw(ids, options or {})
         self.random.advance(ids)
@@ -406,7 +410,7 @@ class RGSDCore:
 
     @property
     def failure_rate(self) -> Tensor:
-        """(clips,) EMA of the share of imitation episodes that ended in a failure (``clip_sampling``);
+        """(clips,) EMA of the share of imitation episodes (or steps: ``failure_rate_per``) that ended in a failure;
         a float64 CPU tensor sharing the host array (writes go through)."""
         return torch.from_numpy(self._failure_rate)
 
@@ -418,32 +422,56 @@ class RGSDCore:
         """(clips,) ``clip_probabilities`` as a host array."""
         n = self.lib.num_clips
         uniform = np.full(n, 1.0 / n)
-        rate = self._failure_rate
-        if self.cfg.clip_sampling == "uniform" or rate.sum() <= 0.0:
+        rate = self._clip_weights if self.cfg.clip_sampling == "weighted" else self._failure_rate
+        if self.cfg.clip_sampling == "uniform" or rate is None or rate.sum() <= 0.0:
             return uniform
         share = self.cfg.failure_weighted_share
         return (1.0 - share) * uniform + share * rate / rate.sum()
+
+    def set_clip_weights(self, weights: Any) -> None:
+        """Weights (clips,) that the ``failure_weighted_share`` of RSI draws follow (``clip_sampling="weighted"``),
+        e.g. each clip's tracking error; non-negative, finite, not all zero."""
+        w = (weights.detach().cpu().numpy() if isinstance(weights, Tensor) else np.asarray(weights)).astype(np.float64)
+        if w.shape != (self.lib.num_clips,):
+            raise ValueError(f"clip weights: expected shape ({self.lib.num_clips},) (one per clip), got {w.shape}")
+        if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise ValueError(f"clip weights must be finite, >= 0 and not all 0, got {w.tolist()}")
+        self._clip_weights = w.copy()
 
     def clip_probabilities(self) -> Tensor:
         """(clips,) probability of each clip at the next RSI draw (``clip_sampling``)."""
         return torch.from_numpy(self.clip_probabilities_host())
 
-    def record_outcomes(self, terminated: np.ndarray, truncated: np.ndarray) -> None:
-        """Fold the imitation episodes that ended this step (host flags, before any reset) into each clip's
-        failure-rate EMA (``clip_sampling="failure_weighted"``; a no-op otherwise)."""
+    def record_outcomes(self, terminated: np.ndarray, truncated: np.ndarray, stepped: np.ndarray | None = None) -> None:
+        """Fold this step's imitation worlds (host flags, before any reset; ``stepped``: the worlds that made a
+        transition, None: all) into each clip's failure-rate EMA (``clip_sampling="failure_weighted"``; a
+        no-op otherwise): per episode or per step (``failure_rate_per``)."""
         if self.cfg.clip_sampling != "failure_weighted":
             return
-        ended = (terminated | truncated) & (self.task_host == IMITATION)
+        n = self.lib.num_clips
+        imitating = self.task_host == IMITATION
+        if stepped is not None:
+            imitating = imitating & stepped
+        per_step = self.cfg.failure_rate_per == "step"
+        if per_step:
+            self._failure_counts[1] += np.bincount(self.clip_host[imitating], minlength=n)
+        ended = (terminated | truncated) & imitating
         if not ended.any():
             return
         clips = self.clip_host[ended]
-        count = np.bincount(clips, minlength=self.lib.num_clips).astype(np.float64)
-        fails = np.bincount(clips, weights=terminated[ended].astype(np.float64), minlength=self.lib.num_clips)
+        count = np.bincount(clips, minlength=n).astype(np.float64)
+        fails = np.bincount(clips, weights=terminated[ended].astype(np.float64), minlength=n)
         seen = count > 0
         rate = self._failure_rate
         # k episodes of one clip at once: the EMA's weight on the old value is (1 - 1/memory)^k
         keep = (1.0 - 1.0 / self.cfg.failure_rate_memory) ** count[seen]
-        rate[seen] = keep * rate[seen] + (1.0 - keep) * fails[seen] / count[seen]
+        if per_step:  # discounted failures over discounted steps, both forgotten at the episodes' pace
+            counts = self._failure_counts
+            counts[0, seen] += fails[seen]  # the steps since the last episode end are in counts[1] already
+            counts[:, seen] *= keep
+            rate[seen] = counts[0, seen] / counts[1, seen]
+        else:
+            rate[seen] = keep * rate[seen] + (1.0 - keep) * fails[seen] / count[seen]
 
     def set_deviation_rule(self, **changes: Any) -> dict[str, Any]:
         """Change the deviation rule's settings (``DEVIATION_KEYS``) from the next step on, e.g. a training
@@ -466,6 +494,8 @@ class RGSDCore:
             "skill": self.skill.cpu().clone(),
             "features": self.features.cpu().clone(),
             "failure_rate": torch.from_numpy(self._failure_rate.copy()),
+            "failure_counts": torch.from_numpy(self._failure_counts.copy()),
+            **({} if self._clip_weights is None else {"clip_weights": torch.from_numpy(self._clip_weights.copy())}),
             "deviation": self.deviation_rule.state_dict(),
             "random": self.random.state_dict(),
         }
@@ -481,6 +511,10 @@ class RGSDCore:
             setattr(self, f"{name}_host", torch.as_tensor(state[name]).numpy().astype(np.int64).copy())
         if "failure_rate" in state:
             self.failure_rate = torch.as_tensor(state["failure_rate"], dtype=torch.float64).numpy()
+        if "clip_weights" in state:
+            self.set_clip_weights(torch.as_tensor(state["clip_weights"], dtype=torch.float64))
+        if "failure_counts" in state:
+            self._failure_counts = torch.as_tensor(state["failure_counts"], dtype=torch.float64).numpy().copy()
         if "deviation" in state:
             self.deviation_rule.load_state_dict(state["deviation"])
         if "random" in state:

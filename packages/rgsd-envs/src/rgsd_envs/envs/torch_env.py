@@ -230,7 +230,7 @@ class RGSDTorchEnv:
             terminated[moved] = False
             truncated[moved] = False
             term_host, trunc_host = term_host & stepped, trunc_host & stepped
-        core.record_outcomes(term_host, trunc_host)
+        core.record_outcomes(term_host, trunc_host, stepped)
         if self.reward_core is not None:
             reward = self.reward_core.transition(core.features, stepped)
         else:
