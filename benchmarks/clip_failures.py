@@ -25,7 +25,9 @@ import yaml
 from rgsd_envs.runs.run_dir import RunDir
 
 
-def clip_failures(run: Path, worlds: int, steps: int, changes: dict[str, str], seed: int = 1) -> dict[str, dict[str, float]]:
+def clip_failures(
+    run: Path, worlds: int, steps: int, changes: dict[str, str], seed: int = 1
+) -> dict[str, dict[str, float]]:
     """Per clip of the run's motions: failures per ended episode, failures per imitation step, steps, episode length."""
     import gymnasium as gym
 
@@ -67,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run", type=Path, required=True, help="a training run folder")
     p.add_argument("--worlds", type=int, default=250)
     p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an EnvConfig field for the rollouts")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="an EnvConfig field for the rollouts"
+    )
     p.add_argument("--out", type=Path, help="write the numbers as JSON")
     args = p.parse_args(argv)
     changes = dict(item.split("=", 1) for item in args.set)
@@ -75,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = clip_failures(args.run, args.worlds, args.steps, changes)
     print(f"{'clip':<16} {'fail/episode':>12} {'fail/step':>10} {'episode len':>12}")
     for name, r in rows.items():
-        print(f"{name:<16} {r['failures_per_episode']:12.2f} {r['failures_per_step']:10.4f} {r['episode_length']:12.1f}")
+        print(
+            f"{name:<16} {r['failures_per_episode']:12.2f} {r['failures_per_step']:10.4f} {r['episode_length']:12.1f}"
+        )
     if args.out:
         args.out.write_text(json.dumps({"run": str(args.run), "set": changes, "clips": rows}, indent=1))
     return 0

@@ -140,6 +140,7 @@ DEMO_LR6E5 = HARD_NEGATIVES + DEMO_FAST + ACTOR_LR6E5
 MAX050 = ["env.deviation_metric=max"]
 NO_STEP = ["curriculum=[]"]
 STEP_FAILURES = ["env.failure_rate_per=step"]
+PROBE_WEIGHTED = ["env.clip_sampling=weighted"]
 STEP_AT = 2457600  # iteration 600 x 4096 samples: where walk and run are learned under MAX050
 TIGHTENED = {"env.deviation_metric": "mean", "env.deviation_adaptive": True, "env.deviation_min": 0.2}
 TIGHTEN_AT_2P5M = curriculum_step(STEP_AT, TIGHTENED | {"env.deviation_heading_deg": 10})
@@ -350,10 +351,7 @@ ISSUE20_ARMS: dict[str, Arm] = {
             TIGHTEN_MAX_AT_2P5M,
             note="demo_max050, then at 2.46 M samples an adaptive maximum-error rule (k 1.5, 0.25-0.5 m, heading 10 deg)",
         ),
-    )
-} | {
-    arm.name: arm
-    for arm in (  # session 7: where the samples go
+        # session 7: where the samples go (on the same preset)
         Arm(
             "demo_step_failures",
             "demo",
@@ -373,7 +371,7 @@ ISSUE20_ARMS: dict[str, Arm] = {
             "demo_probe_weighted",
             "demo",
             DEMO_MINUTES,
-            ["env.clip_sampling=weighted"],
+            PROBE_WEIGHTED,
             note="the demo preset with 70 % of the draws following each clip's training-probe error squared "
             "(the clip tracked worst gets the samples; failure rates in training are alike across clips)",
         ),
@@ -381,8 +379,15 @@ ISSUE20_ARMS: dict[str, Arm] = {
             "demo_probe_weighted_seed1",
             "demo",
             DEMO_MINUTES,
-            ["env.clip_sampling=weighted"] + SEED1,
+            PROBE_WEIGHTED + SEED1,
             note="demo_probe_weighted with seed 1",
+        ),
+        Arm(
+            "demo_probe_weighted_seed2",
+            "demo",
+            DEMO_MINUTES,
+            PROBE_WEIGHTED + SEED2,
+            note="demo_probe_weighted with seed 2",
         ),
         Arm(
             "demo_max070",

@@ -10,7 +10,10 @@ def test_a_tighter_rule_fails_more_per_step_and_every_step_is_counted(load_bench
     worlds, steps = 16, 40
     loose = cf.clip_failures(demo_run, worlds, steps, {"deviation_metric": "max", "deviation_threshold": "5.0"})
     tight = cf.clip_failures(
-        demo_run, worlds, steps, {"deviation_metric": "max", "deviation_threshold": "0.05", "deviation_adaptive": "false"}
+        demo_run,
+        worlds,
+        steps,
+        {"deviation_metric": "max", "deviation_threshold": "0.05", "deviation_adaptive": "false"},
     )
     for rows in (loose, tight):
         assert sum(r["steps"] for r in rows.values()) == worlds * steps
@@ -25,5 +28,5 @@ def test_a_tighter_rule_fails_more_per_step_and_every_step_is_counted(load_bench
 
 def test_bad_setting_names_the_field(load_benchmark, demo_run):
     cf = load_benchmark("clip_failures")
-    with pytest.raises(Exception, match="deviation_metric"):
+    with pytest.raises(ValueError, match="deviation_metric"):
         cf.clip_failures(demo_run, 4, 2, {"deviation_metric": "median"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import math
 
@@ -116,7 +117,7 @@ def test_weighted_clip_sampling_follows_the_probe_errors_and_resumes_exactly(tmp
     straight = Runner(cfg, tmp_path / "straight", progress=False)
     history = straight.learn()
     names = straight.env.core.lib.names
-    for before, after in zip(history[:-1], history[1:]):
+    for before, after in itertools.pairwise(history):
         err = torch.tensor([before[f"probe_clips/{n}_cm"] for n in names], dtype=torch.float64) ** 2
         drawn = torch.tensor([after[f"clip_sampling/{n}"] for n in names], dtype=torch.float64)
         torch.testing.assert_close(drawn, err / err.sum())

@@ -130,7 +130,9 @@ class EnvConfig:
         if not 0.0 <= self.failure_weighted_share <= 1.0 or self.failure_rate_memory < 1.0:
             raise ValueError("failure_weighted_share must be in [0, 1] and failure_rate_memory >= 1")
         if self.failure_rate_per not in FAILURE_RATE_PER:
-            raise ValueError(f"failure_rate_per must be one of {', '.join(FAILURE_RATE_PER)}, got {self.failure_rate_per!r}")
+            raise ValueError(
+                f"failure_rate_per must be one of {', '.join(FAILURE_RATE_PER)}, got {self.failure_rate_per!r}"
+            )
         if self.armature_factor is not None and self.armature_factor < 0:
             raise ValueError(f"armature_factor must be >= 0 or null, got {self.armature_factor}")
         if self.eval_kappa is not None and self.eval_kappa < 0:

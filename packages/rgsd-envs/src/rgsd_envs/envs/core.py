@@ -90,16 +90,23 @@ def _per_world(options: dict[str, Any], key: str, n: int) -> Any:
     return v.detach().cpu().numpy() if isinstance(v, Tensor) else v if isinstance(v, np.ndarray) else list(v)
 
 
+def as_host_array(values: Any, dtype: Any = None) -> np.ndarray:
+    """``values`` (a list, numpy array or tensor on any device; a tensor is read once) as a numpy array of
+    ``dtype`` (None: its own); like ``np.asarray`` it may share memory with its input."""
+    if isinstance(values, Tensor):
+        a = values.detach().cpu().numpy()
+        return a if dtype is None else a.astype(dtype)
+    return np.asarray(values, dtype=dtype)
+
+
 def as_host_ids(env_ids: Any) -> np.ndarray:
     """World indices as an int64 numpy array (from a list, array or tensor; a tensor is read once)."""
-    if isinstance(env_ids, Tensor):
-        return env_ids.detach().cpu().numpy().astype(np.int64).reshape(-1)
-    return np.asarray(env_ids, dtype=np.int64).reshape(-1)
+    return as_host_array(env_ids, np.int64).reshape(-1)
 
 
 def nonfinite_action_error(actions: Any) -> ValueError:
     """The error for actions (N, 69) holding NaN or inf: names the first world and hinge."""
-    a = actions.detach().cpu().numpy() if isinstance(actions, Tensor) else np.asarray(actions)
+    a = as_host_array(actions)
     bad = np.argwhere(~np.isfinite(a))[0].tolist()
     return ValueError(
         f"action contains NaN or inf (world {bad[0]}, hinge {sk.DOF_NAMES[bad[1]]}); the policy output is broken"
@@ -416,7 +423,7 @@ class RGSDCore:
 
     @failure_rate.setter
     def failure_rate(self, value: Any) -> None:
-        self._failure_rate = (value.numpy() if isinstance(value, Tensor) else np.asarray(value)).astype(np.float64)
+        self._failure_rate = as_host_array(value, np.float64).copy()
 
     def clip_probabilities_host(self) -> np.ndarray:
         """(clips,) ``clip_probabilities`` as a host array."""
@@ -431,7 +438,7 @@ class RGSDCore:
     def set_clip_weights(self, weights: Any) -> None:
         """Weights (clips,) that the ``failure_weighted_share`` of RSI draws follow (``clip_sampling="weighted"``),
         e.g. each clip's tracking error; non-negative, finite, not all zero."""
-        w = (weights.detach().cpu().numpy() if isinstance(weights, Tensor) else np.asarray(weights)).astype(np.float64)
+        w = as_host_array(weights, np.float64)
         if w.shape != (self.lib.num_clips,):
             raise ValueError(f"clip weights: expected shape ({self.lib.num_clips},) (one per clip), got {w.shape}")
         if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
@@ -512,9 +519,9 @@ class RGSDCore:
         if "failure_rate" in state:
             self.failure_rate = torch.as_tensor(state["failure_rate"], dtype=torch.float64).numpy()
         if "clip_weights" in state:
-            self.set_clip_weights(torch.as_tensor(state["clip_weights"], dtype=torch.float64))
+            self.set_clip_weights(state["clip_weights"])
         if "failure_counts" in state:
-            self._failure_counts = torch.as_tensor(state["failure_counts"], dtype=torch.float64).numpy().copy()
+            self._failure_counts = as_host_array(state["failure_counts"], np.float64).copy()
         if "deviation" in state:
             self.deviation_rule.load_state_dict(state["deviation"])
         if "random" in state:

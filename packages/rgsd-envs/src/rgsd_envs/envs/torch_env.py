@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.envs.core import RGSDCore, StepInfo, as_host_ids, nonfinite_action_error
+from rgsd_envs.envs.core import RGSDCore, StepInfo, as_host_array, as_host_ids, nonfinite_action_error
 from rgsd_envs.envs.observations import POLICY_OBS_DIM, SKILL_DIM
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib, MotionSource
@@ -312,9 +312,7 @@ class RGSDTorchEnv:
 
 def as_host_mask(mask: Any) -> np.ndarray:
     """A reset mask (list, numpy array or tensor) as a host bool array."""
-    if isinstance(mask, Tensor):
-        return mask.detach().cpu().numpy().astype(bool)
-    return np.asarray(mask, dtype=bool)
+    return as_host_array(mask, bool)
 
 
 def _empty(n: int, device: torch.device) -> Tensor:
