@@ -8,10 +8,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+import yaml
 
 from rgsd_agents.cli import build_parser
 from rgsd_agents.commands import pretrain as pretrain_cmd
-from rgsd_agents.negatives import frame_features_of, hard_negative_inputs, variant_stacks
+from rgsd_agents.negatives import HARD_NEGATIVES, LEG_LAG, frame_features_of, hard_negative_inputs, variant_stacks
 from rgsd_agents.pretraining import PretrainConfig, info_nce_loss, pretrain
 from rgsd_agents.reward_sharpness import (
     COLUMNS,
@@ -20,7 +21,14 @@ from rgsd_agents.reward_sharpness import (
     reward_sharpness,
     tensorboard_scalars,
 )
-from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, reference_encoder_inputs
+from rgsd_envs.envs.observations import (
+    FRAME_DIM,
+    FRAME_LAYOUT,
+    HISTORY_LEN,
+    body_columns,
+    reference_encoder_inputs,
+)
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import MLPEncoder
 
@@ -44,7 +52,9 @@ def sharpness_of():
     def get(negatives: str, tmp_path_factory) -> dict:
         if negatives not in cache:
             out = tmp_path_factory.mktemp(negatives)
-            result = pretrain(PretrainConfig(**TINY, negatives=negatives), out, progress=False)
+            kinds = {"hard_legs": dict(negatives="hard", hard_negatives=(*HARD_NEGATIVES, "legs_held"))}
+            cfg = PretrainConfig(**TINY, **kinds.get(negatives, dict(negatives=negatives)))
+            result = pretrain(cfg, out, progress=False)
             cache[negatives] = (result, json.loads((out / SHARPNESS_FILE).read_text()))
         return cache[negatives]
 
@@ -89,6 +99,39 @@ def test_slowed_stacks_hold_earlier_poses_slower_velocities_and_the_reference_ph
         assert torch.allclose(slow[0, k, VEL], 0.7 * feats[src, VEL])
     assert torch.equal(slow[:, :, PHASE], ref[:, :, PHASE])  # the clip's clock runs on
     assert torch.equal(slow[1, :3, 1:215], feats[s0, 1:215].expand(3, -1))  # clamped at the clip's start
+
+
+def test_legs_held_stacks_freeze_the_legs_to_the_pelvis_and_keep_the_rest_of_the_reference(lib_inputs):
+    lib, inputs = lib_inputs
+    feats = frame_features_of(inputs)
+    s0 = int(lib.starts[3])  # the backward walk
+    frames, starts = torch.tensor([s0 + 30, s0 + 3]), lib.starts[3:4].repeat(2)
+    held = variant_stacks(feats, frames, starts, ("legs_held",))[:, 0].reshape(2, HISTORY_LEN, FRAME_DIM)
+    ref = inputs[frames].reshape(2, HISTORY_LEN, FRAME_DIM)
+    legs = sorted(sk.body_id(n) for n in sk.LEG_BODIES)
+    pose = torch.cat((body_columns(legs, "body_pos"), body_columns(legs, "body_rot")))
+    vel = torch.cat((body_columns(legs, "body_lin_vel"), body_columns(legs, "body_ang_vel")))
+    assert len(pose) == 8 * 3 + 8 * 6 and len(vel) == 8 * 6
+    assert torch.equal(held[0][:, pose], feats[s0 + 30 - LEG_LAG, pose].expand(HISTORY_LEN, -1))  # an earlier pose
+    assert torch.equal(held[1][:, pose], feats[s0, pose].expand(HISTORY_LEN, -1))  # clamped at the clip's start
+    for k in range(8):  # each leg body moves with the pelvis
+        lin, ang = body_columns([legs[k]], "body_lin_vel"), body_columns([legs[k]], "body_ang_vel")
+        assert torch.equal(held[:, :, lin], ref[:, :, body_columns([0], "body_lin_vel")])
+        assert torch.equal(held[:, :, ang], ref[:, :, body_columns([0], "body_ang_vel")])
+    rest = torch.ones(FRAME_DIM, dtype=torch.bool)
+    rest[torch.cat((pose, vel))] = False
+    assert torch.equal(held[:, :, rest], ref[:, :, rest])  # phase, trunk and arms as in the clip
+    assert not torch.equal(held[0][:, pose], ref[0][:, pose])
+
+
+def test_body_columns_follow_the_frame_layout():
+    assert body_columns([1], "body_pos").tolist() == [2, 3, 4]
+    assert body_columns([0, 2], "body_rot").tolist() == [*range(71, 77), *range(83, 89)]
+    assert body_columns([23], "body_ang_vel").tolist() == [356, 357, 358]
+    with pytest.raises(ValueError, match="root"):
+        body_columns([0], "body_pos")
+    with pytest.raises(ValueError, match="part"):
+        body_columns([1], "phase")
 
 
 def test_info_nce_with_hard_negatives_adds_them_to_each_anchors_denominator():
@@ -136,6 +179,25 @@ def test_hard_negatives_make_the_reward_fall_off_the_reference(sharpness_of, tmp
     assert h["reference"] > 0.9 and h["reference"] > h["held_still"] + 0.4
     assert h["other_clips"] < 0.0
     assert hard_result.sharpness == hard and not hard_result.reached_target
+
+
+def test_legs_held_as_a_hard_negative_lowers_its_reward(sharpness_of, tmp_path_factory):
+    _, hard = sharpness_of("hard", tmp_path_factory)
+    legs_result, legs = sharpness_of("hard_legs", tmp_path_factory)
+    saved = yaml.safe_load(legs_result.config_path.read_text())["hard_negatives"]
+    assert saved == [*HARD_NEGATIVES, "legs_held"]
+    h, g = hard["mean_cos"], legs["mean_cos"]
+    assert g["legs_held"] < h["legs_held"] - 0.2
+    assert g["reference"] > 0.9
+
+
+def test_hard_negative_variants_are_checked_and_set_from_the_cli():
+    with pytest.raises(ValueError, match=r"hard_negatives.*legs_held"):
+        PretrainConfig(negatives="hard", target_alignment=None, hard_negatives=("held_still", "frozen"))
+    args = build_parser().parse_args(
+        ["pretrain", "--out", "x", "--negatives", "hard", "--hard-negatives", "reversed", "legs_held"]
+    )
+    assert pretrain_cmd.config_from_args(args).hard_negatives == ("reversed", "legs_held")
 
 
 def test_hard_negatives_refuse_an_alignment_early_stop_and_the_cli_drops_it():

@@ -15,6 +15,12 @@ the reference stack ``s_t = (o_{t-4}, ..., o_t)`` of a frame t:
   velocities scaled by 0.7, and the reference's phases: a policy that keeps the
   pose but lags behind the clip (issue 20: the real-mocap walk covers 0.69 of
   the reference's distance).
+* ``legs_held``: the reference stack with the legs (hips, knees, ankles, toes)
+  frozen to the pelvis in the pose of ``LEG_LAG`` frames earlier: their positions
+  and rotations from frame t - ``LEG_LAG`` in every slot, their velocities the
+  pelvis's. The trunk and arms move as in the clip: a body that leans or slides
+  along the clip's path without stepping (issue 20: the demo's backward walk
+  leans back, a foot stays in front, and the encoder reward stays at 15-17 of 20).
 
 They feed the reward-sharpness report (``reward_sharpness``) and the hard
 negatives of encoder pretraining (``PretrainConfig.negatives = "hard"``).
@@ -24,16 +30,23 @@ from __future__ import annotations
 
 import torch
 
-from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, history_indices
+from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, body_columns, history_indices
+from rgsd_envs.humanoid import skeleton as sk
 
 Tensor = torch.Tensor
 
 HARD_NEGATIVES = ("held_still", "phase_shift", "reversed")
 """The variants pretraining adds as negatives of each anchor (the order of ``hard_negative_inputs``)."""
-VARIANTS = ("held_still", "start_held", "phase_shift", "reversed", "slowed")
-"""Every variant ``variant_inputs`` builds."""
+VARIANTS = ("held_still", "start_held", "phase_shift", "reversed", "slowed", "legs_held")
+"""Every variant ``variant_stacks`` builds (any of them can be a hard negative: ``PretrainConfig.hard_negatives``)."""
 SLOW_FACTOR = 0.7
 """Playback speed of the ``slowed`` variant."""
+LEG_LAG = 10
+"""Frames (1/3 s at 30 Hz, a third of a walking cycle) by which the ``legs_held`` variant's leg pose lags."""
+_LEGS = sorted(sk.body_id(n) for n in sk.LEG_BODIES)
+_LEG_POSE = torch.cat((body_columns(_LEGS, "body_pos"), body_columns(_LEGS, "body_rot")))
+_LEG_VEL = torch.cat((body_columns(_LEGS, "body_lin_vel"), body_columns(_LEGS, "body_ang_vel")))
+_ROOT_VEL = torch.cat((body_columns([0] * len(_LEGS), "body_lin_vel"), body_columns([0] * len(_LEGS), "body_ang_vel")))
 _PHASE = FRAME_LAYOUT["phase"]
 _VELOCITIES = slice(FRAME_LAYOUT["body_lin_vel"].start, FRAME_LAYOUT["body_ang_vel"].stop)
 
@@ -63,6 +76,15 @@ def _slowed(features: Tensor, frames: Tensor, clip_starts: Tensor, stacks: Tenso
     return out
 
 
+def _legs_held(features: Tensor, frames: Tensor, clip_starts: Tensor, stacks: Tensor) -> Tensor:
+    """The reference stacks with the legs' pose of ``LEG_LAG`` frames earlier, moving with the pelvis."""
+    held = torch.maximum(frames - LEG_LAG, clip_starts)
+    out = stacks.clone()
+    out[..., _LEG_POSE] = features[held][:, _LEG_POSE].unsqueeze(1)
+    out[..., _LEG_VEL] = stacks[..., _ROOT_VEL]
+    return out
+
+
 def variant_stacks(features: Tensor, frames: Tensor, clip_starts: Tensor, names: tuple[str, ...]) -> Tensor:
     """Variants ``names`` of the reference stacks ending at global ``frames`` (B,): (B, len(names), 1795).
 
@@ -82,12 +104,16 @@ def variant_stacks(features: Tensor, frames: Tensor, clip_starts: Tensor, names:
             v = stacks.flip(1)
         elif name == "slowed":
             v = _slowed(features, frames, clip_starts, stacks)
+        elif name == "legs_held":
+            v = _legs_held(features, frames, clip_starts, stacks)
         else:
             raise ValueError(f"unknown negative variant {name!r}; known: {', '.join(VARIANTS)}")
         out.append(v.flatten(1))
     return torch.stack(out, dim=1)
 
 
-def hard_negative_inputs(features: Tensor, frames: Tensor, clip_starts: Tensor) -> Tensor:
-    """The three hard negatives (held still, phase +0.5, reversed) of each frame: (B, 3, 1795)."""
-    return variant_stacks(features, frames, clip_starts, HARD_NEGATIVES)
+def hard_negative_inputs(
+    features: Tensor, frames: Tensor, clip_starts: Tensor, names: tuple[str, ...] = HARD_NEGATIVES
+) -> Tensor:
+    """The hard negatives ``names`` (default: held still, phase +0.5, reversed) of each frame: (B, K, 1795)."""
+    return variant_stacks(features, frames, clip_starts, names)

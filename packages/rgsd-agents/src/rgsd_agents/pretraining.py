@@ -22,7 +22,7 @@ Outputs in ``out_dir``: ``encoder.pt`` (with ``clip_names``, ``clip_categories``
 ``reward_sharpness.json`` (how the reward falls off the reference:
 ``rgsd_agents.reward_sharpness``) and ``tb/`` (TensorBoard scalars).
 
-``negatives = "hard"`` adds three negatives per anchor built from a random frame
+``negatives = "hard"`` adds negatives per anchor (``hard_negatives``) built from a random frame
 of its own clip (held still, phase +0.5, reversed; ``rgsd_agents.negatives``).
 On the 5 demo clips (EVIDENCE.md's prototype, [256, 256], lr 3e-4) this took the
 held-still cosine from 0.91-1.00 to about -0.3..0.6 and the reversed one from
@@ -59,7 +59,7 @@ from typing import IO, Any
 import torch
 import torch.nn.functional as F
 
-from rgsd_agents.negatives import frame_features_of, hard_negative_inputs
+from rgsd_agents.negatives import HARD_NEGATIVES, VARIANTS, frame_features_of, hard_negative_inputs
 from rgsd_agents.precision import configure_tf32
 from rgsd_agents.reward_sharpness import SHARPNESS_FILE, reward_sharpness, write_report
 from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, reference_encoder_inputs
@@ -102,9 +102,12 @@ class PretrainConfig:
     """Also score each positive as an anchor against the anchors (free: same logits transposed; paper: no)."""
     negatives: str = "infonce"
     """"infonce": the paper's loss (negatives are other clips' positives); "hard": each anchor also scores
-    three states built from a random frame of its own clip (held still, phase +0.5, reversed stack;
+    states built from a random frame of its own clip (``hard_negatives``: held still, phase +0.5, reversed stack;
     ``rgsd_agents.negatives``), so the reward falls off the reference within a clip. Hard negatives hold
     the alignment near 0.97, so they need ``target_alignment: null`` (stop by ``steps`` or ``max_seconds``)."""
+    hard_negatives: tuple[str, ...] = HARD_NEGATIVES
+    """With ``negatives: hard``, which states of ``rgsd_agents.negatives.VARIANTS`` each anchor scores against
+    (default: held_still, phase_shift, reversed; ``legs_held`` adds legs frozen to a sliding pelvis)."""
     steps: int = 3000
     """Maximum optimiser steps."""
     max_seconds: float | None = None
@@ -125,6 +128,12 @@ class PretrainConfig:
 
     def __post_init__(self) -> None:
         self.hidden = tuple(int(h) for h in self.hidden)
+        self.hard_negatives = tuple(str(n) for n in self.hard_negatives)
+        unknown = [n for n in self.hard_negatives if n not in VARIANTS]
+        if unknown or not self.hard_negatives:
+            raise ValueError(
+                f"invalid hard_negatives = {list(self.hard_negatives)!r}: give one or more of {', '.join(VARIANTS)}"
+            )
         checks = {
             "hidden": all(h > 0 for h in self.hidden),
             "kappa": self.kappa > 0,
@@ -356,10 +365,10 @@ def train_step(
     b = cfg.batch_size
     clips, anchors, positives = sample_pairs(lib, b, gen)
     batch = inputs[torch.cat((anchors, positives))]
-    if cfg.negatives == "hard":  # three negatives from a random frame of each anchor's own clip
+    if cfg.negatives == "hard":  # negatives from a random frame of each anchor's own clip
         n = lib.num_frames[clips]
         frames = lib.starts[clips] + (torch.rand(b, generator=gen, device=lib.device) * n).long().clamp_max(n - 1)
-        negs = hard_negative_inputs(frame_features_of(inputs), frames, lib.starts[clips])
+        negs = hard_negative_inputs(frame_features_of(inputs), frames, lib.starts[clips], cfg.hard_negatives)
         batch = torch.cat((batch, negs.flatten(0, 1)))
     emb = encoder(batch)  # one forward pass for every part
     hard = emb[2 * b :].reshape(b, -1, emb.shape[1]) if cfg.negatives == "hard" else None

@@ -104,6 +104,18 @@ def frame_features(
     return torch.cat((phase.reshape(n, 1).to(body_pos.dtype), body_pos[:, 0, 2:3], turned.reshape(n, -1)), dim=-1)
 
 
+def body_columns(bodies: list[int] | tuple[int, ...], part: str) -> Tensor:
+    """Columns of the 359-D frame features that hold ``part`` (a ``FRAME_LAYOUT`` key) of the given body ids."""
+    if part not in ("body_pos", "body_rot", "body_lin_vel", "body_ang_vel"):
+        raise ValueError(f"part must be a per-body slice of FRAME_LAYOUT, got {part!r}")
+    width = 6 if part == "body_rot" else 3
+    first = 1 if part == "body_pos" else 0  # body_pos starts at body 1 (relative to the root)
+    if part == "body_pos" and 0 in bodies:
+        raise ValueError("body_pos has no root entry (positions are relative to the root)")
+    start = FRAME_LAYOUT[part].start
+    return torch.tensor([start + width * (b - first) + k for b in bodies for k in range(width)], dtype=torch.long)
+
+
 def phase_of(frames: Tensor, num_frames: Tensor) -> Tensor:
     """Phase in [0, 1]: frame index over the clip's last frame index."""
     return frames.to(torch.float32) / (num_frames - 1).clamp_min(1).to(torch.float32)
