@@ -141,6 +141,7 @@ MAX050 = ["env.deviation_metric=max"]
 NO_STEP = ["curriculum=[]"]
 STEP_FAILURES = ["env.failure_rate_per=step"]
 PROBE_WEIGHTED = ["env.clip_sampling=weighted"]
+LEGS_HELD = ["pretrain.hard_negatives=[held_still,phase_shift,reversed,legs_held]"]
 STEP_AT = 2457600  # iteration 600 x 4096 samples: where walk and run are learned under MAX050
 TIGHTENED = {"env.deviation_metric": "mean", "env.deviation_adaptive": True, "env.deviation_min": 0.2}
 TIGHTEN_AT_2P5M = curriculum_step(STEP_AT, TIGHTENED | {"env.deviation_heading_deg": 10})
@@ -396,6 +397,15 @@ ISSUE20_ARMS: dict[str, Arm] = {
             ["env.deviation_threshold=0.7"] + TIGHTEN_AT_2P5M_FROM_070,
             note="the demo preset with the maximum body error allowed to 0.7 m before the step (the backward walk's "
             "lagging foot reaches 0.5 m 19 frames after a start), then the same tightened rule",
+        ),
+        # session 8: what the reward pays for
+        Arm(
+            "demo_legs_held",
+            "demo",
+            DEMO_MINUTES,
+            LEGS_HELD,
+            note="the demo preset with a fourth hard negative in pretraining: the legs frozen to the pelvis in the pose "
+            "of 10 frames earlier while the trunk and arms move on (the preset's encoder pays the run 0.80 of it)",
         ),
     )
 }
