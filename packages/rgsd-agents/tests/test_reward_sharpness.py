@@ -108,7 +108,17 @@ def test_legs_held_stacks_freeze_the_legs_to_the_pelvis_and_keep_the_rest_of_the
     frames, starts = torch.tensor([s0 + 30, s0 + 3]), lib.starts[3:4].repeat(2)
     held = variant_stacks(feats, frames, starts, ("legs_held",))[:, 0].reshape(2, HISTORY_LEN, FRAME_DIM)
     ref = inputs[frames].reshape(2, HISTORY_LEN, FRAME_DIM)
-    legs = sorted(sk.body_id(n) for n in sk.LEG_BODIES)
+    legs = sk.LEG_BODY_IDS
+    assert [sk.BODY_NAMES[b] for b in legs] == [
+        "L_Hip",
+        "R_Hip",
+        "L_Knee",
+        "R_Knee",
+        "L_Ankle",
+        "R_Ankle",
+        "L_Toe",
+        "R_Toe",
+    ]
     pose = torch.cat((body_columns(legs, "body_pos"), body_columns(legs, "body_rot")))
     vel = torch.cat((body_columns(legs, "body_lin_vel"), body_columns(legs, "body_ang_vel")))
     assert len(pose) == 8 * 3 + 8 * 6 and len(vel) == 8 * 6

@@ -43,7 +43,7 @@ SLOW_FACTOR = 0.7
 """Playback speed of the ``slowed`` variant."""
 LEG_LAG = 10
 """Frames (1/3 s at 30 Hz, a third of a walking cycle) by which the ``legs_held`` variant's leg pose lags."""
-_LEGS = sorted(sk.body_id(n) for n in sk.LEG_BODIES)
+_LEGS = sk.LEG_BODY_IDS
 _LEG_POSE = torch.cat((body_columns(_LEGS, "body_pos"), body_columns(_LEGS, "body_rot")))
 _LEG_VEL = torch.cat((body_columns(_LEGS, "body_lin_vel"), body_columns(_LEGS, "body_ang_vel")))
 _ROOT_VEL = torch.cat((body_columns([0] * len(_LEGS), "body_lin_vel"), body_columns([0] * len(_LEGS), "body_ang_vel")))
