@@ -16,6 +16,11 @@ Steps, each in its own process (a failure is recorded, with its log, and the nex
    (10) on the demo motions plus the imported ones.
 5. ``eval``: ``rgsd eval`` of that run (no videos).
 
+``--steps`` runs some of them (``--steps throughput,train``) into the same ``--out``: each step's result is kept in
+``<out>/steps.json`` and gpu_check.md is rewritten after every step from all the steps run so far, so a check can be
+split over several shorter commands (a lent machine runs 10 minutes a command) and a killed command loses only
+the step in flight. ``--num-envs`` picks the throughput step's world counts.
+
 ``gpu_check.md`` then holds the machine (nvidia-smi, CPU, torch / warp / MuJoCo versions), each step's
 pass or fail and time, every figure, and the goals of issue 17 on one H100: at least 300k env steps/s
 at 8192 worlds (``gpu_throughput.py``'s warp ``env`` row) and at least 100k training samples/s with the
@@ -53,6 +58,8 @@ SMOKE_TRAIN = [
     "ppo.minibatch_size=16", "ppo.epochs=1", "discovery.minibatch_size=16",
 ]  # fmt: skip
 """The paper preset shrunk to seconds on the CPU (``--smoke``)."""
+STEP_NAMES = ("cuda_tests", "demo_motions", "import_motions", "throughput", "train", "eval")
+"""Every step, in the order they run."""
 SECTIONS = ("Machine", "Goals", "Steps", "CUDA tests", "Throughput", "Training", "Evaluation")
 """The sections of gpu_check.md, in order."""
 
@@ -74,7 +81,7 @@ class Step:
 
 def run_step(step: Step, logs: Path) -> Step:
     """Run ``step.argv`` from the repository root, its output in ``logs/<name>.log``; never raises."""
-    step.log = logs / f"{step.name}.log"
+    step.log, step.note, step.extra = logs / f"{step.name}.log", "", {}  # nothing carried over from an earlier run
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     print(f"[gpu_check] {step.name}: {' '.join(step.argv)}", flush=True)
     start = time.perf_counter()
@@ -283,7 +290,7 @@ def build_steps(args: argparse.Namespace, out: Path) -> dict[str, Step]:
     """The commands of every step, in order."""
     py = sys.executable
     throughput = [py, "benchmarks/gpu_throughput.py", "--json", str(out / "throughput.json")]
-    throughput += ["--smoke"] if args.smoke else ["--device", "cuda", "--num-envs", *map(str, FULL_N)]
+    throughput += ["--smoke"] if args.smoke else ["--device", "cuda", "--num-envs", *map(str, args.num_envs)]
     evaluation = [py, "-m", "rgsd_agents.cli", "eval", "--run", str(out / "train_run"), "--out", str(out / "eval")]
     evaluation += ["--device", "cpu" if args.smoke else "cuda", "--no-video", "--no-progress"]
     evaluation += ["--rollouts", "1", "--kappas", "20", "--motions", "demo"] if args.smoke else []
@@ -297,7 +304,42 @@ def build_steps(args: argparse.Namespace, out: Path) -> dict[str, Step]:
         Step("train", train_argv(args, out), args.train_minutes * 60 + 600),
         Step("eval", evaluation, (5 if args.smoke else 10) * 60),
     ]
+    assert tuple(s.name for s in steps) == STEP_NAMES
     return {s.name: s for s in steps}
+
+
+def load_state(path: Path, steps: dict[str, Step]) -> None:
+    """Fill ``steps`` with the results an earlier command recorded in ``steps.json`` (if any)."""
+    if not path.is_file():
+        return
+    for name, rec in json.loads(path.read_text()).items():
+        if name in steps:
+            step = steps[name]
+            step.status, step.seconds, step.note = rec["status"], rec["seconds"], rec["note"]
+            step.log, step.extra = (Path(rec["log"]) if rec.get("log") else None), rec.get("extra", {})
+
+
+def save_state(path: Path, steps: dict[str, Step]) -> None:
+    """Record every step's result in ``steps.json`` (atomically), for a later ``--steps`` command."""
+    from rgsd_envs.utils.files import atomic_path
+
+    doc = {
+        s.name: {"status": s.status, "seconds": s.seconds, "note": s.note, "log": str(s.log or ""), "extra": s.extra}
+        for s in steps.values()
+    }
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(doc, indent=1))
+
+
+def parse_steps(text: str) -> list[str]:
+    """The step names of ``--steps`` (comma-separated), in run order; unknown names raise a clear error."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(STEP_NAMES))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"--steps: unknown step(s) {unknown or text!r}; valid: {', '.join(STEP_NAMES)}"
+        )
+    return [n for n in STEP_NAMES if n in names]
 
 
 def write_report(path: Path, args: argparse.Namespace, steps: dict[str, Step], machine_lines: list[str]) -> None:
@@ -363,6 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--train-minutes", type=float, default=10.0, help="time budget of the paper-preset training")
     parser.add_argument("--smoke", action="store_true", help="the same steps on the CPU with tiny sizes (minutes)")
+    parser.add_argument(
+        "--steps", type=parse_steps, default=list(STEP_NAMES), help=f"comma-separated, of {','.join(STEP_NAMES)} (all)"
+    )
+    parser.add_argument(
+        "--num-envs", type=int, nargs="+", default=list(FULL_N), help="world counts of the throughput step"
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.train_minutes = 1.0
@@ -371,20 +419,27 @@ def main(argv: list[str] | None = None) -> int:
     (out / "logs").mkdir(parents=True, exist_ok=True)
     machine_lines = machine()
     steps = build_steps(args, out)
+    state, report = out / "steps.json", out / "gpu_check.md"
+    load_state(state, steps)
     import torch
 
-    for step in steps.values():
-        run_step(step, out / "logs")
+    for name in args.steps:
+        stopped = steps[name]
+        stopped.status, stopped.note = "fail", "the command was stopped before this step ended"
+        stopped.seconds, stopped.log = 0.0, out / "logs" / f"{name}.log"
+        save_state(state, steps)  # what a killed command leaves: this step marked as stopped, its log kept
+        write_report(report, args, steps, machine_lines)
+        step = run_step(steps[name], out / "logs")
         if step.name == "cuda_tests" and not torch.cuda.is_available():
             step.extra["no_cuda"] = True
             if step.status == "pass":
                 step.status, step.note = "skipped", "no CUDA: every cuda test skipped"
         if step.name == "import_motions" and step.status != "pass":
             step.note += "; training on the demo motions alone"
-    report = out / "gpu_check.md"
-    write_report(report, args, steps, machine_lines)
+        save_state(state, steps)
+        write_report(report, args, steps, machine_lines)  # after each step: a killed command keeps what it measured
     print(f"[gpu_check] wrote {report}")
-    return 0 if all(s.status in ("pass", "skipped") for s in steps.values()) else 1
+    return 0 if all(steps[n].status in ("pass", "skipped") for n in args.steps) else 1
 
 
 if __name__ == "__main__":

@@ -136,7 +136,9 @@ def main() -> None:
     parser.add_argument("--no-train", action="store_true", help="skip the training-loop measurement")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--smoke", action="store_true", help="CPU, N=8, a few steps: checks that it runs (< 1 min)")
-    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file ({N: {row: {backend: x}}})")
+    parser.add_argument(
+        "--json", type=Path, help="also write the figures to this JSON file ({N: {row: {backend: x}}}), kept N added to"
+    )
     args = parser.parse_args()
     if args.smoke:
         args.device, args.num_envs, args.steps, args.train_iterations = "cpu", [8], 3, 1
@@ -150,13 +152,23 @@ def main() -> None:
     )
     print(f"  {'':<8s}{'warp':>12s}{'mujoco':>12s}  {'ratio':>7s}")
     figures: dict[str, dict[str, dict[str, float]]] = {}
+    if args.json and args.json.is_file():  # a run at other N adds to the file: same N is measured anew
+        figures = json.loads(args.json.read_text()).get("figures", {})
+
+    def save() -> None:  # after each row, so a stopped or failed run keeps every figure measured so far
+        if args.json:
+            with atomic_path(args.json) as tmp_json:
+                Path(tmp_json).write_text(json.dumps({"device": str(device), "gpu": gpu, "figures": figures}, indent=1))
+
     for n in args.num_envs:
         print(f"N = {n}")
         rows = figures[str(n)] = {}
         rows["physics"] = {b: physics_rate(b, n, args.steps, device) for b in args.backends}
         print(_row("physics", rows["physics"], "world-steps/s"), flush=True)
+        save()
         rows["env"] = {b: env_rate(b, n, args.steps, device) for b in args.backends}
         print(_row("env", rows["env"], "env steps/s (with encoder reward)"), flush=True)
+        save()
         if not args.no_train:
             rows["train"] = {}
             for b in args.backends:
@@ -164,9 +176,7 @@ def main() -> None:
                     cfg = train_config(b, n, device, args.smoke)
                     rows["train"][b] = train_rate(cfg, Path(tmp), args.train_iterations)
             print(_row("train", rows["train"], "samples/s, paper networks (full loop)"), flush=True)
-        if args.json:  # after each N, so a later failure keeps the figures measured so far
-            with atomic_path(args.json) as tmp_json:
-                Path(tmp_json).write_text(json.dumps({"device": str(device), "gpu": gpu, "figures": figures}, indent=1))
+            save()
 
 
 if __name__ == "__main__":

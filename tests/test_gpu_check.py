@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import subprocess
 import sys
@@ -23,14 +24,38 @@ def _gpu_check():
     return module
 
 
-def test_gpu_check_smoke_runs_every_step_and_reports_every_section(tmp_path):
-    out = tmp_path / "gpu_check"
+def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(out), "--smoke"],
+        [sys.executable, str(SCRIPT), "--out", str(out), "--smoke", *extra],
         cwd=REPO, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return proc
+
+
+def _step_results(md: str) -> dict[str, str]:
+    return {
+        cells[1].strip(): cells[2].strip()
+        for cells in (line.split("|") for line in md.split("## Steps")[1].split("## ")[0].splitlines())
+        if len(cells) > 3 and cells[1].strip() not in ("step", "---")
+    }
+
+
+def test_gpu_check_smoke_split_over_two_commands_runs_every_step_and_reports_every_section(tmp_path):
+    """A lent GPU machine runs 10 minutes a command: ``--steps`` splits the check, steps.json carries the results."""
+    out = tmp_path / "gpu_check"
+    _run(out, "--steps", "cuda_tests,demo_motions,import_motions,throughput")
+    first = _step_results((out / "gpu_check.md").read_text())
+    assert first["throughput"] == "pass" and first["train"] == first["eval"] == "not run"
+    _run(out, "--steps", "eval,train")  # run in the check's order whatever the order given
     check_report(out)
+
+
+def test_steps_are_checked_and_put_in_run_order():
+    gpu_check = _gpu_check()
+    assert gpu_check.parse_steps("eval, train") == ["train", "eval"]
+    with pytest.raises(argparse.ArgumentTypeError, match=r"unknown step.*'bogus'.*valid: cuda_tests"):
+        gpu_check.parse_steps("train,bogus")
 
 
 def check_report(out: Path) -> None:
@@ -38,11 +63,7 @@ def check_report(out: Path) -> None:
     md = (out / "gpu_check.md").read_text()
     headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
     assert headings == list(_gpu_check().SECTIONS)
-    steps = {
-        cells[1].strip(): cells[2].strip()
-        for cells in (line.split("|") for line in md.split("## Steps")[1].split("## ")[0].splitlines())
-        if len(cells) > 3 and cells[1].strip() not in ("step", "---")
-    }
+    steps = _step_results(md)
     assert steps == {
         "cuda_tests": "skipped",  # CI has no GPU: every cuda test skipped, cleanly
         "demo_motions": "pass",

@@ -137,7 +137,7 @@ class RGSDCore:
         self.backend = make_backend(cfg.backend, num_envs, self.humanoid, self.device, cfg.num_threads)
         self.ref_features = reference_frame_features(self.lib)
         self.ref_inputs = reference_encoder_inputs(self.lib, self.ref_features)
-        self.frozen_encoder = enc.resolve_encoder(encoder, self._default_encoder)
+        self.frozen_encoder = enc.resolve_encoder(encoder, self._default_encoder, self.device)
         self.kappa = float(getattr(self.frozen_encoder, "kappa", enc.DEFAULT_KAPPA))
         self.clip_embeddings = enc.clip_embeddings(
             self.frozen_encoder, self.ref_inputs, self.lib.clip_of_frame, self.lib.num_clips

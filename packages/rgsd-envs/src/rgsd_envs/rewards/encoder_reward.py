@@ -125,8 +125,8 @@ class EncoderRewardCore:
 
     def set_encoder(self, encoder: EncoderLike | str | os.PathLike) -> None:
         """Replace the trainable (discovery) encoder: an encoder object or file."""
-        enc = load_encoder(encoder) if isinstance(encoder, (str, os.PathLike)) else encoder
-        check_encoder(enc, "set_encoder's encoder")
+        enc = load_encoder(encoder).to(self.core.device) if isinstance(encoder, (str, os.PathLike)) else encoder
+        check_encoder(enc, "set_encoder's encoder", self.core.device)
         self.trainable = enc
 
 

@@ -194,9 +194,9 @@ class ReferenceKernelEncoder(nn.Module):
         return F.normalize(w @ self.directions, dim=-1)
 
 
-def check_encoder(encoder: EncoderLike, name: str = "encoder") -> None:
-    """Raise a clear error unless encoder maps float32 (B, 1795) to unit vectors (B, 16)."""
-    x = torch.zeros(2, ENCODER_INPUT_DIM)
+def check_encoder(encoder: EncoderLike, name: str = "encoder", device: torch.device | str = "cpu") -> None:
+    """Raise a clear error unless encoder maps float32 (B, 1795) on ``device`` to unit vectors (B, 16)."""
+    x = torch.zeros(2, ENCODER_INPUT_DIM, device=device)
     try:
         with torch.no_grad():
             out = encoder(x)
@@ -215,8 +215,11 @@ def check_encoder(encoder: EncoderLike, name: str = "encoder") -> None:
         raise ValueError(f"{name} must return unit vectors; got norms {norms.tolist()}")
 
 
-def resolve_encoder(spec: EncoderLike | str | os.PathLike | None, default: Callable[[], EncoderLike]) -> EncoderLike:
-    """An encoder from a callable, a file path, or None (then ``default()``); checked."""
+def resolve_encoder(
+    spec: EncoderLike | str | os.PathLike | None, default: Callable[[], EncoderLike], device: torch.device | str = "cpu"
+) -> EncoderLike:
+    """An encoder from a callable, a file path, or None (then ``default()``), an nn.Module moved to ``device``
+    (where the env's inputs live); checked there."""
     if spec is None:
         enc = default()
     elif isinstance(spec, (str, os.PathLike)):
@@ -225,7 +228,9 @@ def resolve_encoder(spec: EncoderLike | str | os.PathLike | None, default: Calla
         enc = spec
     else:
         raise TypeError(f"encoder must be a callable, a path to an encoder file, or None; got {type(spec).__name__}")
-    check_encoder(enc)
+    if isinstance(enc, nn.Module):
+        enc.to(device)
+    check_encoder(enc, device=device)
     return enc
 
 
@@ -236,8 +241,10 @@ def trainable_copy(encoder: EncoderLike) -> EncoderLike:
 
 @torch.no_grad()
 def embed(encoder: EncoderLike, inputs: Tensor, batch_size: int = 4096) -> Tensor:
-    """Encoder outputs for many inputs, in chunks, without gradients."""
-    return torch.cat([encoder(inputs[i : i + batch_size]) for i in range(0, inputs.shape[0], batch_size)])
+    """Encoder outputs for many inputs, in chunks, without gradients (an nn.Module's inputs moved to its device)."""
+    tensors = [*encoder.parameters(), *encoder.buffers()] if isinstance(encoder, nn.Module) else []
+    dev = tensors[0].device if tensors else inputs.device
+    return torch.cat([encoder(inputs[i : i + batch_size].to(dev)) for i in range(0, inputs.shape[0], batch_size)])
 
 
 def clip_embeddings(encoder: EncoderLike, reference_inputs: Tensor, clip_of_frame: Tensor, num_clips: int) -> Tensor:
