@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
-# MuJoCo picks its GL backend at first import; whichever test imports it first,
-# make it EGL (as `import rgsd_envs` does) so offscreen rendering works.
-os.environ.setdefault("MUJOCO_GL", "egl")
-
 import pytest
+
+# MuJoCo picks its GL backend at first import; whichever test imports it first, `import rgsd_envs` has
+# selected it (EGL, or disabled where libEGL does not load) so offscreen rendering works.
+import rgsd_envs  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parent
 SHARED_DIR = REPO_ROOT.parent / "shared"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import imageio.v2 as iio
@@ -232,3 +234,41 @@ def test_side_by_side_frame_step_draws_every_kth_frame_in_real_time(short_clip, 
     assert meta["fps"] == pytest.approx(15.0)
     with pytest.raises(ValueError, match="frame_step must be >= 1"):
         render.render_side_by_side([q], tmp_path / "bad.mp4", width=W, height=H, frame_step=0)
+
+
+def _loads(name: str) -> object:
+    return object()
+
+
+def _missing(name: str) -> object:
+    raise OSError(f"{name}: cannot open shared object file")
+
+
+def test_default_gl_is_egl_where_libegl_loads_and_disable_on_a_headless_linux_without_it():
+    from rgsd_envs.utils.gl import EGL_LIBRARY, default_mujoco_gl
+
+    asked = []
+    assert default_mujoco_gl("linux", {}, lambda name: asked.append(name)) == "egl" and asked == [EGL_LIBRARY]
+    assert default_mujoco_gl("linux", {}, _missing) == "disable"  # `import mujoco` would fail under egl
+    assert default_mujoco_gl("linux", {"DISPLAY": ":0"}, _missing) is None  # a desktop: MuJoCo's own glfw
+    assert default_mujoco_gl("darwin", {}, _loads) is None and default_mujoco_gl("win32", {}, _missing) is None
+
+
+def test_rendering_under_mujoco_gl_disable_says_what_to_install_and_the_rest_works(tmp_path):
+    """A fresh process as on a GPU node without libEGL: import, env step and motion tools work; a video fails
+    with one clear RenderBackendError naming MUJOCO_GL and the packages to install."""
+    code = (
+        "import numpy as np, rgsd_envs, gymnasium as gym\n"
+        "from rgsd_envs import render\n"
+        "env = gym.make('RGSD-SMPL-v0'); env.reset(seed=0); env.step(env.action_space.sample())\n"
+        "try:\n"
+        "    render.HumanoidRenderer(64, 48)\n"
+        "except render.RenderBackendError as err:\n"
+        "    print('ERROR', err)\n"
+    )
+    env = {**os.environ, "MUJOCO_GL": "disable"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    message = proc.stdout.split("ERROR ", 1)[1]
+    assert "rendering is disabled (MUJOCO_GL='disable'" in message
+    assert "MUJOCO_GL=egl with libegl1" in message and "MUJOCO_GL=osmesa with libosmesa6" in message

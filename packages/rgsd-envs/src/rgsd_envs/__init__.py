@@ -22,9 +22,12 @@ policy), ``render.py``, ``compat/`` (other RL libraries), ``utils/``.
 
 import os as _os
 
-# Offscreen rendering: MuJoCo picks its GL backend when it is first imported, and
-# a machine without a display needs EGL (or OSMesa). Users can still override it.
-_os.environ.setdefault("MUJOCO_GL", "egl")
+from rgsd_envs.utils.gl import default_mujoco_gl as _default_mujoco_gl
+
+# Offscreen rendering: MuJoCo picks its GL backend when it is first imported, and a machine without a
+# display needs EGL; without libEGL, rendering is disabled so that `import mujoco` still works (utils/gl.py;
+# "" is MuJoCo's own default). Users can still override it with MUJOCO_GL.
+_os.environ.setdefault("MUJOCO_GL", _default_mujoco_gl() or "")
 # Idle OpenMP workers sleep instead of spinning on the cores MuJoCo steps on
 # (only effective if torch is not imported yet; see rgsd_envs.utils.threads).
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -15,7 +15,8 @@ Videos are H.264 mp4 (yuv420p, so width and height must be even); contact sheets
 are PNG. All outputs are written atomically: an interrupted render leaves
 neither a partial file nor a temporary one. Offscreen GL needs ``MUJOCO_GL=egl``
 (libegl1) or ``MUJOCO_GL=osmesa`` (libosmesa6); ``rgsd_envs`` selects egl by
-default before mujoco is imported.
+default before mujoco is imported, or ``disable`` where libEGL does not load
+(``rgsd_envs.utils.gl``: rendering then raises ``RenderBackendError`` with advice).
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ def _check_size(width: int, height: int, even: bool) -> None:
 
 def _mujoco_gl_module():
     """The gl_context module that mujoco.Renderer takes its GLContext class from (None if unknown)."""
-    return getattr(sys.modules.get(getattr(mujoco.Renderer, "__module__", ""), None), "gl_context", None)
+    renderer = getattr(mujoco, "Renderer", None)  # absent in some mujoco builds under MUJOCO_GL=disable
+    return getattr(sys.modules.get(getattr(renderer, "__module__", ""), None), "gl_context", None)
 
 
 def _gl_backend() -> str:
@@ -132,6 +134,8 @@ def _headless_substitute() -> tuple[str, type] | None:
         ) from err
 
 
+DISABLED_GL = ("disable", "disabled", "off", "false", "0")
+"""The MUJOCO_GL values that turn MuJoCo's rendering off."""
 _GL_ADVICE = (
     "Select a headless backend before mujoco is first imported: MUJOCO_GL=egl with libegl1 "
     "(apt-get install libegl1; GPU or Mesa), or MUJOCO_GL=osmesa with libosmesa6 "
@@ -141,6 +145,12 @@ _GL_ADVICE = (
 
 def _open_gl_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
     """A mujoco.Renderer, or RenderBackendError saying how to get offscreen GL."""
+    if _gl_backend().lower() in DISABLED_GL or not hasattr(mujoco, "Renderer"):
+        raise RenderBackendError(
+            f"MuJoCo's rendering is disabled (MUJOCO_GL={_gl_backend()!r} when mujoco was first imported; "
+            "rgsd_envs selects 'disable' on a Linux machine without a display where libEGL.so.1 does not "
+            "load). " + _GL_ADVICE
+        )
     substitute = _headless_substitute()
     used = _gl_backend() if substitute is None else substitute[0]
     try:
