@@ -407,6 +407,21 @@ ISSUE20_ARMS: dict[str, Arm] = {
             note="the demo preset with a fourth hard negative in pretraining: the legs frozen to the pelvis in the pose "
             "of 10 frames earlier while the trunk and arms move on (the preset's encoder pays the run 0.80 of it)",
         ),
+        # session 9: is the backward walk's fall the reward's doing, or the termination's?
+        Arm(
+            "demo_tracking",
+            "demo",
+            DEMO_MINUTES,
+            ["env.reward=tracking"],
+            note="the demo preset with the DeepMimic-style tracking reward for imitation instead of the encoder's",
+        ),
+        Arm(
+            "demo_no_deviation",
+            "demo",
+            DEMO_MINUTES,
+            ["env.deviation_termination=false"],
+            note="the demo preset with imitation episodes ended only by a fall (no deviation rule): longer episodes",
+        ),
     )
 }
 """The arms of issue 20: the ``demo`` preset (15 minutes, as ``rgsd demo``) with one change each
