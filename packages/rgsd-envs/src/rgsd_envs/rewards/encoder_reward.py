@@ -26,7 +26,7 @@ from gymnasium.vector import VectorEnv, VectorWrapper
 
 from rgsd_envs.envs.core import IMITATION, RGSDCore, as_host_ids
 from rgsd_envs.envs.observations import FRAME_DIM, HISTORY_LEN
-from rgsd_envs.rewards.encoders import EncoderLike, check_encoder, load_encoder, trainable_copy
+from rgsd_envs.rewards.encoders import EncoderLike, encoder_on, trainable_copy
 from rgsd_envs.utils.threads import env_side
 
 Tensor = torch.Tensor
@@ -124,10 +124,9 @@ class EncoderRewardCore:
         self.tasks_host = self.tasks.cpu().numpy().astype(np.int64).copy()
 
     def set_encoder(self, encoder: EncoderLike | str | os.PathLike) -> None:
-        """Replace the trainable (discovery) encoder: an encoder object or file."""
-        enc = load_encoder(encoder).to(self.core.device) if isinstance(encoder, (str, os.PathLike)) else encoder
-        check_encoder(enc, "set_encoder's encoder", self.core.device)
-        self.trainable = enc
+        """Replace the trainable (discovery) encoder: an encoder object or file (a module is moved to the env's
+        device)."""
+        self.trainable = encoder_on(encoder, self.core.device, "set_encoder's encoder")
 
 
 class _EncoderAccess:

@@ -17,6 +17,7 @@ An encoder is any callable with that contract, or a file saved by
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -220,17 +221,19 @@ def resolve_encoder(
 ) -> EncoderLike:
     """An encoder from a callable, a file path, or None (then ``default()``), an nn.Module moved to ``device``
     (where the env's inputs live); checked there."""
-    if spec is None:
-        enc = default()
-    elif isinstance(spec, (str, os.PathLike)):
-        enc = load_encoder(spec)
-    elif callable(spec):
-        enc = spec
-    else:
+    if spec is not None and not isinstance(spec, (str, os.PathLike)) and not callable(spec):
         raise TypeError(f"encoder must be a callable, a path to an encoder file, or None; got {type(spec).__name__}")
+    return encoder_on(default() if spec is None else spec, device)
+
+
+def encoder_on(
+    spec: EncoderLike | str | os.PathLike, device: torch.device | str = "cpu", name: str = "encoder"
+) -> EncoderLike:
+    """An encoder object or file on ``device`` (an nn.Module is moved there), checked there."""
+    enc = load_encoder(spec) if isinstance(spec, (str, os.PathLike)) else spec
     if isinstance(enc, nn.Module):
         enc.to(device)
-    check_encoder(enc, device=device)
+    check_encoder(enc, name, device)
     return enc
 
 
@@ -242,8 +245,10 @@ def trainable_copy(encoder: EncoderLike) -> EncoderLike:
 @torch.no_grad()
 def embed(encoder: EncoderLike, inputs: Tensor, batch_size: int = 4096) -> Tensor:
     """Encoder outputs for many inputs, in chunks, without gradients (an nn.Module's inputs moved to its device)."""
-    tensors = [*encoder.parameters(), *encoder.buffers()] if isinstance(encoder, nn.Module) else []
-    dev = tensors[0].device if tensors else inputs.device
+    first = (
+        next(itertools.chain(encoder.parameters(), encoder.buffers()), None) if isinstance(encoder, nn.Module) else None
+    )
+    dev = inputs.device if first is None else first.device
     return torch.cat([encoder(inputs[i : i + batch_size].to(dev)) for i in range(0, inputs.shape[0], batch_size)])
 
 
