@@ -86,21 +86,27 @@ def reward_under_arc(lib: MotionLib, encoder, degrees: float) -> dict[str, dict[
     return out
 
 
-@torch.no_grad()
-def policy_rollout(run: Path, lib: MotionLib) -> dict[str, np.ndarray]:
-    """The deterministic policy from each clip of ``lib`` (the run's motions) from its first frame, no early
-    termination: per step (T, clips, ...) the world body positions, the pelvis's forward direction and the
-    imitation reward (the run's frozen encoder, C + kappa cos), and each clip's number of live steps."""
+def first_frame_env(run: Path, lib: MotionLib):
+    """(env, policy, obs): one world per clip of ``lib`` at its first frame, imitating with the run's encoder
+    reward and no early termination, and the run's deterministic policy."""
     import gymnasium as gym
 
     from rgsd_envs.envs.registration import ENV_ID
 
     rd = RunDir(run)
     cfg = rd.env_config().without_early_termination(p_imitation=1.0, eval_kappa=None, num_threads=1)
-    policy = rd.load_policy()
     n = lib.num_clips
     env = gym.make_vec(ENV_ID, num_envs=n, config=cfg, motions=lib, encoder=str(rd.encoder_path))
     obs, _ = env.reset(seed=0, options={"clip": list(range(n)), "start_frame": [0] * n, "task": "imitation"})
+    return env, rd.load_policy(), obs
+
+
+@torch.no_grad()
+def policy_rollout(run: Path, lib: MotionLib) -> dict[str, np.ndarray]:
+    """The deterministic policy from each clip of ``lib`` (the run's motions) from its first frame, no early
+    termination: per step (T, clips, ...) the world body positions, the pelvis's forward direction and the
+    imitation reward (the run's frozen encoder, C + kappa cos), and each clip's number of live steps."""
+    env, policy, obs = first_frame_env(run, lib)
     core = env.unwrapped.core
     live_steps = (lib.num_frames - 2).numpy()  # the step that reaches the clip's last frame resets the world
     pos, fwd, rew = [], [], []

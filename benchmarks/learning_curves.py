@@ -422,6 +422,50 @@ ISSUE20_ARMS: dict[str, Arm] = {
             ["env.deviation_termination=false"],
             note="the demo preset with imitation episodes ended only by a fall (no deviation rule): longer episodes",
         ),
+        # session 10: the backward walk is short of samples; is it short of gradient steps? (KL per update 0.007)
+        Arm(
+            "demo_mb1024",
+            "demo",
+            DEMO_MINUTES,
+            ["ppo.minibatch_size=1024"],
+            note="the demo preset with minibatches of 1024 instead of 2048: twice the actor steps per sample",
+        ),
+        Arm(
+            "demo_lr12e5",
+            "demo",
+            DEMO_MINUTES,
+            ["ppo.actor_lr=1.2e-4"],
+            note="the demo preset with the actor lr doubled again, to 1.2e-4",
+        ),
+        # session 10: one PD step off the reference the encoder already pays little (the bodies' angular velocity)
+        Arm(
+            "demo_noise10",
+            "demo",
+            DEMO_MINUTES,
+            ["pretrain.input_noise=1.0"],
+            note="the demo preset with its encoder pretrained on velocities noised by 1 std (pretrain.input_noise)",
+        ),
+        Arm(
+            "demo_noise05",
+            "demo",
+            DEMO_MINUTES,
+            ["pretrain.input_noise=0.5"],
+            note="the same with half that noise",
+        ),
+        Arm(
+            "demo_angnoise10",
+            "demo",
+            DEMO_MINUTES,
+            ["pretrain.input_noise=1.0", "pretrain.noise_parts=[body_ang_vel]"],
+            note="demo_noise10 with the noise on the angular velocities only (the linear ones tell the speed)",
+        ),
+        Arm(
+            "demo_angnoise10_mb1024",
+            "demo",
+            DEMO_MINUTES,
+            ["pretrain.input_noise=1.0", "pretrain.noise_parts=[body_ang_vel]", "ppo.minibatch_size=1024"],
+            note="demo_angnoise10 with minibatches of 1024 (demo_mb1024)",
+        ),
     )
 }
 """The arms of issue 20: the ``demo`` preset (15 minutes, as ``rgsd demo``) with one change each

@@ -44,6 +44,15 @@ at ``std_floor`` times the median std of its feature group: the built-in demo
 clips leave some joints still, and a plain (1e-3-floored) std amplified the
 simulator's jitter in those dims so much that a state one PD step away from the
 reference scored like another clip.
+
+``input_noise`` adds Gaussian noise (that many standardised units) to the body
+velocities of every state a minibatch holds. Reference clips are smooth; a policy's
+states are not: one PD step from a demo clip's first frame, with every body within
+7 cm, the bodies' angular velocities are 0.3-1 rad/s off, and the demo preset's
+encoder scored that state cos 0.29 to 0.62 against z_m (the reference: 0.97);
+putting the reference's angular velocities back raised it to 0.76 (issue 20,
+``benchmarks/results/issue20/session10``). Trained on noised velocities, the encoder
+scores those same states 0.47 to 0.93 at the same alignment of the references.
 """
 
 from __future__ import annotations
@@ -98,6 +107,13 @@ class PretrainConfig:
     """Adam learning rate (paper: 1e-4; 3e-4 reaches the target in ~40% of the steps, less spread)."""
     std_floor: float = 0.5
     """Input standardisation: each dim's std is floored at this fraction of its feature group's median std."""
+    input_noise: float = 0.0
+    """Std of Gaussian noise, in standardised units, added to the ``noise_parts`` features of every state in a
+    minibatch (anchors, positives and hard negatives; 0: none). A policy's states carry the simulator's jitter
+    (one PD step from the reference, the bodies' angular velocities are 0.3-1 rad/s off), which a noise-free
+    encoder can read as another clip; noise teaches it to look past that (issue 20)."""
+    noise_parts: tuple[str, ...] = ("body_lin_vel", "body_ang_vel")
+    """Feature groups (``FRAME_LAYOUT`` keys) that ``input_noise`` perturbs."""
     symmetric: bool = False
     """Also score each positive as an anchor against the anchors (free: same logits transposed; paper: no)."""
     negatives: str = "infonce"
@@ -129,6 +145,12 @@ class PretrainConfig:
     def __post_init__(self) -> None:
         self.hidden = tuple(int(h) for h in self.hidden)
         self.hard_negatives = tuple(str(n) for n in self.hard_negatives)
+        self.noise_parts = tuple(str(n) for n in self.noise_parts)
+        if unknown_parts := [n for n in self.noise_parts if n not in FRAME_LAYOUT]:
+            raise ValueError(
+                f"invalid noise_parts = {list(self.noise_parts)!r}: {unknown_parts[0]!r} is not one of "
+                f"{', '.join(FRAME_LAYOUT)}"
+            )
         unknown = [n for n in self.hard_negatives if n not in VARIANTS]
         if unknown or not self.hard_negatives:
             raise ValueError(
@@ -140,6 +162,7 @@ class PretrainConfig:
             "batch_size": self.batch_size >= 2,
             "lr": self.lr > 0,
             "std_floor": self.std_floor >= 0,
+            "input_noise": self.input_noise >= 0,
             "steps": self.steps >= 0,
             "eval_every": self.eval_every >= 1,
             "log_every": self.log_every >= 1,
@@ -353,6 +376,21 @@ def plot_embeddings(
     return Path(path)
 
 
+def noise_columns(parts: tuple[str, ...], device: torch.device | str = "cpu") -> Tensor:
+    """(1795,) bool: the encoder-input columns of feature groups ``parts`` in every stacked frame."""
+    frame = torch.zeros(FRAME_DIM, dtype=torch.bool, device=device)
+    for part in parts:
+        frame[FRAME_LAYOUT[part]] = True
+    return frame.repeat(HISTORY_LEN)
+
+
+def noise_like(batch: Tensor, input_std: Tensor, cfg: PretrainConfig, gen: torch.Generator) -> Tensor:
+    """Gaussian noise for encoder inputs ``batch`` (B, 1795): ``cfg.input_noise`` standardised units (x the
+    encoder's input std) in the ``cfg.noise_parts`` columns, zero elsewhere."""
+    scale = cfg.input_noise * input_std * noise_columns(cfg.noise_parts, batch.device)
+    return torch.randn(batch.shape, generator=gen, device=batch.device, dtype=batch.dtype) * scale
+
+
 def train_step(
     encoder: MLPEncoder,
     opt: torch.optim.Optimizer,
@@ -370,6 +408,8 @@ def train_step(
         frames = lib.starts[clips] + (torch.rand(b, generator=gen, device=lib.device) * n).long().clamp_max(n - 1)
         negs = hard_negative_inputs(frame_features_of(inputs), frames, lib.starts[clips], cfg.hard_negatives)
         batch = torch.cat((batch, negs.flatten(0, 1)))
+    if cfg.input_noise > 0:
+        batch = batch + noise_like(batch, encoder.input_std, cfg, gen)
     emb = encoder(batch)  # one forward pass for every part
     hard = emb[2 * b :].reshape(b, -1, emb.shape[1]) if cfg.negatives == "hard" else None
     loss = info_nce_loss(emb[:b], emb[b : 2 * b], clips, cfg.kappa, cfg.symmetric, hard)

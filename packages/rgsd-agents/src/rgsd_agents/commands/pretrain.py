@@ -8,6 +8,7 @@ Examples::
     rgsd pretrain --motions demo --out runs/enc_hard --negatives hard --steps 4000 --lr 3e-4 --hidden 256 256
     rgsd pretrain --motions demo --out runs/enc_legs --negatives hard --hard-negatives held_still phase_shift \
         reversed legs_held --steps 1500 --lr 3e-4 --hidden 256 256
+    rgsd pretrain --motions demo --out runs/enc_noised --negatives hard --input-noise 1 --steps 1500 --lr 3e-4
     rgsd pretrain --motions demo --out runs/enc --device cuda
 
 Command-line options override the YAML config; the resolved config is written
@@ -63,6 +64,12 @@ def register(subparsers: Any) -> None:
         help="with --negatives hard: which variants of rgsd_agents.negatives (held_still, start_held, phase_shift, "
         "reversed, slowed, legs_held; default: held_still phase_shift reversed)",
     )
+    p.add_argument(
+        "--input-noise",
+        type=float,
+        help="std (standardised units) of Gaussian noise on the states' body velocities while training, so "
+        "the reward looks past the simulator's jitter (default 0: none)",
+    )
     add_device_argument(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -88,7 +95,7 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
         overrides["hidden"] = list(args.hidden)
     if args.hard_negatives:
         overrides["hard_negatives"] = list(args.hard_negatives)
-    for name in ("steps", "kappa", "lr", "batch_size", "seed", "device"):
+    for name in ("steps", "kappa", "lr", "batch_size", "seed", "device", "input_noise"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
     if args.config:
