@@ -10,7 +10,7 @@ each encoder given (default: the run's), per clip:
 * ``reference_cos``: the reference's own states over those frames;
 * ``swap``: ``policy_cos_first`` with one feature group of the policy's states (all 5 stacked frames)
   replaced by the reference's: the group whose swap raises it most is what the reward holds against the
-  policy (issue 20: the bodies' angular velocities, 0.29 -> 0.76 on the demo's backward walk).
+  policy (issue 20: the bodies' angular velocities, 0.29 -> 0.64 on the demo's backward walk).
 
 Example::
 

@@ -150,8 +150,8 @@ def test_input_noise_makes_the_reward_of_jittered_reference_states_higher(tmp_pa
     noised = pretrain(PretrainConfig(**hard, input_noise=1.0), tmp_path / "noised", progress=False)
     lib, inputs = load_reference(PretrainConfig(**SMALL))
     gen = torch.Generator().manual_seed(0)
-    jitter = noise_like(inputs, torch.ones(inputs.shape[1]), PretrainConfig(input_noise=2.0), gen)
-    jittered = inputs + jitter * load_encoder(plain.encoder_path).input_std
+    std = load_encoder(plain.encoder_path).input_std
+    jittered = inputs + noise_like(inputs, std, PretrainConfig(input_noise=2.0), gen)
     cos = {}
     for name, r in (("plain", plain), ("noised", noised)):
         enc = load_encoder(r.encoder_path)

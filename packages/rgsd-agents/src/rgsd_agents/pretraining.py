@@ -49,8 +49,8 @@ reference scored like another clip.
 velocities of every state a minibatch holds. Reference clips are smooth; a policy's
 states are not: one PD step from a demo clip's first frame, with every body within
 7 cm, the bodies' angular velocities are 0.3-1 rad/s off, and the demo preset's
-encoder scored that state cos 0.29 to 0.62 against z_m (the reference: 0.97);
-putting the reference's angular velocities back raised it to 0.76 (issue 20,
+encoder scored that state cos 0.29 to 0.87 against z_m (the reference: 0.97);
+putting the reference's angular velocities back raised it to 0.64-0.98 (issue 20,
 ``benchmarks/results/issue20/session10``). Trained on noised velocities, the encoder
 scores those same states 0.47 to 0.93 at the same alignment of the references.
 """
