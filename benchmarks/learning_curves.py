@@ -466,6 +466,55 @@ ISSUE20_ARMS: dict[str, Arm] = {
             ["pretrain.input_noise=1.0", "pretrain.noise_parts=[body_ang_vel]", "ppo.minibatch_size=1024"],
             note="demo_angnoise10 with minibatches of 1024 (demo_mb1024)",
         ),
+        Arm(
+            "demo_twins50",
+            "demo",
+            DEMO_MINUTES,
+            ["pretrain.sim_twins=0.5"],
+            note="the demo preset with half its pretraining states swapped for their simulated twins (pretrain.sim_twins)",
+        ),
+        Arm(
+            "demo_twins50_mb1024",
+            "demo",
+            DEMO_MINUTES,
+            ["pretrain.sim_twins=0.5", "ppo.minibatch_size=1024"],
+            note="demo_twins50 with minibatches of 1024 (demo_mb1024)",
+        ),
+        Arm(
+            "demo_twins25_mb1024",
+            "demo",
+            DEMO_MINUTES,
+            ["pretrain.sim_twins=0.25", "ppo.minibatch_size=1024"],
+            note="demo_twins50_mb1024 with a quarter of the pretraining states swapped for twins",
+        ),
+        Arm(
+            "demo_twins50_drift_mb1024",
+            "demo",
+            DEMO_MINUTES,
+            ["pretrain.sim_twins=0.5", "pretrain.sim_negatives=true", "ppo.minibatch_size=1024"],
+            note="demo_twins50_mb1024 with drift states (a second open loop, 0.25 m off) as hard negatives",
+        ),
+        Arm(
+            "demo_drift_mb1024",
+            "demo",
+            DEMO_MINUTES,
+            ["pretrain.sim_negatives=true", "ppo.minibatch_size=1024"],
+            note="demo_mb1024 with drift states as hard negatives (no twins)",
+        ),
+        Arm(
+            "demo_sinking",
+            "demo",
+            DEMO_MINUTES,
+            ["pretrain.hard_negatives=[held_still,phase_shift,reversed,sinking]"],
+            note="the demo preset with a fourth hard negative: the reference with the pelvis sinking 5-25 cm",
+        ),
+        Arm(
+            "demo_sinking_mb1024",
+            "demo",
+            DEMO_MINUTES,
+            ["pretrain.hard_negatives=[held_still,phase_shift,reversed,sinking]", "ppo.minibatch_size=1024"],
+            note="demo_sinking with minibatches of 1024",
+        ),
     )
 }
 """The arms of issue 20: the ``demo`` preset (15 minutes, as ``rgsd demo``) with one change each

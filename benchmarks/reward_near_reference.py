@@ -8,6 +8,10 @@ each encoder given (default: the run's), per clip:
   of the reference: the state the reward should pay almost as much as the reference);
 * ``policy_cos``: the same over the first ``--steps`` states;
 * ``reference_cos``: the reference's own states over those frames;
+* ``policy_cos_by_step``: the policy's cos at every step, and ``body_error_by_step`` its mean body error
+  (m): whether the reward falls as the policy leaves the reference (issue 20, eleventh session: on the
+  demo's backward walk the preset's encoder paid the policy 0.41 on average over its first 31 steps,
+  within 15 cm, and 0.63 while it sat down and fell, 0.21-0.94 m off);
 * ``swap``: ``policy_cos_first`` with one feature group of the policy's states (all 5 stacked frames)
   replaced by the reference's: the group whose swap raises it most is what the reward holds against the
   policy (issue 20: the bodies' angular velocities, 0.29 -> 0.64 on the demo's backward walk).
@@ -39,27 +43,33 @@ Tensor = torch.Tensor
 
 
 @torch.no_grad()
-def rollout_encoder_inputs(run: Path, lib: MotionLib, steps: int) -> Tensor:
+def rollout_encoder_inputs(run: Path, lib: MotionLib, steps: int) -> tuple[Tensor, Tensor]:
     """(steps, clips, 1795) encoder inputs of the transitions of the run's deterministic policy from each clip's
-    first frame (imitation, no early termination)."""
+    first frame (imitation, no early termination), and (steps, clips) its mean body error (m)."""
     env, policy, obs = first_frame_env(run, lib)
     reward_core = env.unwrapped.torch_env.reward_core
-    out = []
+    out, err = [], []
     for _ in range(steps):
-        obs, *_ = env.step(policy.act(obs).numpy())
+        obs, _, _, _, info = env.step(policy.act(obs).numpy())
         out.append(reward_core.next_encoder_inputs.clone())
+        err.append(torch.as_tensor(info["cartesian_error"], dtype=torch.float32))
     env.close()
-    return torch.stack(out)
+    return torch.stack(out), torch.stack(err)
 
 
-def reward_near_reference(lib: MotionLib, windows: Tensor, encoder, first: int) -> dict[str, dict]:
+def reward_near_reference(
+    lib: MotionLib, windows: Tensor, encoder, first: int, errors: Tensor | None = None
+) -> dict[str, dict]:
     """Per clip: the policy's and the reference's cos to z_m and the feature-group swaps (module docstring)."""
     reference = reference_encoder_inputs(lib)
     z = enc.clip_embeddings(encoder, reference, lib.clip_of_frame, lib.num_clips)
     steps = windows.shape[0]
 
+    def cos_each(x: Tensor, m: int) -> Tensor:
+        return (enc.embed(encoder, x) * z[m]).sum(-1)
+
     def cos(x: Tensor, m: int) -> float:
-        return float((enc.embed(encoder, x) * z[m]).sum(-1).mean())
+        return float(cos_each(x, m).mean())
 
     out = {}
     for m, name in enumerate(lib.names):
@@ -76,7 +86,10 @@ def reward_near_reference(lib: MotionLib, windows: Tensor, encoder, first: int) 
             "policy_cos": cos(pol, m),
             "reference_cos": cos(ref, m),
             "swap": swap,
+            "policy_cos_by_step": [round(float(c), 4) for c in cos_each(pol, m)],
         }
+        if errors is not None:
+            out[name]["body_error_by_step"] = [round(float(e), 4) for e in errors[: ref.shape[0], m]]
     return out
 
 
@@ -98,10 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     run = Path(args.run)
     lib = MotionLib(RunDir(run).env_config().motions)
-    windows = rollout_encoder_inputs(run, lib, args.steps)
+    windows, errors = rollout_encoder_inputs(run, lib, args.steps)
     data = {"run": str(run), "steps": args.steps, "first": args.first, "encoders": {}}
     for path in args.encoder or [str(RunDir(run).encoder_path)]:
-        rows = reward_near_reference(lib, windows, enc.load_encoder(path), args.first)
+        rows = reward_near_reference(lib, windows, enc.load_encoder(path), args.first, errors)
         data["encoders"][path] = rows
         print(
             f"{path}: cos(mu(s), z_m) of the policy's first {args.first} / {args.steps} states, the reference's; "

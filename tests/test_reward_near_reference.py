@@ -19,8 +19,11 @@ def test_swaps_restore_the_reference_group_by_group(load_benchmark, tmp_path):
     reference = reference_encoder_inputs(lib)
     steps = 6
     on_ref = torch.stack([reference[lib.starts + 1 + k] for k in range(steps)])  # (steps, clips, 1795)
-    rows = rnr.reward_near_reference(lib, on_ref, encoder, first=steps)
+    errors = torch.linspace(0.0, 0.5, steps).unsqueeze(1).expand(steps, lib.num_clips)
+    rows = rnr.reward_near_reference(lib, on_ref, encoder, first=steps, errors=errors)
     for r in rows.values():
+        assert len(r["policy_cos_by_step"]) == steps and r["body_error_by_step"][-1] == pytest.approx(0.5)
+        assert sum(r["policy_cos_by_step"]) / steps == pytest.approx(r["policy_cos"], abs=1e-3)
         assert r["policy_cos_first"] == pytest.approx(r["reference_cos"], abs=1e-6)
         assert all(v == pytest.approx(r["reference_cos"], abs=1e-6) for v in r["swap"].values())
     still = on_ref.clone().view(steps, lib.num_clips, HISTORY_LEN, FRAME_DIM)

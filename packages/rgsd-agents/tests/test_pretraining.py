@@ -275,7 +275,8 @@ def test_cli_writes_encoder_plot_tensorboard_and_config(tmp_path, capsys):
     cfg_file = tmp_path / "pretrain.yaml"
     cfg_file.write_text(yaml.safe_dump({"kappa": 8.0, "batch_size": 64, "log_every": 2, "eval_every": 2}))
     argv = ["--motions", "demo", "--out", str(out), "--config", str(cfg_file), "--steps", "6", "--hidden", "32", "16"]
-    assert rgsd_pretrain([*argv, "--seed", "3", "--input-noise", "0.5", "--no-progress"]) == 0
+    extra = ["--input-noise", "0.5", "--sim-twins", "0.5", "--sim-negatives"]
+    assert rgsd_pretrain([*argv, "--seed", "3", *extra, "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "alignment" in printed and str(out / ENCODER_FILE) in printed
     assert load_encoder(out / ENCODER_FILE).hidden == (32, 16)
@@ -293,6 +294,8 @@ def test_cli_writes_encoder_plot_tensorboard_and_config(tmp_path, capsys):
     saved = load_yaml(PretrainConfig, out / CONFIG_FILE)
     assert (saved.kappa, saved.batch_size, saved.steps, saved.seed, saved.hidden) == (8.0, 64, 6, 3, (32, 16))
     assert (saved.input_noise, saved.noise_parts) == (0.5, ("body_lin_vel", "body_ang_vel"))
+    assert (saved.sim_twins, saved.sim_twin_steps, saved.sim_negatives) == (0.5, 4, True)
+    assert "sim_twin" in printed  # the sharpness table's column
 
 
 def test_missing_motions_folder_is_a_clear_error(tmp_path):

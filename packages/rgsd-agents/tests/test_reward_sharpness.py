@@ -12,7 +12,14 @@ import yaml
 
 from rgsd_agents.cli import build_parser
 from rgsd_agents.commands import pretrain as pretrain_cmd
-from rgsd_agents.negatives import HARD_NEGATIVES, LEG_LAG, frame_features_of, hard_negative_inputs, variant_stacks
+from rgsd_agents.negatives import (
+    HARD_NEGATIVES,
+    LEG_LAG,
+    SINK_STEP,
+    frame_features_of,
+    hard_negative_inputs,
+    variant_stacks,
+)
 from rgsd_agents.pretraining import PretrainConfig, info_nce_loss, pretrain
 from rgsd_agents.reward_sharpness import (
     COLUMNS,
@@ -52,7 +59,10 @@ def sharpness_of():
     def get(negatives: str, tmp_path_factory) -> dict:
         if negatives not in cache:
             out = tmp_path_factory.mktemp(negatives)
-            kinds = {"hard_legs": dict(negatives="hard", hard_negatives=(*HARD_NEGATIVES, "legs_held"))}
+            kinds = {
+                "hard_legs": dict(negatives="hard", hard_negatives=(*HARD_NEGATIVES, "legs_held")),
+                "hard_sinking": dict(negatives="hard", hard_negatives=(*HARD_NEGATIVES, "sinking")),
+            }
             cfg = PretrainConfig(**TINY, **kinds.get(negatives, dict(negatives=negatives)))
             result = pretrain(cfg, out, progress=False)
             cache[negatives] = (result, json.loads((out / SHARPNESS_FILE).read_text()))
@@ -132,6 +142,28 @@ def test_legs_held_stacks_freeze_the_legs_to_the_pelvis_and_keep_the_rest_of_the
     rest[torch.cat((pose, vel))] = False
     assert torch.equal(held[:, :, rest], ref[:, :, rest])  # phase, trunk and arms as in the clip
     assert not torch.equal(held[0][:, pose], ref[0][:, pose])
+
+
+def test_sinking_stacks_lower_the_pelvis_slot_by_slot_and_keep_the_rest(lib_inputs):
+    lib, inputs = lib_inputs
+    feats = frame_features_of(inputs)
+    frames, starts = lib.starts + 20, lib.starts
+    sunk = variant_stacks(feats, frames, starts, ("sinking",))[:, 0].reshape(-1, HISTORY_LEN, FRAME_DIM)
+    ref = inputs[frames].reshape(-1, HISTORY_LEN, FRAME_DIM)
+    height = FRAME_LAYOUT["root_height"].start
+    drop = ref[:, :, height] - sunk[:, :, height]
+    assert torch.allclose(drop, SINK_STEP * torch.arange(1.0, HISTORY_LEN + 1).expand_as(drop), atol=1e-6)
+    rest = torch.ones(FRAME_DIM, dtype=torch.bool)
+    rest[height] = False
+    assert torch.equal(sunk[:, :, rest], ref[:, :, rest])  # the pose, relative to the pelvis, goes on
+
+
+def test_sinking_as_a_hard_negative_makes_the_reward_read_the_pelvis_height(sharpness_of, tmp_path_factory):
+    _, hard = sharpness_of("hard", tmp_path_factory)
+    _, sinking = sharpness_of("hard_sinking", tmp_path_factory)
+    h, g = hard["mean_cos"], sinking["mean_cos"]
+    assert g["sinking"] < h["sinking"] - 0.3  # the demo preset's encoder: 0.69 (run 0.98); trained: -0.03
+    assert g["reference"] > 0.9
 
 
 def test_body_columns_follow_the_frame_layout():

@@ -21,6 +21,11 @@ the reference stack ``s_t = (o_{t-4}, ..., o_t)`` of a frame t:
   pelvis's. The trunk and arms move as in the clip: a body that leans or slides
   along the clip's path without stepping (issue 20: the demo's backward walk
   leans back, a foot stays in front, and the encoder reward stays at 15-17 of 20).
+* ``sinking``: the reference stack with the pelvis ``SINK_STEP`` lower in each
+  slot than in the one before (0.05 m in the oldest slot, 0.25 m in the newest),
+  the whole body with it: a body that sits down or falls while the pose goes on
+  (issue 20: the demo preset's encoder paid a policy sitting down on the backward
+  walk 0.63, more than its states within 15 cm of the reference, 0.41).
 
 They feed the reward-sharpness report (``reward_sharpness``) and the hard
 negatives of encoder pretraining (``PretrainConfig.negatives = "hard"``).
@@ -37,7 +42,7 @@ Tensor = torch.Tensor
 
 HARD_NEGATIVES = ("held_still", "phase_shift", "reversed")
 """The variants pretraining adds as negatives of each anchor (the order of ``hard_negative_inputs``)."""
-VARIANTS = ("held_still", "start_held", "phase_shift", "reversed", "slowed", "legs_held")
+VARIANTS = ("held_still", "start_held", "phase_shift", "reversed", "slowed", "legs_held", "sinking")
 """Every variant ``variant_stacks`` builds (any of them can be a hard negative: ``PretrainConfig.hard_negatives``)."""
 SLOW_FACTOR = 0.7
 """Playback speed of the ``slowed`` variant."""
@@ -47,7 +52,10 @@ _LEGS = sk.LEG_BODY_IDS
 _LEG_POSE = torch.cat((body_columns(_LEGS, "body_pos"), body_columns(_LEGS, "body_rot")))
 _LEG_VEL = torch.cat((body_columns(_LEGS, "body_lin_vel"), body_columns(_LEGS, "body_ang_vel")))
 _ROOT_VEL = torch.cat((body_columns([0] * len(_LEGS), "body_lin_vel"), body_columns([0] * len(_LEGS), "body_ang_vel")))
+SINK_STEP = 0.05
+"""Metres by which the ``sinking`` variant's pelvis drops per slot of the stack."""
 _PHASE = FRAME_LAYOUT["phase"]
+_ROOT_HEIGHT = FRAME_LAYOUT["root_height"]
 _VELOCITIES = slice(FRAME_LAYOUT["body_lin_vel"].start, FRAME_LAYOUT["body_ang_vel"].stop)
 
 
@@ -106,6 +114,10 @@ def variant_stacks(features: Tensor, frames: Tensor, clip_starts: Tensor, names:
             v = _slowed(features, frames, clip_starts, stacks)
         elif name == "legs_held":
             v = _legs_held(features, frames, clip_starts, stacks)
+        elif name == "sinking":
+            v = stacks.clone()
+            drop = SINK_STEP * torch.arange(1, HISTORY_LEN + 1, dtype=v.dtype, device=v.device)
+            v[..., _ROOT_HEIGHT] -= drop.unsqueeze(-1)
         else:
             raise ValueError(f"unknown negative variant {name!r}; known: {', '.join(VARIANTS)}")
         out.append(v.flatten(1))

@@ -53,6 +53,15 @@ encoder scored that state cos 0.29 to 0.87 against z_m (the reference: 0.97);
 putting the reference's angular velocities back raised it to 0.64-0.98 (issue 20,
 ``benchmarks/results/issue20/session10``). Trained on noised velocities, the encoder
 scores those same states 0.47 to 0.93 at the same alignment of the references.
+
+``sim_twins`` swaps that share of the anchors and positives for their simulated twins
+(``rgsd_agents.sim_twins``): the state the simulator reaches when it tracks the reference
+open loop for ``sim_twin_steps`` control steps, the simulator's own jitter rather than a
+Gaussian's. The demo preset's encoder scored the twins 0.21 (walk) to 0.87 (punch), 0.38
+for the backward walk; with ``sim_twins: 0.5`` it scores them 0.97-0.99, the references
+0.85-0.96 (``reward_sharpness.json``'s ``sim_twin`` column). ``sim_negatives`` gives each
+anchor one more hard negative, a state of its clip that the simulator drifted to in a
+second of open-loop tracking (``DriftNegatives``), so the reward falls off the reference.
 """
 
 from __future__ import annotations
@@ -71,6 +80,8 @@ import torch.nn.functional as F
 from rgsd_agents.negatives import HARD_NEGATIVES, VARIANTS, frame_features_of, hard_negative_inputs
 from rgsd_agents.precision import configure_tf32
 from rgsd_agents.reward_sharpness import SHARPNESS_FILE, reward_sharpness, write_report
+from rgsd_agents.sim_twins import DriftNegatives, Twins
+from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import PAPER_HIDDEN, MLPEncoder, embed
@@ -114,6 +125,23 @@ class PretrainConfig:
     encoder can read as another clip; noise teaches it to look past that (issue 20)."""
     noise_parts: tuple[str, ...] = ("body_lin_vel", "body_ang_vel")
     """Feature groups (``FRAME_LAYOUT`` keys) that ``input_noise`` perturbs."""
+    sim_twins: float = 0.0
+    """Share of a minibatch's anchors and positives replaced by their simulated twins (``rgsd_agents.sim_twins``:
+    the state a PD-driven body reaches from ``sim_twin_steps`` frames earlier, tracking the reference open loop;
+    0: none). The demo preset's encoder scored twins 0.21-0.87 against z_m where the references score 0.95-0.98,
+    as it scores a policy's states near the reference (issue 20)."""
+    sim_twin_steps: int = 4
+    """Control steps each twin is simulated for (fewer near a clip's start)."""
+    sim_negatives: bool = False
+    """Each anchor also scores a state of its own clip that the simulator drifted to, tracking the reference
+    open loop for ``sim_negative_steps`` steps and ending at least ``sim_negative_error`` m off
+    (``rgsd_agents.sim_twins.DriftNegatives``), as a hard negative: the reward falls as a state leaves the
+    reference (the demo preset's encoder paid a policy sitting down on the backward walk more than one
+    tracking it; issue 20)."""
+    sim_negative_steps: int = 30
+    """Open-loop control steps of a drift state (30: one second)."""
+    sim_negative_error: float = 0.25
+    """Drift states closer than this mean body error (m) to the reference are not negatives."""
     symmetric: bool = False
     """Also score each positive as an anchor against the anchors (free: same logits transposed; paper: no)."""
     negatives: str = "infonce"
@@ -123,7 +151,8 @@ class PretrainConfig:
     the alignment near 0.97, so they need ``target_alignment: null`` (stop by ``steps`` or ``max_seconds``)."""
     hard_negatives: tuple[str, ...] = HARD_NEGATIVES
     """With ``negatives: hard``, which states of ``rgsd_agents.negatives.VARIANTS`` each anchor scores against
-    (default: held_still, phase_shift, reversed; ``legs_held`` adds legs frozen to a sliding pelvis)."""
+    (default: held_still, phase_shift, reversed; ``legs_held`` adds legs frozen to a sliding pelvis, ``sinking`` a pelvis
+    5-25 cm low)."""
     steps: int = 3000
     """Maximum optimiser steps."""
     max_seconds: float | None = None
@@ -163,6 +192,10 @@ class PretrainConfig:
             "lr": self.lr > 0,
             "std_floor": self.std_floor >= 0,
             "input_noise": self.input_noise >= 0,
+            "sim_twins": 0.0 <= self.sim_twins <= 1.0,
+            "sim_twin_steps": self.sim_twin_steps >= 1,
+            "sim_negative_steps": self.sim_negative_steps >= 1,
+            "sim_negative_error": self.sim_negative_error >= 0,
             "steps": self.steps >= 0,
             "eval_every": self.eval_every >= 1,
             "log_every": self.log_every >= 1,
@@ -398,20 +431,33 @@ def train_step(
     inputs: Tensor,
     cfg: PretrainConfig,
     gen: torch.Generator,
+    twins: Twins | None = None,
+    drift: DriftNegatives | None = None,
 ) -> float:
-    """One InfoNCE update on a fresh minibatch of (anchor, positive) pairs (and hard negatives); returns the loss."""
+    """One InfoNCE update on a fresh minibatch of (anchor, positive) pairs (and hard negatives); returns the loss.
+
+    With ``twins`` a ``cfg.sim_twins`` share of the anchors and positives are their simulated twins; with
+    ``drift`` each anchor also scores one drift state of its clip as a hard negative."""
     b = cfg.batch_size
     clips, anchors, positives = sample_pairs(lib, b, gen)
-    batch = inputs[torch.cat((anchors, positives))]
+    frames = torch.cat((anchors, positives))
+    batch = inputs[frames] if twins is None else twins.swap_in(inputs, frames, cfg.sim_twins, gen)
     if cfg.negatives == "hard":  # negatives from a random frame of each anchor's own clip
         n = lib.num_frames[clips]
         frames = lib.starts[clips] + (torch.rand(b, generator=gen, device=lib.device) * n).long().clamp_max(n - 1)
         negs = hard_negative_inputs(frame_features_of(inputs), frames, lib.starts[clips], cfg.hard_negatives)
         batch = torch.cat((batch, negs.flatten(0, 1)))
+    if drift is not None:
+        batch = torch.cat((batch, drift.sample(clips, gen)))
     if cfg.input_noise > 0:
         batch = batch + noise_like(batch, encoder.input_std, cfg, gen)
     emb = encoder(batch)  # one forward pass for every part
-    hard = emb[2 * b :].reshape(b, -1, emb.shape[1]) if cfg.negatives == "hard" else None
+    hard = None
+    if batch.shape[0] > 2 * b:  # (B, K, d): the variants of each anchor, then its drift state
+        k = len(cfg.hard_negatives) if cfg.negatives == "hard" else 0
+        hard = emb[2 * b : 2 * b + k * b].reshape(b, k, emb.shape[1])
+        if drift is not None:
+            hard = torch.cat((hard, emb[2 * b + k * b :].unsqueeze(1)), dim=1)
     loss = info_nce_loss(emb[:b], emb[b : 2 * b], clips, cfg.kappa, cfg.symmetric, hard)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -451,9 +497,15 @@ class _Monitor:
 
 
 def pretrain(
-    cfg: PretrainConfig, out_dir: str | os.PathLike, progress: bool = True, progress_file: IO[str] | None = None
+    cfg: PretrainConfig,
+    out_dir: str | os.PathLike,
+    progress: bool = True,
+    progress_file: IO[str] | None = None,
+    env_cfg: EnvConfig | None = None,
 ) -> PretrainResult:
-    """Pretrain the encoder with InfoNCE on ``cfg.motions``; write encoder.pt, pretrain.yaml, embeddings.png, tb/."""
+    """Pretrain the encoder with InfoNCE on ``cfg.motions``; write encoder.pt, pretrain.yaml, embeddings.png, tb/.
+
+    ``env_cfg``: the simulator settings of the twins (``cfg.sim_twins``; default ``EnvConfig()``)."""
     from rgsd_agents.progress import ProgressBar
 
     out = Path(out_dir)
@@ -468,6 +520,12 @@ def pretrain(
     if cfg.num_threads is not None:
         torch.set_num_threads(cfg.num_threads)
     encoder = build_encoder(cfg, inputs)
+    twins = Twins.build(lib, env_cfg, cfg.sim_twin_steps) if cfg.sim_twins > 0 else None
+    drift = (
+        DriftNegatives.build(lib, env_cfg, cfg.sim_negative_steps, cfg.sim_negative_error)
+        if cfg.sim_negatives
+        else None
+    )
     opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     monitor = _Monitor(out / TB_DIR, encoder, inputs, cof, lib.num_clips)
@@ -481,7 +539,7 @@ def pretrain(
         alignment = monitor.evaluate(0)
         t0 = last_log = time.perf_counter()
         while step < cfg.steps and not reached(alignment):
-            losses.append(train_step(encoder, opt, lib, inputs, cfg, gen))
+            losses.append(train_step(encoder, opt, lib, inputs, cfg, gen, twins, drift))
             step += 1
             if step % cfg.log_every == 0:
                 now = time.perf_counter()
@@ -502,7 +560,7 @@ def pretrain(
         bar.close()
         monitor.writer.close()
         torch.set_num_threads(threads)
-    return _write_outputs(cfg, out, encoder.cpu().eval(), lib, inputs.cpu(), step, seconds, losses)
+    return _write_outputs(cfg, out, encoder.cpu().eval(), lib, inputs.cpu(), step, seconds, losses, env_cfg)
 
 
 def _write_outputs(
@@ -514,6 +572,7 @@ def _write_outputs(
     steps: int,
     seconds: float,
     losses: list[float],
+    env_cfg: EnvConfig | None = None,
 ) -> PretrainResult:
     """Save encoder.pt (with clip embeddings and metrics), embeddings.png and embeddings_cosine.png; the result."""
     cof = lib.clip_of_frame.cpu()
@@ -538,7 +597,7 @@ def _write_outputs(
     plot_clip_cosine(
         z.detach().cpu().numpy(), list(lib.names), out / COSINE_PLOT_FILE, f"{lib.num_clips} clips, {steps} steps"
     )
-    sharpness = reward_sharpness(encoder, lib, cfg.kappa, inputs=inputs)
+    sharpness = reward_sharpness(encoder, lib, cfg.kappa, inputs=inputs, env_cfg=env_cfg)
     sharpness_path = write_report(sharpness, out / SHARPNESS_FILE)
     return PretrainResult(
         encoder_path=encoder_path,

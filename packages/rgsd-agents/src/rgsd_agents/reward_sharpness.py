@@ -7,18 +7,28 @@ over its reference frames, for these states (``rgsd_agents.negatives``):
 column          states scored against z_m
 ==============  ================================================================
 reference       the reference stacks s_t of clip m
+sim_twin        the simulated twins of its frames: a PD-driven body tracking
+                the reference open loop for 4 control steps
+                (``rgsd_agents.sim_twins``), what a policy's states near the
+                reference look like
 held_still      each frame's pose held still (5 equal frames, zero velocities,
                 phase advancing)
 start_held      the clip's first pose held still, phase advancing
 phase_shift     the reference stacks with the phase moved by +0.5
 reversed        the reference stacks in reverse time order
+slowed, ...     every other variant of ``rgsd_agents.negatives.VARIANTS``
+                (``legs_held``: legs frozen to a sliding pelvis; ``sinking``:
+                the pelvis 5-25 cm lower, as in a body sitting down)
 other_clips     the reference stacks of every other clip
 ==============  ================================================================
 
 z_m is the normalised mean embedding of clip m's reference states (as
 pretraining stores it). A reward that only separates clips shows ``held_still``
 and ``reversed`` close to ``reference``: standing still then earns most of the
-walking reward. ``rgsd pretrain`` prints this table and writes it to
+walking reward. A ``sim_twin`` far below ``reference`` is a reward that does not
+pay a policy for getting close (issue 20: the demo preset's encoder paid the twins
+of the backward walk 0.38, its references 0.97; ``pretrain.sim_twins``).
+``rgsd pretrain`` prints this table and writes it to
 ``reward_sharpness.json`` beside ``encoder.pt``; ``rgsd train`` logs it to
 TensorBoard (``reward_sharpness/``) when a run starts.
 """
@@ -35,6 +45,8 @@ import torch
 import torch.nn.functional as F
 
 from rgsd_agents.negatives import VARIANTS, frame_features_of, variant_stacks
+from rgsd_agents.sim_twins import simulated_twins
+from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import EncoderLike, embed
@@ -43,7 +55,7 @@ from rgsd_envs.utils.files import atomic_path
 Tensor = torch.Tensor
 
 SHARPNESS_FILE = "reward_sharpness.json"
-COLUMNS = ("reference", *VARIANTS, "other_clips")
+COLUMNS = ("reference", "sim_twin", *VARIANTS, "other_clips")
 """Columns of the report, in order."""
 
 
@@ -55,11 +67,14 @@ def reward_sharpness(
     constant: float | None = None,
     inputs: Tensor | None = None,
     max_frames: int = 20000,
+    env_cfg: EnvConfig | None = None,
+    max_twins: int = 2000,
 ) -> dict[str, Any]:
     """Per clip mean cos(mu(s), z_m) of each column of ``COLUMNS``; JSON-ready (reward = C + kappa cos).
 
     ``inputs`` are the reference encoder inputs (computed if None); at most
-    ``max_frames`` evenly spaced frames are scored per variant.
+    ``max_frames`` evenly spaced frames are scored per variant, and up to ``max_twins`` simulated twins
+    (``rgsd_agents.sim_twins``, 4 steps on ``env_cfg``'s simulator, whatever the encoder was trained on).
     """
     ref = (inputs if inputs is not None else reference_encoder_inputs(lib)).cpu()
     cof = lib.clip_of_frame.cpu()
@@ -86,6 +101,11 @@ def reward_sharpness(
     cos_var = (e_var * z[clips].unsqueeze(1)).sum(-1)
     for k, name in enumerate(VARIANTS):
         table[name] = per_clip(cos_var[:, k], clips)
+
+    twin_inputs, twin_frames, _ = simulated_twins(lib, env_cfg, steps=4, max_twins=max_twins)
+    twin_clips = cof[twin_frames.cpu()]
+    e_twin = embed(encoder, twin_inputs).cpu()
+    table["sim_twin"] = per_clip((e_twin * z[twin_clips]).sum(-1), twin_clips)
 
     c = float(kappa if constant is None else constant)
     clips_out = {name: {col: float(table[col][i]) for col in COLUMNS} for i, name in enumerate(lib.names)}

@@ -54,12 +54,12 @@ from rgsd_agents.ppo import PPO
 from rgsd_agents.precision import configure_tf32
 from rgsd_agents.probe import ImitationProbe
 from rgsd_agents.rollout import RolloutCollector
+from rgsd_agents.sim_twins import reference_actions
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.envs.torch_env import RGSDTorchEnv, StepExtras
-from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import MLPEncoder, load_encoder, trainable_copy
 from rgsd_envs.runs.run_dir import RunDir
@@ -94,7 +94,7 @@ def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Pat
         from rgsd_agents.pretraining import pretrain
 
         log.info("no encoder given: pretraining on %s into %s", cfg.env.motions, run.file("pretrain"))
-        result = pretrain(cfg.pretrain, run.file("pretrain"), progress=progress)
+        result = pretrain(cfg.pretrain, run.file("pretrain"), progress=progress, env_cfg=cfg.env)
         log.info("pretraining: alignment %.5f after %d steps (%.0f s)", result.alignment, result.steps, result.seconds)
         with atomic_path(run.encoder_path) as tmp:
             shutil.copyfile(result.encoder_path, tmp)
@@ -362,7 +362,7 @@ class Runner(TrainingLoop, RolloutCollector):
         from rgsd_agents.reward_sharpness import SHARPNESS_FILE, reward_sharpness, tensorboard_scalars, write_report
 
         rc = self.env.reward_core
-        report = reward_sharpness(self.frozen, self.env.core.lib, rc.kappa, rc.constant)
+        report = reward_sharpness(self.frozen, self.env.core.lib, rc.kappa, rc.constant, env_cfg=self.env_cfg)
         write_report(report, self.run.file(SHARPNESS_FILE))
         for k, v in tensorboard_scalars(report).items():
             writer.add_scalar(k, v, 0)
@@ -500,10 +500,7 @@ def env_device(env_cfg: EnvConfig, learner: torch.device) -> str:
 
 def reference_mean_action(lib: MotionLib) -> Tensor:
     """The action (69,) whose PD targets are the reference clips' mean joint angles (clipped to [-1, 1])."""
-    offset = torch.as_tensor(sk.ACTION_OFFSET, dtype=torch.float32)
-    scale = torch.as_tensor(sk.ACTION_SCALE, dtype=torch.float32)
-    actions = (lib.frames("dof_pos").cpu().to(torch.float32) - offset) / scale
-    return actions.clamp(-1.0, 1.0).mean(0)
+    return reference_actions(lib).mean(0)
 
 
 def _postfix(m: dict[str, float]) -> str:
