@@ -58,6 +58,17 @@ def test_twins_keep_the_reference_history_and_jitter_the_velocities(lib):
     assert float(error.max()) < 0.1  # the mean body error the env reports for the twin
 
 
+def test_twins_simulated_in_batches_match_one_batch(lib, monkeypatch):
+    """Memory stays bounded: worlds are simulated WORLDS_PER_BATCH at a time, with the same states."""
+    import rgsd_agents.sim_twins as st
+
+    whole = simulated_twins(lib, steps=4)
+    monkeypatch.setattr(st, "WORLDS_PER_BATCH", 100)  # 439 twins: 5 batches, the last one padded
+    batched = simulated_twins(lib, steps=4)
+    for a, b in zip(whole, batched, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
 def test_swap_in_replaces_the_given_share_of_frames_that_have_a_twin(lib):
     twins = Twins.build(lib, steps=1)
     ref = reference_encoder_inputs(lib)
