@@ -442,22 +442,19 @@ def train_step(
     clips, anchors, positives = sample_pairs(lib, b, gen)
     frames = torch.cat((anchors, positives))
     batch = inputs[frames] if twins is None else twins.swap_in(inputs, frames, cfg.sim_twins, gen)
+    negs = []  # (B, K_i, 1795) per source: each anchor's own negatives
     if cfg.negatives == "hard":  # negatives from a random frame of each anchor's own clip
         n = lib.num_frames[clips]
         frames = lib.starts[clips] + (torch.rand(b, generator=gen, device=lib.device) * n).long().clamp_max(n - 1)
-        negs = hard_negative_inputs(frame_features_of(inputs), frames, lib.starts[clips], cfg.hard_negatives)
-        batch = torch.cat((batch, negs.flatten(0, 1)))
+        negs.append(hard_negative_inputs(frame_features_of(inputs), frames, lib.starts[clips], cfg.hard_negatives))
     if drift is not None:
-        batch = torch.cat((batch, drift.sample(clips, gen)))
+        negs.append(drift.sample(clips, gen).unsqueeze(1))
+    if negs:
+        batch = torch.cat((batch, torch.cat(negs, dim=1).flatten(0, 1)))
     if cfg.input_noise > 0:
         batch = batch + noise_like(batch, encoder.input_std, cfg, gen)
     emb = encoder(batch)  # one forward pass for every part
-    hard = None
-    if batch.shape[0] > 2 * b:  # (B, K, d): the variants of each anchor, then its drift state
-        k = len(cfg.hard_negatives) if cfg.negatives == "hard" else 0
-        hard = emb[2 * b : 2 * b + k * b].reshape(b, k, emb.shape[1])
-        if drift is not None:
-            hard = torch.cat((hard, emb[2 * b + k * b :].unsqueeze(1)), dim=1)
+    hard = emb[2 * b :].reshape(b, -1, emb.shape[1]) if negs else None
     loss = info_nce_loss(emb[:b], emb[b : 2 * b], clips, cfg.kappa, cfg.symmetric, hard)
     opt.zero_grad(set_to_none=True)
     loss.backward()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 
@@ -73,7 +74,7 @@ def simulated_twins(
     n = min(int(g.numel()), WORLDS_PER_BATCH)
     env = RGSDTorchEnv(num_envs=n, config=cfg, motions=cpu_lib)
     actions = reference_actions(cpu_lib)
-    out = torch.empty(g.numel(), env.reward_core.next_encoder_inputs.shape[1])
+    out = torch.empty(g.numel(), ENCODER_INPUT_DIM)
     error = torch.empty(g.numel())
     for first in range(0, g.numel(), n):
         rows = torch.arange(first, first + n).clamp_max(g.numel() - 1)  # the last batch repeats its last twin
@@ -95,8 +96,6 @@ class Twins:
 
     inputs: Tensor
     """(T, 1795) encoder inputs of the twins."""
-    frames: Tensor
-    """(T,) global index of each twin's reference frame."""
     row: Tensor
     """(F,) each reference frame's row in ``inputs`` (-1: the frame has no twin)."""
 
@@ -106,7 +105,7 @@ class Twins:
         inputs, frames, _ = simulated_twins(lib, env_cfg, steps)
         row = torch.full((lib.clip_of_frame.numel(),), -1, dtype=torch.long, device=frames.device)
         row[frames] = torch.arange(frames.numel(), device=frames.device)
-        return cls(inputs, frames, row)
+        return cls(inputs, row)
 
     def swap_in(self, reference: Tensor, frames: Tensor, share: float, gen: torch.Generator) -> Tensor:
         """Encoder inputs of global frames ``frames`` (B,): ``reference`` rows, a ``share`` of those with a twin
