@@ -89,6 +89,10 @@ def test_sim_twins_settings_are_checked():
         PretrainConfig(sim_twins=1.5)
     with pytest.raises(ValueError, match="sim_twin_steps"):
         PretrainConfig(sim_twins=0.5, sim_twin_steps=0)
+    with pytest.raises(ValueError, match="sim_negative_steps"):
+        PretrainConfig(sim_negatives=True, sim_negative_steps=0)
+    with pytest.raises(ValueError, match="sim_negative_error"):
+        PretrainConfig(sim_negatives=True, sim_negative_error=-0.1)
 
 
 def test_pretraining_with_twins_pays_the_twins_near_the_reference(tmp_path, lib):
