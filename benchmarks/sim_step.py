@@ -9,7 +9,12 @@ blow-ups of the last repetition are listed). Each repetition times
 the same number of ``mj_step`` calls per model, interleaved; the median over
 repetitions is reported with the ratio. Gymnasium's model is read from the
 installed package's ``humanoid.xml``. These are figures, not a test.
-Run: ``python benchmarks/sim_step.py`` (~15 s).
+
+Then, for our model only: where an ``mj_step`` goes (MuJoCo's stage timers, summed
+over the run) and what other solver settings would cost on the same random
+controls: Newton (ours), CG and PGS at our iteration limits, and with contacts
+disabled (the floor under any solver setting: the physics without constraints).
+Run: ``python benchmarks/sim_step.py`` (~30 s).
 """
 
 from __future__ import annotations
@@ -39,10 +44,25 @@ def gym_fallen(data: mujoco.MjData) -> bool:
     return not 1.0 < data.qpos[2] < 2.0
 
 
+STAGES = {
+    "position (kinematics, inertia, collision, constraints made)": mujoco.mjtTimer.mjTIMER_POSITION,
+    "velocity": mujoco.mjtTimer.mjTIMER_VELOCITY,
+    "actuation": mujoco.mjtTimer.mjTIMER_ACTUATION,
+    "constraint solver": mujoco.mjtTimer.mjTIMER_CONSTRAINT,
+    "integration (implicitfast)": mujoco.mjtTimer.mjTIMER_ADVANCE,
+}
+
+
+def _timers(data: mujoco.MjData) -> np.ndarray:
+    """Seconds per stage of ``STAGES`` since the data's last reset."""
+    return np.array([data.timer[int(t)].duration for t in STAGES.values()])
+
+
 def run(
-    model: mujoco.MjModel, hold: int, fallen, steps: int, rng: np.random.Generator
+    model: mujoco.MjModel, hold: int, fallen, steps: int, rng: np.random.Generator, stages: np.ndarray | None = None
 ) -> tuple[float, float, int, int]:
-    """Time ``steps`` mj_step calls; returns (seconds, mean contacts, resets, simulator blow-ups)."""
+    """Time ``steps`` mj_step calls; returns (seconds, mean contacts, resets, simulator blow-ups). With
+    ``stages``, MuJoCo's stage timers are added into it (the timers restart at each reset)."""
     data = mujoco.MjData(model)
     lo, hi = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
     controls = rng.uniform(lo, hi, size=(steps // hold + 1, model.nu))
@@ -54,13 +74,16 @@ def run(
             for _ in range(hold):
                 mujoco.mj_step(model, data)
             contacts += data.ncon
-            if data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number:
-                blowups += 1
+            blew_up = data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0
+            if blew_up or fallen(data):
+                if stages is not None:
+                    stages += _timers(data)
                 mujoco.mj_resetData(model, data)
-            elif fallen(data):
-                mujoco.mj_resetData(model, data)
-                resets += 1
+                blowups += int(blew_up)
+                resets += int(not blew_up)
         elapsed = time.perf_counter() - start
+    if stages is not None:
+        stages += _timers(data)
     return elapsed, contacts / max(steps // hold, 1), resets, blowups
 
 
@@ -112,6 +135,41 @@ def main() -> None:
         f"ours per 30 Hz control step at dt = 1/{round(1 / cfg.timestep)} s ({substeps} substeps): {per_control:.0f} us "
         f"= {1e6 / per_control:.0f} control steps/s per thread"
     )
+    solver_variants(cfg, substeps, steps, args.repeats, args.seed)
+
+
+def _variant(cfg: HumanoidConfig, solver: str | None = None, contacts: bool = True) -> mujoco.MjModel:
+    model = load_model(cfg)
+    if solver is not None:
+        model.opt.solver = getattr(mujoco.mjtSolver, f"mjSOL_{solver}")
+    if not contacts:
+        model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    return model
+
+
+def solver_variants(cfg: HumanoidConfig, substeps: int, steps: int, repeats: int, seed: int) -> None:
+    """Our model's stage timers, then the same random controls under other solver settings (median us/step)."""
+    variants = {
+        "Newton (ours)": _variant(cfg),
+        "CG": _variant(cfg, "CG"),
+        "PGS": _variant(cfg, "PGS"),
+        "no contacts (floor)": _variant(cfg, contacts=False),
+    }
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    stages = np.zeros(len(STAGES))
+    for _ in range(repeats):
+        for name, model in variants.items():
+            rng = np.random.default_rng(seed)  # the same controls for every variant
+            elapsed = run(model, substeps, ours_fallen, steps, rng, stages if name == "Newton (ours)" else None)[0]
+            times[name].append(elapsed)
+    print("\nwhere an mj_step of ours goes (MuJoCo's stage timers, all repetitions):")
+    for label, share in zip(STAGES, stages / stages.sum()):
+        print(f"  {label:<60} {100 * share:5.1f} %")
+    base = float(np.median(times["Newton (ours)"]))
+    print(f"\nsolver settings, same random controls ({steps} mj_step calls, median of {repeats}):")
+    for name, t in times.items():
+        us = 1e6 * float(np.median(t)) / steps
+        print(f"  {name:<22} {us:7.1f} us/step   x{base / float(np.median(t)):.2f}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,11 @@ Measured in one process, one after the other, with the ``cpu`` preset (or ``--co
   and, for reference, the same with SB3's own defaults for the minibatch size
   (64) and epochs (10), which is what SB3 users get out of the box.
 
+It also prints the loop's ceilings on this machine (issue 20): the cores the loop keeps busy on average
+(process CPU time over wall time: if every core were busy all the time the loop could be at most
+cores / busy times faster) and the MuJoCo stepping's share (if nothing but the physics cost anything:
+1 / share), with the samples 15 minutes hold.
+
 Targets (issue 4): ours / env-only >= 0.5 and ours / sb3 >= 3.
 The encoder is a randomly initialised MLP of the preset's size (its cost, not
 its weights, matters here). Run: ``python benchmarks/train_throughput.py``
@@ -47,19 +52,37 @@ def make_encoder(cfg: TrainConfig, folder: Path) -> str:
     return str(path)
 
 
-def ours(cfg: TrainConfig, folder: Path, iterations: int) -> tuple[float, dict[str, float], Runner]:
-    """Samples/s of the full loop and the time shares of its parts."""
+def ours(cfg: TrainConfig, folder: Path, iterations: int) -> tuple[float, dict[str, float], float, Runner]:
+    """Samples/s of the full loop, the time shares of its parts and the CPU cores it kept busy on average
+    (the process's CPU time over the wall time)."""
     runner = Runner(cfg, folder / "run", progress=False)
     runner.iterate()  # warm-up: first-touch allocations, thread pools
+    backend = runner.env.core.backend
+    backend.physics_seconds = 0.0
+    cpu_start = time.process_time()
     metrics = [runner.iterate() for _ in range(iterations)]
+    cpu = time.process_time() - cpu_start
     total = sum(m["perf/iteration_seconds"] for m in metrics)
     shares = {
         "simulation (env.step)": sum(m["perf/env_seconds"] for m in metrics) / total,
+        "  of which MuJoCo stepping": backend.physics_seconds / total,
         "policy inference + bookkeeping": sum(m["perf/policy_seconds"] for m in metrics) / total,
         "PPO update": sum(m["perf/update_seconds"] for m in metrics) / total,
         "discovery-encoder update": sum(m["perf/discovery_seconds"] for m in metrics) / total,
     }
-    return cfg.batch_size * iterations / total, shares, runner
+    return cfg.batch_size * iterations / total, shares, cpu / total, runner
+
+
+def print_ceilings(rate: float, physics_share: float, cores_used: float) -> None:
+    """What the loop could reach on this machine at best: every core busy, or nothing but the physics."""
+    cores = os.cpu_count() or 1
+    print(f"cores kept busy    {cores_used:8.2f} of {cores}")
+    print(
+        f"ceilings           every core busy all the time: {cores / cores_used:.2f}x; "
+        f"everything but MuJoCo free: {1.0 / physics_share:.2f}x"
+    )
+    held = rate * 900 / 1e6  # M samples in 15 minutes
+    print(f"15 minutes hold    {held:8.2f} M samples (at the first ceiling {held * cores / cores_used:.2f} M)")
 
 
 def env_only(runner: Runner, steps: int) -> float:
@@ -131,13 +154,14 @@ def main() -> None:
             f"minibatch={cfg.ppo.minibatch_size}; torch threads {torch.get_num_threads()}, {os.cpu_count()} cores, "
             f"load average {os.getloadavg()[0]:.1f}"
         )
-        rate, shares, runner = ours(cfg, folder, args.iterations)
+        rate, shares, cores_used, runner = ours(cfg, folder, args.iterations)
         env_rate = env_only(runner, cfg.horizon * args.iterations)
         runner.close()
         print(f"ours (full loop)   {rate:8.0f} samples/s")
         print(f"env only           {env_rate:8.0f} samples/s   ours / env = {rate / env_rate:.2f}  (target >= 0.5)")
         for name, share in shares.items():
             print(f"  {name:<32s} {100 * share:5.1f} % of the loop")
+        print_ceilings(rate, shares["  of which MuJoCo stepping"], cores_used)
         if not args.no_sb3:
             sb3_rate = sb3(cfg, cfg.encoder, args.iterations)
             print(
