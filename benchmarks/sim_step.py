@@ -13,7 +13,7 @@ installed package's ``humanoid.xml``. These are figures, not a test.
 Then, for our model only: where an ``mj_step`` goes (MuJoCo's stage timers, summed
 over the run) and what other solver settings would cost on the same random
 controls: Newton (ours), CG and PGS at our iteration limits, and with contacts
-disabled (the floor under any solver setting: the physics without constraints).
+disabled (a bound for any solver setting: the physics without contacts).
 Run: ``python benchmarks/sim_step.py`` (~30 s).
 """
 
@@ -153,7 +153,7 @@ def solver_variants(cfg: HumanoidConfig, substeps: int, steps: int, repeats: int
         "Newton (ours)": _variant(cfg),
         "CG": _variant(cfg, "CG"),
         "PGS": _variant(cfg, "PGS"),
-        "no contacts (floor)": _variant(cfg, contacts=False),
+        "contacts off (bound)": _variant(cfg, contacts=False),
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
     stages = np.zeros(len(STAGES))
