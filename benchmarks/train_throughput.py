@@ -52,6 +52,10 @@ def make_encoder(cfg: TrainConfig, folder: Path) -> str:
     return str(path)
 
 
+MUJOCO_SHARE = "  of which MuJoCo stepping"
+"""The row of ``ours``'s shares that holds MuJoCo's stepping alone (part of ``env.step``'s share)."""
+
+
 def ours(cfg: TrainConfig, folder: Path, iterations: int) -> tuple[float, dict[str, float], float, Runner]:
     """Samples/s of the full loop, the time shares of its parts and the CPU cores it kept busy on average
     (the process's CPU time over the wall time)."""
@@ -65,7 +69,7 @@ def ours(cfg: TrainConfig, folder: Path, iterations: int) -> tuple[float, dict[s
     total = sum(m["perf/iteration_seconds"] for m in metrics)
     shares = {
         "simulation (env.step)": sum(m["perf/env_seconds"] for m in metrics) / total,
-        "  of which MuJoCo stepping": backend.physics_seconds / total,
+        MUJOCO_SHARE: backend.physics_seconds / total,
         "policy inference + bookkeeping": sum(m["perf/policy_seconds"] for m in metrics) / total,
         "PPO update": sum(m["perf/update_seconds"] for m in metrics) / total,
         "discovery-encoder update": sum(m["perf/discovery_seconds"] for m in metrics) / total,
@@ -161,7 +165,7 @@ def main() -> None:
         print(f"env only           {env_rate:8.0f} samples/s   ours / env = {rate / env_rate:.2f}  (target >= 0.5)")
         for name, share in shares.items():
             print(f"  {name:<32s} {100 * share:5.1f} % of the loop")
-        print_ceilings(rate, shares["  of which MuJoCo stepping"], cores_used)
+        print_ceilings(rate, shares[MUJOCO_SHARE], cores_used)
         if not args.no_sb3:
             sb3_rate = sb3(cfg, cfg.encoder, args.iterations)
             print(
