@@ -67,7 +67,7 @@ SHORT_DEMO = [
     "iterations=3", "num_envs=16", "horizon=8", "max_minutes=null",
     "pretrain.steps=30", "pretrain.hidden=[32]",
     "networks.actor_hidden=[32]", "networks.critic_hidden=[32]",
-    "ppo.minibatch_size=64", "discovery.minibatch_size=64",
+    "ppo.minibatch_size=64", "method.options.minibatch_size=64",
 ]  # fmt: skip
 """A few seconds of ``rgsd train --config demo``: a real (barely trained) run folder."""
 

@@ -55,7 +55,7 @@ TRAIN_SAMPLES_GOAL = 100_000
 SMOKE_TRAIN = [
     "num_envs=8", "horizon=4", "iterations=2", "probe_every=0", "checkpoint_every=1",
     "pretrain.steps=20", "pretrain.hidden=[32]", "networks.actor_hidden=[32]", "networks.critic_hidden=[32]",
-    "ppo.minibatch_size=16", "ppo.epochs=1", "discovery.minibatch_size=16",
+    "ppo.minibatch_size=16", "ppo.epochs=1", "method.options.minibatch_size=16",
 ]  # fmt: skip
 """The paper preset shrunk to seconds on the CPU (``--smoke``)."""
 STEP_NAMES = ("cuda_tests", "demo_motions", "import_motions", "throughput", "train", "eval")

@@ -72,7 +72,7 @@ def ours(cfg: TrainConfig, folder: Path, iterations: int) -> tuple[float, dict[s
         MUJOCO_SHARE: backend.physics_seconds / total,
         "policy inference + bookkeeping": sum(m["perf/policy_seconds"] for m in metrics) / total,
         "PPO update": sum(m["perf/update_seconds"] for m in metrics) / total,
-        "discovery-encoder update": sum(m["perf/discovery_seconds"] for m in metrics) / total,
+        "discovery-encoder update": sum(m["perf/method_seconds"] for m in metrics) / total,
     }
     return cfg.batch_size * iterations / total, shares, cpu / total, runner
 

@@ -16,8 +16,8 @@ import time
 
 import torch
 
-from rgsd_agents.config import DiscoveryConfig, NetworkConfig, PPOConfig
-from rgsd_agents.discovery import DiscoveryTrainer
+from rgsd_agents.config import NetworkConfig, PPOConfig
+from rgsd_agents.discovery import DiscoveryConfig, DiscoveryTrainer
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.storage import RolloutStorage

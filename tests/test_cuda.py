@@ -39,7 +39,7 @@ DETERMINISTIC_ENV = "RGSD_WARP_DETERMINISTIC"
 TINY = [
     "num_envs=64", "horizon=8", "max_minutes=null", "probe_every=0", "checkpoint_every=5",
     "networks.actor_hidden=[64]", "networks.critic_hidden=[64]",
-    "ppo.minibatch_size=128", "discovery.minibatch_size=128",
+    "ppo.minibatch_size=128", "method.options.minibatch_size=128",
 ]  # fmt: skip
 
 

@@ -25,12 +25,10 @@ def digests(runner: Runner) -> dict[str, str]:
     parts = {
         "actor": runner.ac.actor.net,
         "critic": runner.ac.critic,
-        "encoder": runner.trainable,
         "obs_normalizer": runner.ac.obs_normalizer,
         "value_normalizer": runner.ac.value_normalizer,
+        **{f"method.{k}": m for k, m in runner.method.modules().items()},
     }
-    if runner.method is not None:  # a baseline's networks (rgsd_agents.methods)
-        parts.update({f"method.{k}": m for k, m in runner.method.modules().items()})
     out = {}
     for name, module in parts.items():
         h = hashlib.sha256()

@@ -35,22 +35,55 @@ def test_paper_preset_has_the_papers_hyperparameters():
     p = cfg.ppo
     assert (p.actor_lr, p.critic_lr, p.minibatch_size, p.epochs) == (2e-5, 1e-4, 32768, 5)
     assert (p.clip, p.gae_lambda, p.gamma, p.entropy_coef) == (0.2, 0.95, 0.99, 0.1)
-    assert (cfg.discovery.lr, cfg.discovery.alpha, cfg.env.p_imitation) == (1e-4, 0.5, 0.7)
+    assert cfg.method.name == "rgsd" and cfg.env.p_imitation == 0.7
+    assert (cfg.method.options["lr"], cfg.method.options["alpha"]) == (1e-4, 0.5)
     assert cfg.pretrain.hidden == (1024, 1024, 1024, 512) and cfg.pretrain.lr == 1e-4 and cfg.pretrain.batch_size == 256
-    assert cfg.encoder is None and cfg.encoder_init == "pretrained"
+    assert cfg.encoder is None
 
 
-def test_diayn_differs_from_cpu_only_by_the_grounding():
-    cpu, diayn = _flat(to_dict(load_config("cpu"))), _flat(to_dict(load_config("diayn")))
+def test_diayn_differs_from_cpu_only_by_the_method_and_its_grounding():
+    cpu, diayn = (_flat(to_dict(resolve(load_config(name)))) for name in ("cpu", "diayn"))
     diff = {k for k in cpu if cpu[k] != diayn[k]}
-    assert diff == {"encoder_init", "env.p_imitation"}
-    assert diayn["encoder_init"] == "random" and diayn["env.p_imitation"] == 0.0
+    assert diff == {"method.name", "env.p_imitation"}
+    assert diayn["method.name"] == "diayn" and diayn["env.p_imitation"] == 0.0
 
 
-def test_cpu_preset_holds_issue_20s_measured_recipe():
+ALL_METHODS = ("rgsd", "diayn", "ase", "calm", "metra")
+
+
+@pytest.mark.parametrize("name", ALL_METHODS)
+def test_every_method_has_a_cpu_and_a_paper_preset_that_name_it(name):
+    cpu, paper = load_config(name), load_config(f"{name}_paper")
+    assert cpu.method.name == paper.method.name == name
+    assert (cpu.num_envs, cpu.networks.actor_hidden, cpu.max_minutes) == (128, (256, 256), 150)
+    assert (paper.num_envs, paper.horizon, paper.ppo.minibatch_size) == (4096, 32, 32768)
+    assert paper.networks.actor_hidden == paper.networks.critic_hidden == (1024, 1024, 1024, 512)
+
+
+def test_a_preset_on_a_base_merges_section_by_section_and_another_method_brings_its_own_options(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text("method: {name: rgsd, options: {update_every: 4}}\nnum_envs: 8\nppo: {epochs: 3, clip: 0.1}\n")
+    same = tmp_path / "same.yaml"
+    same.write_text("base: base.yaml\nmethod: {options: {lr: 3.0e-4}}\nppo: {epochs: 1}\n")
+    cfg = load_config(same)
+    assert (cfg.num_envs, cfg.ppo.epochs, cfg.ppo.clip) == (8, 1, 0.1)
+    assert cfg.method.options == {"update_every": 4, "lr": 3e-4}
+    other = tmp_path / "other.yaml"
+    other.write_text("base: base.yaml\nmethod: {name: metra, options: {hidden: [16]}}\n")
+    assert load_config(other).method.options == {"hidden": [16]}  # not RGSD's update_every
+
+
+def test_a_base_that_loops_is_a_clear_error(tmp_path):
+    (tmp_path / "a.yaml").write_text("base: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\n")
+    with pytest.raises(InputFileError, match="base"):
+        load_config(tmp_path / "a.yaml")
+
+
+def test_cpu_preset_holds_the_measured_recipe():
     cfg = load_config("cpu")
     assert cfg.max_minutes == 150 and cfg.env.deviation_heading_deg == 15.0 and not cfg.env.deviation_adaptive
-    assert (cfg.ppo.bf16, cfg.discovery.update_every) == ("auto", 4)
+    assert (cfg.ppo.bf16, cfg.method.options["update_every"]) == ("auto", 4)
     assert cfg.curriculum == [
         {
             "at_samples": 18599936.0,  # iteration 4541 of the measured run
@@ -66,12 +99,12 @@ def test_demo_preset_pretrains_and_has_a_time_budget():
     assert cfg.probe_every > 0
 
 
-def test_demo_preset_holds_issue_20s_measured_recipe():
+def test_demo_preset_holds_the_measured_recipe():
     cfg = load_config("demo")
     assert (cfg.max_minutes, cfg.env.p_imitation, cfg.env.deviation_heading_deg) == (15, 0.85, 15.0)
     assert (cfg.env.deviation_metric, cfg.env.deviation_threshold, cfg.env.deviation_adaptive) == ("max", 0.5, False)
     assert (cfg.pretrain.negatives, cfg.pretrain.target_alignment, cfg.pretrain.steps) == ("hard", None, 1500)
-    assert (cfg.ppo.actor_lr, cfg.ppo.epochs, cfg.ppo.bf16, cfg.discovery.update_every) == (6e-5, 2, "auto", 4)
+    assert (cfg.ppo.actor_lr, cfg.ppo.epochs, cfg.ppo.bf16, cfg.method.options["update_every"]) == (6e-5, 2, "auto", 4)
     assert cfg.curriculum == [
         {
             "at_samples": 2457600.0,  # iteration 600 of the measured runs

@@ -80,7 +80,7 @@ def test_device_cpu_trains_with_the_same_numbers_as_the_default(no_cuda, tmp_pat
     for name, kw in (("default", {}), ("cpu", {"device": "cpu"})):
         runner = Runner(tiny_train_config(tiny_encoder, iterations=2, **kw), tmp_path / name, progress=False)
         assert runner.device == torch.device("cpu")
-        assert runner.env_encoder is runner.trainable  # one device: the env scores with the learner's encoder
+        assert runner.method.env_encoder is runner.method.trainable  # one device: the env scores with the learner's encoder
         runs[name] = reproducible(runner.learn())
         runner.close()
     assert tiny_train_config(tiny_encoder).device == "auto"
@@ -94,11 +94,11 @@ def test_a_separate_env_encoder_is_synced_after_every_discovery_update(tmp_path,
     expected = reproducible(shared.learn())
     shared.close()
     split = Runner(tiny_train_config(tiny_encoder, iterations=3, device="cpu"), tmp_path / "b", False)
-    split.env_encoder = trainable_copy(split.trainable)
-    split.env.set_encoder(split.env_encoder)
+    split.method.env_encoder = trainable_copy(split.method.trainable)
+    split.env.set_encoder(split.method.env_encoder)
     got = reproducible(split.learn())
     assert got == expected
-    for a, b in zip(split.env_encoder.parameters(), split.trainable.parameters()):
+    for a, b in zip(split.method.env_encoder.parameters(), split.method.trainable.parameters()):
         assert a is not b and torch.equal(a, b)
     split.close()
 

@@ -22,7 +22,7 @@ from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
 from rgsd_envs.utils.config import save_yaml
 
 WORKER = Path(__file__).with_name("distributed_worker.py")
-LEARNERS = ("actor", "critic", "encoder", "obs_normalizer", "value_normalizer")
+LEARNERS = ("actor", "critic", "method.discovery_encoder", "obs_normalizer", "value_normalizer")
 
 pytestmark = pytest.mark.skipif(
     not (torch.distributed.is_available() and torch.distributed.is_gloo_available()), reason="needs gloo"
@@ -75,16 +75,12 @@ def test_two_gloo_ranks_stay_identical_and_resume_exactly(tmp_path):
 
 
 def test_two_gloo_ranks_train_a_baseline_s_networks_identically_and_resume_exactly(tmp_path):
-    from rgsd_agents.config import DiscoveryConfig, MethodConfig
-    from rgsd_envs.envs.config import EnvConfig
+    from rgsd_agents.config import MethodConfig
 
-    encoder = tiny_encoder_file(tmp_path / "encoder.pt")
     cfg = tiny_train_config(
-        encoder,
+        None,
         iterations=4,
         checkpoint_every=2,
-        env=EnvConfig(p_imitation=0.0),
-        discovery=DiscoveryConfig(enabled=False),
         method=MethodConfig("ase", {"hidden": [16, 8], "minibatch_size": 16, "latent_steps_max": 4}),
     )
     config = save_yaml(cfg, tmp_path / "ase.yaml")

@@ -54,7 +54,7 @@ def test_a_whole_warp_iteration_adds_one_read_per_statistics_block(warp_runner):
 
 @pytest.mark.parametrize("method", ["ase", "calm", "metra"])
 def test_a_baseline_s_latents_rewards_and_updates_add_one_read_per_iteration(tmp_path, tiny_encoder, method):
-    from rgsd_agents.config import DiscoveryConfig, MethodConfig
+    from rgsd_agents.config import MethodConfig
 
     options = {
         "ase": {"hidden": [16, 8], "minibatch_size": 16, "latent_steps_max": 3},
@@ -62,10 +62,9 @@ def test_a_baseline_s_latents_rewards_and_updates_add_one_read_per_iteration(tmp
         "metra": {"hidden": [16], "minibatch_size": 16},
     }
     cfg = tiny_train_config(
-        tiny_encoder,
+        None,
         horizon=HORIZON,
         env=EnvConfig(backend="warp", p_imitation=0.0, deviation_threshold=0.05),
-        discovery=DiscoveryConfig(enabled=False),
         method=MethodConfig(method, options[method]),
     )
     runner = Runner(cfg, tmp_path / "run", progress=False)

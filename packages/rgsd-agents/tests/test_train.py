@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from rgsd_agents.config import DiscoveryConfig, PPOConfig, TrainConfig
+from rgsd_agents.config import MethodConfig, PPOConfig, TrainConfig
 from rgsd_agents.loop import CONFIG_CHANGES
 from rgsd_agents.runner import Runner
 from rgsd_agents.testing import (
@@ -41,7 +41,7 @@ def tiny_config(encoder: str, **kw) -> TrainConfig:
 
 def _params(runner: Runner) -> dict[str, torch.Tensor]:
     state = {f"ac.{k}": v for k, v in runner.ac.state_dict().items()}
-    state.update({f"enc.{k}": v for k, v in runner.trainable.state_dict().items()})
+    state.update({f"enc.{k}": v for k, v in runner.method.trainable.state_dict().items()})
     return state
 
 
@@ -51,7 +51,7 @@ def test_training_writes_the_run_folder_with_finite_losses(tmp_path, tiny_encode
     runner.close()
     assert len(history) == 4
     for m in history:
-        assert {"losses/policy_loss", "losses/value_loss", "discovery/loss", "charts/SPS"} <= m.keys()
+        assert {"losses/policy_loss", "losses/value_loss", "method/loss", "charts/SPS"} <= m.keys()
         assert all(math.isfinite(v) for v in m.values())
     assert any("rollout/imitation_reward" in m for m in history) and any(
         "rollout/discovery_reward" in m for m in history
@@ -71,7 +71,7 @@ def test_training_writes_the_run_folder_with_finite_losses(tmp_path, tiny_encode
     torch.testing.assert_close(policy.act(obs), runner.ac.actor.act(obs))
     disc = load_encoder(run.discovery_encoder_path)
     x = torch.randn(2, 1795)
-    torch.testing.assert_close(disc(x), runner.trainable(x))
+    torch.testing.assert_close(disc(x), runner.method.trainable(x))
     assert not torch.allclose(disc(x), run.load_encoder()(x))  # the discovery encoder was trained
 
 
@@ -85,22 +85,22 @@ def test_same_seed_gives_the_same_numbers_and_another_seed_does_not(tmp_path, ti
     assert histories[0] != histories[2]
 
 
-ISSUE20_OPTIONS = dict(
+TUNED_OPTIONS = dict(
     ppo=PPOConfig(minibatch_size=16, epochs=2, actor_lr=1e-3, critic_lr=1e-3, lr_schedule="adaptive", bf16=True),
-    discovery=DiscoveryConfig(minibatch_size=16, lr=1e-3, update_every=2),
+    method=MethodConfig("rgsd", {"minibatch_size": 16, "lr": 1e-3, "update_every": 2}),
     env=EnvConfig(deviation_metric="max", deviation_adaptive=True, deviation_error_memory=10.0),
 )
-"""Issue 20's options all at once: adaptive lr, bf16 update, discovery every 2nd iteration, tightening max rule."""
+"""The tuned options all at once: adaptive lr, bf16 update, discovery every 2nd iteration, tightening max rule."""
 
 
-@pytest.mark.parametrize("options", [{}, ISSUE20_OPTIONS], ids=["defaults", "issue20_options"])
+@pytest.mark.parametrize("options", [{}, TUNED_OPTIONS], ids=["defaults", "tuned_options"])
 def test_resume_continues_exactly(tmp_path, tiny_encoder, options):
     straight = Runner(tiny_config(tiny_encoder, iterations=4, **options), tmp_path / "straight", progress=False)
     full = reproducible(straight.learn())
     straight.close()
     if options:  # the options did act: the lr moved, the encoder skipped iterations, thresholds were logged
         assert len({m["charts/actor_lr"] for m in full}) > 1
-        assert ["discovery/loss" in m for m in full] == [True, False, True, False]
+        assert ["method/loss" in m for m in full] == [True, False, True, False]
         assert any(k.startswith("termination/") for k in full[-1])
 
     resumed, rest = split_and_resume(tiny_config(tiny_encoder, iterations=2, **options), tmp_path / "split", 4)
@@ -251,7 +251,7 @@ def test_cli_train_writes_a_run_from_a_yaml_file_and_set_overrides(tmp_path, tin
         "num_envs: 4\nhorizon: 8\niterations: 2\ncheckpoint_every: 1\n"
         f"encoder: {tiny_encoder}\n"
         "networks: {actor_hidden: [16], critic_hidden: [16]}\n"
-        "ppo: {minibatch_size: 16, epochs: 1}\ndiscovery: {minibatch_size: 32}\n"
+        "ppo: {minibatch_size: 16, epochs: 1}\nmethod: {options: {minibatch_size: 32}}\n"
     )
     parser = argparse.ArgumentParser()
     train.register(parser.add_subparsers())
@@ -293,14 +293,16 @@ def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, tiny_encoder):
 def test_diayn_ablation_uses_a_random_encoder_and_no_imitation(tmp_path):
     from rgsd_agents.pretraining import PretrainConfig
 
-    cfg = tiny_config(None, iterations=1, encoder_init="random", env=EnvConfig(p_imitation=0.0))
+    cfg = tiny_config(None, iterations=1, method=MethodConfig("diayn", {"minibatch_size": 16}))
     cfg.pretrain = PretrainConfig(hidden=(16,))
     runner = Runner(cfg, tmp_path / "run", progress=False)
     history = runner.learn()
     runner.close()
     assert (tmp_path / "run" / "encoder.pt").exists() and not (tmp_path / "run" / "pretrain").exists()
     assert history[0]["rollout/imitation_share"] == 0.0
-    assert "rollout/imitation_reward" not in history[0] and "discovery/kl_to_frozen" not in history[0]
+    assert "rollout/imitation_reward" not in history[0] and "method/kl_to_frozen" not in history[0]
+    assert "method/skill_cos" in history[0]  # the discovery encoder trains
+    assert RunDir(tmp_path / "run").method()["latent_choice"] == "best_of_n"
 
 
 def test_demo_command_pretrains_then_trains_into_the_run_folder(tmp_path):
@@ -319,7 +321,7 @@ def test_demo_command_pretrains_then_trains_into_the_run_folder(tmp_path):
         "networks.actor_hidden=[16]",
         "networks.critic_hidden=[16]",
         "ppo.minibatch_size=16",
-        "discovery.minibatch_size=16",
+        "method.options.minibatch_size=16",
     ]
     argv = ["demo", "--out", str(out), "--no-eval", "--no-progress"] + [a for kv in tiny for a in ("--set", kv)]
     args = parser.parse_args(argv)

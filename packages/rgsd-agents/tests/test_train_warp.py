@@ -13,7 +13,7 @@ from rgsd_envs.sim import WARP_INSTALL
 TINY = [
     "num_envs=4", "iterations=2", "horizon=8", "max_minutes=null", "probe_every=0", "checkpoint_every=1",
     "pretrain.steps=30", "pretrain.hidden=[32]", "networks.actor_hidden=[32]", "networks.critic_hidden=[32]",
-    "ppo.minibatch_size=16", "discovery.minibatch_size=16",
+    "ppo.minibatch_size=16", "method.options.minibatch_size=16",
 ]  # fmt: skip
 
 

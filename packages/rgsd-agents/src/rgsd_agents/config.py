@@ -1,8 +1,10 @@
 """Training configuration: dataclasses that load from YAML (``rgsd train --config``).
 
 The defaults are the paper's GPU-scale values (SPEC §5, paper Table
-"Hyperparameters"); the presets in ``rgsd_agents/presets`` override what differs
-(``cpu``, ``demo``, ``diayn``, and the baselines ``ase``, ``calm``, ``metra``). The resolved config is saved as
+"Hyperparameters"); the presets in ``rgsd_agents/presets`` override what differs.
+A config names its skill method (``method.name``: ``rgsd_agents.methods``) and
+the method's own options; the method decides the rest of its set-up (its
+encoder, whether imitation episodes are trained). The resolved config is saved as
 ``<run>/config.yaml``; its ``env:`` section is an ``rgsd_envs`` ``EnvConfig``.
 """
 
@@ -26,7 +28,6 @@ from rgsd_envs.utils.files import InputFileError
 
 _SCIENTIFIC = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$")
 """Numbers like 3e-4 that YAML 1.1 (PyYAML) reads as strings."""
-ENCODER_INITS = ("pretrained", "random")
 LR_SCHEDULES = ("fixed", "adaptive")
 CURRICULUM_KEYS = tuple(f"env.{k}" for k in DEVIATION_KEYS)
 """Config keys a training curriculum (``TrainConfig.curriculum``, or ``--resume --set``) may change mid-run: the
@@ -98,43 +99,20 @@ class PPOConfig:
 
 
 @dataclass
-class DiscoveryConfig:
-    """Training of the discovery encoder q_phi' (paper: initialised from the frozen encoder)."""
-
-    enabled: bool = True
-    """Train the discovery encoder (False: discovery worlds keep scoring with the initial copy)."""
-    lr: float = 1e-4
-    alpha: float = 0.5
-    """Weight of KL(q_phi'(.|s) || q_frozen(.|s)) on imitation samples."""
-    epochs: int = 1
-    """Passes over each rollout."""
-    minibatch_size: int = 32768
-    max_grad_norm: float | None = None
-    update_every: int = 1
-    """Update the encoder after every k-th iteration only (on that iteration's rollout): 1/k of the cost."""
-
-    def __post_init__(self) -> None:
-        if not (self.lr > 0 and self.alpha >= 0 and self.epochs >= 1 and self.minibatch_size >= 1):
-            raise ValueError("discovery: lr > 0, alpha >= 0, epochs >= 1 and minibatch_size >= 1 are required")
-        if self.update_every < 1:
-            raise ValueError(f"discovery.update_every must be >= 1, got {self.update_every}")
-
-
-@dataclass
 class MethodConfig:
     """The skill-discovery method that trains the policy (``rgsd_agents.methods``)."""
 
     name: str = "rgsd"
-    """"rgsd" (the runner's own: RGSD, or the DIAYN ablation with ``encoder_init: random``), "ase", "calm" or
-    "metra"."""
+    """"rgsd", "diayn", "ase", "calm" or "metra" (``rgsd_agents.methods.METHODS``)."""
     options: dict[str, Any] = field(default_factory=dict)
-    """The method's own settings (its config dataclass, e.g. ``rgsd_agents.methods.ase.ASEConfig``); the run's
-    config.yaml holds them all, defaults filled in."""
+    """The method's own settings (its ``CONFIG`` dataclass: RGSD's and DIAYN's discovery encoder
+    ``rgsd_agents.discovery.DiscoveryConfig``, ``rgsd_agents.methods.ase.ASEConfig``, ...); the run's config.yaml
+    holds them all, defaults filled in."""
 
 
 @dataclass
 class TrainConfig:
-    """One RGSD training run: environment, encoder, networks, PPO, discovery and the loop."""
+    """One training run: environment, encoder, networks, PPO, the skill method and the loop."""
 
     seed: int = 0
     """Seeds the networks, the action noise, the minibatches, the env worlds and the pretraining."""
@@ -169,19 +147,18 @@ class TrainConfig:
     """torch intra-op threads while collecting a rollout (None: as the updates). Small per-step batches
     run faster on one thread, and the env's own torch work then skips its thread switching."""
     encoder: str | None = None
-    """Frozen pretrained encoder file; None: pretrain one on env.motions (``pretrain:``) into <run>/pretrain."""
-    encoder_init: str = "pretrained"
-    """"pretrained" (RGSD) or "random" (DIAYN ablation: a randomly initialised encoder, no grounding)."""
+    """Frozen pretrained encoder file of a method that imitates (RGSD); None: pretrain one on env.motions
+    (``pretrain:``) into <run>/pretrain."""
     reward_kappa: float | None = None
     """kappa of r = C + kappa mu(s')^T z (None: the encoder's)."""
     reward_constant: float | None = None
     """C of the reward (None: kappa, so rewards lie in [0, 2 kappa])."""
     env: EnvConfig = field(default_factory=EnvConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
-    """Used when ``encoder`` is None; its motions and seed follow env.motions and seed."""
+    """Used when ``encoder`` is None (the random encoder of the other methods takes its ``hidden`` sizes); its
+    motions and seed follow env.motions and seed."""
     networks: NetworkConfig = field(default_factory=NetworkConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
-    discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     method: MethodConfig = field(default_factory=MethodConfig)
     curriculum: list[dict[str, Any]] = field(default_factory=list)
     """Steps that change the deviation rule mid-run, in order: ``{at_samples: N, set: {env.deviation_KEY: VALUE,
@@ -200,19 +177,13 @@ class TrainConfig:
             raise ValueError("env.clip_sampling 'weighted' follows the training probe: probe_every must be > 0")
         if self.clip_weight_power < 0:
             raise ValueError(f"clip_weight_power must be >= 0, got {self.clip_weight_power}")
-        if self.encoder_init not in ENCODER_INITS:
-            raise ValueError(f"encoder_init must be one of {', '.join(ENCODER_INITS)}, got {self.encoder_init!r}")
         if self.env.obs_mode != "flat" or self.env.autoreset_mode != "SameStep":
             raise ValueError("training needs env.obs_mode 'flat' and env.autoreset_mode 'SameStep'")
-        if self.method.name != "rgsd":
-            from rgsd_agents.methods import method_config
+        from rgsd_agents.methods import method_class, method_config
 
-            method_config(self.method.name, self.method.options)  # a bad option ends here, naming the key
-            if self.env.p_imitation != 0.0:
-                raise ValueError(
-                    f"method {self.method.name!r} trains on discovery episodes only (its reward comes from its own "
-                    "networks): set env.p_imitation: 0"
-                )
+        method_config(self.method.name, self.method.options)  # a bad name or option ends here, naming the key
+        if self.encoder is not None and method_class(self.method.name).ENCODER != "pretrained":
+            raise ValueError(f"method {self.method.name!r} starts from a random encoder: leave encoder unset")
 
         check_curriculum(self)
 
@@ -293,16 +264,17 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def load_config(
-    spec: str | os.PathLike, overrides: dict[str, Any] | None = None, cls: type | None = None, presets: str = ""
-) -> Any:
-    """A config (``cls``, default TrainConfig) from a YAML file or a preset name (in ``presets/<presets>``),
-    with dotted-key overrides (``--set``: converted to each field's type, or refused in one line naming it)."""
+def read_config_data(spec: str | os.PathLike, presets: str = "", _seen: tuple[Path, ...] = ()) -> tuple[dict, Path]:
+    """The mapping of a YAML config file or preset, with its ``base:`` (a preset name or a file beside it) merged
+    underneath: the file's keys win, mappings merge key by key, and a ``method`` naming another method than the
+    base's replaces the base's whole ``method`` section (its options belong to the other method)."""
     path = Path(spec)
     if not path.is_file():
         if path.suffix or os.sep in str(spec):
             raise InputFileError(path, f"config file not found (or give a preset: {', '.join(preset_names(presets))})")
         path = preset_path(str(spec), presets)
+    if path.resolve() in _seen:
+        raise InputFileError(path, "base: the config names itself as its base, directly or through another file")
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
@@ -310,6 +282,38 @@ def load_config(
     if not isinstance(data, dict):
         raise InputFileError(path, "expected a mapping of config keys")
     data = _numbers(data)
+    base = data.pop("base", None)
+    if base is None:
+        return data, path
+    if not isinstance(base, str):
+        raise InputFileError(path, f"base: expected a preset name or a YAML file, got {base!r}")
+    beside = path.parent / base
+    base_data, _ = read_config_data(beside if beside.is_file() else base, presets, (*_seen, path.resolve()))
+    return merge_config(base_data, data), path
+
+
+def merge_config(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base`` (see ``read_config_data``)."""
+    out = dict(base)
+    for key, value in top.items():
+        old = out.get(key)
+        other_method = key == "method" and isinstance(old, dict) and isinstance(value, dict)
+        if other_method and value.get("name", old.get("name")) != old.get("name"):
+            out[key] = value
+        elif isinstance(old, dict) and isinstance(value, dict):
+            out[key] = merge_config(old, value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(
+    spec: str | os.PathLike, overrides: dict[str, Any] | None = None, cls: type | None = None, presets: str = ""
+) -> Any:
+    """A config (``cls``, default TrainConfig) from a YAML file or a preset name (in ``presets/<presets>``; a file's
+    ``base:`` merged underneath it), with dotted-key overrides (``--set``: converted to each field's type, or
+    refused in one line naming it)."""
+    data, path = read_config_data(spec, presets)
     cls = cls or TrainConfig
     # checked before the file: a bad --set is named as such, not blamed on the preset
     for key, value in check_overrides(cls, {k: _numbers(v) for k, v in (overrides or {}).items()}).items():
@@ -318,7 +322,8 @@ def load_config(
 
 
 def resolve(cfg: TrainConfig, base_dir: str | os.PathLike = ".") -> TrainConfig:
-    """Make the config self-contained: absolute motion/encoder paths, pretraining on env.motions."""
+    """Make the config self-contained: absolute motion/encoder paths, pretraining on env.motions, the method's
+    options with their defaults, and ``env.p_imitation`` 0 for a method without imitation episodes."""
     base = Path(base_dir)
 
     def absolute(p: str) -> str:
@@ -331,8 +336,9 @@ def resolve(cfg: TrainConfig, base_dir: str | os.PathLike = ".") -> TrainConfig:
     cfg.pretrain.motions = cfg.env.motions
     cfg.pretrain.seed = cfg.seed
     cfg.pretrain.device = cfg.device
-    if cfg.method.name != "rgsd":
-        from rgsd_agents.methods import method_config
+    from rgsd_agents.methods import method_class, method_config
 
-        cfg.method.options = to_dict(method_config(cfg.method.name, cfg.method.options))
+    cfg.method.options = to_dict(method_config(cfg.method.name, cfg.method.options))
+    if not method_class(cfg.method.name).IMITATION:
+        cfg.env.p_imitation = 0.0
     return cfg

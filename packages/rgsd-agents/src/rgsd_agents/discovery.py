@@ -14,16 +14,39 @@ balance of the two terms as in the paper.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from rgsd_agents.config import DiscoveryConfig
 from rgsd_agents.distributed import DataParallel
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.envs.skills import vmf_kl_same_kappa
 from rgsd_envs.rewards.encoders import MLPEncoder, embed, within_motion_alignment
 
 Tensor = torch.Tensor
+
+
+@dataclass
+class DiscoveryConfig:
+    """Training of the discovery encoder q_phi' (paper: initialised from the frozen encoder); the ``method.options``
+    of RGSD and DIAYN."""
+
+    lr: float = 1e-4
+    alpha: float = 0.5
+    """Weight of KL(q_phi'(.|s) || q_frozen(.|s)) on imitation samples."""
+    epochs: int = 1
+    """Passes over each rollout."""
+    minibatch_size: int = 32768
+    max_grad_norm: float | None = None
+    update_every: int = 1
+    """Update the encoder after every k-th iteration only (on that iteration's rollout): 1/k of the cost."""
+
+    def __post_init__(self) -> None:
+        if not (self.lr > 0 and self.alpha >= 0 and self.epochs >= 1 and self.minibatch_size >= 1):
+            raise ValueError("lr > 0, alpha >= 0, epochs >= 1 and minibatch_size >= 1 are required")
+        if self.update_every < 1:
+            raise ValueError(f"update_every must be >= 1, got {self.update_every}")
 
 
 def discovery_loss(

@@ -10,6 +10,12 @@ with
 * bounds: squared excess of the action means beyond ``+-bound`` (the env clips
   actions to [-1, 1], so means drifting outside get no policy gradient back).
 
+A skill method may take part in every minibatch step (``MinibatchHooks``, the
+methods' seam in ``rgsd_agents.methods.base``): it may replace the policy's
+inputs (CALM puts its re-encoded latents, with gradient, into them), add a term
+to the loss (ASE's diversity loss) and take its own step after PPO's backward
+(ASE's and CALM's discriminators train in every PPO minibatch).
+
 In a data-parallel run (``rgsd_agents.distributed``) the gradients are averaged
 over the ranks before the clipping; advantages are standardised per rank.
 
@@ -31,7 +37,7 @@ parameter groups, so checkpoints carry it and a resumed run continues it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -43,9 +49,17 @@ from rgsd_agents.precision import resolve_bf16
 from rgsd_agents.storage import RolloutStorage
 
 Tensor = torch.Tensor
-PolicyRegularizer = Callable[[Tensor], tuple[Tensor, dict[str, Tensor]]]
-"""obs_n (B, obs) -> (a term added to PPO's loss, its statistics): a method's own actor regulariser (ASE's
-diversity loss)."""
+
+
+class MinibatchHooks(Protocol):
+    """What a skill method does in each PPO minibatch step (``SkillMethod`` implements it)."""
+
+    def policy_inputs(self, idx: Tensor, obs_n: Tensor) -> Tensor: ...
+
+    def policy_loss(self, ac: Any, obs_n: Tensor) -> tuple[Tensor | None, dict[str, Tensor]]: ...
+
+    def after_policy_step(self, idx: Tensor) -> dict[str, Tensor]: ...
+
 
 ADAPT_FACTOR = 1.5
 """rsl_rl's step of the adaptive learning rate."""
@@ -68,8 +82,6 @@ class PPO:
         self.cfg = cfg
         self.dp = dp
         """Data-parallel rank: gradients averaged over the ranks, value statistics merged (None: one process)."""
-        self.regularizer: PolicyRegularizer | None = None
-        """A method's extra actor loss, added at every minibatch step (None: plain PPO)."""
         self.actor_params = actor_critic.actor_parameters()
         self.bf16 = resolve_bf16(cfg.bf16, self.actor_params[0].device)
         """Whether the update's hidden layers run under bf16 autocast (``ppo.bf16`` resolved for this device)."""
@@ -81,8 +93,11 @@ class PPO:
             fused=True,
         )
 
-    def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, float]:
-        """``epochs`` passes of minibatch steps over one rollout; returns mean losses and diagnostics."""
+    def update(
+        self, storage: RolloutStorage, generator: torch.Generator, hooks: MinibatchHooks | None = None
+    ) -> dict[str, float]:
+        """``epochs`` passes of minibatch steps over one rollout (``hooks``: a method's part in each step);
+        returns mean losses and diagnostics."""
         cfg, ac = self.cfg, self.ac
         ac.value_normalizer.update(storage.returns, None if self.dp is None else self.dp.batch_moments)
         obs, actions = storage.flat("obs"), storage.flat("actions")
@@ -95,15 +110,19 @@ class PPO:
         steps = 0
         for _ in range(cfg.epochs):
             for idx in storage.minibatch_indices(cfg.minibatch_size, generator):
+                mb_obs = obs[idx] if hooks is None else hooks.policy_inputs(idx, obs[idx])
                 stats = self._step(
-                    obs[idx],
+                    mb_obs,
                     actions[idx],
                     old_log_probs[idx],
                     advantages[idx],
                     returns_n[idx],
                     old_values_n[idx],
                     adapt=steps > 0,
+                    hooks=hooks,
                 )
+                if hooks is not None:
+                    stats.update(hooks.after_policy_step(idx))
                 for k, v in stats.items():
                     sums[k] = sums[k] + v if k in sums else v
                 steps += 1
@@ -123,6 +142,7 @@ class PPO:
         returns_n: Tensor,
         old_values_n: Tensor,
         adapt: bool = True,
+        hooks: MinibatchHooks | None = None,
     ) -> dict[str, Tensor]:
         """One gradient step on one minibatch; returns detached loss terms (``adapt``: apply the lr schedule)."""
         cfg = self.cfg
@@ -144,9 +164,10 @@ class PPO:
         )
         loss = policy_loss + value_loss - cfg.entropy_coef * entropy + cfg.bounds_coef * bounds_loss
         extra: dict[str, Tensor] = {}
-        if self.regularizer is not None:
-            term, extra = self.regularizer(obs)
-            loss = loss + term
+        if hooks is not None:
+            term, extra = hooks.policy_loss(self.ac, obs)
+            if term is not None:
+                loss = loss + term
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.dp is not None:

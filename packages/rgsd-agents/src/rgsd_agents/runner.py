@@ -1,33 +1,31 @@
-"""The RGSD training loop: rollouts, updates, logging, checkpoints and exact resumption.
+"""The on-policy training loop of every PPO-trained method: rollouts, updates, logging, checkpoints, resumption.
 
 One iteration: ``horizon`` batched steps of all ``num_envs`` worlds (the policy
-samples actions, the env returns the encoder reward: frozen encoder for
-imitation worlds, the trainable discovery encoder for discovery worlds), GAE
-with bootstrapping on truncation, a PPO update (``ppo.PPO``) and a discovery
-encoder update (``discovery.DiscoveryTrainer``). The observation normaliser's
+samples actions, the method may choose each world's latent), the method's
+rewards (``SkillMethod.relabel``; RGSD keeps the env's encoder reward), GAE
+with bootstrapping on truncation, a PPO update (``ppo.PPO``, with the method's
+minibatch hooks) and the method's own update (RGSD: the discovery encoder).
+The runner resolves the method by name (``rgsd_agents.methods``) and has no
+branch on which method it runs. The observation normaliser's
 statistics are frozen during a rollout (the stored normalised observations
 and log-probabilities stay consistent for PPO's ratio) and updated with the
 rollout's raw observations as it goes, taking effect at the next rollout.
 
 The run folder follows ``rgsd_envs.runs.run_dir.RunDir``. A checkpoint holds
 everything the next iteration depends on (networks, optimisers, normalisers,
-discovery encoder, the env's full state, the current observation, the
+the method's networks and state, the env's full state, the current observation, the
 generators, the episode trackers), so ``--resume`` continues with the same
 numbers as an uninterrupted run. Ctrl-C finishes the current iteration,
 writes a checkpoint and stops; a second Ctrl-C aborts at once.
 
-Devices: the learner (actor-critic, PPO, storage, the discovery encoder and its
-frozen reference) lives on ``cfg.device``; the env's tensors on
-``cfg.env.device`` (the mujoco simulator itself on the CPU), except that the
-warp backend and a "cuda" env device follow the learner's GPU (``env_device``).
-When the two differ the env scores discovery rewards with its own copy of the
-discovery encoder, refreshed from the learner's after every discovery update.
-On the CPU every number is the same as before devices existed.
+Devices: the learner (actor-critic, PPO, storage, the method's networks) lives
+on ``cfg.device``; the env's tensors on ``cfg.env.device`` (the mujoco simulator
+itself on the CPU), except that the warp backend and a "cuda" env device follow
+the learner's GPU (``env_device``).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 import shutil
@@ -41,14 +39,14 @@ import torch
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.config import CURRICULUM_KEYS, TrainConfig, resolve
-from rgsd_agents.discovery import DiscoveryTrainer
 from rgsd_agents.distributed import DataParallel
 from rgsd_agents.episode_stats import EpisodeStats
 from rgsd_agents.loop import TrainingLoop, load_generator_state, record_config_changes
+from rgsd_agents.methods import method_class
 from rgsd_agents.methods.base import SkillMethod
 from rgsd_agents.methods.common import to_floats
 from rgsd_agents.methods.env import SkillChoosingEnv
-from rgsd_agents.methods.runtime import build_runner_method, builtin_entries, write_method_file
+from rgsd_agents.methods.runtime import build_runner_method, write_method_file
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
 from rgsd_agents.precision import configure_tf32
@@ -61,7 +59,7 @@ from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.envs.torch_env import RGSDTorchEnv, StepExtras
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.rewards.encoders import MLPEncoder, load_encoder, trainable_copy
+from rgsd_envs.rewards.encoders import load_encoder
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
 from rgsd_envs.utils.device import HostBridge, resolve_device
@@ -72,20 +70,21 @@ Tensor = torch.Tensor
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = "rgsd-train-checkpoint"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+"""2: the method's networks (RGSD's discovery encoder too) live in the method's state."""
 
 
 # -- encoder set-up ---------------------------------------------------------------
 def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Path:
-    """Write the frozen encoder to ``<run>/encoder.pt``: given file, fresh pretraining, or random init (DIAYN)."""
-    if cfg.encoder_init == "random":
+    """Write the env's frozen encoder to ``<run>/encoder.pt``: the method's ``ENCODER`` kind, from the given file,
+    a fresh pretraining or a random init."""
+    if method_class(cfg.method.name).ENCODER == "random":
         from rgsd_agents.pretraining import build_encoder, load_reference
 
         _, inputs = load_reference(cfg.pretrain)
         encoder = build_encoder(cfg.pretrain, inputs)
         encoder.save(run.encoder_path, init="random", seed=cfg.seed)
-        why = "DIAYN ablation" if cfg.method.name == "rgsd" else f"{cfg.method.name}: stacks the env's histories only"
-        log.info("random encoder (%s; hidden %s) -> %s", why, list(cfg.pretrain.hidden), run.encoder_path)
+        log.info("random encoder (%s; hidden %s) -> %s", cfg.method.name, list(cfg.pretrain.hidden), run.encoder_path)
     elif cfg.encoder is not None:
         load_encoder(cfg.encoder)  # clear error now rather than inside the env
         with atomic_path(run.encoder_path) as tmp:
@@ -156,18 +155,8 @@ class Runner(TrainingLoop, RolloutCollector):
             reward_constant=cfg.reward_constant,
         )
         core = self.env.core
-        self.frozen = core.frozen_encoder
-        if not isinstance(self.frozen, MLPEncoder):
-            raise InputFileError(self.run.encoder_path, "training needs an MLP encoder file (rgsd pretrain)")
-        self.frozen.requires_grad_(False)
-        same_device = core.device == self.device
-        learner_frozen = self.frozen if same_device else copy.deepcopy(self.frozen).to(self.device)
-        self.trainable: MLPEncoder = trainable_copy(learner_frozen)
-        self.trainable.requires_grad_(cfg.discovery.enabled)
-        self.env_encoder: MLPEncoder = self.trainable if same_device else trainable_copy(self.frozen)
-        """The discovery encoder the env scores with: the learner's own, or a copy on the env's device."""
-        self.env.set_encoder(self.env_encoder)
-        self.kappa = float(self.env.reward_core.kappa)
+        self.method: SkillMethod = build_runner_method(cfg, self.env, self.device, self.run, dp)
+        """The skill method (``rgsd_agents.methods``): its rewards, latents and update."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
             self.ac = ActorCritic(POLICY_OBS_DIM, self.env.act_dim, cfg.networks, cfg.ppo.normalize_values)
@@ -176,10 +165,10 @@ class Runner(TrainingLoop, RolloutCollector):
         self.ac.to(self.device)
         if dp is not None:
             dp.broadcast_module(self.ac)
-            dp.broadcast_module(self.trainable)
-            self.sync_env_encoder()
+            for module in self.method.modules().values():
+                dp.broadcast_module(module)
+            self.method.after_load()
         self.ppo = PPO(self.ac, cfg.ppo, dp)
-        self.discovery = DiscoveryTrainer(self.trainable, learner_frozen, self.kappa, cfg.discovery, dp)
         self.storage = RolloutStorage(
             cfg.horizon,
             cfg.num_envs,
@@ -194,16 +183,9 @@ class Runner(TrainingLoop, RolloutCollector):
         self.minibatch_gen = torch.Generator().manual_seed(seed + 1)
         """Minibatch permutations, drawn on the CPU (the same minibatches on every device)."""
         self._probe: ImitationProbe | None = None
-        self.method: SkillMethod | None = build_runner_method(cfg, core, self.device, dp)
-        """A plug-in method (ASE, CALM, METRA: ``rgsd_agents.methods``) or None for RGSD and DIAYN."""
         self.method_stats: dict[str, Tensor] = {}
         """The method's reward statistics of the last rollout."""
-        if self.method is not None:
-            if dp is not None:
-                for module in self.method.modules().values():
-                    dp.broadcast_module(module)
-            self.env = SkillChoosingEnv(self.env, self.method)
-            self.ppo.regularizer = self.method.policy_regularizer(self.ac)
+        self.env = SkillChoosingEnv(self.env, self.method)
         obs, _ = self.env.reset(seed=seed)
         self.obs = self.bridge.to_device(obs).clone()
         self.moments = None if dp is None else dp.batch_moments
@@ -265,10 +247,8 @@ class Runner(TrainingLoop, RolloutCollector):
         times = self.collect(self.cfg.ppo.gamma, self.cfg.ppo.gae_lambda, after_step, self.relabel_hook())
         return stats, {"perf/env_seconds": times.env_seconds, "perf/policy_seconds": times.policy_seconds}
 
-    def relabel_hook(self) -> Callable[[RolloutStorage], None] | None:
-        """The method's reward relabelling for ``collect`` (None: the env's encoder reward stands)."""
-        if self.method is None:
-            return None
+    def relabel_hook(self) -> Callable[[RolloutStorage], None]:
+        """The method's reward relabelling for ``collect``."""
         method = self.method
 
         def relabel(storage: RolloutStorage) -> None:
@@ -277,18 +257,14 @@ class Runner(TrainingLoop, RolloutCollector):
         return relabel
 
     def iterate(self) -> dict[str, float]:
-        """One rollout and the PPO and discovery updates; returns this iteration's metrics."""
+        """One rollout, the PPO update and the method's update; returns this iteration's metrics."""
         start = time.perf_counter()
         with torch_threads(self.cfg.rollout_threads):
             stats, metrics = self.rollout()
         t0 = time.perf_counter()
-        ppo_stats = self.ppo.update(self.storage, self.minibatch_gen)
+        ppo_stats = self.ppo.update(self.storage, self.minibatch_gen, self.method)
         t1 = time.perf_counter()
-        disc_stats = {}
-        if self.cfg.discovery.enabled and self.iteration % self.cfg.discovery.update_every == 0:
-            disc_stats = self.discovery.update(self.storage, self.minibatch_gen)
-            self.sync_env_encoder()
-        method_stats = {} if self.method is None else self.method.update(self.storage, self.minibatch_gen)
+        method_stats = self.method.update(self.storage, self.minibatch_gen)
         t2 = time.perf_counter()
         seconds = t2 - start
         world = 1 if self.dp is None else self.dp.world_size
@@ -297,7 +273,7 @@ class Runner(TrainingLoop, RolloutCollector):
         self.elapsed += seconds
         # the simulator's counter rides on the statistics' one read (warp: solver iteration-limit hits)
         metrics.update(stats.summary({"sim/solver_limit_hits": self.env.core.backend.pop_solver_limit_hits()}))
-        if self.method is not None:  # the env's encoder reward is not what a method trains on (method/reward is)
+        if not self.method.ENV_REWARD:  # the env's encoder reward is not what this method trains on (method/reward is)
             for key in ("rollout/discovery_reward", "episodes/discovery_return"):
                 metrics.pop(key, None)
         core = self.env.core
@@ -308,41 +284,33 @@ class Runner(TrainingLoop, RolloutCollector):
             limits = core.deviation_rule.thresholds().tolist()
             metrics.update({f"termination/{name}_threshold_m": t for name, t in zip(core.lib.names, limits)})
         metrics.update({f"losses/{k}": v for k, v in ppo_stats.items()})
-        metrics.update({f"discovery/{k}": v for k, v in disc_stats.items()})
         metrics.update({f"method/{k}": v for k, v in to_floats({**self.method_stats, **method_stats}).items()})
         metrics.update(
             {
                 "perf/update_seconds": t1 - t0,
-                "perf/discovery_seconds": t2 - t1,
+                "perf/method_seconds": t2 - t1,
                 "perf/iteration_seconds": seconds,
                 "charts/SPS": self.cfg.batch_size * world / seconds,
                 "charts/actor_lr": self.ppo.optimizer.param_groups[0]["lr"],
                 "charts/critic_lr": self.ppo.optimizer.param_groups[1]["lr"],
-                "charts/encoder_lr": self.discovery.optimizer.param_groups[0]["lr"],
                 "charts/iteration": float(self.iteration),
             }
         )
         self.apply_curriculum()  # before this iteration's checkpoint, so a resumed run finds it in force
         return metrics
 
-    @torch.no_grad()
-    def sync_env_encoder(self) -> None:
-        """Copy the learner's discovery encoder into the env's (when they live on different devices)."""
-        if self.env_encoder is not self.trainable:
-            for dst, src in zip(self.env_encoder.state_dict().values(), self.trainable.state_dict().values()):
-                dst.copy_(src)
-
     # -- hooks of the loop -------------------------------------------------------------
     def on_start(self, writer: Any) -> None:
-        """Fresh runs: log the frozen reward's sharpness (also ``<run>/reward_sharpness.json``) and probe the
-        untrained policy, so TensorBoard starts from them (rank 0 only)."""
+        """Fresh runs: the method's start report (RGSD: the frozen reward's sharpness) and a probe of the untrained
+        policy, so TensorBoard starts from them (rank 0 only)."""
         if not self.is_main:
             return
-        if self.iteration == 0 and self.method is None:  # a method's reward is its own, not the encoder's
-            self.log_reward_sharpness(writer)
+        if self.iteration == 0:
+            self.method.start_report(writer)
         if not self.cfg.probe_every:
             return
-        candidates = 1 if self.method is None else self.method.probe_latents(1).shape[1]
+        latents = self.method.probe_latents(1)
+        candidates = 1 if latents is None else latents.shape[1]
         # candidates latents per clip (a best-of-N method) start from the clip's first frame only, as the search of
         # rgsd eval does; one latent per clip averages 4 starts
         self._probe = ImitationProbe(
@@ -356,17 +324,6 @@ class Runner(TrainingLoop, RolloutCollector):
             self.initial_probe = self.probe(self._probe)
             for k, v in self.initial_probe.items():
                 writer.add_scalar(k, v, 0)
-
-    def log_reward_sharpness(self, writer: Any) -> dict[str, Any]:
-        """How the frozen encoder's imitation reward falls off the reference on the env's clips (step 0)."""
-        from rgsd_agents.reward_sharpness import SHARPNESS_FILE, reward_sharpness, tensorboard_scalars, write_report
-
-        rc = self.env.reward_core
-        report = reward_sharpness(self.frozen, self.env.core.lib, rc.kappa, rc.constant, env_cfg=self.env_cfg)
-        write_report(report, self.run.file(SHARPNESS_FILE))
-        for k, v in tensorboard_scalars(report).items():
-            writer.add_scalar(k, v, 0)
-        return report
 
     def on_iteration(self, metrics: dict[str, float]) -> None:
         """Probe every ``probe_every`` iterations."""
@@ -399,13 +356,9 @@ class Runner(TrainingLoop, RolloutCollector):
         return _postfix(metrics)
 
     def probe(self, probe: ImitationProbe) -> dict[str, float]:
-        """Imitation probe of the current policy and reference statistics of the discovery encoder."""
-        latents = None if self.method is None else self.method.probe_latents(probe.num_clips)
-        out = probe.run(self.ac.actor, latents)
-        if self.cfg.discovery.enabled:
-            core = self.env.core
-            ref = self.discovery.reference_stats(core.ref_inputs, core.lib.clip_of_frame, core.lib.num_clips)
-            out.update({f"discovery/{k}": v for k, v in ref.items()})
+        """Imitation probe of the current policy and the method's own probe statistics."""
+        out = probe.run(self.ac.actor, self.method.probe_latents(probe.num_clips))
+        out.update({f"discovery/{k}": v for k, v in self.method.probe_stats().items()})
         return out
 
     # -- checkpoints ----------------------------------------------------------------
@@ -417,7 +370,6 @@ class Runner(TrainingLoop, RolloutCollector):
             "config": to_dict(self.cfg),
             "actor_critic": self.ac.state_dict(),
             "ppo": self.ppo.state_dict(),
-            "discovery": self.discovery.state_dict(),
             **local,
         }
         if self.dp is not None:
@@ -438,7 +390,7 @@ class Runner(TrainingLoop, RolloutCollector):
                 "minibatch": self.minibatch_gen.get_state(),
             },
             "tracker": self.tracker.state_dict(),
-            "method": None if self.method is None else self.method.state_dict(),
+            "method": self.method.state_dict(),
         }
 
     def load_trainer_state(self, state: dict[str, Any]) -> None:
@@ -446,11 +398,12 @@ class Runner(TrainingLoop, RolloutCollector):
         data-parallel run takes its own worlds from ``rank_states``."""
         self.ac.load_state_dict(state["actor_critic"])
         self.ppo.load_state_dict(state["ppo"])
-        self.discovery.load_state_dict(state["discovery"])
+        self.method.load_state_dict(state["method"])
         if self.dp is not None:  # the same file on every rank; made certain
             self.dp.broadcast_module(self.ac)
-            self.dp.broadcast_module(self.trainable)
-        self.sync_env_encoder()
+            for module in self.method.modules().values():
+                self.dp.broadcast_module(module)
+        self.method.after_load()
         self.apply_curriculum(record=False)
         ranks = [state, *(state.get("rank_states") or [None])[1:]]
         if self.rank >= len(ranks):
@@ -471,19 +424,16 @@ class Runner(TrainingLoop, RolloutCollector):
         load_generator_state(self.sample_gen, state["rng"], self.iteration)
         self.minibatch_gen.set_state(state["rng"]["minibatch"])
         self.tracker.load_state_dict(state["tracker"])
-        if self.method is not None:
-            self.method.load_state_dict(state["method"])
+        self.method.load_state_dict(state["method"])
 
     def export(self) -> None:
-        """Write the deployable files (rank 0 only): policy.pt (actor), discovery_encoder.pt, method.json and the
-        method's own (CALM: calm_encoder.pt)."""
+        """Write the deployable files (rank 0 only): policy.pt (actor), method.json and the method's own (RGSD:
+        discovery_encoder.pt, CALM: calm_encoder.pt)."""
         if not self.is_main:
             return
         meta = {"env_id": ENV_ID, "iteration": self.iteration, "global_step": self.global_step}
         self.ac.actor.save(self.run.policy_path, **meta, action_std=self.ac.log_std.detach().exp().tolist())
-        self.trainable.save(self.run.discovery_encoder_path, **meta)
-        entries = builtin_entries(self.cfg) if self.method is None else self.method.export(self.run.path)
-        write_method_file(self.run, entries)
+        write_method_file(self.run, self.method.export(self.run.path, meta))
 
     def close(self) -> None:
         """Release the environment."""

@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rgsd_agents.config import DiscoveryConfig, NetworkConfig, PPOConfig, TrainConfig
+from rgsd_agents.config import MethodConfig, NetworkConfig, PPOConfig, TrainConfig
+from rgsd_agents.pretraining import PretrainConfig
 
 
 def tiny_encoder_file(path: str | os.PathLike, seed: int = 0) -> Path:
@@ -18,18 +19,20 @@ def tiny_encoder_file(path: str | os.PathLike, seed: int = 0) -> Path:
     return build_encoder(cfg, inputs).save(path)
 
 
-def tiny_train_config(encoder: str | os.PathLike, **overrides: Any) -> TrainConfig:
-    """4 worlds x 8 steps, 32-unit networks, 4 iterations (``overrides`` replace any field)."""
+def tiny_train_config(encoder: str | os.PathLike | None, **overrides: Any) -> TrainConfig:
+    """RGSD on 4 worlds x 8 steps, 32-unit networks, 4 iterations (``overrides`` replace any field; ``encoder``
+    None: a method with a random encoder, built at 32 units)."""
     base: dict[str, Any] = dict(
         num_envs=4,
         horizon=8,
         iterations=4,
         checkpoint_every=2,
         probe_every=0,
-        encoder=str(encoder),
+        encoder=None if encoder is None else str(encoder),
+        pretrain=PretrainConfig(hidden=(32,)),
         networks=NetworkConfig(actor_hidden=(32,), critic_hidden=(32,), init_log_std=-1.0),
         ppo=PPOConfig(minibatch_size=16, epochs=2, actor_lr=1e-3, critic_lr=1e-3),
-        discovery=DiscoveryConfig(minibatch_size=16, lr=1e-3),
+        method=MethodConfig("rgsd", {"minibatch_size": 16, "lr": 1e-3}),
     )
     base.update(overrides)
     return TrainConfig(**base)

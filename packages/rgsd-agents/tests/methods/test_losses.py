@@ -132,7 +132,7 @@ def test_ase_diversity_loss_by_hand():
     assert float(diversity_loss(actor, obs, other, z, z2, 1.0).detach()) == pytest.approx(expected, rel=1e-6)
 
 
-def test_ase_diversity_regularizer_is_off_by_default_and_sees_the_sample_s_latent_and_a_new_one(monkeypatch):
+def test_ase_diversity_loss_is_off_by_default_and_sees_the_sample_s_latent_and_a_new_one(monkeypatch):
     import rgsd_agents.methods.ase as ase_module
     from rgsd_agents.config import NetworkConfig
     from rgsd_agents.methods import build_method
@@ -148,7 +148,7 @@ def test_ase_diversity_regularizer_is_off_by_default_and_sees_the_sample_s_laten
         ac.obs_normalizer.mean.normal_()
         ac.obs_normalizer.var.uniform_(0.5, 2.0)
     off = build_method("ase", {"hidden": [8]}, MethodContext(ref, 2, torch.device("cpu"), 0))
-    assert off.policy_regularizer(ac) is None
+    assert off.policy_loss(ac, torch.zeros(3, 375)) == (None, {})
     on = build_method("ase", {"hidden": [8], "diversity_coef": 0.01}, MethodContext(ref, 2, torch.device("cpu"), 0))
     seen = []
 
@@ -161,7 +161,7 @@ def test_ase_diversity_regularizer_is_off_by_default_and_sees_the_sample_s_laten
     norm = ac.obs_normalizer
     raw = torch.cat([torch.randn(3, 359), z], -1)
     obs_n = ((raw - norm.mean) / (norm.var + norm.eps).sqrt()).float()
-    term, stats = on.policy_regularizer(ac)(obs_n)
+    term, stats = on.policy_loss(ac, obs_n)
     z_seen, z_other = seen[0]
     torch.testing.assert_close(z_seen, z)  # the sample's own latent, recovered through the normaliser
     torch.testing.assert_close(z_other.norm(dim=-1), torch.ones(3))

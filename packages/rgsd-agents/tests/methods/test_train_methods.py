@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from rgsd_agents.config import DiscoveryConfig, MethodConfig
+from rgsd_agents.config import MethodConfig, resolve
 from rgsd_agents.runner import Runner
 from rgsd_agents.testing import (
     assert_same_tensors,
@@ -35,13 +35,7 @@ def tiny_encoder(tmp_path_factory) -> str:
 
 
 def method_config(encoder: str, name: str, **kw):
-    return tiny_train_config(
-        encoder,
-        env=EnvConfig(p_imitation=0.0),
-        discovery=DiscoveryConfig(enabled=False, minibatch_size=16),
-        method=MethodConfig(name, dict(TINY[name])),
-        **kw,
-    )
+    return tiny_train_config(None, method=MethodConfig(name, dict(TINY[name])), **kw)
 
 
 def _params(runner: Runner) -> dict[str, torch.Tensor]:
@@ -119,6 +113,13 @@ def test_ase_s_optional_diversity_loss_joins_the_ppo_update(tmp_path, tiny_encod
     assert math.isfinite(history[0]["losses/diversity_loss"]) and history[0]["losses/diversity_loss"] > 0
 
 
-def test_a_method_refuses_imitation_episodes(tiny_encoder):
-    with pytest.raises(ValueError, match="p_imitation: 0"):
-        tiny_train_config(tiny_encoder, method=MethodConfig("ase", {}))
+@pytest.mark.parametrize("name", ["diayn", *METHODS])
+def test_a_method_without_imitation_trains_on_discovery_episodes_only(name):
+    cfg = resolve(tiny_train_config(None, env=EnvConfig(p_imitation=0.7), method=MethodConfig(name, {})))
+    assert cfg.env.p_imitation == 0.0
+
+
+@pytest.mark.parametrize("name", ["diayn", *METHODS])
+def test_a_method_with_a_random_encoder_refuses_an_encoder_file(name, tiny_encoder):
+    with pytest.raises(ValueError, match="random encoder: leave encoder unset"):
+        tiny_train_config(tiny_encoder, method=MethodConfig(name, {}))

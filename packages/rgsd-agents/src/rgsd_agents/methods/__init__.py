@@ -1,21 +1,19 @@
-"""Skill-discovery methods on the shared PPO runner: one module per method (see ``base.SkillMethod``).
+"""Skill-discovery methods: one module per method behind one interface (``base.SkillMethod``).
 
-=========  =====================================  ==========================================
-method     module                                 latent of a clip at evaluation
-=========  =====================================  ==========================================
-rgsd       ``rgsd_agents.runner`` / ``discovery``  the frozen encoder's clip embedding
-diayn      rgsd with ``encoder_init: random``     the (random) encoder's clip embedding
-ase        ``methods.ase``                        best of N sampled latents
-calm       ``methods.calm``                       the motion encoder's clip embedding
-metra      ``methods.metra``                      best of N sampled latents
-=========  =====================================  ==========================================
+=========  ===================  =========  ===========================================
+method     module               loop       latent of a clip at evaluation
+=========  ===================  =========  ===========================================
+rgsd       ``methods.rgsd``     on-policy  the frozen encoder's clip embedding z_m
+diayn      ``methods.rgsd``     on-policy  best of N sampled latents
+ase        ``methods.ase``      on-policy  best of N sampled latents
+calm       ``methods.calm``     on-policy  the motion encoder's clip embedding
+metra      ``methods.metra``    on-policy  best of N sampled latents
+=========  ===================  =========  ===========================================
 
-RGSD and its DIAYN ablation are the runner's built-in path (the env scores the
-encoder reward itself and ``discovery.DiscoveryTrainer`` updates the discovery
-encoder); the baselines plug in through ``SkillMethod``. Meta Motivo (FB-CPR)
-is not included: it would be one more module here whose ``relabel`` writes the
-forward-backward reward F(s, a, z)^T z from its own networks and whose latents
-come from B(s) of reference windows (like CALM's encoder).
+A training config names its method (``method.name``) and its options
+(``method.options``, the method's ``CONFIG`` dataclass); the training command
+resolves the class here and the loop it names. A new method is one more module
+with a ``SkillMethod`` subclass and a line in ``METHODS``.
 """
 
 from __future__ import annotations
@@ -26,29 +24,33 @@ from rgsd_agents.methods.ase import ASE
 from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.methods.calm import CALM
 from rgsd_agents.methods.metra import METRA
+from rgsd_agents.methods.rgsd import DIAYN, RGSD
 from rgsd_envs.utils.config import from_dict
 
-METHODS: dict[str, type[SkillMethod]] = {m.NAME: m for m in (ASE, CALM, METRA)}
-"""The plug-in methods by name (``method.name`` of a training config)."""
-BUILTIN = "rgsd"
-"""The runner's own method (RGSD, and DIAYN with a random encoder)."""
+METHODS: dict[str, type[SkillMethod]] = {m.NAME: m for m in (RGSD, DIAYN, ASE, CALM, METRA)}
+"""Every method by name (``method.name`` of a training config)."""
 
 
 def method_names() -> list[str]:
     """Every valid ``method.name``."""
-    return [BUILTIN, *METHODS]
+    return list(METHODS)
+
+
+def method_class(name: str) -> type[SkillMethod]:
+    """The method class of ``name``, or a clear error listing the methods."""
+    if name not in METHODS:
+        raise ValueError(f"method.name must be one of {', '.join(method_names())}, got {name!r}")
+    return METHODS[name]
 
 
 def method_config(name: str, options: dict[str, Any], source: str = "<config>") -> Any:
     """The method's config dataclass from ``method.options`` (unknown keys are errors naming the key)."""
-    if name not in METHODS:
-        raise ValueError(f"method.name must be one of {', '.join(method_names())}, got {name!r}")
-    return from_dict(METHODS[name].CONFIG, dict(options or {}), source, "method.options.")
+    return from_dict(method_class(name).CONFIG, dict(options or {}), source, "method.options.")
 
 
 def build_method(name: str, options: dict[str, Any], ctx: MethodContext, source: str = "<config>") -> SkillMethod:
     """An instance of method ``name`` with its options."""
-    return METHODS[name](method_config(name, options, source), ctx)
+    return method_class(name)(method_config(name, options, source), ctx)
 
 
-__all__ = ["BUILTIN", "METHODS", "MethodContext", "SkillMethod", "build_method", "method_names"]
+__all__ = ["METHODS", "MethodContext", "SkillMethod", "build_method", "method_class", "method_names"]

@@ -21,7 +21,7 @@
   (0.5 x disc_reward_scale 2 = 1.0 for the discriminator, 0.5 for the encoder,
   kappa 1).
 * ASE's diversity loss (its policy regulariser, added to PPO's loss through
-  ``policy_regularizer``) is an option, default OFF: the RGSD paper reports ASE
+  ``policy_loss``) is an option, default OFF: the RGSD paper reports ASE
   without its diversity term (``diversity_coef``; ASE's own value is 0.01 with
   target 1.0; see ``diversity_loss``).
 
@@ -35,7 +35,6 @@ error (ASE has no motion encoder for whole clips).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -191,25 +190,21 @@ class ASE(SkillMethod):
         fresh = unit_sphere(skills.shape[0], self.generator).to(skills.device)
         return torch.where(expired.to(skills.device).unsqueeze(-1), fresh, skills)
 
-    def policy_regularizer(self, ac: ActorCritic) -> Callable[[Tensor], tuple[Tensor, dict[str, Tensor]]] | None:
+    def policy_loss(self, ac: ActorCritic, obs_n: Tensor) -> tuple[Tensor | None, dict[str, Tensor]]:
         """ASE's diversity loss on PPO's minibatches (None when ``diversity_coef`` is 0, the default): the actor
         at each sample's z and at a fresh uniform z' (both put through the observation normaliser)."""
         cfg = self.cfg
         if cfg.diversity_coef == 0.0:
-            return None
+            return None, {}
         norm = ac.obs_normalizer
-
-        def regularizer(obs_n: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
-            mean = norm.mean[_SKILL].to(obs_n.dtype)
-            std = (norm.var[_SKILL] + norm.eps).sqrt().to(obs_n.dtype)
-            z = F.normalize(obs_n[:, _SKILL] * std + mean, dim=-1)
-            z_other = unit_sphere(obs_n.shape[0], self.generator).to(obs_n.device)
-            other = obs_n.clone()
-            other[:, _SKILL] = ((z_other - mean) / std).clamp(-norm.clip, norm.clip)
-            loss = diversity_loss(ac.actor.net, obs_n, other, z, z_other, cfg.diversity_target)
-            return cfg.diversity_coef * loss, {"diversity_loss": loss.detach()}
-
-        return regularizer
+        mean = norm.mean[_SKILL].to(obs_n.dtype)
+        std = (norm.var[_SKILL] + norm.eps).sqrt().to(obs_n.dtype)
+        z = F.normalize(obs_n[:, _SKILL] * std + mean, dim=-1)
+        z_other = unit_sphere(obs_n.shape[0], self.generator).to(obs_n.device)
+        other = obs_n.clone()
+        other[:, _SKILL] = ((z_other - mean) / std).clamp(-norm.clip, norm.clip)
+        loss = diversity_loss(ac.actor.net, obs_n, other, z, z_other, cfg.diversity_target)
+        return cfg.diversity_coef * loss, {"diversity_loss": loss.detach()}
 
     @torch.no_grad()
     def relabel(self, storage: RolloutStorage) -> dict[str, Tensor]:

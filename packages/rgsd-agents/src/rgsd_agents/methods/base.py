@@ -1,20 +1,33 @@
-"""The seam between the shared PPO runner and a skill-discovery method.
+"""The seam between a training loop and a skill-discovery method.
 
-A method owns its networks and their optimisers, the reward the policy is
-trained on, its update from the shared rollout storage and how it chooses a
+Every method (RGSD, DIAYN, ASE, CALM, METRA, Meta Motivo) is one ``SkillMethod``
+subclass in this package, registered by name in ``rgsd_agents.methods.METHODS``;
+the training command resolves it by ``method.name`` and the loop it names
+(``LOOP``) and never branches on which method it runs (rsl_rl's runner resolving
+its algorithm class is the shape). A method owns its networks and their
+optimisers, the reward the policy is trained on, its update and how it chooses a
 policy's latent z: per step while training (``choose_skills``) and per clip at
 evaluation (``LATENT_CHOICE``, written into the run folder so that rgsd-eval can
-follow it without importing rgsd-agents). The runner calls, per iteration::
+follow it without importing rgsd-agents). Class attributes say how the shared env
+is set up for it: ``ENCODER`` (the frozen encoder the env is built with: a
+pretrained one for RGSD, a random one elsewhere, where it only stacks the 5-frame
+histories), ``IMITATION`` (whether imitation episodes are part of training;
+otherwise ``env.p_imitation`` is 0) and ``ENV_REWARD`` (whether the env's encoder
+reward is what the policy trains on).
+
+The on-policy runner (``rgsd_agents.runner``) calls, per iteration::
 
     for each step:  skills = method.choose_skills(started, skills)   # None: keep the env's z
     after the last step, before bootstrapping and GAE:  method.relabel(storage)
+    in every PPO minibatch step:  obs_n = method.policy_inputs(idx, obs_n)
+                                  loss += method.policy_loss(ac, obs_n)
+                                  (PPO's backward and step)
+                                  method.after_policy_step(idx)
     after PPO:      method.update(storage, generator)
 
 ``relabel`` writes ``storage.rewards`` from the stored transitions
 (``storage.encoder_inputs`` holds s' with its history for discovery samples,
-``storage.skills`` the z each transition was made with). A sixth method is one
-more module in this package with a ``SkillMethod`` subclass and a line in
-``rgsd_agents.methods.METHODS``.
+``storage.skills`` the z each transition was made with).
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ from torch import nn
 from rgsd_agents.distributed import DataParallel
 from rgsd_agents.methods.common import ReferenceData, unit_sphere
 from rgsd_agents.storage import RolloutStorage
+from rgsd_envs.runs.run_dir import RunDir
 
 Tensor = torch.Tensor
 
@@ -39,13 +53,17 @@ PROBE_CANDIDATES = 8
 
 @dataclass
 class MethodContext:
-    """What a method is built from: the reference frames, sizes, devices and seed."""
+    """What a method is built from: the reference frames, sizes, devices, seed, and the env and run folder."""
 
     reference: ReferenceData
     num_envs: int
     device: torch.device
     seed: int
     dp: DataParallel | None = None
+    env: Any = None
+    """The training env (``RGSDTorchEnv``): RGSD sets its discovery encoder on it."""
+    run: RunDir | None = None
+    """The run folder (reports written at the start of training)."""
 
 
 class SkillMethod:
@@ -57,6 +75,15 @@ class SkillMethod:
     LATENT_CHOICE: ClassVar[str] = "best_of_n"
     """How evaluation picks a clip's latent (``RunDir.LATENT_CHOICES``): "encoder" (a motion encoder's clip
     embedding, the file ``export`` names) or "best_of_n" (the best of N sampled latents by Cartesian error)."""
+    LOOP: ClassVar[str] = "on_policy"
+    """The training loop: "on_policy" (the shared PPO runner) or "off_policy" (a replay-buffer learner)."""
+    ENCODER: ClassVar[str] = "random"
+    """The env's frozen encoder: "pretrained" (pretrained on the motions, or the config's ``encoder`` file) or
+    "random" (randomly initialised: it only stacks the env's histories, its reward is not used)."""
+    IMITATION: ClassVar[bool] = False
+    """Whether training has imitation episodes (``env.p_imitation`` as configured); False sets it to 0."""
+    ENV_REWARD: ClassVar[bool] = False
+    """Whether the policy trains on the env's encoder reward (False: ``relabel`` writes the method's own)."""
 
     def __init__(self, cfg: Any, ctx: MethodContext):
         self.cfg = cfg
@@ -78,25 +105,46 @@ class SkillMethod:
         env's. ``started`` (N,) marks worlds whose new episode began in this step; ``skills`` is their current z."""
         return None
 
-    def policy_regularizer(self, ac: Any) -> Callable[[Tensor], tuple[Tensor, dict[str, Tensor]]] | None:
-        """An extra term of PPO's loss on the actor (``ppo.PolicyRegularizer``), or None."""
-        return None
+    def policy_inputs(self, idx: Tensor, obs_n: Tensor) -> Tensor:
+        """The (normalised) policy inputs of PPO's minibatch ``idx`` (rows of the flat storage): a method may put
+        latents with gradient into them (CALM re-encodes with its current encoder). Default: unchanged."""
+        return obs_n
+
+    def policy_loss(self, ac: Any, obs_n: Tensor) -> tuple[Tensor | None, dict[str, Tensor]]:
+        """An extra term of PPO's minibatch loss on the actor (ASE's diversity loss) and its statistics."""
+        return None, {}
+
+    def after_policy_step(self, idx: Tensor) -> dict[str, Tensor]:
+        """Called after each PPO minibatch step (its backward done): the method's own steps on the same minibatch
+        (ASE and CALM train their discriminator here, CALM steps its encoder on the policy loss's gradient)."""
+        return {}
 
     def relabel(self, storage: RolloutStorage) -> dict[str, Tensor]:
         """Write the method's rewards into ``storage.rewards`` (before GAE); returns reward statistics (0-d
-        tensors, read from the device once per iteration by the runner)."""
-        raise NotImplementedError
+        tensors, read from the device once per iteration by the runner). Default: the env's reward stands."""
+        return {}
 
     def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, Tensor]:
         """Train the method's networks on the rollout; returns loss statistics (0-d tensors)."""
         return {}
 
     @torch.no_grad()
-    def probe_latents(self, num_clips: int) -> Tensor:
+    def probe_latents(self, num_clips: int) -> Tensor | None:
         """(clips, K, 16) latents the imitation probe tries per clip (the best counts): for best-of-N methods
-        ``PROBE_CANDIDATES`` fixed draws (the same at every probe, so the curve compares like with like)."""
+        ``PROBE_CANDIDATES`` fixed draws (the same at every probe, so the curve compares like with like); None: the
+        env's encoder embedding z_m of each clip."""
         g = torch.Generator().manual_seed(self.ctx.seed + 4242)
         return unit_sphere(num_clips * PROBE_CANDIDATES, g).view(num_clips, PROBE_CANDIDATES, -1)
+
+    def probe_stats(self) -> dict[str, float]:
+        """The method's own statistics logged with each training probe (``discovery/``)."""
+        return {}
+
+    def start_report(self, writer: Any) -> None:
+        """Reports of a fresh run before its first iteration (rank 0; TensorBoard ``writer``)."""
+
+    def after_load(self) -> None:
+        """Called after the method's weights were loaded from a checkpoint or broadcast to every rank."""
 
     def extra_state(self) -> dict[str, Any]:
         """State besides networks, optimisers and the generator (e.g. latent schedules, dual variables)."""
@@ -105,8 +153,9 @@ class SkillMethod:
     def load_extra_state(self, state: dict[str, Any]) -> None:
         """Restore ``extra_state``."""
 
-    def export(self, run_path: Path) -> dict[str, Any]:
-        """Write the files evaluation needs into the run folder; returns the ``method.json`` entries."""
+    def export(self, run_path: Path, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Write the files evaluation needs into the run folder (``meta``: the run's iteration and step, stored
+        in them); returns the ``method.json`` entries."""
         return {"name": self.NAME, "latent_choice": self.LATENT_CHOICE}
 
     # -- checkpoints -----------------------------------------------------------------

@@ -218,6 +218,6 @@ class CALM(SkillMethod):
         self.schedule.load_state_dict(state["schedule"])
         self.reference_latents = self._encode_references()
 
-    def export(self, run_path: Path) -> dict:
+    def export(self, run_path: Path, meta: dict | None = None) -> dict:
         self.encoder.save(Path(run_path) / CALM_ENCODER, method="calm")
         return {"name": self.NAME, "latent_choice": "encoder", "encoder": CALM_ENCODER}

@@ -126,12 +126,14 @@ class MLPHead(nn.Module):
         return self.net[-1]
 
 
-def to_floats(stats: dict[str, Tensor]) -> dict[str, float]:
-    """0-d statistics tensors as floats, read from the device at once."""
-    if not stats:
-        return {}
-    values = torch.stack([v.detach().to(torch.float32).reshape(()) for v in stats.values()]).tolist()
-    return dict(zip(stats, values))
+def to_floats(stats: dict[str, Tensor | float]) -> dict[str, float]:
+    """0-d statistics tensors as floats, read from the device at once (numbers pass through)."""
+    tensors = {k: v for k, v in stats.items() if isinstance(v, Tensor)}
+    out = {k: float(v) for k, v in stats.items() if not isinstance(v, Tensor)}
+    if tensors:
+        values = torch.stack([v.detach().to(torch.float32).reshape(()) for v in tensors.values()]).tolist()
+        out.update(zip(tensors, values))
+    return {k: out[k] for k in stats}
 
 
 # -- von Mises-Fisher ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""What the runner does with a method: build it from the env, and write ``<run>/method.json`` for evaluation."""
+"""What a training loop does with a method: build it from the env, and write ``<run>/method.json`` for evaluation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from rgsd_agents.distributed import DataParallel
-from rgsd_agents.methods import BUILTIN, build_method
+from rgsd_agents.methods import build_method
 from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.methods.common import ReferenceData
 from rgsd_envs.runs.run_dir import RunDir
@@ -16,22 +16,14 @@ from rgsd_envs.utils.files import atomic_path
 
 
 def build_runner_method(
-    cfg: Any, core: Any, device: torch.device, dp: DataParallel | None = None
-) -> SkillMethod | None:
-    """The plug-in method of a training config (None for the runner's own RGSD/DIAYN), on the learner's device.
+    cfg: Any, env: Any, device: torch.device, run: RunDir | None = None, dp: DataParallel | None = None
+) -> SkillMethod:
+    """The method of a training config on the learner's device, built on the training env.
 
     Networks are seeded by ``cfg.seed`` alone (the same on every rank); the method's random numbers by rank."""
-    if cfg.method.name == BUILTIN:
-        return None
-    ctx = MethodContext(ReferenceData.from_core(core, device), cfg.num_envs, device, cfg.seed, dp)
+    reference = ReferenceData.from_core(env.core, device)
+    ctx = MethodContext(reference, cfg.num_envs, device, cfg.seed, dp, env=env, run=run)
     return build_method(cfg.method.name, cfg.method.options, ctx)
-
-
-def builtin_entries(cfg: Any) -> dict[str, Any]:
-    """method.json of an RGSD run (its frozen encoder's z_m) or a DIAYN run (random encoder: best of N)."""
-    if cfg.encoder_init == "random":
-        return {"name": "diayn", "latent_choice": "best_of_n"}
-    return {"name": "rgsd", "latent_choice": "encoder", "encoder": RunDir.ENCODER}
 
 
 def write_method_file(run: RunDir, entries: dict[str, Any]) -> None:
