@@ -73,7 +73,7 @@ def _checkpoint(run: Path, name: str = "latest") -> dict:
 def _differing(a: dict, b: dict) -> list[str]:
     """The arrays of two checkpoints' networks, optimisers, env and observation that are not bit-identical."""
     out = []
-    for key in ("actor_critic", "ppo", "discovery", "env", "obs"):
+    for key in ("actor_critic", "ppo", "method", "env", "obs"):
         left, right = dict(_arrays(a[key], key)), dict(_arrays(b[key], key))
         assert left.keys() == right.keys() and left, key
         out += [name for name in left if not torch.equal(left[name], right[name])]
