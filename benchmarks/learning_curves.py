@@ -11,7 +11,7 @@ A sweep is a folder of arm files, ``benchmarks/sweeps/<sweep>/<arm>.yaml``; the 
     note: what the arm tries, in one line   # optional
 
 Each arm trains into ``<out>/<arm>`` with ``rgsd train`` (``--resume`` when the folder holds a checkpoint:
-the budget counts over sessions, so an interrupted sweep goes on where it stopped and a finished arm returns
+the budget counts over resumptions, so an interrupted sweep goes on where it stopped and a finished arm returns
 at once), at most two at a time, each writing to ``<out>/logs/<arm>.log``. An arm that ``rgsd train`` refuses
 (a bad key, a missing preset) is reported with its file and the reason; the others go on. Then ``rgsd eval``
 compares the trained arms in ``<out>/eval``, and ``rgsd_eval.curves`` plots their imitation-probe curves
