@@ -1,11 +1,11 @@
 """Training curves of run folders: the imitation probe that ``rgsd train`` logs to TensorBoard, read back and plotted.
 
 ``read_curves(run)`` reads a run's ``tb/`` scalars. Their step is ``global_step`` (samples); a resumed
-run's later writer purges what the earlier one logged after the checkpoint it resumed from, so a step
-keeps the value of the session that reached it last. The learning curve is the imitation probe (the deterministic
-policy from fixed starts of each clip to its end, no early termination): ``probe/cartesian_error_cm``
-overall and ``probe_clips/<clip>_cm`` per clip. Training minutes are the summed
-``perf/iteration_seconds`` (rollouts and updates; probes excluded).
+run's writer purges what the earlier one logged after the checkpoint it resumed from, so a step keeps
+the value of the last writer that reached it. The learning curve is the imitation probe (the
+deterministic policy from fixed starts of each clip to its end, no early termination):
+``probe/cartesian_error_cm`` overall and ``probe_clips/<clip>_cm`` per clip. Training minutes are the
+summed ``perf/iteration_seconds`` (rollouts and updates; probes excluded).
 
 ``plot_curves`` draws several runs on common axes: one panel per clip category (the mean over its
 clips), samples on x in the top row and training minutes in the bottom row.
