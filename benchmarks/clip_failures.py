@@ -1,4 +1,4 @@
-"""Where a run's imitation episodes fail, clip by clip (issue 20): failures per episode and per step.
+"""Where a run's imitation episodes fail, clip by clip: failures per episode and per step.
 
 The run's policy (mean action) plays imitation episodes in ``--worlds`` worlds for ``--steps`` steps with the
 run's training rule (RSI, deviation termination; ``--set KEY=VALUE`` changes an ``EnvConfig`` field, e.g.

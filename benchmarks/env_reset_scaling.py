@@ -125,7 +125,7 @@ def main() -> None:
 
     def core_reset() -> None:
         with single_threaded():  # as the env's own methods run
-            core.reset_envs(ids.tolist())  # a list: what the per-world version before issue 12 took
+            core.reset_envs(ids.tolist())  # a list: what the older per-world version took
             core.observe_reset(ids)
             env.reward_core.start(ids)
 
@@ -147,9 +147,9 @@ def main() -> None:
 
 def draws(core: object, ids: np.ndarray, options: dict | None = None) -> object:
     """Clip, start frame, task and skill of the next episodes of worlds ``ids`` (not applied)."""
-    if "ids" in inspect.signature(core._draw).parameters:  # batched (issue 12)
+    if "ids" in inspect.signature(core._draw).parameters:  # the batched version
         return core._draw(ids, options or {})
-    core._clip_probs = None  # the per-world version before issue 12
+    core._clip_probs = None  # the older per-world version
     return [core._draw(i, options or {}) for i in ids.tolist()]
 
 

@@ -13,7 +13,7 @@ For N in {1, 16, 64} worlds and 1 and 2 simulation threads this prints:
   call (``Batch.rollout``) holding the last targets from the env's final states
   (other states: other contacts, so a different amount of work).
 
-Targets (issue 3): at N=64 with 2 threads, ratio >= 0.85 and 2-thread speed-up >= 1.8x.
+Targets: at N=64 with 2 threads, ratio >= 0.85 and 2-thread speed-up >= 1.8x.
 Run: ``python benchmarks/env_throughput.py [--steps 300] [--repeats 3]``.
 """
 

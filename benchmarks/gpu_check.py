@@ -22,7 +22,7 @@ split over several shorter commands (a lent machine runs 10 minutes a command) a
 the step in flight. ``--num-envs`` picks the throughput step's world counts.
 
 ``gpu_check.md`` then holds the machine (nvidia-smi, CPU, torch / warp / MuJoCo versions), each step's
-pass or fail and time, every figure, and the goals of issue 17 on one H100: at least 300k env steps/s
+pass or fail and time, every figure, and the goals on one H100: at least 300k env steps/s
 at 8192 worlds (``gpu_throughput.py``'s warp ``env`` row) and at least 100k training samples/s with the
 paper's networks (the median ``charts/SPS`` of the 10-minute paper-preset training). ``--smoke`` runs
 every step on the CPU (warp on its CPU device, tiny N, a few iterations; the CUDA tests are reported as
@@ -49,9 +49,9 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MOTIONS = REPO.parent / "shared" / "motions" / "deepmimic-smpl"
 FULL_N = (1024, 4096, 8192)
 ENV_STEPS_GOAL = 300_000
-"""env steps/s of the warp env at 8192 worlds on one H100 (issue 17)."""
+"""env steps/s of the warp env at 8192 worlds on one H100."""
 TRAIN_SAMPLES_GOAL = 100_000
-"""training samples/s with the paper's networks on one H100 (issue 17)."""
+"""training samples/s with the paper's networks on one H100."""
 SMOKE_TRAIN = [
     "num_envs=8", "horizon=4", "iterations=2", "probe_every=0", "checkpoint_every=1",
     "pretrain.steps=20", "pretrain.hidden=[32]", "networks.actor_hidden=[32]", "networks.critic_hidden=[32]",

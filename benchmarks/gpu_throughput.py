@@ -14,7 +14,7 @@ machine's cores), with the ratio warp / mujoco:
   minibatch 32768, 5 epochs), the learner on ``--device``; warp keeps the env on the device,
   mujoco runs the hybrid mode (simulation on the CPU, learner on the device).
 
-Goals on one H100 (issue 12): >= 300k env steps/s at 8192 worlds, >= 100k training samples/s.
+Goals on one H100: >= 300k env steps/s at 8192 worlds, >= 100k training samples/s.
 Figures are printed, never asserted (``--json FILE`` also writes them, for ``benchmarks/gpu_check.py``).
 ``--smoke`` runs everything on the CPU with tiny sizes (a CPU warp device is slow: it is for checking
 that the benchmark runs, not for its numbers).

@@ -1,6 +1,6 @@
-"""Why a walk can drift sideways while its pose tracks (issue 20): what the reward sees of a global drift.
+"""Why a walk can drift sideways while its pose tracks: what the reward sees of a global drift.
 
-Two measurements:
+Three measurements:
 
 1. ``reward``: each reference clip bent into an arc (a yaw that grows linearly to
    ``--degrees`` at the clip's end, about the start pelvis), scored by the run's
@@ -14,14 +14,14 @@ Two measurements:
    final heading error (degrees, + = turned left).
 3. ``trace`` (with ``--run`` and ``--trace CLIP``): that rollout step by step: pelvis
    height beside the reference's, mean and max body error and the body with the max,
-   heading error and pelvis offset: where and how a clip fails (issue 20: the demo's
-   backward walk leaves its feet in front and sits down).
+   heading error and pelvis offset: where and how a clip fails (e.g. a backward walk that
+   leaves its feet in front and sits down).
 
 The clips are the run's motions (the demo clips with ``--encoder`` alone).
 
 Examples::
 
-    python benchmarks/heading_drift.py --run runs/demo --out benchmarks/results/issue20/heading_drift.json
+    python benchmarks/heading_drift.py --run runs/demo --out benchmarks/results/heading_drift/heading_drift.json
     python benchmarks/heading_drift.py --run runs/demo --trace demo_backward --every 5
 """
 

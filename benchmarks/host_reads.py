@@ -1,4 +1,4 @@
-"""Host reads per env step of ``rgsd train``, counted as issue 17 counts them, on both backends.
+"""Host reads per env step of ``rgsd train`` on both backends.
 
 A host read is a Python call of ``Tensor.numpy/.cpu/.item/.tolist/__bool__``
 (``rgsd_envs.utils.host_reads.count_host_reads``); on a GPU each one waits for
@@ -7,7 +7,7 @@ the device's queue to drain. The runner (``--config``, default ``demo``, with
 reads of ``--iterations`` whole iterations (rollout, PPO and discovery updates,
 statistics) are counted and divided by the env steps they made; the rollout
 alone is also shown. Before the torch interface (commit 88edfca) the same count
-gave 38 per step on the warp path and 47 on the mujoco path (issue 17).
+gave 38 per step on the warp path and 47 on the mujoco path.
 
 Run: ``python benchmarks/host_reads.py`` (about a minute on 2 cores; the first warp
 run of a machine compiles kernels for about 50 s more).
@@ -25,7 +25,7 @@ from rgsd_agents.testing import tiny_encoder_file
 from rgsd_envs.utils.host_reads import count_host_reads
 
 BEFORE = {"warp": 38.0, "mujoco": 47.0}
-"""Reads per env step before the torch interface (issue 17's count, demo preset)."""
+"""Reads per env step before the torch interface (the same count, demo preset)."""
 
 
 def reads_per_step(

@@ -1,4 +1,4 @@
-"""Effective joint inertia: hinge armature against the links' own inertia (issue 11, physics fidelity).
+"""Effective joint inertia: hinge armature against the links' own inertia (physics fidelity).
 
 MuJoCo's joint-space inertia ``M = mj_fullM`` at the rest pose holds, on each
 hinge's diagonal, the armature plus the inertia about that axis of everything

@@ -1,5 +1,4 @@
-"""What the encoder reward pays a policy's states near the reference, and which part of the state costs it
-(issue 20, tenth session).
+"""What the encoder reward pays a policy's states near the reference, and which part of the state costs it.
 
 The deterministic policy of ``--run`` plays every clip from its first frame (no early termination). For
 each encoder given (default: the run's), per clip:
@@ -9,17 +8,17 @@ each encoder given (default: the run's), per clip:
 * ``policy_cos``: the same over the first ``--steps`` states;
 * ``reference_cos``: the reference's own states over those frames;
 * ``policy_cos_by_step``: the policy's cos at every step, and ``body_error_by_step`` its mean body error
-  (m): whether the reward falls as the policy leaves the reference (issue 20, eleventh session: on the
+  (m): whether the reward falls as the policy leaves the reference (e.g. on the
   demo's backward walk the preset's encoder paid the policy 0.41 on average over its first 31 steps,
   within 15 cm, and 0.63 while it sat down and fell, 0.21-0.94 m off);
 * ``swap``: ``policy_cos_first`` with one feature group of the policy's states (all 5 stacked frames)
   replaced by the reference's: the group whose swap raises it most is what the reward holds against the
-  policy (issue 20: the bodies' angular velocities, 0.29 -> 0.64 on the demo's backward walk).
+  policy (e.g. the bodies' angular velocities, 0.29 -> 0.64 on the demo's backward walk).
 
 Example::
 
     python benchmarks/reward_near_reference.py --run runs/demo --encoder runs/enc_noised/encoder.pt \\
-        --out benchmarks/results/issue20/session10/reward_near_reference.json
+        --out benchmarks/results/reward_near_reference/reward_near_reference.json
 """
 
 from __future__ import annotations

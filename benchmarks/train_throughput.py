@@ -15,12 +15,12 @@ Measured in one process, one after the other, with the ``cpu`` preset (or ``--co
   and, for reference, the same with SB3's own defaults for the minibatch size
   (64) and epochs (10), which is what SB3 users get out of the box.
 
-It also prints the loop's ceilings on this machine (issue 20): the cores the loop keeps busy on average
+It also prints the loop's ceilings on this machine: the cores the loop keeps busy on average
 (process CPU time over wall time: if every core were busy all the time the loop could be at most
 cores / busy times faster) and the MuJoCo stepping's share (if nothing but the physics cost anything:
 1 / share), with the samples 15 minutes hold.
 
-Targets (issue 4): ours / env-only >= 0.5 and ours / sb3 >= 3.
+Targets: ours / env-only >= 0.5 and ours / sb3 >= 3.
 The encoder is a randomly initialised MLP of the preset's size (its cost, not
 its weights, matters here). Run: ``python benchmarks/train_throughput.py``
 (about 2-3 minutes on 2 cores); the numbers depend on the load of the machine.

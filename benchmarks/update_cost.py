@@ -1,4 +1,4 @@
-"""Seconds per update of the demo's size (issue 20): PPO in float32 or bf16, 4 x 2048 or 2 x 4096, and the
+"""Seconds per update of the demo's size: PPO in float32 or bf16, 4 x 2048 or 2 x 4096, and the
 discovery encoder's update, on one thread.
 
 A rollout of 128 worlds x 32 steps (random data; the updates' cost does not depend

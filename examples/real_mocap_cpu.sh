@@ -4,7 +4,7 @@
 # Usage: examples/real_mocap_cpu.sh [MOTIONS_DIR] [RUN_DIR]   (from the repository root)
 # STEPS="import" (or "import train", ...) runs only those steps; default: import train eval.
 # CYCLES (default 3) imports the one-cycle locomotion clips (walk, run, jog, zombie walk; DeepMimic loops them)
-# as that many cycles each (rgsd-motions import --cycles; issue 20: walk 27.0 -> 14.6, jog 27.4 -> 17.3 cm);
+# as that many cycles each (rgsd-motions import --cycles; it took the walk's error 27.0 -> 14.6 cm, the jog's 27.4 -> 17.3 cm);
 # CYCLES=1 imports them as captured. MINUTES (default 150) is the training budget; EXTRA="--set torch_threads=1 ..." adds overrides to a new
 # run (a resumed run keeps the settings in its folder).
 set -euo pipefail
