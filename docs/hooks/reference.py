@@ -169,7 +169,7 @@ def _show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return format(value, ".6g")
+        return f"{value:.1f}" if value.is_integer() and abs(value) < 1e6 else format(value, ".6g")
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_show(v) for v in value) + "]"
     if isinstance(value, dict):
@@ -244,8 +244,17 @@ class Walker:
 
 
 def _cell(text: str) -> str:
-    """Table-safe markdown: RST double backticks become code spans, pipes are escaped."""
-    return text.replace("``", "`").replace("|", "\\|")
+    """Table-safe markdown: RST double backticks become code spans, pipes are escaped, and angle brackets outside
+    code spans (``<run>/pretrain``) are written as entities so that they are not read as HTML."""
+    parts = text.replace("``", "`").split("`")
+    for i in range(0, len(parts), 2):  # the even parts are outside code spans (a pipe inside one splits no cell)
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return "`".join(parts)
+
+
+def _code(text: str) -> str:
+    """A table cell's code span (a pipe inside a code span splits no cell)."""
+    return "`" + text.replace("`", "'") + "`"
 
 
 def _first_line(cls: ast.ClassDef) -> str:
@@ -264,8 +273,8 @@ def config_tables(walker: Walker, mod: Module, cls: ast.ClassDef, prefix: str = 
     if flat:
         out += ["| key | type | default | meaning |", "|---|---|---|---|"]
         for f in flat:
-            default = f"`{_cell(f.default)}`" if f.default else ""
-            out.append(f"| `{prefix}{f.name}` | `{_cell(f.type)}` | {default} | {_cell(f.doc)} |")
+            default = _code(f.default) if f.default else ""
+            out.append(f"| `{prefix}{f.name}` | {_code(f.type)} | {default} | {_cell(f.doc)} |")
         out.append("")
     for f in fields:
         if f.nested:
@@ -278,7 +287,7 @@ def field_table(walker: Walker, mod: Module, cls: ast.ClassDef) -> list[str]:
     """Markdown: one row per field of ``cls`` (name, type, docstring)."""
     out = ["| field | type | meaning |", "|---|---|---|"]
     for f in walker.fields(mod, cls):
-        out.append(f"| `{f.name}` | `{_cell(f.type)}` | {_cell(f.doc)} |")
+        out.append(f"| `{f.name}` | {_code(f.type)} | {_cell(f.doc)} |")
     return out
 
 
@@ -336,7 +345,7 @@ def preset_table(folder: str) -> list[str]:
                 steps = flat[n][key] or []
                 cells.append("; ".join(f"at {s['at_samples']:,} samples: {_show(s['set'])}" for s in steps))
             else:
-                cells.append(f"`{_cell(_show(flat[n][key]))}`")
+                cells.append(_code(_show(flat[n][key])))
         out.append(f"| `{key}` | " + " | ".join(cells) + " |")
     return out + ["", "An empty cell is the dataclass default (the configuration reference lists them)."]
 
