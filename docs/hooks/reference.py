@@ -1,0 +1,401 @@
+"""MkDocs hook: tables generated from the code, so that the site cannot drift from it.
+
+A page asks for a table with an HTML comment on a line of its own:
+
+``<!-- config: rgsd_agents.config:TrainConfig -->``
+    every field of the dataclass, its nested dataclasses as sections of their own (``env.``, ``ppo.`` ...),
+    read with ``ast`` from the source: type, default and the attribute docstring under each field.
+``<!-- fields: rgsd_envs.envs.torch_env:StepExtras -->``
+    one table of a dataclass's fields (name, type, docstring), for result records rather than configs.
+``<!-- method-configs: rgsd_agents.methods -->``
+    the same for every ``CONFIG`` dataclass of a ``SkillMethod`` subclass in that package (``method.options``).
+``<!-- presets: rgsd_agents/presets -->``
+    the keys every preset YAML file of that folder sets, one column per preset.
+``<!-- observation-layout -->``
+    the slices of ``rgsd_envs.envs.observations.POLICY_LAYOUT`` (imported: they are computed there).
+
+Nothing here knows a field name: adding, removing or documenting a field changes the site at the next build.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import operator
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted((ROOT / "packages").glob("*/src"))
+MARKER = re.compile(r"^<!-- ([a-z-]+)(?::\s*(\S+))? -->$", re.M)
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+class MarkerError(RuntimeError):
+    """A marker the hook cannot fill: the build stops naming the page and the marker."""
+
+
+# -- source index ---------------------------------------------------------------------
+
+
+def _module_files() -> dict[str, Path]:
+    """Every module of the three packages -> its file."""
+    files = {}
+    for src in SOURCES:
+        for path in src.rglob("*.py"):
+            parts = list(path.relative_to(src).with_suffix("").parts)
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return files
+
+
+@dataclass
+class Module:
+    """One parsed source module: its top-level classes, constants and imported names."""
+
+    name: str
+    tree: ast.Module
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    constants: dict[str, ast.expr] = field(default_factory=dict)
+    imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    """local name -> (module, name in it; None when the module itself is imported)."""
+
+
+class Index:
+    """Parsed modules on demand, and name resolution across ``from x import y``."""
+
+    def __init__(self) -> None:
+        self.files = _module_files()
+        self.modules: dict[str, Module] = {}
+
+    def module(self, name: str) -> Module:
+        """The parsed module ``name`` (a KeyError names a module outside the packages)."""
+        if name not in self.modules:
+            tree = ast.parse(self.files[name].read_text())
+            mod = Module(name, tree)
+            for node in tree.body:
+                if isinstance(node, ast.ClassDef):
+                    mod.classes[node.name] = node
+                elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    mod.constants[node.targets[0].id] = node.value
+                elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+                    mod.constants[node.target.id] = node.value
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    for alias in node.names:
+                        mod.imports[alias.asname or alias.name] = (node.module, alias.name)
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        mod.imports[alias.asname or alias.name] = (alias.name, None)
+            self.modules[name] = mod
+        return self.modules[name]
+
+    def resolve(self, module: str, name: str, depth: int = 0) -> tuple[Module, str] | None:
+        """Where ``name`` as seen from ``module`` is defined (class or constant), following imports."""
+        if depth > 8 or module not in self.files:
+            return None
+        mod = self.module(module)
+        if name in mod.classes or name in mod.constants:
+            return mod, name
+        if name in mod.imports:
+            source, original = mod.imports[name]
+            if original is None:
+                return None
+            if f"{source}.{original}" in self.files:  # "from pkg import module"
+                return None
+            return self.resolve(source, original, depth + 1)
+        return None
+
+    def value(self, module: str, node: ast.expr, depth: int = 0) -> Any:
+        """The value of a default expression: literals, arithmetic and constants of the packages; else raises."""
+        if depth > 8:
+            raise ValueError("too deep")
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return [self.value(module, e, depth + 1) for e in node.elts]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = self.value(module, node.operand, depth + 1)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](
+                self.value(module, node.left, depth + 1), self.value(module, node.right, depth + 1)
+            )
+        if isinstance(node, ast.Name):
+            found = self.resolve(module, node.id)
+            if found and node.id not in found[0].classes:
+                mod, name = found
+                return self.value(mod.name, mod.constants[name], depth + 1)
+        raise ValueError(ast.unparse(node))
+
+
+def _is_dataclass(cls: ast.ClassDef) -> bool:
+    for dec in cls.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        if ast.unparse(target) in ("dataclass", "dataclasses.dataclass"):
+            return True
+    return False
+
+
+# -- dataclass fields -----------------------------------------------------------------
+
+
+@dataclass
+class Field:
+    """One row of a reference table, or a nested section when ``nested`` is set."""
+
+    name: str
+    type: str
+    default: str
+    doc: str
+    nested: tuple[Module, ast.ClassDef, dict[str, ast.expr]] | None = None
+
+
+def _docstring_after(body: list[ast.stmt], i: int) -> str:
+    if i + 1 < len(body):
+        nxt = body[i + 1]
+        if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):
+            return " ".join(nxt.value.value.split())
+    return ""
+
+
+def _show(value: Any) -> str:
+    """A default as YAML would write it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.1f}" if value.is_integer() and abs(value) < 1e6 else format(value, ".6g")
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+class Walker:
+    """Fields of a dataclass (bases first), with nested dataclasses resolved through the index."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+
+    def dataclass_at(self, module: str, name: str) -> tuple[Module, ast.ClassDef] | None:
+        """The dataclass ``name`` as seen from ``module``, or None."""
+        found = self.index.resolve(module, name)
+        if not found or found[1] not in found[0].classes:
+            return None
+        mod, cname = found
+        cls = mod.classes[cname]
+        return (mod, cls) if _is_dataclass(cls) else None
+
+    def fields(self, mod: Module, cls: ast.ClassDef, overrides: dict[str, ast.expr] | None = None) -> list[Field]:
+        """Every field of ``cls``: inherited ones first, in definition order, as a dataclass orders them."""
+        rows: dict[str, Field] = {}
+        for base in cls.bases:
+            found = self.dataclass_at(mod.name, ast.unparse(base))
+            if found:
+                for f in self.fields(*found):
+                    rows[f.name] = f
+        for i, node in enumerate(cls.body):
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                continue
+            type_text = ast.unparse(node.annotation)
+            if type_text.startswith(("ClassVar", "typing.ClassVar")):
+                continue
+            name = node.target.id
+            doc = _docstring_after(cls.body, i) or (rows[name].doc if name in rows else "")
+            rows[name] = self._field(mod, name, type_text, node.value, doc)
+        for name, expr in (overrides or {}).items():
+            if name in rows and rows[name].nested is None:
+                rows[name].default = self._default(mod, expr)
+        return list(rows.values())
+
+    def _default(self, mod: Module, expr: ast.expr) -> str:
+        try:
+            return _show(self.index.value(mod.name, expr))
+        except (ValueError, TypeError, ZeroDivisionError, KeyError):
+            return ast.unparse(expr)
+
+    def _field(self, mod: Module, name: str, type_text: str, value: ast.expr | None, doc: str) -> Field:
+        if value is None:
+            return Field(name, type_text, "(required)", doc)
+        if isinstance(value, ast.Call) and ast.unparse(value.func) in ("field", "dataclasses.field"):
+            kw = {k.arg: k.value for k in value.keywords}
+            if "default" in kw:
+                return Field(name, type_text, self._default(mod, kw["default"]), doc)
+            factory = kw.get("default_factory")
+            overrides: dict[str, ast.expr] = {}
+            if isinstance(factory, ast.Lambda) and isinstance(factory.body, ast.Call):
+                overrides = {k.arg: k.value for k in factory.body.keywords if k.arg}
+                factory = factory.body.func
+            if isinstance(factory, ast.Name):
+                found = self.dataclass_at(mod.name, factory.id)
+                if found:
+                    return Field(name, type_text, "", doc, nested=(*found, overrides))
+                empty = {"list": "[]", "dict": "{}", "tuple": "[]", "set": "[]"}.get(factory.id)
+                if empty:
+                    return Field(name, type_text, empty, doc)
+            return Field(name, type_text, ast.unparse(value), doc)
+        return Field(name, type_text, self._default(mod, value), doc)
+
+
+def _cell(text: str) -> str:
+    """Table-safe markdown: RST double backticks become code spans, pipes are escaped, and angle brackets outside
+    code spans (``<run>/pretrain``) are written as entities so that they are not read as HTML."""
+    parts = text.replace("``", "`").split("`")
+    for i in range(0, len(parts), 2):  # the even parts are outside code spans (a pipe inside one splits no cell)
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return "`".join(parts)
+
+
+def _code(text: str) -> str:
+    """A table cell's code span (a pipe inside a code span splits no cell)."""
+    return "`" + text.replace("`", "'") + "`"
+
+
+def _first_line(cls: ast.ClassDef) -> str:
+    doc = ast.get_docstring(cls) or ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def config_tables(walker: Walker, mod: Module, cls: ast.ClassDef, prefix: str = "", level: int = 3,
+                  overrides: dict[str, ast.expr] | None = None, title: str | None = None,
+                  note: str = "") -> list[str]:  # fmt: skip
+    """Markdown: a table of ``cls``'s own fields, then one section per nested dataclass (recursively)."""
+    fields = walker.fields(mod, cls, overrides)
+    heading = title or (f"`{prefix.rstrip('.')}`: {cls.name}" if prefix else cls.name)
+    out = [f"{'#' * level} {heading}", "", _cell(" ".join(t for t in (_first_line(cls), note) if t)), ""]
+    flat = [f for f in fields if f.nested is None]
+    if flat:
+        out += ["| key | type | default | meaning |", "|---|---|---|---|"]
+        for f in flat:
+            default = _code(f.default) if f.default else ""
+            out.append(f"| `{prefix}{f.name}` | {_code(f.type)} | {default} | {_cell(f.doc)} |")
+        out.append("")
+    for f in fields:
+        if f.nested:
+            nmod, ncls, nover = f.nested
+            out += config_tables(walker, nmod, ncls, f"{prefix}{f.name}.", min(level + 1, 6), nover, note=f.doc)
+    return out
+
+
+def field_table(walker: Walker, mod: Module, cls: ast.ClassDef) -> list[str]:
+    """Markdown: one row per field of ``cls`` (name, type, docstring)."""
+    out = ["| field | type | meaning |", "|---|---|---|"]
+    for f in walker.fields(mod, cls):
+        out.append(f"| `{f.name}` | {_code(f.type)} | {_cell(f.doc)} |")
+    return out
+
+
+def method_tables(walker: Walker, package: str) -> list[str]:
+    """One section per ``SkillMethod`` subclass of ``package`` that names a ``CONFIG`` dataclass."""
+    index = walker.index
+    out: list[str] = []
+    names = sorted(m for m in index.files if m == package or m.startswith(package + "."))
+    for mname in names:
+        mod = index.module(mname)
+        for cls in mod.classes.values():
+            attrs = {}
+            for node in cls.body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    attrs[node.targets[0].id] = node.value
+            if not isinstance(attrs.get("CONFIG"), ast.Name):
+                continue
+            found = walker.dataclass_at(mname, attrs["CONFIG"].id)
+            if not found:
+                continue
+            method = index.value(mname, attrs["NAME"]) if "NAME" in attrs else cls.name.lower()
+            title = f"`method.options` of `{method}`: {found[1].name}"
+            out += config_tables(walker, *found, prefix="method.options.", title=title)
+    if not out:
+        raise MarkerError(f"no SkillMethod with a CONFIG dataclass in {package}")
+    return out
+
+
+def preset_table(folder: str) -> list[str]:
+    """One row per key any preset sets (dotted), one column per preset file of ``folder``."""
+    path = next((src / folder for src in SOURCES if (src / folder).is_dir()), None)
+    if path is None:
+        raise MarkerError(f"no folder {folder} under packages/*/src")
+    presets = {p.stem: yaml.safe_load(p.read_text()) or {} for p in sorted(path.glob("*.yaml"))}
+
+    def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            if isinstance(v, dict) and k != "set":
+                out.update(flatten(v, f"{prefix}{k}."))
+            else:
+                out[f"{prefix}{k}"] = v
+        return out
+
+    flat = {name: flatten(d) for name, d in presets.items()}
+    keys = list(dict.fromkeys(k for d in flat.values() for k in d))
+    names = list(flat)
+    out = ["| key | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|"]
+    for key in keys:
+        cells = []
+        for n in names:
+            if key not in flat[n]:
+                cells.append("")
+            elif key == "curriculum":
+                steps = flat[n][key] or []
+                cells.append("; ".join(f"at {s['at_samples']:,} samples: {_show(s['set'])}" for s in steps))
+            else:
+                cells.append(_code(_show(flat[n][key])))
+        out.append(f"| `{key}` | " + " | ".join(cells) + " |")
+    return out + ["", "An empty cell is the dataclass default (the configuration reference lists them)."]
+
+
+def observation_table() -> list[str]:
+    """The policy observation's slices, from ``rgsd_envs.envs.observations`` itself."""
+    for src in SOURCES:
+        if str(src) not in sys.path:
+            sys.path.insert(0, str(src))
+    obs = importlib.import_module("rgsd_envs.envs.observations")
+    out = ["| part | slice | size |", "|---|---|---|"]
+    for name, s in obs.POLICY_LAYOUT.items():
+        out.append(f"| `{name}` | `{s.start}:{s.stop}` | {s.stop - s.start} |")
+    out += [
+        "",
+        f"Frame features: {obs.FRAME_DIM}; policy observation: {obs.POLICY_OBS_DIM} "
+        f"(frame features then the {obs.SKILL_DIM}-D skill); encoder input: the last {obs.HISTORY_LEN} frames "
+        f"stacked oldest first, {obs.ENCODER_INPUT_DIM}.",
+    ]
+    return out
+
+
+# -- MkDocs ---------------------------------------------------------------------------
+
+
+def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
+    """Replace each marker line of a page with its generated table."""
+    if "<!-- " not in markdown:
+        return markdown
+    walker = Walker(Index())
+
+    def fill(match: re.Match[str]) -> str:
+        kind, arg = match.group(1), match.group(2)
+        try:
+            if kind in ("config", "fields"):
+                module, _, name = (arg or "").partition(":")
+                found = walker.dataclass_at(module, name)
+                if not found:
+                    raise MarkerError(f"no dataclass {name} in {module}")
+                lines = config_tables(walker, *found) if kind == "config" else field_table(walker, *found)
+            elif kind == "method-configs":
+                lines = method_tables(walker, arg or "")
+            elif kind == "presets":
+                lines = preset_table(arg or "")
+            elif kind == "observation-layout":
+                lines = observation_table()
+            else:
+                return match.group(0)
+        except (MarkerError, KeyError, SyntaxError, ImportError) as err:
+            raise MarkerError(f"{page.file.src_path}: {match.group(0)}: {err}") from err
+        return "\n".join(lines)
+
+    return MARKER.sub(fill, markdown)
