@@ -8,7 +8,7 @@ A page asks for a table with an HTML comment on a line of its own:
 ``<!-- fields: rgsd_envs.envs.torch_env:StepExtras -->``
     one table of a dataclass's fields (name, type, docstring), for result records rather than configs.
 ``<!-- method-configs: rgsd_agents.methods -->``
-    the same for every ``CONFIG`` dataclass of a ``SkillMethod`` subclass in that package (``method.options``).
+    the same for the ``CONFIG`` dataclass of every method in that package's ``METHODS`` (``method.options``).
 ``<!-- presets: rgsd_agents/presets -->``
     the keys every preset YAML file of that folder sets, one column per preset.
 ``<!-- observation-layout -->``
@@ -292,27 +292,19 @@ def field_table(walker: Walker, mod: Module, cls: ast.ClassDef) -> list[str]:
 
 
 def method_tables(walker: Walker, package: str) -> list[str]:
-    """One section per ``SkillMethod`` subclass of ``package`` that names a ``CONFIG`` dataclass."""
-    index = walker.index
+    """One section per method of the registry ``<package>.METHODS`` (its ``CONFIG`` dataclass, ``method.options``)."""
+    import importlib
+
     out: list[str] = []
-    names = sorted(m for m in index.files if m == package or m.startswith(package + "."))
-    for mname in names:
-        mod = index.module(mname)
-        for cls in mod.classes.values():
-            attrs = {}
-            for node in cls.body:
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                    attrs[node.targets[0].id] = node.value
-            if not isinstance(attrs.get("CONFIG"), ast.Name):
-                continue
-            found = walker.dataclass_at(mname, attrs["CONFIG"].id)
-            if not found:
-                continue
-            method = index.value(mname, attrs["NAME"]) if "NAME" in attrs else cls.name.lower()
-            title = f"`method.options` of `{method}`: {found[1].name}"
-            out += config_tables(walker, *found, prefix="method.options.", title=title)
+    for name, method in importlib.import_module(package).METHODS.items():
+        config = method.CONFIG
+        found = walker.dataclass_at(config.__module__, config.__name__)
+        if not found:
+            raise MarkerError(f"{package}: the CONFIG of method {name!r} ({config.__qualname__}) is not a dataclass")
+        title = f"`method.options` of `{name}`: {config.__name__}"
+        out += config_tables(walker, *found, prefix="method.options.", title=title)
     if not out:
-        raise MarkerError(f"no SkillMethod with a CONFIG dataclass in {package}")
+        raise MarkerError(f"no method in {package}.METHODS")
     return out
 
 
