@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import tempfile
 
 import pytest
 import yaml
@@ -144,3 +145,73 @@ def test_fid_under_sampled_latents_is_reported_per_category(kappa_outside):
     header = next(line for line in section.splitlines() if line.startswith("| Run | κ |"))
     assert "Walk FID" in header and "Punch FID" in header
     assert f"| run | 50 | {run['diversity']['50']['categories']['walk']['fid']:.2f} |" in section
+
+
+def test_the_kappa_plan_rolls_the_sweep_out_on_three_motions_and_discovery_on_every_clip():
+    demo = ["walk", "run", "sidestep", "backward", "punch"]
+    paper = EvalConfig.for_protocol("paper")
+    assert paper.kappa_plan(demo, [0, 1]) == {
+        20.0: [1, 2, 3],
+        100.0: [1, 2, 3],
+        1000.0: [1, 2, 3],
+        50.0: [0, 1, 2, 3, 4],
+    }
+    quick = EvalConfig()  # today's plan: every kappa on every clip, nothing more
+    assert quick.kappa_plan(demo, [0]) == {k: [0, 1, 2, 3, 4] for k in (20.0, 100.0, 1000.0)}
+    # a video kappa outside the plan is rolled out on the video clips only
+    assert EvalConfig(video_kappa=5.0).kappa_plan(demo, [0, 3])[5.0] == [0, 3]
+
+
+def test_a_paper_protocol_report_names_its_protocol_and_what_was_changed(tmp_path):
+    from rgsd_eval.pipeline import run_evaluation
+
+    run = make_fake_run(tmp_path / "run", p_imitation=0.0, encoder_init="random")  # a best-of-N run
+    cfg = EvalConfig.for_protocol("paper", rollouts=2, best_of=3, video=False, progress=False, batch_size=7)
+    paths = run_evaluation([run], "demo", tmp_path / "out", cfg)
+    doc = json.loads(paths["json"].read_text())
+    m = doc["runs"]["run"]
+    assert doc["protocol"] == {"name": "paper", "changed": {"rollouts": 2, "best_of": 3}}
+    assert m["latent"] == "best-of-3"
+    assert all(v["rollouts"] == 2 for v in m["imitation"]["clips"].values())  # stochastic: every rollout counts
+    div = m["diversity"]
+    assert set(div) == {"20", "100", "1000", "50"}
+    for key in ("20", "100", "1000"):
+        assert list(div[key]["clips"]) == ["demo_run", "demo_sidestep", "demo_backward"]
+        assert list(div[key]["categories"]) == ["run", "sidestep", "backward"] and div[key]["roles"] == ["sweep"]
+    assert div["50"]["roles"] == ["discovery", "trajectories"] and len(div["50"]["categories"]) == 5
+    md = paths["report"].read_text()
+    assert "Protocol: **paper**; changed: rollouts = 2, best_of = 3." in md
+    assert "2 stochastic imitation rollouts per clip (action noise 0.055)" in md
+    table = md[md.index("FID per category under sampled latents") :].splitlines()
+    row = next(line for line in table if line.startswith("| run | 20 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "-" and cells[6] == "-"  # walk and punch were not rolled out at a sweep kappa
+    assert all(float(c) > 0 for c in cells[3:6] + cells[7:])
+
+
+def test_rollouts_beyond_the_batch_run_in_chunks_of_worlds_with_the_same_results():
+    """The paper's 500 rollouts per clip are stepped batch_size worlds at a time: chunking changes nothing."""
+    import numpy as np
+
+    from rgsd_envs.envs.torch_env import RGSDTorchEnv
+    from rgsd_eval.latents import vmf_samples
+    from rgsd_eval.rollouts import RolloutJobs, run_rollouts
+    from rgsd_eval.runs import load_motions, load_run
+
+    lib = load_motions("demo")
+    with tempfile.TemporaryDirectory() as d:
+        loaded = load_run(make_fake_run(d + "/r"))
+    z = vmf_samples(np.eye(16)[0], 20.0, 11, 0, 0, 0)
+    jobs = RolloutJobs(np.arange(11) % lib.num_clips, z, 1, False)
+    results = []
+    for worlds in (4, 11):
+        env = RGSDTorchEnv(worlds, encoder_reward=False, config=loaded.env_config, motions=lib)
+        assert env.unwrapped.num_envs == worlds
+        try:
+            results.append(run_rollouts(env, loaded.policy, jobs, fall_height=loaded.fall_height))
+        finally:
+            env.close()
+    chunked, whole = results
+    np.testing.assert_allclose(chunked.error, whole.error, rtol=1e-5)
+    np.testing.assert_allclose(chunked.root_pos, whole.root_pos, rtol=1e-5, atol=1e-6)
+    assert np.isfinite(chunked.error).all()
