@@ -112,3 +112,19 @@ def test_runs_without_the_evaluations_file_are_read_from_tensorboard(tmp_path):
     assert read_evaluations(run) == {0: {"eval/success_rate": 0.0}, 32: {"eval/success_rate": 0.5}}
     with pytest.raises(InputFileError, match="no evaluations"):
         read_evaluations(tmp_path / "empty")
+
+
+def test_rgsd_downstream_seeds_writes_the_curves_of_finished_runs(tmp_path, lows, capsys):
+    from rgsd_agents.cli import main as rgsd
+
+    runs = [
+        fake_downstream(tmp_path / f"s{i}", lows["rgsd"], "sidestep", i, [(0, 0.0, 9.0), (32, 0.5 * i, 5.0)])
+        for i in range(3)
+    ]
+    out = tmp_path / "curves"
+    assert rgsd(["downstream", "--seeds", *map(str, runs), "--out", str(out)]) == 0
+    assert f"figure: {out / 'seeds.png'}" in capsys.readouterr().out
+    doc = json.loads((out / "seeds.json").read_text())["groups"]
+    assert doc[0]["seeds"] == [0, 1, 2] and doc[0]["curves"]["eval/success_rate"]["mean"] == [0.0, 0.5]
+    assert rgsd(["downstream", "--seeds", str(runs[0]), str(tmp_path / "missing"), "--out", str(out)]) == 2
+    assert "config.yaml" in capsys.readouterr().err
