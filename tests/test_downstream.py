@@ -67,11 +67,12 @@ def test_downstream_needs_a_trained_low_level_run(tmp_path, capsys):
     assert "low-level run folder not found" in capsys.readouterr().err
 
 
-def test_the_high_level_policy_starts_at_the_commanded_style(demo_run, tmp_path):
+def test_the_high_level_policy_starts_at_the_commanded_style_on_request(demo_run, tmp_path):
     cfg = DownstreamConfig(
         low_level=str(demo_run),
         iterations=0,
         num_envs=2,
+        init_skill="style",
         task=GoalReachingConfig(style="sidestep", episode_seconds=1.0),
     )
     runner = DownstreamRunner(cfg, tmp_path / "r", progress=False)
@@ -79,6 +80,67 @@ def test_the_high_level_policy_starts_at_the_commanded_style(demo_run, tmp_path)
         z = runner.ac.actor(torch.as_tensor(runner.obs))
     assert (style_cosine(z, runner.env.task.z_style) > 0.99).all()
     runner.close()
+
+
+def _fake_low_level(tmp_path):
+    from rgsd_eval.testing import make_fake_run
+
+    return make_fake_run(tmp_path / "low")
+
+
+def test_the_protocol_s_high_level_policy_starts_neutral(tmp_path):
+    """By default no style latent is handed over: a zero output bias, so the initial mean skill is the fresh
+    network's small output and the skills sampled around it point anywhere."""
+    cfg = DownstreamConfig(low_level=str(_fake_low_level(tmp_path)), iterations=0, num_envs=8,
+                           task=GoalReachingConfig(style="sidestep", episode_seconds=1.0))  # fmt: skip
+    assert cfg.init_skill == "zero"
+    runner = DownstreamRunner(cfg, tmp_path / "r", progress=False)
+    try:
+        assert torch.count_nonzero(runner.ac.actor.net[-1].bias) == 0
+        with torch.no_grad():
+            mean = runner.ac.actor(torch.as_tensor(runner.obs))
+            sampled, _, _ = runner.ac.act(runner.ac.obs_normalizer(torch.as_tensor(runner.obs)))
+        assert mean.norm(dim=-1).max() < 0.2  # far below the unit skills: the direction is the noise's
+        cos = style_cosine(sampled, runner.env.task.z_style)
+        assert cos.abs().max() < 0.9 and cos.std() > 0.05  # nowhere near the style clip, and not all alike
+    finally:
+        runner.close()
+
+
+def test_a_mean_start_is_the_normalised_mean_of_all_clip_latents(tmp_path):
+    cfg = DownstreamConfig(low_level=str(_fake_low_level(tmp_path)), iterations=0, num_envs=2, init_skill="mean",
+                           task=GoalReachingConfig(style="backward", episode_seconds=1.0))  # fmt: skip
+    runner = DownstreamRunner(cfg, tmp_path / "r", progress=False)
+    try:
+        centre = torch.nn.functional.normalize(runner.env.task.clip_latents.mean(0), dim=0)
+        with torch.no_grad():
+            z = runner.ac.actor(torch.as_tensor(runner.obs))
+        assert (style_cosine(z, centre) > 0.99).all()
+    finally:
+        runner.close()
+    with pytest.raises(ValueError, match="zero, mean, style"):
+        DownstreamConfig(init_skill="random")
+
+
+def test_each_evaluation_is_a_line_of_evaluations_jsonl_at_its_training_step(tmp_path):
+    import json
+
+    from rgsd_agents.downstream_report import read_evaluations
+
+    cfg = DownstreamConfig(low_level=str(_fake_low_level(tmp_path)), iterations=2, num_envs=4, horizon=4,
+                           eval_every=1, eval_episodes=2, task=GoalReachingConfig(style="sidestep", episode_seconds=1.0))  # fmt: skip
+    cfg.networks.actor_hidden = cfg.networks.critic_hidden = (16,)
+    cfg.ppo.minibatch_size = 8
+    runner = DownstreamRunner(cfg, tmp_path / "r", progress=False)
+    try:
+        runner.learn()
+    finally:
+        runner.close()
+    lines = [json.loads(x) for x in (tmp_path / "r" / "evaluations.jsonl").read_text().splitlines()]
+    assert [(r["iteration"], r["step"], r["control_steps"]) for r in lines] == [(0, 0, 0), (1, 16, 80), (2, 32, 160)]
+    assert lines[-1]["eval/success_rate"] == runner.last_eval["eval/success_rate"]
+    assert all("eval/style_fid" in r for r in lines)
+    assert list(read_evaluations(tmp_path / "r")) == [0, 16, 32]
 
 
 def test_a_calm_low_level_run_gives_its_style_latent_from_its_motion_encoder(tmp_path):

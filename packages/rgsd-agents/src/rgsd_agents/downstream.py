@@ -9,12 +9,28 @@ final distance, fall rate and, for sidestep and backward, the style FID of the
 generated motion against the style's reference clips (the heading- and
 position-invariant feature of ``rgsd_eval.features``). The run folder has
 the layout of ``rgsd_envs.runs.run_dir`` (config.yaml, policy.pt = the high-level
-actor, checkpoints/, tb/) plus ``report.md`` with curves and top views of
-goal-reaching trajectories.
+actor, checkpoints/, tb/) plus ``evaluations.jsonl`` (one line per evaluation:
+iteration, training step, metrics; ``downstream_report.aggregate_seeds`` averages
+them over seeds) and ``report.md`` with curves and top views of goal-reaching
+trajectories.
+
+What the frozen low level sees at a wrapped phase. Every control step it gets
+``[o_t, z]``: the 359-D frame features of the simulated humanoid (RGSD-SMPL-v0's)
+and the high level's skill, normalised. The only reference-dependent entry of
+``o_t`` is the phase, frame / (F - 1), of the clip (F frames) the episode started
+from by reference state initialisation. Goal-reaching episodes (20 s) outlast the
+clips (2-5 s), so the env wraps the reference clock (``goal_reaching_v0``): after
+frame F - 2 comes frame 0 again, and the phase drops from (F - 2) / (F - 1) to 0
+while the body carries on from wherever it is; phase 1 is never shown. Nothing
+else changes at a wrap: no state is set, the skill is still the high level's,
+and neither the reward nor success looks at the reference. The low level never
+met this pairing in training, where episodes end at the clip's last frame, so
+phase 0 only ever came with the clip's first pose (an episode started at frame 0).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -26,6 +42,7 @@ import numpy as np
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
+from rgsd_agents.downstream_report import EVALUATIONS
 from rgsd_agents.loop import TrainingLoop, load_generator_state
 from rgsd_agents.networks import ActorCritic
 from rgsd_agents.ppo import PPO
@@ -45,6 +62,9 @@ from rgsd_eval.fid import GaussianStats, fid
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)
+
+INIT_SKILLS = ("zero", "mean", "style")
+"""Values of ``DownstreamConfig.init_skill``."""
 
 
 @dataclass
@@ -68,9 +88,23 @@ class DownstreamConfig:
     eval_every: int = 10
     """Iterations between evaluations (success rate, style FID); also one before training."""
     eval_episodes: int = 16
-    init_skill: str = "style"
-    """Initial mean skill of the high-level policy: "style" (the first style clip's latent; for freestyle the
-    normalised mean embedding of the locomotion clips) so exploration starts in the commanded style, or "zero"."""
+    init_skill: str = "zero"
+    """Where the high-level policy starts (its output layer's bias, the initial mean skill before normalisation).
+
+    "zero" (the default; the neutral start): a zero bias, so the untrained policy's mean is the freshly
+    initialised network's small output (orthogonal init, gain 0.01) and the skills it samples, normalised,
+    spread almost uniformly over the sphere: the skills' own prior, the same for every style and every
+    method. The paper trains pi_high from the task reward alone with a default-initialised network (as
+    CALM and ASE, whose reward it adopts, do) and gives it no initial skill; its finding that only RGSD keeps
+    to the commanded style is about what the style term teaches, so the protocol hands no method its style
+    latent at the start.
+
+    "mean": the normalised mean of all clip latents, a deterministic start at the centre of the method's
+    reference skills, still the same for every style.
+
+    "style": the first style clip's latent (for freestyle the normalised mean of the locomotion clips'
+    latents), so exploration starts in the commanded style: faster on a small budget, but the untrained
+    policy already has the style's FID and every method is given its style latent."""
     torch_threads: int | None = None
     rollout_threads: int | None = 1
     task: GoalReachingConfig = field(default_factory=GoalReachingConfig)
@@ -88,8 +122,8 @@ class DownstreamConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.init_skill not in ("style", "zero"):
-            raise ValueError(f"init_skill must be 'style' or 'zero', got {self.init_skill!r}")
+        if self.init_skill not in INIT_SKILLS:
+            raise ValueError(f"init_skill must be one of {', '.join(INIT_SKILLS)}, got {self.init_skill!r}")
         for name in (
             "num_envs",
             "horizon",
@@ -210,8 +244,8 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
             self.ac = ActorCritic(GOAL_OBS_DIM, SKILL_DIM, cfg.networks, cfg.ppo.normalize_values)
-        if cfg.init_skill == "style":
-            self.ac.set_mean_action(initial_skill(self.env.task))
+        if cfg.init_skill != "zero":
+            self.ac.set_mean_action(initial_skill(self.env.task, cfg.init_skill))
         self.ac.to(self.device)
         self.ppo = PPO(self.ac, cfg.ppo)
         self.storage = RolloutStorage(cfg.horizon, cfg.num_envs, GOAL_OBS_DIM, SKILL_DIM, 0, 0, self.device)
@@ -274,11 +308,22 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         return metrics
 
     def evaluate(self) -> dict[str, float]:
-        """Deterministic evaluation episodes of the current policy."""
+        """Deterministic evaluation episodes of the current policy, appended to ``evaluations.jsonl``."""
         if self.evaluator is None:
             self.evaluator = GoalEvaluator(self.cfg)
         with torch_threads(self.cfg.rollout_threads):
             self.last_eval = self.evaluator.run(self.ac.actor)
+        row = {
+            "iteration": self.iteration,
+            "step": self.global_step,
+            "control_steps": self.global_step * self.cfg.task.low_level_steps,
+            **self.last_eval,
+        }
+        path = self.run.path / EVALUATIONS
+        if self.iteration == 0:  # a fresh run: an earlier attempt's lines are not this run's
+            path.unlink(missing_ok=True)
+        with open(path, "a") as f:  # a resumed run repeats iterations past its checkpoint: readers keep the last
+            f.write(json.dumps(row) + "\n")
         return self.last_eval
 
     def on_start(self, writer: Any) -> None:
@@ -364,12 +409,17 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
 LOCOMOTION = ("walk", "run", "sidestep", "backward")
 
 
-def initial_skill(task: Any) -> Tensor:
-    """The first style clip's latent (the style reward is at its maximum there), or for freestyle the normalised
-    mean embedding of the locomotion clips (all clips if none)."""
+def initial_skill(task: Any, kind: str = "style") -> Tensor:
+    """The initial mean skill of ``DownstreamConfig.init_skill`` "mean" (the normalised mean of all clip latents)
+    or "style" (the first style clip's latent, where the style reward is at its maximum; for freestyle the
+    normalised mean of the locomotion clips' latents, all clips if none)."""
+    lib, z = task.core.lib, task.clip_latents
+    if kind == "mean":
+        return torch.nn.functional.normalize(z.mean(0), dim=0)
+    if kind != "style":
+        raise ValueError(f"no initial skill for init_skill {kind!r}")
     if task.z_style is not None:
         return task.z_style[0]
-    lib, z = task.core.lib, task.clip_latents
     ids = [i for i, c in enumerate(lib.categories) if c in LOCOMOTION] or list(range(lib.num_clips))
     return torch.nn.functional.normalize(z[ids].mean(0), dim=0)
 

@@ -1,14 +1,26 @@
-"""The downstream run's report: learning curves and top views of goal-reaching episodes."""
+"""The downstream run's report (learning curves, top views of goal-reaching episodes) and the curves of
+several seeds together (``aggregate_seeds``: mean and spread against training steps, as the paper plots them)."""
 
 from __future__ import annotations
 
+import csv
+import json
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
-from rgsd_envs.utils.files import atomic_path
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.files import InputFileError, atomic_path
+
+EVALUATIONS = "evaluations.jsonl"
+"""Per downstream run folder: one JSON line per evaluation (written by ``DownstreamRunner.evaluate``)."""
+SEED_METRICS = (("eval/success_rate", "success rate"), ("eval/style_fid", "style FID"))
+"""The paper's downstream curves (its Figure 5): success rate and, for sidestep and backward, style FID."""
 
 
 def plot_trajectories(trajectories: list[dict[str, Any]], arena: float, title: str, out: Path) -> Path:
@@ -113,3 +125,189 @@ Evaluation: {cfg.eval_episodes} deterministic episodes (mean skill of the policy
     with atomic_path(out) as tmp:
         Path(tmp).write_text(text)
     return out
+
+
+def read_evaluations(run_dir: str | os.PathLike) -> dict[int, dict[str, float]]:
+    """A downstream run's evaluations by training step (high-level samples): ``evaluations.jsonl`` (the last line
+    of an iteration wins, as a resumed run repeats iterations past its checkpoint), else the ``eval/*`` scalars
+    of its TensorBoard files (runs from before the file)."""
+    run = Path(run_dir)
+    path = run / EVALUATIONS
+    out: dict[int, dict[str, float]] = {}
+    if path.is_file():
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                out[int(row["step"])] = {k: float(v) for k, v in row.items() if k.startswith("eval/")}
+            except (ValueError, KeyError, TypeError) as err:
+                raise InputFileError(path, f"line {n} is not an evaluation row: {err}") from None
+        return dict(sorted(out.items()))
+    tb = RunDir(run).tensorboard_dir
+    if tb.is_dir():
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        acc = EventAccumulator(str(tb), size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags().get("scalars", []):
+            if tag.startswith("eval/"):
+                for event in acc.Scalars(tag):
+                    out.setdefault(int(event.step), {})[tag] = float(event.value)
+    if not out:
+        raise InputFileError(
+            run, f"no evaluations: neither {EVALUATIONS} nor eval/* scalars in tb/ (a downstream run?)"
+        )
+    return dict(sorted(out.items()))
+
+
+@dataclass
+class SeedCurves:
+    """Evaluation curves of several seeds of one style and method, on the training steps they share."""
+
+    style: str
+    method: str
+    runs: list[str]
+    seeds: list[int]
+    steps: dict[str, np.ndarray]
+    """metric -> (S,) training steps (high-level samples) where every seed was evaluated."""
+    values: dict[str, np.ndarray]
+    """metric -> (seeds, S) the seeds' values."""
+
+    def summary(self, metric: str) -> dict[str, np.ndarray]:
+        """Mean, standard deviation over seeds (ddof 1; 0 for one seed), min and max per step."""
+        v = self.values[metric]
+        std = v.std(axis=0, ddof=1) if v.shape[0] > 1 else np.zeros(v.shape[1])
+        return {"mean": v.mean(axis=0), "std": std, "min": v.min(axis=0), "max": v.max(axis=0)}
+
+
+def _run_identity(run_dir: Path) -> tuple[str, str, int]:
+    """(style, method, seed) of a downstream run folder; the method is its low-level run's."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise InputFileError(path, "missing: not a downstream run folder (rgsd downstream writes config.yaml)")
+    cfg = yaml.safe_load(path.read_text()) or {}
+    style = str((cfg.get("task") or {}).get("style", "freestyle"))
+    return style, low_level_method(cfg.get("low_level")), int(cfg.get("seed", 0))
+
+
+def low_level_method(path: str | None) -> str:
+    """The skill method of a low-level run folder (``method.json``; older runs: diayn with a random encoder, else
+    rgsd); the folder's name when it is gone."""
+    if not path:
+        return "unknown"
+    low = RunDir(path)
+    if not low.config_path.is_file():
+        return low.path.name  # the low-level folder has moved: its name stands in
+    info = low.method()
+    if info is not None:
+        return str(info["name"])
+    return "diayn" if (low.config() or {}).get("encoder_init") == "random" else "rgsd"
+
+
+def seed_curves(run_dirs: Sequence[str | os.PathLike]) -> SeedCurves:
+    """The evaluation curves of downstream runs that differ only in their seed (one style, one method)."""
+    runs = [Path(r) for r in run_dirs]
+    if not runs:
+        raise ValueError("give at least one downstream run folder")
+    ids = [_run_identity(r) for r in runs]
+    for r, (style, method, _) in zip(runs, ids):
+        if (style, method) != ids[0][:2]:
+            raise InputFileError(
+                r, f"style {style!r}, method {method!r}; {runs[0]} has {ids[0][0]!r}, {ids[0][1]!r}: group seeds "
+                "of one style and method (aggregate_seeds groups them for you)"
+            )  # fmt: skip
+    seeds = [i[2] for i in ids]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"runs repeat a seed ({seeds}): {', '.join(map(str, runs))}")
+    evals = [read_evaluations(r) for r in runs]
+    steps: dict[str, np.ndarray] = {}
+    values: dict[str, np.ndarray] = {}
+    for metric, _ in SEED_METRICS:
+        have = [{s for s, row in e.items() if metric in row} for e in evals]
+        if not all(have):
+            continue
+        common = sorted(set.intersection(*have))
+        if not common:
+            raise ValueError(
+                f"{metric}: the seeds share no evaluation step; give runs with the same num_envs, horizon and eval_every"
+            )
+        steps[metric] = np.array(common, dtype=np.int64)
+        values[metric] = np.array([[e[s][metric] for s in common] for e in evals])
+    return SeedCurves(ids[0][0], ids[0][1], [str(r) for r in runs], seeds, steps, values)
+
+
+def plot_seed_curves(groups: Sequence[SeedCurves], out: Path) -> Path:
+    """One column per style (rows: success rate, style FID): each method's mean over seeds, shaded +- one standard
+    deviation over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    styles = list(dict.fromkeys(g.style for g in groups))
+    fig, axes = plt.subplots(
+        len(SEED_METRICS),
+        len(styles),
+        figsize=(4.2 * len(styles), 3.2 * len(SEED_METRICS)),
+        squeeze=False,
+        layout="constrained",
+    )
+    methods = list(dict.fromkeys(g.method for g in groups))
+    colours = {m: f"C{i}" for i, m in enumerate(methods)}
+    for col, style in enumerate(styles):
+        for row, (metric, label) in enumerate(SEED_METRICS):
+            ax = axes[row][col]
+            for g in (g for g in groups if g.style == style and metric in g.values):
+                st, x = g.summary(metric), g.steps[metric]
+                n = len(g.seeds)
+                ax.plot(x, st["mean"], color=colours[g.method], label=f"{g.method} ({n} seed{'s' if n > 1 else ''})")
+                lo, hi = st["mean"] - st["std"], st["mean"] + st["std"]
+                if metric == "eval/success_rate":  # a rate: the band stays in [0, 1]
+                    lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+                ax.fill_between(x, lo, hi, color=colours[g.method], alpha=0.2)
+            if not ax.lines:
+                ax.text(0.5, 0.5, "no style term" if style == "freestyle" else "no data", ha="center",
+                        va="center", transform=ax.transAxes, color="0.5")  # fmt: skip
+            ax.set_title(f"{style}: {label}", fontsize=10)
+            ax.set_xlabel("training steps (high-level samples)")
+            ax.grid(alpha=0.3)
+            if ax.lines:
+                ax.legend(fontsize=8)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return out
+
+
+def aggregate_seeds(run_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict[str, Path]:
+    """Group downstream runs by style and method, and write the mean and spread over seeds of success rate and
+    style FID against training steps: ``seeds.json``, ``seeds.csv`` (one row per group, metric and step) and
+    ``seeds.png`` (one panel per style and metric); returns their paths."""
+    runs = [Path(r) for r in run_dirs]
+    by_group: dict[tuple[str, str], list[Path]] = {}
+    for r in runs:
+        style, method, _ = _run_identity(r)
+        by_group.setdefault((style, method), []).append(r)
+    groups = [seed_curves(rs) for rs in by_group.values()]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "seeds.json", "csv": out / "seeds.csv", "figure": out / "seeds.png"}
+    doc = []
+    rows = []
+    for g in groups:
+        entry: dict[str, Any] = {"style": g.style, "method": g.method, "seeds": g.seeds, "runs": g.runs, "curves": {}}
+        for metric in g.values:
+            st = g.summary(metric)
+            entry["curves"][metric] = {"step": g.steps[metric].tolist(), **{k: v.tolist() for k, v in st.items()}}
+            for i, step in enumerate(g.steps[metric].tolist()):
+                rows.append([g.style, g.method, metric, step, len(g.seeds), *(float(st[k][i]) for k in st)])
+        doc.append(entry)
+    with atomic_path(paths["json"]) as tmp:
+        Path(tmp).write_text(json.dumps({"groups": doc}, indent=1) + "\n")
+    with atomic_path(paths["csv"]) as tmp, open(tmp, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["style", "method", "metric", "step", "seeds", "mean", "std", "min", "max"])
+        writer.writerows(rows)
+    plot_seed_curves(groups, paths["figure"])
+    return paths

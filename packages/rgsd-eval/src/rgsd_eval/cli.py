@@ -13,11 +13,14 @@ import logging
 import sys
 from typing import Any
 
+import yaml
+
 import rgsd_envs  # noqa: F401  (before torch: sets OMP_WAIT_POLICY and MUJOCO_GL)
-from rgsd_envs.utils.config import load_yaml
+from rgsd_envs.utils.config import from_dict, to_dict
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.latents import parse_latent_mode
+from rgsd_eval.protocol import PROTOCOLS, QUICK
 
 DESCRIPTION = (
     "Evaluate trained runs: Cartesian error and motion FID per category, vMF diversity, figures, videos, report."
@@ -42,6 +45,30 @@ def _positive_float(text: str) -> float:
     if not v > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {v}")
     return v
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {v}")
+    return v
+
+
+def _yaml_settings(path: str) -> dict[str, Any]:
+    """The settings a --config file sets (a mapping), or a clear error naming the file."""
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f) or {}
+    except FileNotFoundError:
+        raise InputFileError(path, "config file not found") from None
+    except yaml.YAMLError as err:
+        raise InputFileError(path, f"not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise InputFileError(path, f"expected a mapping of EvalConfig fields, got {type(data).__name__}")
+    return data
 
 
 def _latent(text: str) -> str:
@@ -73,16 +100,51 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="YAML",
         help="evaluation settings (EvalConfig fields); flags below override it",
     )
-    p.add_argument("--rollouts", type=_positive_int, default=None, help="rollouts per clip and kappa (default 16)")
     p.add_argument(
-        "--kappas", type=_positive_float, nargs="+", default=None, help="vMF concentrations (default 20 100 1000)"
+        "--protocol",
+        choices=list(PROTOCOLS),
+        default=None,
+        help="settings to start from: quick (default; minutes on 2 cores) or paper (SPEC §12: 500 stochastic "
+        "rollouts per clip, best-of-500, discovery at kappa 50, the kappa sweep on three motions); --config and "
+        "the flags below override its settings one by one",
+    )
+    p.add_argument(
+        "--rollouts", type=_positive_int, default=None, help="rollouts per clip and kappa (quick 16, paper 500)"
+    )
+    p.add_argument(
+        "--kappas", type=_positive_float, nargs="+", default=None, help="vMF concentrations of the sweep (20 100 1000)"
+    )
+    p.add_argument(
+        "--discovery-kappa",
+        type=_positive_float,
+        default=None,
+        help="kappa of the discovery evaluation on every clip, FID per category (quick: none, paper: 50)",
+    )
+    p.add_argument(
+        "--trajectory-kappa",
+        type=_positive_float,
+        default=None,
+        help="kappa of the top-view trajectory figure (default: the discovery kappa, else the middle of --kappas); "
+        "rolled out on every clip if the sweep does not",
+    )
+    p.add_argument(
+        "--trajectory-rollouts",
+        type=_nonnegative_int,
+        default=None,
+        help="most vMF paths drawn per clip in the top views (150)",
+    )
+    p.add_argument(
+        "--sweep-clips", type=_positive_int, default=None, help="clips of the kappa sweep (quick 5, paper 3)"
     )
     p.add_argument("--latent", type=_latent, default=None, help="auto | encoder | best-of-N (default auto)")
     p.add_argument(
-        "--best-of", type=_positive_int, default=None, help="N when --latent auto picks best-of-N (default 64)"
+        "--best-of", type=_positive_int, default=None, help="N when --latent auto picks best-of-N (quick 64, paper 500)"
     )
     p.add_argument(
-        "--action-noise", type=float, default=None, help="std of Gaussian action noise (default 0: deterministic)"
+        "--action-noise",
+        type=float,
+        default=None,
+        help="std of Gaussian action noise (quick 0: deterministic, one imitation rollout per clip; paper 0.055)",
     )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument(
@@ -94,11 +156,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> EvalConfig:
-    """EvalConfig from --config (if any) with the flags applied on top."""
-    cfg = load_yaml(EvalConfig, args.config) if args.config else EvalConfig()
+    """EvalConfig of the protocol (--protocol, else the --config file's ``protocol``, else quick), then the
+    --config file's settings, then the flags."""
+    data = _yaml_settings(args.config) if args.config else {}
+    name = args.protocol or data.get("protocol") or QUICK.name
+    if name not in PROTOCOLS:
+        raise InputFileError(
+            args.config, f"unknown protocol {name!r}; choose one of: {', '.join(PROTOCOLS)}", "protocol"
+        )
+    base = to_dict(EvalConfig.for_protocol(name))
+    cfg = from_dict(EvalConfig, {**base, **data, "protocol": name}, str(args.config or "--protocol"))
     flags: dict[str, Any] = {
         "rollouts": args.rollouts,
         "kappas": None if args.kappas is None else tuple(args.kappas),
+        "discovery_kappa": args.discovery_kappa,
+        "trajectory_kappa": args.trajectory_kappa,
+        "trajectory_rollouts": args.trajectory_rollouts,
+        "sweep_clips": args.sweep_clips,
         "latent": args.latent,
         "best_of": args.best_of,
         "action_noise": args.action_noise,

@@ -3,31 +3,45 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rgsd_envs.render import DEFAULT_TILE_SIZE
 from rgsd_eval.features import WINDOW
 from rgsd_eval.fid import DEFAULT_EPS
-from rgsd_eval.latents import DEFAULT_BEST_OF, parse_latent_mode
+from rgsd_eval.latents import parse_latent_mode
+from rgsd_eval.protocol import PAPER_KAPPAS, QUICK, get_protocol
+from rgsd_eval.protocol import sweep_clip_ids as choose_sweep_clips
 
-PAPER_KAPPAS = (20.0, 100.0, 1000.0)
-"""The paper's diversity sweep."""
+__all__ = ["PAPER_KAPPAS", "EvalConfig"]
 
 
 @dataclass
 class EvalConfig:
-    """What ``rgsd eval`` runs and draws; the defaults finish the demo set in minutes on 2 cores."""
+    """What ``rgsd eval`` runs and draws. The defaults are the quick protocol's (``rgsd_eval.protocol``: the
+    demo set in minutes on 2 cores); ``EvalConfig.for_protocol("paper")`` is the paper's."""
 
-    rollouts: int = 16
+    protocol: str = QUICK.name
+    """The protocol the settings started from ("quick" or "paper"; ``rgsd_eval.protocol``); the report names it
+    and every setting that differs from it."""
+    rollouts: int = QUICK.rollouts
     """Rollouts per clip and kappa with z ~ vMF(z_m, kappa); also per clip for imitation when action_noise > 0."""
-    kappas: tuple[float, ...] = PAPER_KAPPAS
+    kappas: tuple[float, ...] = QUICK.kappas
     """vMF concentrations of the diversity sweep."""
+    discovery_kappa: float | None = QUICK.discovery_kappa
+    """kappa of the discovery evaluation (the paper: 50): ``rollouts`` vMF rollouts on every clip, ERR and FID per
+    clip and category; None: none beyond the sweep."""
+    sweep_all_clips: bool = QUICK.sweep_all_clips
+    """Roll the sweep's kappas out on every clip (True) or only on the ``sweep_clips`` shown (the paper's three)."""
+    sweep_categories: tuple[str, ...] = QUICK.sweep_categories
+    """Categories whose first clip leads the sweep's clips (the paper protocol: run, sidestep, backward); the
+    first clip of every other category follows (``protocol.sweep_clip_ids``)."""
     latent: str = "auto"
     """"encoder" (z_m of the run's encoder), "best-of-N" (lowest-error of N uniform latents per clip), or
     "auto": best-of-``best_of`` for runs without a grounded encoder (p_imitation 0, random encoder init, no
     encoder.pt), else encoder."""
-    best_of: int = DEFAULT_BEST_OF
+    best_of: int = QUICK.best_of
     """N of best-of-N when ``latent`` is "auto" (the paper uses 500)."""
-    action_noise: float = 0.0
+    action_noise: float = QUICK.action_noise
     """Std of Gaussian noise added to the policy's mean action. With 0 the policy and the simulator are
     deterministic, so all imitation rollouts of a clip are identical and one is run."""
     seed: int = 0
@@ -48,27 +62,37 @@ class EvalConfig:
     video_variants: int = 3
     """vMF variants shown side by side in each variants video."""
     video_kappa: float | None = None
-    """kappa of the variants video (None: the smallest, most varied, of ``kappas``)."""
+    """kappa of the variants video (None: ``discovery_kappa`` if set, else the smallest, most varied, of
+    ``kappas``); rolled out on the video clips if the sweep did not."""
     video_size: tuple[int, int] = DEFAULT_TILE_SIZE
     """Width and height (even) of one video tile (480 x 360: watchable; 96 x 72 renders fast for tests)."""
     video_frame_step: int = 2
     """Render every n-th frame (the video plays at 30/n fps, in real time)."""
-    trajectory_kappa: float | None = None
-    """kappa of the top-view trajectory figure (None: the middle of ``kappas``)."""
-    trajectory_rollouts: int = 150
+    trajectory_kappa: float | None = QUICK.trajectory_kappa
+    """kappa of the top-view trajectory figure (``--trajectory-kappa``; None: ``discovery_kappa`` if set, else
+    the middle of ``kappas``); a kappa the sweep does not roll out on every clip is rolled out for the figure."""
+    trajectory_rollouts: int = QUICK.trajectory_rollouts
     """Most vMF trajectories drawn per clip in the top-view figure (the paper shows 150)."""
-    sweep_clips: int = 5
-    """Clips shown in the kappa-sweep figure (the first clip of each category first)."""
+    sweep_clips: int = QUICK.sweep_clips
+    """Clips shown in the kappa-sweep figure (see ``sweep_categories``)."""
     progress: bool = True
     """tqdm progress bars on stderr."""
 
     def __post_init__(self) -> None:
+        get_protocol(self.protocol)
         self.kappas = tuple(float(k) for k in self.kappas)
+        self.sweep_categories = tuple(str(c) for c in self.sweep_categories)
+        for name in ("discovery_kappa", "trajectory_kappa", "video_kappa"):
+            if getattr(self, name) is not None:
+                setattr(self, name, float(getattr(self, name)))
         self.video_size = tuple(int(v) for v in self.video_size)  # type: ignore[assignment]
         parse_latent_mode(self.latent)
         checks = {
             "rollouts": self.rollouts >= 1,
             "kappas": len(self.kappas) >= 1 and all(k > 0 for k in self.kappas),
+            "discovery_kappa": self.discovery_kappa is None or self.discovery_kappa > 0,
+            "trajectory_kappa": self.trajectory_kappa is None or self.trajectory_kappa > 0,
+            "video_kappa": self.video_kappa is None or self.video_kappa > 0,
             "best_of": self.best_of >= 1,
             "action_noise": self.action_noise >= 0,
             "batch_size": self.batch_size >= 1,
@@ -85,6 +109,16 @@ class EvalConfig:
         if bad:
             raise ValueError(f"invalid eval setting {bad[0]} = {getattr(self, bad[0])!r}; see EvalConfig's field docs")
 
+    @classmethod
+    def for_protocol(cls, name: str, **changes: Any) -> EvalConfig:
+        """The settings of protocol ``name`` ("quick", "paper"), with ``changes`` on top."""
+        return cls(**{**get_protocol(name).settings(), **changes})
+
+    def overrides(self) -> dict[str, Any]:
+        """The protocol's settings that this config changes: {field: value here}."""
+        base = get_protocol(self.protocol).settings()
+        return {k: getattr(self, k) for k, v in base.items() if getattr(self, k) != v}
+
     @property
     def imitation_rollouts(self) -> int:
         """Imitation rollouts per clip: ``rollouts`` with action noise, else 1 (they would be identical)."""
@@ -93,12 +127,36 @@ class EvalConfig:
     @property
     def video_kappa_value(self) -> float:
         """kappa of the variants video."""
-        return float(self.video_kappa) if self.video_kappa is not None else min(self.kappas)
+        if self.video_kappa is not None:
+            return self.video_kappa
+        return self.discovery_kappa if self.discovery_kappa is not None else min(self.kappas)
 
     @property
     def trajectory_kappa_value(self) -> float:
         """kappa of the top-view trajectory figure."""
         if self.trajectory_kappa is not None:
-            return float(self.trajectory_kappa)
+            return self.trajectory_kappa
+        if self.discovery_kappa is not None:
+            return self.discovery_kappa
         ks = sorted(self.kappas)
         return ks[len(ks) // 2]
+
+    def sweep_clip_ids(self, categories: list[str]) -> list[int]:
+        """Clips of the kappa-sweep figure (and of its rollouts unless ``sweep_all_clips``)."""
+        return choose_sweep_clips(categories, self.sweep_clips, self.sweep_categories)
+
+    def kappa_plan(self, categories: list[str], video_clips: list[int]) -> dict[float, list[int]]:
+        """Every kappa rolled out and the clips it is rolled out on: the sweep's kappas first (on every clip or the
+        sweep clips), then the discovery and top-view kappas on every clip, then the video kappa on the video
+        clips; a kappa named twice gets the union of its clips."""
+        every = list(range(len(categories)))
+        sweep = every if self.sweep_all_clips else sorted(self.sweep_clip_ids(categories))
+        plan: dict[float, set[int]] = {}
+        for kappa in self.kappas:
+            plan.setdefault(kappa, set()).update(sweep)
+        for kappa in (self.discovery_kappa, self.trajectory_kappa_value):
+            if kappa is not None:
+                plan.setdefault(kappa, set()).update(every)
+        if self.video and video_clips:
+            plan.setdefault(self.video_kappa_value, set()).update(video_clips)
+        return {k: sorted(v) for k, v in plan.items()}

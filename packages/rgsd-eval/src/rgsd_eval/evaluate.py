@@ -2,11 +2,16 @@
 
 For each clip m: the clip latent (z_m, or the best of N sampled latents),
 ``imitation_rollouts`` rollouts with it from the clip's first frame, and for each
-kappa ``rollouts`` rollouts with z ~ vMF(latent, kappa). All of them run in one
-batched pass over the vector environment. Numbers (``RunEvaluation.metrics``,
-JSON-ready) are per clip, per category (mean over the category's clips; FID of
-the pooled windows) and over all clips; the arrays behind the figures and videos
-are kept beside them.
+kappa of ``EvalConfig.kappa_plan`` (the sweep, the discovery kappa, the top-view
+and video kappas) ``rollouts`` rollouts with z ~ vMF(latent, kappa) on the clips
+that kappa is planned for. All of them run in one batched pass over the vector
+environment, ``batch_size`` worlds at a time (``rollouts.run_rollouts``), so memory
+grows with the batch, not with the rollout count: the paper protocol's 500 per clip
+only adds rows to the per-rollout summaries (pelvis path, error, mean feature).
+Numbers (``RunEvaluation.metrics``, JSON-ready) are per clip, per category (mean of
+the category's clip ERRs; FID of the pooled windows) and over all clips, for the
+imitation rollouts and for each kappa; the arrays behind the figures and videos are
+kept beside them.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from rgsd_eval.rollouts import RolloutJobs, Rollouts, run_rollouts
 from rgsd_eval.runs import LoadedRun, representative_clips
 
 IMITATION_GROUP = 0
-"""Job group of imitation rollouts; kappa i of the sweep is group i + 1."""
+"""Job group of imitation rollouts; kappa i of ``EvalConfig.kappa_plan`` is group i + 1."""
 
 
 @dataclass
@@ -80,7 +85,8 @@ class RunEvaluation:
     imitation_root: list[np.ndarray]
     """Per clip: (K, T, 3) pelvis positions of the imitation rollouts."""
     kappa_root: dict[float, list[np.ndarray]]
-    """Per kappa, per clip: (K, T, 3) pelvis positions of the vMF rollouts."""
+    """Per kappa, per clip: (K, T, 3) pelvis positions of the vMF rollouts (K = 0 on clips the kappa was not
+    rolled out on)."""
     embedding: EmbeddingData | None
     imitation_qpos: dict[int, np.ndarray] = field(default_factory=dict)
     """Clip -> (T, 76) qpos of its first imitation rollout (video clips only)."""
@@ -99,8 +105,9 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
     start = time.perf_counter()
     m = lib.num_clips
     k_im, k = cfg.imitation_rollouts, cfg.rollouts
+    plan = cfg.kappa_plan(list(lib.categories), representative_clips(lib, cfg.video_clips) if cfg.video else [])
     n_search = m * loaded.latent.n if loaded.latent.kind == "best-of" else 0
-    n_eval = m * (k_im + len(cfg.kappas) * k)
+    n_eval = m * k_im + k * sum(len(clips) for clips in plan.values())
     env = RGSDTorchEnv(
         min(cfg.batch_size, max(n_search, n_eval)),
         encoder_reward=False,
@@ -123,7 +130,7 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         latents = z_m
         if loaded.latent.kind == "best-of":
             latents, search = _search(env, loaded, lib, cfg, common)
-        jobs = _eval_jobs(lib, latents, cfg)
+        jobs = _eval_jobs(lib, latents, cfg, plan)
         res = run_rollouts(env, loaded.policy, jobs, desc=f"{loaded.label}: rollouts", **common)
         embedding = _embedding(core, lib, latents) if loaded.encoder_path is not None else None
     finally:
@@ -134,12 +141,12 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         "latent": str(loaded.latent),
         "within_motion_alignment": None if embedding is None else embedding.alignment,
         "imitation": _imitation_metrics(res, lib, ref, cfg),
-        "diversity": _diversity_metrics(res, lib, ref, latents, cfg),
+        "diversity": _diversity_metrics(res, lib, ref, latents, cfg, plan),
     }
     if search is not None:
         metrics["search"] = search
     metrics["clip_latents"] = {name: [float(x) for x in latents[c]] for c, name in enumerate(lib.names)}
-    out = _plot_data(loaded.label, res, lib, cfg, embedding, metrics)
+    out = _plot_data(loaded.label, res, lib, plan, embedding, metrics)
     metrics["rollout_seconds"] = round(time.perf_counter() - start, 1)
     return out
 
@@ -166,8 +173,8 @@ def _search(
     return best, info
 
 
-def _eval_jobs(lib: MotionLib, latents: np.ndarray, cfg: EvalConfig) -> RolloutJobs:
-    """Imitation jobs (group 0) then vMF jobs per kappa (group i + 1); qpos kept for the videos."""
+def _eval_jobs(lib: MotionLib, latents: np.ndarray, cfg: EvalConfig, plan: dict[float, list[int]]) -> RolloutJobs:
+    """Imitation jobs (group 0) then vMF jobs per planned kappa (group i + 1); qpos kept for the videos."""
     m = lib.num_clips
     video = set(representative_clips(lib, cfg.video_clips)) if cfg.video else set()
     parts = []
@@ -182,8 +189,8 @@ def _eval_jobs(lib: MotionLib, latents: np.ndarray, cfg: EvalConfig) -> RolloutJ
                 keep,
             )
         )
-    for i, kappa in enumerate(cfg.kappas):
-        for c in range(m):
+    for i, (kappa, clips) in enumerate(plan.items()):
+        for c in clips:
             z = vmf_samples(latents[c], kappa, cfg.rollouts, cfg.seed, c, i)
             keep = np.zeros(cfg.rollouts, dtype=bool)
             if c in video and kappa == cfg.video_kappa_value:
@@ -213,6 +220,46 @@ def _gen_stats(res: Rollouts, group: int, clips: list[int]) -> GaussianStats:
     )
 
 
+def _pooled(
+    res: Rollouts,
+    lib: MotionLib,
+    ref: ReferenceFeatures,
+    cfg: EvalConfig,
+    group: int,
+    clips: dict[str, Any],
+    members: list[int],
+) -> dict[str, Any]:
+    """One group's numbers over several clips: ERR the mean of the clips' ERRs, FID of their pooled windows
+    against the pooled reference windows of the same clips, fall rate and counts over their rollouts."""
+    errs = [clips[lib.names[c]]["err_cm"] for c in members]
+    errs = [e for e in errs if e is not None]
+    rows = np.flatnonzero((res.jobs.group == group) & np.isin(res.jobs.clip, members))
+    return {
+        "clips": len(members),
+        **_group_summary(res, rows),
+        "err_cm": _num(np.mean(errs)) if errs else None,
+        "fid": _num(fid(ref.pooled(members), _gen_stats(res, group, members), cfg.fid_eps)),
+    }
+
+
+def _by_category(
+    res: Rollouts,
+    lib: MotionLib,
+    ref: ReferenceFeatures,
+    cfg: EvalConfig,
+    group: int,
+    clips: dict[str, Any],
+    members: list[int],
+) -> dict[str, Any]:
+    """``_pooled`` per category of ``members`` (in the report's category order)."""
+    present = [lib.categories[c] for c in members]
+    return {
+        cat: _pooled(res, lib, ref, cfg, group, clips, [c for c in members if lib.categories[c] == cat])
+        for cat in category_order(lib)
+        if cat in present
+    }
+
+
 def _imitation_metrics(res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, cfg: EvalConfig) -> dict[str, Any]:
     """Per clip, per category and over all clips: ERR (cm), FID, fall rate and rollout counts."""
     jobs = res.jobs
@@ -224,23 +271,12 @@ def _imitation_metrics(res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, cf
         s["fid"] = _num(fid(ref.per_clip[c], _gen_stats(res, IMITATION_GROUP, [c]), cfg.fid_eps))
         s.update(_travel(res, rows, lib.clips[c].body_pos[:, 0, :2]))
         clips[lib.names[c]] = {"category": lib.categories[c], "frames": int(lib.num_frames[c]), **s}
-
-    def pooled(members: list[int]) -> dict[str, Any]:
-        errs = [clips[lib.names[c]]["err_cm"] for c in members]
-        errs = [e for e in errs if e is not None]
-        rows = np.flatnonzero((jobs.group == IMITATION_GROUP) & np.isin(jobs.clip, members))
-        s = _group_summary(res, rows)
-        return {
-            "clips": len(members),
-            **s,
-            "err_cm": _num(np.mean(errs)) if errs else None,
-            "fid": _num(fid(ref.pooled(members), _gen_stats(res, IMITATION_GROUP, members), cfg.fid_eps)),
-        }
-
-    categories = {
-        cat: pooled([c for c in range(lib.num_clips) if lib.categories[c] == cat]) for cat in category_order(lib)
+    every = list(range(lib.num_clips))
+    return {
+        "clips": clips,
+        "categories": _by_category(res, lib, ref, cfg, IMITATION_GROUP, clips, every),
+        "all": _pooled(res, lib, ref, cfg, IMITATION_GROUP, clips, every),
     }
-    return {"clips": clips, "categories": categories, "all": pooled(list(range(lib.num_clips)))}
 
 
 def _travel(res: Rollouts, rows: np.ndarray, ref_xy: np.ndarray) -> dict[str, float | None]:
@@ -257,15 +293,21 @@ def _final_xy(res: Rollouts, rows: np.ndarray) -> np.ndarray:
 
 
 def _diversity_metrics(
-    res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, latents: np.ndarray, cfg: EvalConfig
+    res: Rollouts,
+    lib: MotionLib,
+    ref: ReferenceFeatures,
+    latents: np.ndarray,
+    cfg: EvalConfig,
+    plan: dict[float, list[int]],
 ) -> dict[str, Any]:
-    """Per kappa and clip: latent angle, final-root and pose spreads, ERR and FID of the vMF rollouts."""
+    """Per planned kappa: per clip the latent angle, final-root and pose spreads, ERR and FID of the vMF rollouts;
+    per category ERR and FID (pooled windows) under those latents; means over the kappa's clips."""
     jobs = res.jobs
     out: dict[str, Any] = {}
-    for i, kappa in enumerate(cfg.kappas):
+    for i, (kappa, members) in enumerate(plan.items()):
         g = i + 1
         clips: dict[str, Any] = {}
-        for c in range(lib.num_clips):
+        for c in members:
             rows = np.flatnonzero((jobs.group == g) & (jobs.clip == c))
             body0 = lib.clips[c].body_pos[0]
             start_fwd = heading_directions(body0[None])[0]
@@ -286,19 +328,30 @@ def _diversity_metrics(
         }
         mean.update(
             {
+                "clips": len(members),
                 "rollouts": len(rows),
                 "fall_rate": _num(res.fell[rows].mean()),
                 "unstable": int(res.unstable[rows].sum()),
-                "fid": _num(
-                    fid(
-                        ref.pooled(list(range(lib.num_clips))),
-                        _gen_stats(res, g, list(range(lib.num_clips))),
-                        cfg.fid_eps,
-                    )
-                ),
+                "fid": _num(fid(ref.pooled(members), _gen_stats(res, g, members), cfg.fid_eps)),
             }
         )
-        out[_kappa_key(kappa)] = {"kappa": kappa, "clips": clips, "mean": mean}
+        roles = [
+            role
+            for role, on in (
+                ("sweep", kappa in cfg.kappas),
+                ("discovery", kappa == cfg.discovery_kappa),
+                ("trajectories", kappa == cfg.trajectory_kappa_value),
+                ("video", cfg.video and kappa == cfg.video_kappa_value),
+            )
+            if on
+        ]
+        out[_kappa_key(kappa)] = {
+            "kappa": kappa,
+            "roles": roles,
+            "clips": clips,
+            "categories": _by_category(res, lib, ref, cfg, g, clips, members),
+            "mean": mean,
+        }
     return out
 
 
@@ -317,7 +370,12 @@ def _embedding(core: Any, lib: MotionLib, latents: np.ndarray) -> EmbeddingData:
 
 
 def _plot_data(
-    label: str, res: Rollouts, lib: MotionLib, cfg: EvalConfig, embedding: EmbeddingData | None, metrics: dict[str, Any]
+    label: str,
+    res: Rollouts,
+    lib: MotionLib,
+    plan: dict[float, list[int]],
+    embedding: EmbeddingData | None,
+    metrics: dict[str, Any],
 ) -> RunEvaluation:
     """Arrays behind the figures and videos, cut to each clip's length."""
     jobs = res.jobs
@@ -332,7 +390,7 @@ def _plot_data(
         clip_names=list(lib.names),
         ref_root=[c.body_pos[:, 0].astype(np.float64) for c in lib.clips],
         imitation_root=[roots(IMITATION_GROUP, c) for c in range(lib.num_clips)],
-        kappa_root={kappa: [roots(i + 1, c) for c in range(lib.num_clips)] for i, kappa in enumerate(cfg.kappas)},
+        kappa_root={kappa: [roots(i + 1, c) for c in range(lib.num_clips)] for i, kappa in enumerate(plan)},
         embedding=embedding,
     )
     for j, q in sorted(res.qpos.items()):

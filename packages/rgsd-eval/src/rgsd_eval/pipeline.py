@@ -104,8 +104,10 @@ def _run_artifacts(ev: RunEvaluation, lib, out: Path, cfg: EvalConfig) -> RunArt
     art.figures["trajectories"] = _rel(
         plot_trajectories(ev, cfg.trajectory_kappa_value, d / "trajectories.png", cfg.trajectory_rollouts), out
     )
-    sweep = representative_clips(lib, cfg.sweep_clips)
-    art.figures["kappa_sweep"] = _rel(plot_kappa_sweep(ev, sweep, d / "kappa_sweep.png", cfg.trajectory_rollouts), out)
+    sweep = cfg.sweep_clip_ids(list(lib.categories))
+    art.figures["kappa_sweep"] = _rel(
+        plot_kappa_sweep(ev, sweep, d / "kappa_sweep.png", cfg.trajectory_rollouts, cfg.kappas), out
+    )
     emb = plot_embedding(ev, d / "embedding.png")
     if emb is not None:
         art.figures["embedding"] = _rel(emb, out)

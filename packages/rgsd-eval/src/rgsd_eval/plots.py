@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -79,20 +81,25 @@ def _grid(n: int, ncols: int, size: float = 3.0) -> tuple[Figure, list[Axes]]:
     return fig, axes
 
 
+def top_view_variants(ev: RunEvaluation, kappa: float, clips: Sequence[int]) -> list[np.ndarray]:
+    """The vMF(kappa) pelvis paths of ``clips``; an error naming ``--trajectory-kappa`` and the kappas that were
+    rolled out on those clips if this one was not (a top view without them would show no variants)."""
+    have = [k for k, roots in ev.kappa_root.items() if all(len(roots[c]) for c in clips)]
+    if kappa not in have:
+        raise ValueError(
+            f"--trajectory-kappa {kappa:g}: {ev.label} has no vMF rollouts at this kappa on every clip drawn; "
+            f"kappas rolled out there: {', '.join(f'{k:g}' for k in sorted(have)) or 'none'}"
+        )
+    return [ev.kappa_root[kappa][c] for c in clips]
+
+
 def plot_trajectories(ev: RunEvaluation, kappa: float, path: str | os.PathLike, max_variants: int = 150) -> Path:
     """Top views of every clip: reference, imitation and vMF(kappa) rollouts of one run."""
     m = len(ev.clip_names)
+    variants = top_view_variants(ev, kappa, range(m))
     fig, axes = _grid(m, 5)
-    variants = ev.kappa_root.get(kappa)
     for c, ax in enumerate(axes):
-        draw_top_view(
-            ax,
-            ev.ref_root[c],
-            ev.imitation_root[c],
-            None if variants is None else variants[c],
-            ev.clip_names[c],
-            max_variants,
-        )
+        draw_top_view(ax, ev.ref_root[c], ev.imitation_root[c], variants[c], ev.clip_names[c], max_variants)
     fig.suptitle(
         f"{ev.label}: pelvis top view (black reference, blue imitation, red z ~ vMF(z_m, {kappa:g}))", fontsize=10
     )
@@ -104,16 +111,16 @@ def plot_trajectory_comparison(
 ) -> Path:
     """Top views of several runs side by side: one row per run, one column per clip."""
     rows, cols = len(evs), len(clips)
+    variants = [top_view_variants(ev, kappa, clips) for ev in evs]
     fig = Figure(figsize=(3.0 * cols, 3.0 * rows + 0.4), layout="constrained")
     for r, ev in enumerate(evs):
-        variants = ev.kappa_root.get(kappa)
         for k, c in enumerate(clips):
             ax = fig.add_subplot(rows, cols, r * cols + k + 1)
             draw_top_view(
                 ax,
                 ev.ref_root[c],
                 ev.imitation_root[c],
-                None if variants is None else variants[c],
+                variants[r][k],
                 f"{ev.label}: {ev.clip_names[c]}",
                 max_variants,
             )
@@ -121,9 +128,20 @@ def plot_trajectory_comparison(
     return save_figure(fig, path)
 
 
-def plot_kappa_sweep(ev: RunEvaluation, clips: Sequence[int], path: str | os.PathLike, max_variants: int = 150) -> Path:
-    """Rows of clips, columns of kappas: vMF rollouts around the reference, with their final-root spread."""
-    kappas = sorted(ev.kappa_root)
+def plot_kappa_sweep(
+    ev: RunEvaluation,
+    clips: Sequence[int],
+    path: str | os.PathLike,
+    max_variants: int = 150,
+    kappas: Sequence[float] | None = None,
+) -> Path:
+    """Rows of clips, columns of kappas (default: every kappa rolled out on all of ``clips``): vMF rollouts
+    around the reference, with their final-root spread."""
+    kappas = sorted(
+        kappas if kappas is not None else [k for k in ev.kappa_root if all(len(ev.kappa_root[k][c]) for c in clips)]
+    )
+    for kappa in kappas:
+        top_view_variants(ev, kappa, clips)
     fig = Figure(figsize=(3.0 * len(kappas), 3.0 * len(clips) + 0.4), layout="constrained")
     div = ev.metrics["diversity"]
     for r, c in enumerate(clips):
@@ -168,21 +186,34 @@ def plot_spread(evs: Sequence[RunEvaluation], path: str | os.PathLike) -> Path:
     for i, (key, title) in enumerate(keys):
         ax = fig.add_subplot(1, len(keys), i + 1)
         for ev in evs:
-            div = ev.metrics["diversity"]
-            ks = sorted(div.values(), key=lambda d: d["kappa"])
+            ks, names = sweep_entries(ev.metrics["diversity"])
             x = [d["kappa"] for d in ks]
-            y = [np.nan if d["mean"][key] is None else d["mean"][key] for d in ks]
+            per_clip = np.array([[_value(d["clips"][n][key]) for d in ks] for n in names]).reshape(len(names), len(ks))
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a clip set without a number: a gap, not a warning
+                y = np.nanmean(per_clip, axis=0)
             ax.plot(x, y, "o-", lw=2, label=ev.label)
-            for name in ev.clip_names:
-                yc = [np.nan if d["clips"][name][key] is None else d["clips"][name][key] for d in ks]
+            for yc in per_clip:
                 ax.plot(x, yc, "-", lw=0.7, alpha=0.4, color=ax.lines[-1].get_color())
         ax.set_xscale("log")
         ax.set_xlabel("κ")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
     fig.axes[0].legend(fontsize=8)
-    fig.suptitle("diversity under z ~ vMF(z_m, κ) (thick: mean over clips, thin: clips)", fontsize=10)
+    fig.suptitle("diversity under z ~ vMF(z_m, κ) (thick: mean over the sweep's clips, thin: clips)", fontsize=10)
     return save_figure(fig, path)
+
+
+def sweep_entries(diversity: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The diversity entries of the sweep's kappas (by kappa) and the clips all of them were rolled out on, so
+    that means compare across kappas (a discovery or top-view kappa on more clips is left out)."""
+    ks = sorted((d for d in diversity.values() if "sweep" in d.get("roles", ["sweep"])), key=lambda d: d["kappa"])
+    names = [n for n in (ks[0]["clips"] if ks else {}) if all(n in d["clips"] for d in ks)]
+    return ks, names
+
+
+def _value(x: float | None) -> float:
+    return np.nan if x is None else float(x)
 
 
 def project_3d(vectors: np.ndarray, basis_from: np.ndarray) -> np.ndarray:

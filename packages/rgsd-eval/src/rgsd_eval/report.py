@@ -114,6 +114,8 @@ def render_markdown(inputs: ReportInputs) -> str:
     lines = ["# RGSD evaluation report", ""]
     cat_counts = ", ".join(f"{c} {sum(1 for x in inputs.clips if x['category'] == c)}" for c in inputs.categories)
     lines += [
+        protocol_line(cfg),
+        "",
         f"Motions: `{inputs.motions}` ({len(inputs.clips)} clips: {cat_counts}).",
         "Runs: "
         + ", ".join(f"**{ev.label}** (latent: {ev.metrics['latent']}, `{ev.metrics['run_dir']}`)" for ev in inputs.runs)
@@ -176,10 +178,13 @@ def render_markdown(inputs: ReportInputs) -> str:
         "",
         "## Diversity: z ~ vMF(z_m, κ)",
         "",
-        f"{cfg.rollouts} rollouts per clip and κ (means over clips), centred on the clip's latent (z_m, or the "
-        "best-of-N pick). Latent angle: mean angle between z and that centre. Final pelvis spread: RMS distance of the final pelvis positions (start-heading frame) from their "
-        "mean (m). Path spread: the same for the pelvis positions at each frame, averaged over frames (m). Pose "
-        "spread: RMS distance of the rollouts' mean FID features from their mean. Spreads should fall as κ grows.",
+        f"{cfg.rollouts} rollouts per clip and κ (means over the κ's clips), centred on the clip's latent (z_m, or "
+        "the best-of-N pick). Latent angle: mean angle between z and that centre. Final pelvis spread: RMS distance "
+        "of the final pelvis positions (start-heading frame) from their mean (m). Path spread: the same for the "
+        "pelvis positions at each frame, averaged over frames (m). Pose spread: RMS distance of the rollouts' mean "
+        "FID features from their mean. Spreads should fall as κ grows. Role: sweep (the κ sweep"
+        + ("" if cfg.sweep_all_clips else ", on the sweep's clips only")
+        + "), discovery (every clip), trajectories (the top views), video.",
         "",
     ]
     rows = []
@@ -190,6 +195,8 @@ def render_markdown(inputs: ReportInputs) -> str:
                 [
                     ev.label,
                     f"{d['kappa']:g}",
+                    ", ".join(d.get("roles", [])),
+                    str(mm.get("clips", len(d["clips"]))),
                     str(mm["rollouts"]),
                     _fmt(mm["latent_angle_deg"], 1),
                     _fmt(mm["root_spread_m"], 3),
@@ -204,6 +211,8 @@ def render_markdown(inputs: ReportInputs) -> str:
         [
             "Run",
             "κ",
+            "Role",
+            "Clips",
             "Rollouts",
             "Latent angle (deg)",
             "Final pelvis spread (m)",
@@ -215,7 +224,7 @@ def render_markdown(inputs: ReportInputs) -> str:
         ],
         rows,
     )
-    lines += [""]
+    lines += ["", *sampled_fid_table(inputs), ""]
     if "spread" in inputs.figures:
         lines += [f"![spread against kappa]({inputs.figures['spread']})", ""]
     for ev in inputs.runs:
@@ -293,6 +302,54 @@ def render_markdown(inputs: ReportInputs) -> str:
     return "\n".join(lines)
 
 
+def protocol_line(cfg: EvalConfig) -> str:
+    """Which protocol made the report and what was changed from it."""
+    changed = cfg.overrides()
+    text = (
+        "; changed: " + ", ".join(f"{k} = {_show(v)}" for k, v in changed.items())
+        if changed
+        else " (its settings unchanged)"
+    )
+    imitation = (
+        f"{cfg.imitation_rollouts} stochastic imitation rollouts per clip (action noise {cfg.action_noise:g})"
+        if cfg.action_noise > 0
+        else "1 deterministic imitation rollout per clip"
+    )
+    discovery = "none" if cfg.discovery_kappa is None else f"κ = {cfg.discovery_kappa:g} on every clip"
+    sweep = "every clip" if cfg.sweep_all_clips else f"{cfg.sweep_clips} clips"
+    return (
+        f"Protocol: **{cfg.protocol}**{text}. {imitation}; {cfg.rollouts} vMF rollouts per clip and κ; best-of-"
+        f"{cfg.best_of} latents where the method has no motion encoder; discovery: {discovery}; κ sweep "
+        f"{', '.join(f'{k:g}' for k in cfg.kappas)} on {sweep}; top views at κ = {cfg.trajectory_kappa_value:g}."
+    )
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, (tuple, list)):
+        return "[" + ", ".join(_show(x) for x in v) + "]"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def sampled_fid_table(inputs: ReportInputs) -> list[str]:
+    """FID per category under z ~ vMF(z_m, κ), one row per run and κ (categories the κ was not rolled out on: -)."""
+    cats = inputs.categories
+    rows = []
+    for ev in inputs.runs:
+        for d in sorted(ev.metrics["diversity"].values(), key=lambda d: d["kappa"]):
+            per = d.get("categories", {})
+            cells = [_fmt(per[c]["fid"], FID_DECIMALS) if c in per else "-" for c in cats]
+            rows.append([ev.label, f"{d['kappa']:g}", *cells, _fmt(d["mean"]["fid"], FID_DECIMALS)])
+    return [
+        "### FID per category under sampled latents",
+        "",
+        "Motion FID of the vMF rollouts of each category's clips (pooled windows) against those clips' references; "
+        "All: the κ's clips pooled. Compare with the imitation table's FID at z_m (the paper's discovery "
+        "evaluation uses κ = 50).",
+        "",
+        *_table(["Run", "κ", *(f"{c.capitalize()} FID" for c in cats), "All FID"], rows),
+    ]
+
+
 def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
     """The content of metrics.json."""
     return {
@@ -301,6 +358,7 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         "motions": inputs.motions,
         "clips": inputs.clips,
         "categories": inputs.categories,
+        "protocol": {"name": inputs.config.protocol, "changed": to_dict_values(inputs.config.overrides())},
         "config": to_dict(inputs.config),
         "fid_feature": {
             "definition": FID_FEATURE_DOC,
@@ -312,6 +370,11 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         "figures": {"all": inputs.figures, **{k: a.figures for k, a in inputs.artifacts.items()}},
         "videos": {k: [{"caption": c, "path": p} for c, p in a.videos] for k, a in inputs.artifacts.items()},
     }
+
+
+def to_dict_values(values: dict[str, Any]) -> dict[str, Any]:
+    """JSON-ready values (tuples as lists)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
 
 def csv_rows(runs: dict[str, dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -354,6 +417,8 @@ def csv_rows(runs: dict[str, dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for key, d in m["diversity"].items():
             for name, v in d["clips"].items():
                 yield from emit(run, "diversity", key, "clip", name, v)
+            for name, v in d.get("categories", {}).items():
+                yield from emit(run, "diversity", key, "category", name, {**v, "category": name})
             yield from emit(run, "diversity", key, "mean", "mean", d["mean"])
         for name, v in m.get("search", {}).items():
             yield from emit(run, "search", "", "clip", name, v)

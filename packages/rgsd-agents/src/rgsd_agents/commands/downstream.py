@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +23,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--style", choices=STYLES, help="style command (default: the config's, freestyle)")
     p.add_argument("--config", default="default", help="a YAML file or a downstream preset name (default: default)")
     p.add_argument("--out", help="run folder (default: runs/downstream_<style>_<date-time>)")
+    p.add_argument(
+        "--seeds",
+        nargs="+",
+        metavar="RUN",
+        help="instead of training: the mean and spread over seeds of finished runs' success rate and style FID "
+        "against training steps, grouped by style and method, into --out (seeds.png, seeds.csv, seeds.json)",
+    )
     add_run_arguments(p, "override a config value, e.g. --set task.arena_size=8 (repeatable)")
     p.set_defaults(func=run)
 
@@ -36,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from rgsd_agents.downstream import DownstreamConfig, DownstreamRunner
     from rgsd_envs.utils.device import resolve_device
 
+    if args.seeds:
+        return _aggregate(args)
     overrides = run_overrides(args)
     if args.resume:
         if args.low_level or args.style or args.out:
@@ -75,4 +85,22 @@ def run(args: argparse.Namespace) -> int:
         if key in after:
             prev = f"{before[key]:.3f} -> " if key in before else ""
             print(f"  {label}: {prev}{after[key]:.3f}")
+    return 0
+
+
+def _aggregate(args: argparse.Namespace) -> int:
+    """``rgsd downstream --seeds RUN ... --out DIR``."""
+    from rgsd_agents.downstream_report import aggregate_seeds
+    from rgsd_envs.utils.files import InputFileError
+
+    if not args.out or args.low_level or args.resume:
+        print("error: --seeds RUN ... needs --out DIR (the report folder) and no --low-level or --resume")
+        return 2
+    try:
+        paths = aggregate_seeds(args.seeds, args.out)
+    except (InputFileError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
     return 0
