@@ -14,6 +14,10 @@
   squared difference over phi's dimensions instead (||delta||^2 / d <= 1), which
   allows steps sqrt(d) = 4 times longer here and scales the reward alike.
 * Reward ``(phi(s') - phi(s))^T z`` with the current phi.
+* Schedule: phi and lambda take ``phi_steps`` gradient steps per iteration,
+  each on ``minibatch_size`` transitions drawn from the rollout (METRA's code:
+  50-200 steps of 256 transitions per epoch; one step per iteration learns phi
+  far more slowly than the policy moves).
 * Skills: z uniform on the unit sphere (METRA's continuous skills are unit
   vectors), drawn by the env at each episode start and held for the episode.
 * Policy learner: on-policy PPO (the shared runner), not the SAC of the METRA
@@ -51,12 +55,16 @@ class METRAConfig:
     dual_lr: float = 1e-4
     dual_lambda_init: float = 30.0
     dual_slack: float = 1e-3
-    epochs: int = 1
-    minibatch_size: int = 4096
+    phi_steps: int = 50
+    """Gradient steps of phi and lambda per iteration (METRA's code: 50-200)."""
+    minibatch_size: int = 256
+    """Transitions per step, drawn uniformly from the rollout (METRA's code: 256)."""
     max_grad_norm: float | None = None
 
     def __post_init__(self) -> None:
         self.hidden = tuple(int(h) for h in self.hidden)
+        if self.phi_steps < 1 or self.minibatch_size < 1:
+            raise ValueError(f"phi_steps and minibatch_size must be >= 1, got {self.phi_steps}, {self.minibatch_size}")
         if self.dual_lambda_init <= 0:
             raise ValueError(f"method.options.dual_lambda_init must be > 0, got {self.dual_lambda_init}")
 
@@ -137,16 +145,19 @@ class METRA(SkillMethod):
         s_all, next_all = state_pair(storage.flat("encoder_inputs"))
         z_all = storage.flat("skills")
         params = list(self.phi.parameters())
-
-        def step(idx: Tensor) -> dict[str, Tensor]:
+        # every step's rows drawn at once on the CPU generator (the same minibatches on every device), one copy over
+        rows = torch.randint(z_all.shape[0], (cfg.phi_steps, cfg.minibatch_size), generator=generator)
+        rows = rows.to(z_all.device)
+        sums: dict[str, Tensor] = {}
+        for idx in rows:
             phi_loss, dual_loss, stats = metra_losses(
                 self.phi, self.log_lambda, s_all[idx], next_all[idx], z_all[idx], cfg.dual_slack
             )
             self.step_optimizer(self.optimizer, phi_loss, params)
             self.step_optimizer(self.dual_optimizer, dual_loss, [self.log_lambda])
-            return stats
-
-        return self.over_minibatches(storage, generator, step)
+            for k, v in stats.items():
+                sums[k] = sums[k] + v if k in sums else v
+        return {k: v / cfg.phi_steps for k, v in sums.items()}
 
     def extra_state(self) -> dict:
         return {"log_lambda": self.log_lambda.detach().cpu().clone()}
