@@ -77,7 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--kappas", type=_positive_float, nargs="+", default=None, help="vMF concentrations (default 20 100 1000)"
     )
-    p.add_argument("--latent", type=_latent, default=None, help="auto | encoder | best-of-N (default auto)")
+    p.add_argument("--latent", type=_latent, default=None, help="auto | encoder | stored | best-of-N (default auto)")
     p.add_argument(
         "--best-of", type=_positive_int, default=None, help="N when --latent auto picks best-of-N (default 64)"
     )
