@@ -151,6 +151,10 @@ class FBCPRConfig:
             raise ValueError(f"{(bad or ['update_z_every/z_buffer_size'])[0]} must be >= 1")
 
 
+CONFIG = FBCPRConfig
+"""The method's config dataclass (``method.options``)."""
+
+
 # -- networks -------------------------------------------------------------------------
 class ParallelLinear(nn.Module):
     """``n`` independent linear layers applied to (n, B, in) at once (an ensemble's layer)."""
