@@ -60,6 +60,19 @@ def test_every_method_has_a_cpu_and_a_paper_preset_that_name_it(name):
     assert paper.networks.actor_hidden == paper.networks.critic_hidden == (1024, 1024, 1024, 512)
 
 
+def test_meta_motivo_has_a_cpu_and_a_paper_preset_for_the_off_policy_loop():
+    from rgsd_agents.trainers import trainer_class
+
+    cpu, paper = (resolve(load_config(name)) for name in ("fb_cpr", "fb_cpr_paper"))
+    assert cpu.method.name == paper.method.name == "fb_cpr" and trainer_class("fb_cpr").__name__ == "OffPolicyRunner"
+    assert cpu.env.p_imitation == paper.env.p_imitation == 0.0
+    assert (cpu.num_envs, cpu.max_minutes, paper.num_envs) == (16, 150, 4096)
+    # the paper's 0.1 gradient steps per transition at GPU scale, with its 1024-wide networks and 5 M replay
+    loop = paper.method.options["loop"]
+    assert loop["updates_per_iteration"] / (paper.num_envs * loop["steps_per_iteration"]) == pytest.approx(0.1, 0.03)
+    assert (paper.method.options["f_hidden"], loop["replay_capacity"]) == (1024, 5_000_000)
+
+
 def test_a_preset_on_a_base_merges_section_by_section_and_another_method_brings_its_own_options(tmp_path):
     base = tmp_path / "base.yaml"
     base.write_text("method: {name: rgsd, options: {update_every: 4}}\nnum_envs: 8\nppo: {epochs: 3, clip: 0.1}\n")

@@ -231,9 +231,12 @@ TINY = {
 
 
 @pytest.fixture
-def registered(monkeypatch):
-    """FB-CPR as a ``method.name`` (the training config checks the name against the registry)."""
-    monkeypatch.setitem(methods.METHODS, fb_cpr.NAME, fb_cpr.FBCPRAgent)
+def registered():
+    """FB-CPR is a ``method.name`` of the registry, trained by the off-policy runner."""
+    from rgsd_agents.trainers import trainer_class
+
+    assert methods.METHODS[fb_cpr.NAME].LOOP == "off_policy"
+    assert trainer_class(fb_cpr.NAME) is OffPolicyRunner
 
 
 def tiny_config(iterations: int) -> TrainConfig:

@@ -13,17 +13,18 @@ from rgsd_agents.commands import add_run_arguments, run_overrides
 if TYPE_CHECKING:
     from rgsd_agents.distributed import DataParallel
 
-PRESET_HELP = "a YAML file or a preset name (paper, cpu, demo, diayn, ase, calm, metra)"
+PRESET_HELP = "a YAML file or a preset name (<method> or <method>_paper for rgsd, diayn, ase, calm, metra, fb_cpr; cpu, paper, demo)"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rgsd train`` to the CLI."""
     p = subparsers.add_parser(
         "train",
-        help="train an RGSD policy (PPO + discovery encoder) into a run folder",
-        description="Train an RGSD skill-conditioned policy. Writes <out>/config.yaml, encoder.pt, policy.pt, "
-        "discovery_encoder.pt, checkpoints/ and tb/ (TensorBoard). Without an encoder in the config, "
-        "pretrains one first into <out>/pretrain/.",
+        help="train a skill-conditioned policy with one of the methods into a run folder",
+        description="Train a skill-conditioned policy with the config's method (RGSD, DIAYN, ASE, CALM, METRA on the "
+        "PPO runner; Meta Motivo off-policy). Writes <out>/config.yaml, policy.pt, method.json and the method's "
+        "files, checkpoints/ and tb/ (TensorBoard). RGSD without an encoder in the config pretrains one first into "
+        "<out>/pretrain/.",
         epilog="examples:\n  rgsd train --config cpu --device cpu\n  rgsd train --config paper --device cuda\n"
         "  rgsd train --config paper --device cuda --set env.backend=warp --set env.device=cuda"
         '   (simulator on the GPU too; needs pip install "rgsd-envs[warp]")\n'
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd train`` (also one rank of ``torchrun ... -m rgsd_agents.cli train``)."""
     from rgsd_agents.config import load_config
     from rgsd_agents.distributed import init_distributed, shutdown
-    from rgsd_agents.runner import Runner
+    from rgsd_agents.trainers import saved_method, trainer_class
     from rgsd_envs.runs.run_dir import RunDir
     from rgsd_envs.sim import check_backend
     from rgsd_envs.utils.device import resolve_device
@@ -63,9 +64,13 @@ def run(args: argparse.Namespace) -> int:
             saved.config().get("device", "auto") if saved.config_path.is_file() else "auto"
         )
         resolve_device(device)  # a bad device ends here
+        trainer = trainer_class(saved_method(args.resume))
         dp = init_distributed(device)
         _quiet_other_ranks(dp)
-        runner = Runner.resume(args.resume, overrides, progress=not args.no_progress, dp=dp)
+        extra = _parallel(trainer, dp)
+        if extra is None:
+            return 2
+        runner = trainer.resume(args.resume, overrides, progress=not args.no_progress, **extra)
     else:
         if not args.config:
             print("error: give --config (" + PRESET_HELP + ") or --resume RUN")
@@ -73,8 +78,12 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, overrides)
         resolve_device(cfg.device)  # a bad device ends here, before any folder exists
         check_backend(cfg.env.backend)  # so does backend "warp" without its extra
+        trainer = trainer_class(cfg.method.name)
         dp = init_distributed(cfg.device)
         _quiet_other_ranks(dp)
+        extra = _parallel(trainer, dp)
+        if extra is None:
+            return 2
         out = Path(args.out) if args.out else default_out(args.config)
         taken = (out / "checkpoints" / "latest.pt").exists()
         if dp is not None:  # rank 0 decides: the clock and the file system may differ between ranks
@@ -83,15 +92,29 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
             shutdown(dp)
             return 2
-        runner = Runner(cfg, out, progress=not args.no_progress, dp=dp)
+        runner = trainer(cfg, out, progress=not args.no_progress, **extra)
     try:
         history = runner.learn()
     finally:
         runner.close()
         shutdown(dp)
     if runner.is_main:
-        print(summary(runner.run.path, history, runner.initial_probe))
+        print(summary(runner.run.path, history, getattr(runner, "initial_probe", None)))
     return 0
+
+
+def _parallel(trainer: type, dp: DataParallel | None) -> dict | None:
+    """The data-parallel argument of ``trainer`` (None after an error: a loop that trains in one process only)."""
+    from rgsd_agents.distributed import shutdown
+    from rgsd_agents.runner import Runner
+
+    if issubclass(trainer, Runner):
+        return {"dp": dp}
+    if dp is not None:
+        print(f"error: {trainer.__name__} trains in one process; run it without torchrun")
+        shutdown(dp)
+        return None
+    return {}
 
 
 def _quiet_other_ranks(dp: DataParallel | None) -> None:

@@ -8,11 +8,13 @@ diayn      ``methods.rgsd``     on-policy  best of N sampled latents
 ase        ``methods.ase``      on-policy  best of N sampled latents
 calm       ``methods.calm``     on-policy  the motion encoder's clip embedding
 metra      ``methods.metra``    on-policy  best of N sampled latents
+fb_cpr     ``methods.fb_cpr``   off-policy B averaged over the clip (stored per clip)
 =========  ===================  =========  ===========================================
 
 A training config names its method (``method.name``) and its options
 (``method.options``, the method's ``CONFIG`` dataclass); the training command
-resolves the class here and the loop it names. A new method is one more module
+resolves the class here and the loop it names (``rgsd_agents.trainers``:
+the PPO runner or the off-policy runner). A new method is one more module
 with a ``SkillMethod`` subclass and a line in ``METHODS``.
 """
 
@@ -23,11 +25,12 @@ from typing import Any
 from rgsd_agents.methods.ase import ASE
 from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.methods.calm import CALM
+from rgsd_agents.methods.fb_cpr import FBCPR
 from rgsd_agents.methods.metra import METRA
 from rgsd_agents.methods.rgsd import DIAYN, RGSD
 from rgsd_envs.utils.config import from_dict
 
-METHODS: dict[str, type[SkillMethod]] = {m.NAME: m for m in (RGSD, DIAYN, ASE, CALM, METRA)}
+METHODS: dict[str, type[SkillMethod]] = {m.NAME: m for m in (RGSD, DIAYN, ASE, CALM, METRA, FBCPR)}
 """Every method by name (``method.name`` of a training config)."""
 
 

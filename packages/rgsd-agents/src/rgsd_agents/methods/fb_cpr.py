@@ -58,6 +58,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.offpolicy import OffPolicyConfig
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.runs.policy import PolicyMLP, fold_batch_stats
@@ -644,3 +645,18 @@ class FBCPRAgent:
             o.load_state_dict(state["optimizers"][k])
         self.z_buffer.copy_(state["z_buffer"].to(self.device))
         self.z_count = int(state["z_count"])
+
+
+class FBCPR(SkillMethod):
+    """Meta Motivo's entry in the method registry. Its loop is the off-policy runner
+    (``rgsd_agents.offpolicy.OffPolicyRunner``), which builds ``FBCPRAgent``; the PPO runner's hooks are unused."""
+
+    NAME = NAME
+    CONFIG = FBCPRConfig
+    LOOP = LOOP
+    LATENT_CHOICE = LATENT_CHOICE
+    ENCODER = "none"
+    IMITATION = False
+
+    def __init__(self, cfg: FBCPRConfig, ctx: MethodContext):
+        raise TypeError(f"{NAME} trains in the off-policy loop (rgsd_agents.offpolicy), not on the PPO runner")
