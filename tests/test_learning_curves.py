@@ -12,7 +12,7 @@ TINY = {
     "iterations": 2, "num_envs": 16, "horizon": 8, "probe_every": 1,
     "pretrain.steps": 30, "pretrain.hidden": [32],
     "networks.actor_hidden": [32], "networks.critic_hidden": [32],
-    "ppo.minibatch_size": 64, "discovery.minibatch_size": 64,
+    "ppo.minibatch_size": 64, "method.options.minibatch_size": 64,
 }  # fmt: skip
 """A few seconds of ``rgsd train --config demo`` (conftest's SHORT_DEMO, two iterations, a probe after each)."""
 
@@ -35,12 +35,12 @@ def test_the_methods_sweep_trains_each_paper_method_on_its_preset_with_one_budge
     arms = lc.load_sweep("methods")
     assert set(arms) == {"rgsd", "diayn", "ase", "calm", "metra", "fb_cpr"}
     assert {name: arm.base for name, arm in arms.items()} == {
-        "rgsd": "cpu", "diayn": "diayn", "ase": "ase", "calm": "calm", "metra": "metra", "fb_cpr": "fb_cpr",
+        "rgsd": "rgsd", "diayn": "diayn", "ase": "ase", "calm": "calm", "metra": "metra", "fb_cpr": "fb_cpr",
     }  # fmt: skip
     assert {a.base for a in arms.values()} - {"fb_cpr"} <= set(preset_names())
-    assert {a.minutes for a in arms.values()} == {60.0} and all(a.note for a in arms.values())
+    assert {a.minutes for a in arms.values()} == {45.0} and all(a.note for a in arms.values())
     cmd = lc.train_command(arms["metra"], tmp_path / "metra", [])
-    assert cmd[cmd.index("--config") + 1] == "metra" and "max_minutes=60" in cmd
+    assert cmd[cmd.index("--config") + 1] == "metra" and "max_minutes=45" in cmd
     assert list(lc.load_sweep("methods", ["diayn", "rgsd"])) == ["diayn", "rgsd"]
     with pytest.raises(SystemExit, match=r"methods: no arm 'dyain'; arms: ase, calm"):
         lc.load_sweep("methods", ["dyain"])
