@@ -12,16 +12,15 @@ import pytest
 import rgsd_envs  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parent
-SHARED_DIR = REPO_ROOT.parent / "shared"
-"""Openly licensed test data beside the clone (never copied into the repo)."""
-REAL_MOTIONS_DIR = SHARED_DIR / "motions" / "deepmimic-smpl"
+REAL_MOTIONS_DIR = REPO_ROOT / "motions" / "deepmimic-smpl"
+"""The eight MIT-licensed DeepMimic clips in AMASS SMPL+H layout that ship with the repository (motions/README.md)."""
 
 
 @pytest.fixture(scope="session")
 def real_motion_files() -> list[Path]:
-    """The real AMASS-format (SMPL+H) mocap files in ../shared/motions."""
+    """The real AMASS-format (SMPL+H) mocap files in motions/deepmimic-smpl."""
     files = sorted(REAL_MOTIONS_DIR.glob("*_poses.npz"))
-    assert files, f"expected AMASS test clips in {REAL_MOTIONS_DIR} (CI clones with ../shared beside the repo)"
+    assert len(files) == 8, f"expected the eight DeepMimic clips in {REAL_MOTIONS_DIR}, found {len(files)}"
     return files
 
 

@@ -8,7 +8,7 @@ Steps, each in its own process (a failure is recorded, with its log, and the nex
 1. ``cuda_tests``: ``pytest -m cuda`` (graph replay, warp on cuda against mujoco, train + resume,
    no synchronisation in a rollout, flat GPU memory); skipped on a machine without CUDA.
 2. ``demo_motions``, ``import_motions``: ``rgsd-motions demo`` and ``rgsd-motions import`` of the AMASS
-   files in ``--motions`` (default ``../shared/motions/deepmimic-smpl`` beside the repository) into one
+   files in ``--motions`` (default the repository's ``motions/deepmimic-smpl``) into one
    folder of clips, ``<out>/motions`` (one motion source, as ``rgsd eval`` wants).
 3. ``throughput``: ``benchmarks/gpu_throughput.py`` at N = 1024, 4096, 8192 worlds, warp beside the
    native mujoco backend (physics, env and full training loop with the paper's networks).
@@ -46,7 +46,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_MOTIONS = REPO.parent / "shared" / "motions" / "deepmimic-smpl"
+DEFAULT_MOTIONS = REPO / "motions" / "deepmimic-smpl"
 FULL_N = (1024, 4096, 8192)
 ENV_STEPS_GOAL = 300_000
 """env steps/s of the warp env at 8192 worlds on one H100."""

@@ -8,7 +8,7 @@ and largest angle over all clips (degrees), the clip reaching each, the table's 
 (``skeleton.DOF_RANGES``) and how far the data goes past it (0: inside).
 
 Run: ``python benchmarks/joint_ranges.py [AMASS files or folders]`` (default: the MIT
-clips in ../shared/motions/deepmimic-smpl). ``--outside`` prints only the hinges the
+clips in motions/deepmimic-smpl). ``--outside`` prints only the hinges the
 data takes past the table. Figures are printed, never asserted; the rgsd-envs README's
 joint-range table quotes them.
 """
@@ -25,7 +25,7 @@ from rgsd_envs.motion.amass import amass_rotations, clip_name_from_path, find_am
 from rgsd_envs.motion.joint_fit import fit_hinge_angles
 from rgsd_envs.motion.kinematics import resample
 
-DEFAULT_CLIPS = Path(__file__).resolve().parents[2] / "shared" / "motions" / "deepmimic-smpl"
+DEFAULT_CLIPS = Path(__file__).resolve().parents[1] / "motions" / "deepmimic-smpl"
 UNBOUNDED = np.tile([-4 * np.pi, 4 * np.pi], (sk.NUM_DOFS, 1))
 """Ranges wider than any hinge track: the fit is the continuous exact decomposition."""
 

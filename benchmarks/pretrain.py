@@ -1,7 +1,7 @@
 """Encoder pretraining to within-motion alignment 0.999: wall time, steps, alignment, separation.
 
 Pretrains ``rgsd_agents.pretraining`` (default settings unless overridden) on the
-built-in demo clips plus the real AMASS-format clips in ../shared (13 clips),
+built-in demo clips plus the real AMASS-format clips in motions/deepmimic-smpl (13 clips),
 stopping as soon as the alignment reaches the target, for each seed. Prints per
 run: training-loop wall time, steps, seconds per step, the final within-motion
 alignment, the separation (max cosine between different clips' z_m; lower is
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rgsd_agents.pretraining import PretrainConfig, pretrain
 
-REAL_MOTIONS = Path(__file__).resolve().parents[1].parent / "shared" / "motions" / "deepmimic-smpl"
+REAL_MOTIONS = Path(__file__).resolve().parents[1] / "motions" / "deepmimic-smpl"
 
 
 def write_real_clips(src: Path, out: Path) -> int:

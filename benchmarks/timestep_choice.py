@@ -5,7 +5,7 @@ For each (timestep, factor) this measures, with open-loop PD (no policy):
 
 - PD-held standing of the rest pose for 10 s: upright or not, pelvis drift;
 - PD-held guard: the demo punch replayed, then its last frame held, 6 s in all;
-- PD replay of every demo clip and every real clip in ../shared (start from the
+- PD replay of every demo clip and every real clip in motions/deepmimic-smpl (start from the
   clip's frame-0 state, PD targets = the clip's hinge angles): seconds upright;
 - MuJoCo warnings (instabilities) over all those runs;
 - random actions: PD targets drawn uniformly over the joint ranges each control
@@ -37,7 +37,7 @@ from rgsd_envs.motion.clip import MotionClip
 from rgsd_envs.motion.demo import demo_clips
 from rgsd_envs.motion.replay import UNSTABLE_WARNINGS, ReplayResult, capture_mujoco_warnings, pd_replay, pd_standing
 
-REAL_MOTIONS = Path(__file__).resolve().parents[1].parent / "shared" / "motions" / "deepmimic-smpl"
+REAL_MOTIONS = Path(__file__).resolve().parents[1] / "motions" / "deepmimic-smpl"
 TIMESTEPS = {"1/60": 1 / 60, "1/120": 1 / 120, "1/240": 1 / 240}
 FACTORS = (0.0, 0.5, 1.0, 2.0, 4.0)
 RANDOM_STEPS = 1500

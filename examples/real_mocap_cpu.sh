@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The `cpu` preset on the 8 real motion-capture clips of DeepMimic (MIT licence; SMPL+H npz in
-# ../shared/motions/deepmimic-smpl, see its README): import, train for at most 2.5 hours, evaluate.
+# motions/deepmimic-smpl, see motions/README.md): import, train for at most 2.5 hours, evaluate.
 # Usage: examples/real_mocap_cpu.sh [MOTIONS_DIR] [RUN_DIR]   (from the repository root)
 # STEPS="import" (or "import train", ...) runs only those steps; default: import train eval.
 # CYCLES (default 3) imports the one-cycle locomotion clips (walk, run, jog, zombie walk; DeepMimic loops them)
@@ -8,7 +8,7 @@
 # CYCLES=1 imports them as captured. MINUTES (default 150) is the training budget; EXTRA="--set torch_threads=1 ..." adds overrides to a new
 # run (a resumed run keeps the settings in its folder).
 set -euo pipefail
-SRC=${1:-../shared/motions/deepmimic-smpl}
+SRC=${1:-motions/deepmimic-smpl}
 RUN=${2:-runs/cpu_mit}
 CLIPS=${RUN}_clips
 STEPS=${STEPS:-import train eval}

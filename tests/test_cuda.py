@@ -67,7 +67,7 @@ def _arrays(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
 
 
 def _checkpoint(run: Path, name: str = "latest") -> dict:
-    return torch.load(run / "checkpoints" / f"{name}.pt", map_location="cpu", weights_only=False)
+    return torch.load(run / "checkpoints" / f"{name}.pt", map_location="cpu", weights_only=True)
 
 
 def _differing(a: dict, b: dict) -> list[str]:

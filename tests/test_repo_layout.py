@@ -58,10 +58,52 @@ def _tracked_files() -> list[str]:
     return subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
 
 
+SHIPPED_MOTIONS = "motions/deepmimic-smpl"
+"""The one folder of mocap the repository ships (MIT-licensed DeepMimic clips, see motions/README.md)."""
+SHIPPED_CLIPS = ("jog", "kick", "punch", "run", "spinkick", "stealthy_walk", "walk", "zombie_walk")
+LICENSED = re.compile(
+    r"_poses\.npz$"  # AMASS SMPL+H
+    r"|_stageii\.npz$"  # AMASS SMPL-X
+    r"|\.pkl$"  # SMPL model files (and any other pickle)
+    r"|(^|/)(smpl|smplh|smplx|mano|body_models)/.*\.npz$"  # SMPL model folders (e.g. smplh/neutral/model.npz)
+    r"|smpl[hx]?_(neutral|male|female)",  # SMPL_NEUTRAL.npz, SMPLX_MALE.npz, ...
+    flags=re.I,
+)
+"""Licensed data that must never be tracked: AMASS motion files and SMPL body models."""
+
+
+def licensed_files(files: list[str]) -> list[str]:
+    """The files of ``files`` that are AMASS motions or SMPL models, apart from the shipped DeepMimic clips."""
+    allowed = {f"{SHIPPED_MOTIONS}/{name}_poses.npz" for name in SHIPPED_CLIPS}
+    return [f for f in files if LICENSED.search(f) and f not in allowed]
+
+
+def test_only_the_deepmimic_clips_pass_the_licensed_data_check():
+    allowed = [f"{SHIPPED_MOTIONS}/{name}_poses.npz" for name in SHIPPED_CLIPS]
+    refused = [
+        "motions/ACCAD/Male2Walking_c3d/B10_-_Walk_turn_left_45_poses.npz",  # AMASS SMPL+H anywhere else
+        f"{SHIPPED_MOTIONS}/B9_-_Walk_turn_left_90_poses.npz",  # an AMASS file added beside the clips
+        "packages/rgsd-envs/tests/data/walk_poses.npz",  # a shipped clip's name outside its folder
+        "data/ACCAD/Female1Walking_c3d/B22_side_step_left_stageii.npz",  # AMASS SMPL-X
+        "models/basicModel_neutral_lbs_10_207_0_v1.0.0.pkl",  # SMPL model (pickle)
+        "body_models/smplh/neutral/model.npz",  # SMPL+H model as AMASS ships it
+        "models/SMPL_NEUTRAL.npz",
+        "models/SMPLX_FEMALE.npz",
+        "smplh/SMPLH_MALE.npz",
+    ]
+    assert licensed_files(allowed) == []
+    assert licensed_files(refused) == refused
+    assert licensed_files(["packages/rgsd-envs/src/rgsd_envs/motion/demo.py", "motions/README.md"]) == []
+
+
 def test_no_licensed_data_or_shared_files_are_tracked():
     files = _tracked_files()
-    bad = [f for f in files if re.search(r"(_poses|_stageii)\.npz$|SMPL_(NEUTRAL|MALE|FEMALE)|\.pkl$|^shared/", f)]
-    assert not bad, bad
+    assert not licensed_files(files), licensed_files(files)
+    assert not [f for f in files if f.startswith("shared/")]
+    shipped = sorted(f.removeprefix(SHIPPED_MOTIONS + "/") for f in files if f.startswith(SHIPPED_MOTIONS + "/"))
+    clips = sorted(f"{name}_poses.npz" for name in SHIPPED_CLIPS)
+    assert shipped == sorted(["LICENSE", "validation.json", *clips]), shipped
+    assert "motions/README.md" in files
     built = [f for f in files if "/build/lib/" in f or f.endswith(".egg-info")]
     assert not built, built[:5]
 

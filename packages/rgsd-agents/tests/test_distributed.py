@@ -58,7 +58,7 @@ def test_two_gloo_ranks_stay_identical_and_resume_exactly(tmp_path):
     ckpts = straight / "checkpoints"
     assert sorted(p.name for p in ckpts.iterdir()) == ["iter_000002.pt", "iter_000004.pt", "latest.pt"]
     assert (straight / "policy.pt").is_file() and any((straight / "tb").iterdir())
-    state = torch.load(ckpts / "latest.pt", map_location="cpu", weights_only=False)
+    state = torch.load(ckpts / "latest.pt", map_location="cpu", weights_only=True)
     assert state["global_step"] == 4 * 2 * 4 * 8  # iterations x ranks x worlds x horizon
     assert len(state["rank_states"]) == 2 and state["rank_states"][1]["env"] is not None
 

@@ -41,8 +41,8 @@ def test_resume_falls_back_to_the_newest_readable_checkpoint_and_says_why(run_wi
     assert "latest.pt is not a readable checkpoint (truncated or corrupt?)" in lines[0]
     assert "iter_000003.pt is not a readable checkpoint (truncated or corrupt?)" in lines[0]
     # it went on from iteration 2: iteration 3 was trained again and written whole, then 4
-    assert torch.load(ckpts / "iter_000003.pt", weights_only=False)["iteration"] == 3
-    assert torch.load(ckpts / "latest.pt", weights_only=False)["iteration"] == 4
+    assert torch.load(ckpts / "iter_000003.pt", weights_only=True)["iteration"] == 3
+    assert torch.load(ckpts / "latest.pt", weights_only=True)["iteration"] == 4
 
 
 def test_resume_with_no_readable_checkpoint_names_every_file(run_with_three_checkpoints, capsys):
@@ -53,3 +53,37 @@ def test_resume_with_no_readable_checkpoint_names_every_file(run_with_three_chec
     err = capsys.readouterr().err
     assert "no readable checkpoint to resume from" in err
     assert all(name in err for name in ("latest.pt", "iter_000001.pt", "iter_000002.pt", "iter_000003.pt"))
+
+
+def test_every_checkpoint_holds_plain_data_only(run_with_three_checkpoints):
+    from rgsd_envs.utils.files import non_plain_entries
+
+    for path in sorted((run_with_three_checkpoints / "checkpoints").glob("*.pt")):
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        assert non_plain_entries(state) == [], path.name
+        assert state["env"]["core"]["random"]["keys"].dtype == torch.int64  # the uint64 keys' bits
+
+
+def test_resume_refuses_a_checkpoint_carrying_pickled_objects_and_runs_none_of_it(run_with_three_checkpoints, capsys):
+    """A run folder from elsewhere whose latest.pt holds objects: refused by name, no fallback, nothing executed."""
+    import os
+
+    import numpy as np
+
+    class RunsCode:
+        def __reduce__(self):
+            return (os.mkdir, (str(marker),))
+
+    marker = run_with_three_checkpoints / "code_ran"
+    ckpts = run_with_three_checkpoints / "checkpoints"
+    state = torch.load(ckpts / "latest.pt", weights_only=True)
+    state["env"]["core"]["random"]["keys"] = np.zeros(4, dtype=np.uint64)  # as older rgsd versions wrote
+    state["tracker"]["hook"] = RunsCode()
+    torch.save(state, ckpts / "latest.pt")
+    before = {p.name: p.read_bytes() for p in ckpts.glob("*.pt")}
+    assert rgsd(["train", "--resume", str(run_with_three_checkpoints), "--set", "iterations=4", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{ckpts / 'latest.pt'}: holds objects that are not plain data" in err
+    assert "will not unpickle them" in err and "resuming from" not in err
+    assert not marker.exists()
+    assert {p.name: p.read_bytes() for p in ckpts.glob("*.pt")} == before  # nothing trained or written over

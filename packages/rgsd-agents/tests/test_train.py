@@ -285,7 +285,7 @@ def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, tiny_encoder):
     history = runner.learn()
     runner.close()
     assert len(history) == 2
-    assert torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=False)["iteration"] == 2
+    assert torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=True)["iteration"] == 2
     assert load_policy(tmp_path / "run" / "policy.pt").meta["iteration"] == 2
     assert signal.getsignal(signal.SIGINT) is before  # the loop's handler is removed again
 

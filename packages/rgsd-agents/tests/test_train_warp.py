@@ -27,9 +27,9 @@ def test_train_with_the_warp_backend_runs_and_resumes(tmp_path):
     assert main([*argv, "--out", str(out), "--no-progress"]) == 0
     run = RunDir(out)
     assert run.config()["env"]["backend"] == "warp"
-    first = torch.load(out / "checkpoints" / "latest.pt", weights_only=False)
+    first = torch.load(out / "checkpoints" / "latest.pt", weights_only=True)
     assert main(["train", "--resume", str(out), "--set", "iterations=3", "--no-progress"]) == 0
-    resumed = torch.load(out / "checkpoints" / "latest.pt", weights_only=False)
+    resumed = torch.load(out / "checkpoints" / "latest.pt", weights_only=True)
     assert first["iteration"] == 2 and resumed["iteration"] == 3
 
 

@@ -7,7 +7,8 @@ progress bar (its total and ETA follow the time budget: ``rgsd_agents.progress``
 TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
 finishes the iteration and saves, a second aborts), the wall-clock budget and
 exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, the newest readable
-``iter_*.pt``). Keys in a trainer's ``RESUME_CURRICULUM`` may change on resume too: the trainer takes them
+``iter_*.pt``). Checkpoints hold tensors and plain values only and load with ``weights_only=True``
+(``rgsd_envs.utils.files.save_plain``/``load_plain``): resuming a run folder from elsewhere runs no code. Keys in a trainer's ``RESUME_CURRICULUM`` may change on resume too: the trainer takes them
 as a curriculum step (``add_curriculum_step``), and ``record_config_changes`` keeps the run's
 ``config_changes.yaml`` (what changed mid-run, with the iteration and sample count).
 
@@ -35,7 +36,7 @@ from rgsd_agents.distributed import DataParallel
 from rgsd_agents.progress import ProgressBar
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import check_overrides, from_dict
-from rgsd_envs.utils.files import InputFileError, atomic_path
+from rgsd_envs.utils.files import InputFileError, PickledObjectsError, atomic_path, load_plain, save_plain
 
 log = logging.getLogger(__name__)
 LATEST = "latest.pt"
@@ -262,8 +263,7 @@ class TrainingLoop:
             return None
         ckpt_dir = self.run.checkpoints_dir
         path = ckpt_dir / f"iter_{self.iteration:06d}.pt"
-        with atomic_path(path) as tmp:
-            torch.save(state, tmp)
+        save_plain(state, path)
         with atomic_path(ckpt_dir / LATEST) as tmp:
             shutil.copyfile(path, tmp)
         for old in sorted(ckpt_dir.glob("iter_*.pt"))[: -self.cfg.keep_checkpoints]:
@@ -289,9 +289,15 @@ class TrainingLoop:
         raise InputFileError(run.checkpoints_dir, f"no readable checkpoint to resume from: {'; '.join(skipped)}")
 
     def load_checkpoint(self, path: str | Path) -> None:
-        """Load a checkpoint written by ``save_checkpoint`` (a trusted file: it holds Python objects)."""
+        """Load a checkpoint written by ``save_checkpoint``: plain data only (``weights_only=True``), so a run
+        folder from elsewhere cannot run code; one that carries pickled objects is refused (PickledObjectsError,
+        not skipped for an older checkpoint)."""
         try:
-            state = torch.load(path, map_location="cpu", weights_only=False)
+            state = load_plain(
+                path, hint="resume only checkpoints written by this version of rgsd, or start the run again"
+            )
+        except PickledObjectsError:
+            raise
         except Exception as err:
             raise UnreadableCheckpoint(path, "not a readable checkpoint (truncated or corrupt?)", str(err)) from None
         if not isinstance(state, dict) or state.get("format") != self.CHECKPOINT_FORMAT:

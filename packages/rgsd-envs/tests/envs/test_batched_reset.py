@@ -73,6 +73,23 @@ def _world_random_source(n: int, seed: int = 0):
     return r, ids
 
 
+def test_world_random_state_is_plain_tensors_and_restores_keys_above_2_63_bit_for_bit(tmp_path):
+    from rgsd_envs.utils.files import load_plain, save_plain
+
+    r, ids = _world_random_source(64, seed=3)
+    r.advance(ids[::2])
+    assert (r.keys >= np.uint64(2**63)).any()  # keys that do not fit an int64: saved as their bits
+    state = load_plain(save_plain(r.state_dict(), tmp_path / "random.pt"))
+    assert all(type(v) is torch.Tensor and v.dtype == torch.int64 for v in state.values())
+    back = WorldRandom(64)
+    back.load_state_dict(state)
+    np.testing.assert_array_equal(back.keys, r.keys)
+    np.testing.assert_array_equal(back.episodes, r.episodes)
+    np.testing.assert_array_equal(back.uniform(ids, 5, 6), r.uniform(ids, 5, 6))
+    with pytest.raises(ValueError, match="saved random state has 64 worlds, this environment 8"):
+        WorldRandom(8).load_state_dict(state)
+
+
 @pytest.mark.parametrize("kappa", [0.0, 2.0, 20.0, 500.0])
 def test_vmf_batch_gives_unit_vectors_with_the_theoretical_mean_direction_and_length(kappa):
     n = 6000

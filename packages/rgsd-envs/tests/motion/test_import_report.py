@@ -15,26 +15,26 @@ from rgsd_envs.motion.importer import REPORT_NAME
 
 
 @pytest.fixture(scope="module")
-def shared_import(real_motion_files, tmp_path_factory) -> tuple[dict, str]:
-    """The MIT clips in ../shared/motions/deepmimic-smpl imported with the CLI: the report and what it printed."""
+def mit_import(real_motion_files, tmp_path_factory) -> tuple[dict, str]:
+    """The MIT clips in motions/deepmimic-smpl imported with the CLI: the report and what it printed."""
     out = tmp_path_factory.mktemp("mit")
-    shared_clips = real_motion_files[0].parent
+    mit_clips = real_motion_files[0].parent
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        assert main(["import", str(shared_clips), "--out", str(out), "--quiet"]) == 0
+        assert main(["import", str(mit_clips), "--out", str(out), "--quiet"]) == 0
     return json.loads((out / REPORT_NAME).read_text()), buf.getvalue()
 
 
-def test_shared_clips_import_with_every_joint_residual_under_a_thousandth_of_a_degree(shared_import):
-    report, printed = shared_import
+def test_mit_clips_import_with_every_joint_residual_under_a_thousandth_of_a_degree(mit_import):
+    report, printed = mit_import
     assert report["kept"] == 8 and report["rejected"] == 0
     worst = max(report["files"], key=lambda f: f["max_residual_deg"])
     assert worst["max_residual_deg"] < 1e-3, worst
     assert printed.startswith("kept 8, skipped 0 shape file(s), rejected 0")
 
 
-def test_report_has_rates_frames_and_seconds_before_and_after_resampling(shared_import):
-    files = {Path(f["source"]).name: f for f in shared_import[0]["files"]}
+def test_report_has_rates_frames_and_seconds_before_and_after_resampling(mit_import):
+    files = {Path(f["source"]).name: f for f in mit_import[0]["files"]}
     spin = files["spinkick_poses.npz"]  # 78 frames at 60 Hz
     assert (spin["status"], spin["source_fps"], spin["frames_in"], spin["frames_out"]) == ("kept", 60.0, 78, 39)
     assert spin["seconds_in"] == pytest.approx(77 / 60) and spin["seconds_out"] == pytest.approx(38 / 30)

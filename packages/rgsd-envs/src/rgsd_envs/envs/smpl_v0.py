@@ -269,12 +269,12 @@ class RGSDVectorEnv(_Observer, VectorEnv):
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly (simulator, episodes, generators)."""
-        return {"core": self.core.state_dict(), "autoreset": self._autoreset.copy()}
+        return {"core": self.core.state_dict(), "autoreset": torch.from_numpy(self._autoreset.copy())}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly from ``state_dict``."""
         self.core.load_state_dict(state["core"])
-        self._autoreset = np.asarray(state["autoreset"], dtype=bool).copy()
+        self._autoreset = torch.as_tensor(state["autoreset"]).numpy().astype(bool)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Release the simulator."""

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 _U64 = np.uint64
 _MASK32 = _U64(0xFFFFFFFF)
@@ -76,6 +77,13 @@ def _seed_array(seeds: Sequence[int | None] | np.ndarray) -> np.ndarray:
     return arr.astype(_U64)
 
 
+def _as_u64(value: torch.Tensor | np.ndarray) -> np.ndarray:
+    """uint64 words from a ``WorldRandom.state_dict`` entry (an int64 tensor of their bits, or a uint64 array)."""
+    if isinstance(value, torch.Tensor):
+        return value.cpu().numpy().astype(np.int64, copy=False).view(_U64)
+    return np.asarray(value, dtype=_U64)
+
+
 def box_muller(u: np.ndarray) -> np.ndarray:
     """Standard normals (n, 2k) from uniforms in [0, 1) (n, 2k): first half radii, second half angles."""
     pairs = u.shape[-1] // 2
@@ -127,12 +135,13 @@ class WorldRandom:
         return box_muller(self.uniform(ids, stream, count + count % 2))[:, :count]
 
     def state_dict(self) -> dict[str, Any]:
-        """Keys and episode counters (for checkpoints)."""
-        return {"keys": self.keys.copy(), "episodes": self.episodes.copy()}
+        """Keys and episode counters (for checkpoints): int64 tensors holding the uint64 bits (torch files of
+        plain data hold tensors, and torch has no full uint64 support)."""
+        return {name: torch.from_numpy(getattr(self, name).view(np.int64).copy()) for name in ("keys", "episodes")}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly from ``state_dict``."""
-        keys, episodes = np.asarray(state["keys"], dtype=_U64), np.asarray(state["episodes"], dtype=_U64)
+        keys, episodes = (_as_u64(state[name]) for name in ("keys", "episodes"))
         if keys.shape != self.keys.shape or episodes.shape != self.episodes.shape:
             raise ValueError(f"saved random state has {keys.shape[0]} worlds, this environment {self.keys.shape[0]}")
         self.keys, self.episodes = keys.copy(), episodes.copy()

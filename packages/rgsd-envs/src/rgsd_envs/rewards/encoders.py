@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, FRAME_DIM, FRAME_LAYOUT, SKILL_DIM
-from rgsd_envs.utils.files import InputFileError, atomic_path
+from rgsd_envs.utils.files import InputFileError, PickledObjectsError, load_plain, save_plain
 
 Tensor = torch.Tensor
 EncoderLike = Callable[[Tensor], Tensor]
@@ -88,9 +88,7 @@ class MLPEncoder(nn.Module):
             "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
             **extra,
         }
-        with atomic_path(path) as tmp:
-            torch.save(payload, tmp)
-        return Path(path)
+        return save_plain(payload, path)
 
 
 def read_encoder_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -99,7 +97,9 @@ def read_encoder_file(path: str | os.PathLike) -> dict[str, Any]:
     if not path.is_file():
         raise InputFileError(path, "no such encoder file (make one with `rgsd pretrain`)")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        payload = load_plain(path)
+    except PickledObjectsError:
+        raise
     except Exception as err:  # torch raises many types for corrupt files
         raise InputFileError(path, f"not a readable encoder file (truncated or corrupt?): {err}") from None
     if not isinstance(payload, dict) or payload.get("format") != ENCODER_FILE_FORMAT:

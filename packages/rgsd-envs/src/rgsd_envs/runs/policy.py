@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rgsd_envs.utils.files import InputFileError, atomic_path
+from rgsd_envs.utils.files import InputFileError, PickledObjectsError, load_plain, save_plain
 
 Tensor = torch.Tensor
 POLICY_FILE_FORMAT = "rgsd-policy"
@@ -133,9 +133,7 @@ class PolicyMLP(nn.Module):
             "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
             "meta": meta,
         }
-        with atomic_path(path) as tmp:
-            torch.save(payload, tmp)
-        return Path(path)
+        return save_plain(payload, path)
 
 
 def load_policy(path: str | os.PathLike) -> PolicyMLP:
@@ -144,7 +142,9 @@ def load_policy(path: str | os.PathLike) -> PolicyMLP:
     if not path.is_file():
         raise InputFileError(path, "no such policy file (a training run writes <run>/policy.pt)")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        payload = load_plain(path)
+    except PickledObjectsError:
+        raise
     except Exception as err:
         raise InputFileError(path, f"not a readable policy file (truncated or corrupt?): {err}") from None
     if not isinstance(payload, dict) or payload.get("format") != POLICY_FILE_FORMAT:

@@ -1,16 +1,26 @@
-"""File helpers shared by all rgsd packages: atomic writes and input errors."""
+"""File helpers shared by all rgsd packages: atomic writes, input errors, .npz reads and torch files of plain data.
+
+rgsd's torch files (checkpoints, policies, encoders) hold tensors and plain values only, so they load with
+``torch.load(weights_only=True)``: a file from elsewhere cannot run code when it is read. ``save_plain`` refuses
+anything else at save time and ``load_plain`` refuses files that carry pickled objects.
+"""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
+import pickle
+import re
 import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import torch
 
 
 class InputFileError(ValueError):
@@ -112,3 +122,85 @@ def npz_text(value: np.ndarray | str | bytes) -> str:
     """A string stored in an .npz (0-d unicode or bytes array, or a plain str/bytes)."""
     item = value.item() if isinstance(value, np.ndarray) else value
     return item.decode("utf-8", errors="replace") if isinstance(item, bytes) else str(item)
+
+
+PLAIN_TYPES: tuple[type, ...] = (
+    dict,
+    collections.OrderedDict,  # what nn.Module.state_dict returns
+    list,
+    tuple,
+    str,
+    int,
+    float,
+    bool,
+    type(None),
+    torch.Tensor,
+    torch.nn.Parameter,
+    torch.Size,
+    torch.dtype,
+    torch.device,
+)
+"""Exact types a torch file of plain data may hold (all load with ``weights_only=True``; subclasses such as
+numpy's float64 or a named tuple would be pickled as objects and are not plain)."""
+
+
+class PickledObjectsError(InputFileError):
+    """A torch file that carries pickled Python objects: rgsd refuses it instead of unpickling (that can run code)."""
+
+
+def non_plain_entries(obj: Any, where: str = "") -> list[str]:
+    """Where ``obj`` holds something other than ``PLAIN_TYPES`` ("key.sub[2] (numpy.ndarray)"); empty when plain."""
+    kind = type(obj)
+    if kind not in PLAIN_TYPES:
+        return [f"{where or '<top>'} ({kind.__module__}.{kind.__qualname__})"]
+    found: list[str] = []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            path = f"{where}.{key}" if where else str(key)
+            if type(key) not in PLAIN_TYPES:
+                found.append(f"{path} (a key of type {type(key).__module__}.{type(key).__qualname__})")
+            found += non_plain_entries(value, path)
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            found += non_plain_entries(value, f"{where}[{i}]")
+    return found
+
+
+def save_plain(obj: Any, path: str | os.PathLike) -> Path:
+    """``torch.save`` of plain data (``PLAIN_TYPES`` only), atomically; a TypeError names the first other entry."""
+    bad = non_plain_entries(obj)
+    if bad:
+        raise TypeError(
+            f"{path}: refusing to save {bad[0]}{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}: rgsd torch "
+            "files hold tensors and plain Python values only (convert arrays with torch.from_numpy, numbers with "
+            "float() or int())"
+        )
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+    return Path(path)
+
+
+def load_plain(path: str | os.PathLike, hint: str = "use a file written by this version of rgsd") -> Any:
+    """``torch.load(weights_only=True)`` on the CPU; a file carrying pickled objects is a PickledObjectsError (its
+    message ends with ``hint``, what to do instead).
+
+    Other failures (a truncated or corrupt file) are torch's own exceptions, for the caller to word."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        text = str(err)
+        if not _OBJECT_REFUSED.search(text):
+            raise  # not an object but garbage (an unknown opcode, a broken stream): the caller says corrupt
+        found = re.search(r"GLOBAL ([\w.]+)", text)
+        what = f" ({found.group(1)})" if found else ""
+        raise PickledObjectsError(
+            path,
+            f"holds objects that are not plain data{what}; rgsd will not unpickle them, since unpickling can run "
+            f"code (rgsd writes tensors and plain values only): {hint}",
+        ) from None
+
+
+_OBJECT_REFUSED = re.compile(
+    r"Unsupported global|unsupported GLOBAL|Can only create new object|call reduce for unrecognized|Can only build"
+)
+"""How torch's weights-only unpickler words a refused object (a class, a function, a reduce call)."""
