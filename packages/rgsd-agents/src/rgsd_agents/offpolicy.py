@@ -37,7 +37,6 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +46,7 @@ import torch
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.config import TrainConfig, resolve
 from rgsd_agents.loop import TrainingLoop, load_generator_state
+from rgsd_agents.offpolicy_config import OffPolicyConfig
 from rgsd_agents.precision import configure_tf32
 from rgsd_agents.replay import ReplayBuffer
 from rgsd_envs.envs.observations import FRAME_DIM
@@ -60,32 +60,6 @@ from rgsd_envs.utils.threads import torch_threads
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class OffPolicyConfig:
-    """The off-policy loop (see the module docstring for the schedule and its defaults)."""
-
-    steps_per_iteration: int = 10
-    """Steps of all worlds per iteration."""
-    updates_per_iteration: int = 50
-    """Gradient steps after them."""
-    random_steps: int = 50_000
-    """Transitions (all worlds together) with uniformly random actions before the first update (paper: 1000
-    steps of its 50 worlds)."""
-    replay_capacity: int = 1_000_000
-    """Transitions the replay buffer holds, allocated at the start (3.2 KB each: 1 M is ~3.2 GB, which a CPU
-    machine holds; the paper's 5 M, ~16 GB, is for a GPU learner)."""
-    replay_checkpoint_max_gb: float = 1.0
-    """Checkpoints hold the replay rows while they take at most this (exact resume); beyond it a resumed run
-    refills the buffer (not bit-identical)."""
-
-    def __post_init__(self) -> None:
-        for name in ("steps_per_iteration", "updates_per_iteration", "replay_capacity"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"loop.{name} must be >= 1, got {getattr(self, name)}")
-        if self.random_steps < 0 or self.replay_checkpoint_max_gb < 0:
-            raise ValueError("loop.random_steps and loop.replay_checkpoint_max_gb must be >= 0")
 
 
 class OffPolicyRunner(TrainingLoop):

@@ -59,7 +59,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rgsd_agents.methods.base import MethodContext, SkillMethod
-from rgsd_agents.offpolicy import OffPolicyConfig
+from rgsd_agents.offpolicy_config import OffPolicyConfig
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.runs.policy import PolicyMLP, fold_batch_stats
 
