@@ -1,0 +1,66 @@
+"""Every method's presets (``<method>`` and ``<method>_paper``) train two seeded iterations from the CLI, shrunk."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from rgsd_agents.cli import main as rgsd
+from rgsd_agents.methods import METHODS
+from rgsd_envs.runs.run_dir import RunDir
+
+SHRINK = [
+    "num_envs=4", "horizon=8", "iterations=2", "probe_every=0", "checkpoint_every=1", "max_minutes=null",
+    "networks.actor_hidden=[16]", "networks.critic_hidden=[16]", "ppo.minibatch_size=16",
+    "pretrain.hidden=[16]", "pretrain.steps=5", "pretrain.batch_size=16", "pretrain.target_alignment=null",
+]  # fmt: skip
+"""Every preset's sizes cut to seconds of work (the method's own sizes are in ``OPTIONS``)."""
+OPTIONS = {
+    "rgsd": {"minibatch_size": 16},
+    "diayn": {"minibatch_size": 16},
+    "ase": {"hidden": [16], "minibatch_size": 16},
+    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "minibatch_size": 16},
+    "metra": {"hidden": [16], "minibatch_size": 16, "phi_steps": 2},
+    "fb_cpr": {
+        "batch_size": 32,
+        "f_hidden": 16,
+        "critic_hidden": 16,
+        "b_hidden": 16,
+        "disc_hidden": 16,
+        "z_buffer_size": 64,
+        "loop": {"steps_per_iteration": 2, "updates_per_iteration": 2, "random_steps": 8, "replay_capacity": 64},
+    },  # fmt: skip
+}
+PRESETS = [name for method in METHODS for name in (method, f"{method}_paper")]
+
+
+def test_every_method_has_shrink_options():
+    assert set(OPTIONS) == set(METHODS)
+
+
+def _sets(method: str) -> list[str]:
+    from rgsd_agents.methods import method_config
+
+    known = {f.name for f in dataclasses.fields(type(method_config(method, {})))}
+    sets = SHRINK + [f"method.options.{k}={json.dumps(v)}" for k, v in OPTIONS[method].items() if k in known]
+    return [a for kv in sets for a in ("--set", kv)]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_preset_trains_two_seeded_iterations_and_resumes(preset, tmp_path):
+    method = preset.removesuffix("_paper")
+    out = tmp_path / "run"
+    args = ["train", "--config", preset, "--out", str(out), "--device", "cpu", "--no-progress", "--seed", "3"]
+    assert rgsd([*args, *_sets(method)]) == 0
+    run = RunDir(out)
+    saved = run.config()
+    assert saved["method"]["name"] == method and saved["seed"] == 3
+    assert saved["env"]["p_imitation"] == (0.0 if not METHODS[method].IMITATION else saved["env"]["p_imitation"])
+    assert run.method()["name"] == method and run.policy_path.is_file()
+    latest = torch.load(out / "checkpoints" / "latest.pt", weights_only=True)
+    assert latest["iteration"] == 2
+    assert rgsd(["train", "--resume", str(out), "--set", "iterations=3", "--no-progress"]) == 0
+    assert torch.load(out / "checkpoints" / "latest.pt", weights_only=True)["iteration"] == 3
