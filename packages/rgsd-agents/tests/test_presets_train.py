@@ -32,7 +32,7 @@ OPTIONS = {
         "disc_hidden": 16,
         "z_buffer_size": 64,
         "loop": {"steps_per_iteration": 2, "updates_per_iteration": 2, "random_steps": 8, "replay_capacity": 64},
-    },  # fmt: skip
+    },
 }
 PRESETS = [name for method in METHODS for name in (method, f"{method}_paper")]
 
