@@ -63,7 +63,7 @@ from rgsd_envs.rewards.encoders import load_encoder
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
 from rgsd_envs.utils.device import HostBridge, resolve_device
-from rgsd_envs.utils.files import InputFileError, atomic_path
+from rgsd_envs.utils.files import atomic_path
 from rgsd_envs.utils.threads import torch_threads
 
 Tensor = torch.Tensor

@@ -25,7 +25,7 @@ OWN_REWARD = sorted(name for name, cls in METHODS.items() if not cls.ENV_REWARD 
 
 
 def test_every_method_with_its_own_reward_is_tested_here():
-    assert OWN_REWARD == sorted(TINY)
+    assert sorted(TINY) == OWN_REWARD
 
 
 @pytest.fixture(scope="module")
