@@ -79,3 +79,20 @@ def test_report_videos_and_tiles_are_at_least_480_by_360_by_default():
     assert inspect.signature(render_tiles).parameters["size"].default == EvalConfig().video_size
     params = inspect.signature(render_side_by_side).parameters
     assert params["width"].default >= 480 and params["height"].default >= 360
+
+
+def test_play_rolls_out_the_clip_latent_a_run_stored(tmp_path):
+    """An FB-CPR run (no encoder.pt; method.json names its clip_latents.json) plays its stored latent."""
+    import json
+
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_eval.testing import make_fake_run
+
+    method = {"name": "fb_cpr", "latent_choice": "clip_latents", "clip_latents": "clip_latents.json"}
+    run = make_fake_run(tmp_path / "fb", p_imitation=0.0, encoder_hidden=None, method=method)
+    names = MotionLib("demo").names
+    latents = {n: np.eye(16)[i % 16].tolist() for i, n in enumerate(names)}
+    (run / "clip_latents.json").write_text(json.dumps(latents))
+    played = play_rollout(run, clip=names[1], frames=3)
+    np.testing.assert_allclose(played.skill, latents[names[1]])
+    assert played.qpos.shape[0] == 3

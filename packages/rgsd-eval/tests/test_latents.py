@@ -70,3 +70,34 @@ def test_auto_mode_follows_the_run_s_method_json(tmp_path):
     (ase / "method.json").write_text('{"name": "ase", "latent_choice": "nearest"}')
     with pytest.raises(InputFileError, match="latent_choice"):
         load_run(ase)
+
+
+def test_auto_mode_evaluates_the_clip_latents_a_run_stored(tmp_path):
+    """A run whose method.json has latent_choice "clip_latents" (FB-CPR) is evaluated with its stored latents."""
+    import json
+
+    from rgsd_envs.utils.files import InputFileError
+    from rgsd_eval.config import EvalConfig
+    from rgsd_eval.evaluate import ReferenceFeatures, evaluate_run
+    from rgsd_eval.runs import load_motions, load_run
+    from rgsd_eval.testing import make_fake_run
+
+    method = {"name": "fb_cpr", "latent_choice": "clip_latents", "clip_latents": "latents.json"}
+    run = make_fake_run(tmp_path / "fb", p_imitation=0.0, encoder_hidden=None, method=method)
+    lib = load_motions("demo")
+    rng = np.random.default_rng(0)
+    stored = {name: (3.0 * rng.standard_normal(16)).tolist() for name in lib.names}  # any norm: normalised on read
+    (run / "latents.json").write_text(json.dumps(stored))
+    loaded = load_run(run, best_of=8)
+    assert loaded.latent == LatentMode("stored") and loaded.clip_latents == run / "latents.json"
+    assert load_run(run, latent="stored").latent == LatentMode("stored")
+    cfg = EvalConfig(rollouts=2, kappas=(20.0,), video=False, progress=False, trajectory_rollouts=2, sweep_clips=1)
+    ev = evaluate_run(loaded, lib, ReferenceFeatures.of(lib, cfg.fid_window), cfg)
+    assert ev.metrics["latent"] == "stored" and "search" not in ev.metrics
+    for name, z in stored.items():
+        np.testing.assert_allclose(ev.metrics["clip_latents"][name], np.asarray(z) / np.linalg.norm(z), atol=1e-6)
+    with pytest.raises(InputFileError, match="clip_latents"):
+        load_run(make_fake_run(tmp_path / "ase", p_imitation=0.0), latent="stored")  # a run without stored latents
+    (run / "latents.json").unlink()
+    with pytest.raises(InputFileError, match="clip_latents"):
+        load_run(run)

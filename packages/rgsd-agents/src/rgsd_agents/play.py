@@ -3,7 +3,7 @@
 The rollout is an evaluation rollout (``rgsd_eval.rollouts``): the humanoid
 starts in the clip's first reference frame and runs the policy's mean action
 with the skill ``z = z_m`` (the clip's embedding under the run's frozen
-encoder) or, with ``kappa``, one sample ``z ~ vMF(z_m, kappa)``, without early
+encoder, or the clip's latent the run stored: FB-CPR's ``clip_latents.json``) or, with ``kappa``, one sample ``z ~ vMF(z_m, kappa)``, without early
 termination, to the clip's last frame. The camera follows the pelvis
 (``rgsd_envs.render.FollowCamera``).
 """
@@ -24,6 +24,7 @@ from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import model_for_clip, render_side_by_side
+from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
 from rgsd_eval.rollouts import RolloutJobs, run_rollouts
 from rgsd_eval.runs import load_motions, load_run
 
@@ -57,7 +58,8 @@ def play_rollout(
     seed: int = 0,
 ) -> PlayedRollout:
     """Roll out ``run``'s policy on ``clip``'s skill (default: the first clip); ``frames`` cuts it short."""
-    loaded = load_run(run, latent="encoder")
+    stored = RunDir(run).clip_latents_path() if RunDir(run).path.is_dir() else None
+    loaded = load_run(run, latent="encoder" if stored is None else "stored")
     source = motions or loaded.env_config.motions
     lib = load_motions(motions) if motions else MotionLib(source)
     c = 0 if clip is None else _clip_index(lib.names, clip, source)
@@ -70,10 +72,13 @@ def play_rollout(
         encoder_reward=False,
         config=loaded.env_config,
         motions=lib,
-        encoder=str(loaded.encoder_path),
+        encoder=None if loaded.encoder_path is None else str(loaded.encoder_path),
     )
     try:
-        z_m = env.unwrapped.core.clip_embeddings[c].cpu().double().numpy()
+        if stored is not None:
+            z_m = load_clip_latents(stored, list(lib.names))[c].double().numpy()
+        else:
+            z_m = env.unwrapped.core.clip_embeddings[c].cpu().double().numpy()
         z = z_m if kappa is None else skills.sample_vmf(np.random.default_rng(seed), z_m, float(kappa))
         jobs = RolloutJobs(clip=[c], skill=z[None], group=0, keep_qpos=True)
         res = run_rollouts(env, loaded.policy, jobs, seed=seed, fall_height=loaded.fall_height, features=False)

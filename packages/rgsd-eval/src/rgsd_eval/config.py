@@ -36,9 +36,10 @@ class EvalConfig:
     """Categories whose first clip leads the sweep's clips (the paper protocol: run, sidestep, backward); the
     first clip of every other category follows (``protocol.sweep_clip_ids``)."""
     latent: str = "auto"
-    """"encoder" (z_m of the run's encoder), "best-of-N" (lowest-error of N uniform latents per clip), or
-    "auto": best-of-``best_of`` for runs without a grounded encoder (p_imitation 0, random encoder init, no
-    encoder.pt), else encoder."""
+    """"encoder" (z_m of the run's encoder), "stored" (the latents the run wrote per clip, method.json's
+    ``clip_latents``), "best-of-N" (lowest-error of N uniform latents per clip), or "auto": what the run's
+    method.json says; without one, best-of-``best_of`` for runs without a grounded encoder (p_imitation 0, random
+    encoder init, no encoder.pt), else encoder."""
     best_of: int = QUICK.best_of
     """N of best-of-N when ``latent`` is "auto" (the paper uses 500)."""
     action_noise: float = QUICK.action_noise

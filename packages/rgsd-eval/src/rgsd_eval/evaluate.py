@@ -26,6 +26,7 @@ from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.clip import CATEGORIES
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import embed, within_motion_alignment
+from rgsd_envs.runs.run_dir import load_clip_latents
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.features import FEATURE_DIM, heading_directions, motion_features
 from rgsd_eval.fid import GaussianStats, fid
@@ -130,6 +131,8 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         latents = z_m
         if loaded.latent.kind == "best-of":
             latents, search = _search(env, loaded, lib, cfg, common)
+        elif loaded.latent.kind == "stored":
+            latents = load_clip_latents(loaded.clip_latents, list(lib.names)).double().numpy()
         jobs = _eval_jobs(lib, latents, cfg, plan)
         res = run_rollouts(env, loaded.policy, jobs, desc=f"{loaded.label}: rollouts", **common)
         embedding = _embedding(core, lib, latents) if loaded.encoder_path is not None else None

@@ -1,4 +1,4 @@
-"""Which skill z each clip is evaluated with: the encoder's z_m or the best of N sampled latents.
+"""Which skill z each clip is evaluated with: the encoder's z_m, latents the run stored, or the best of N.
 
 Baselines without a grounded encoder (the DIAYN ablation) have no meaningful
 z_m; following the paper, N latents are drawn uniformly on the sphere per clip,
@@ -24,7 +24,8 @@ _STREAM_SEARCH, _STREAM_VMF = 1, 2
 
 @dataclass(frozen=True)
 class LatentMode:
-    """How clip latents are chosen: "encoder" (z_m) or "best-of" with n candidates; "auto" decides per run."""
+    """How clip latents are chosen: "encoder" (z_m), "stored" (the run's ``clip_latents`` file) or "best-of" with n
+    candidates; "auto" decides per run."""
 
     kind: str
     n: int = DEFAULT_BEST_OF
@@ -34,15 +35,15 @@ class LatentMode:
 
 
 def parse_latent_mode(text: str) -> LatentMode:
-    """Parse "auto", "encoder" or "best-of-N" (N >= 1)."""
+    """Parse "auto", "encoder", "stored" or "best-of-N" (N >= 1)."""
     t = str(text).strip().lower()
-    if t in ("auto", "encoder"):
+    if t in ("auto", "encoder", "stored"):
         return LatentMode(t)
     m = re.fullmatch(r"best-of-(\d+)", t)
     if m and int(m.group(1)) >= 1:
         return LatentMode("best-of", int(m.group(1)))
     raise ValueError(
-        f"latent mode must be 'auto', 'encoder' or 'best-of-N' with N >= 1 (e.g. best-of-64), got {text!r}"
+        f"latent mode must be 'auto', 'encoder', 'stored' or 'best-of-N' with N >= 1 (e.g. best-of-64), got {text!r}"
     )
 
 

@@ -17,6 +17,9 @@ from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.latents import LatentMode, auto_latent_mode, parse_latent_mode
 from rgsd_eval.rollouts import eval_env_config
 
+AUTO_MODES = {"encoder": LatentMode("encoder"), "clip_latents": LatentMode("stored")}
+"""``--latent auto`` for a run's ``method.json`` ``latent_choice`` (others: best-of-N)."""
+
 
 @dataclass
 class LoadedRun:
@@ -35,6 +38,8 @@ class LoadedRun:
     latent: LatentMode
     method: str = "rgsd"
     """The run's skill method (``method.json``; older runs: rgsd, or diayn with a random encoder)."""
+    clip_latents: Path | None = None
+    """The run's stored per-clip latents (``method.json``'s ``clip_latents``), read by the "stored" mode."""
 
 
 def load_run(
@@ -62,7 +67,7 @@ def load_run(
     latent_encoder = run.latent_encoder_path()
     mode = parse_latent_mode(latent)
     if mode.kind == "auto" and info is not None:  # the run's method says how its paper picks a clip's latent
-        mode = LatentMode("encoder") if info["latent_choice"] == "encoder" else LatentMode("best-of", best_of)
+        mode = AUTO_MODES.get(info["latent_choice"], LatentMode("best-of", best_of))
     elif mode.kind == "auto":
         mode = auto_latent_mode(base.p_imitation, raw.get("encoder_init"), latent_encoder is not None, best_of)
     if mode.kind == "encoder" and latent_encoder is None and run.encoder_path.is_file():
@@ -71,10 +76,15 @@ def load_run(
         raise InputFileError(
             run.encoder_path, "missing: --latent encoder needs the run's frozen encoder; use --latent best-of-N instead"
         )
+    stored = run.clip_latents_path()
+    if mode.kind == "stored" and stored is None:
+        raise InputFileError(
+            run.file(RunDir.METHOD), "--latent stored needs a run whose method.json names clip_latents", "clip_latents"
+        )
     encoder = latent_encoder or (run.encoder_path if run.encoder_path.is_file() else None)
     env_config, fall_height = eval_env_config(base)
     method = info["name"] if info is not None else ("diayn" if raw.get("encoder_init") == "random" else "rgsd")
-    return LoadedRun(run, label or run.name, policy, env_config, fall_height, encoder, mode, method)
+    return LoadedRun(run, label or run.name, policy, env_config, fall_height, encoder, mode, method, stored)
 
 
 def unique_labels(names: list[str]) -> list[str]:

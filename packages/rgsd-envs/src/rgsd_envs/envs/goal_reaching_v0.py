@@ -45,7 +45,6 @@ nearest style clip latent, 0 for freestyle), ``fall``.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -65,9 +64,8 @@ from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.envs.smpl_v0 import final_obs_info
 from rgsd_envs.envs.world_random import Stream
 from rgsd_envs.runs.policy import PolicyMLP
-from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
 from rgsd_envs.utils import rotations as rot
-from rgsd_envs.utils.files import InputFileError
 from rgsd_envs.utils.host_reads import read_host_flags
 from rgsd_envs.utils.threads import env_side
 
@@ -134,21 +132,6 @@ def goal_in_heading_frame(root_pos: Tensor, root_rot: Tensor, goal: Tensor) -> T
     return torch.stack((c * d[:, 0] + s * d[:, 1], -s * d[:, 0] + c * d[:, 1]), dim=-1)
 
 
-def load_clip_latents(path: str | os.PathLike, names: list[str], device: torch.device) -> Tensor:
-    """(clips, 16) unit latents in the library's clip order from a ``clip_latents`` JSON file."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputFileError(path, f"not a readable clip-latents JSON file: {err}") from None
-    missing = [n for n in names if n not in data]
-    if missing:
-        raise InputFileError(path, f"no latent for clip {missing[0]!r} (the low-level run's clips: {', '.join(names)})")
-    z = torch.tensor([data[n] for n in names], dtype=torch.float32, device=device)
-    if z.shape[1:] != (SKILL_DIM,):
-        raise InputFileError(path, f"latents must have {SKILL_DIM} numbers, got {z.shape[1]}")
-    return torch.nn.functional.normalize(z, dim=-1)
-
-
 def style_embedding(core: RGSDCore, style: str, clip_latents: Tensor | None = None) -> Tensor | None:
     """z_style (K, 16): the normalised latents of the style's K clips (``clip_latents``, else the encoder's
     embeddings; None for freestyle)."""
@@ -205,12 +188,14 @@ class GoalReachingCore:
         self.policy: PolicyMLP = run.load_policy()
         self.num_envs = num_envs
         self.device = self.core.device
+        stored = self.cfg.clip_latents if self.cfg.clip_latents is not None else run.clip_latents_path()
         self.clip_latents = (
             self.core.clip_embeddings
-            if self.cfg.clip_latents is None
-            else load_clip_latents(self.cfg.clip_latents, list(self.core.lib.names), self.core.device)
+            if stored is None
+            else load_clip_latents(stored, list(self.core.lib.names), self.core.device)
         )
-        """(clips, 16) each clip's latent: the run's encoder embeddings or ``clip_latents``."""
+        """(clips, 16) each clip's latent: ``clip_latents``, the run's stored ones (method.json) or its encoder
+        embeddings."""
         info = run.method()
         if info is not None and info["latent_choice"] == "best_of_n" and self.cfg.clip_latents is None:
             log.warning(

@@ -80,10 +80,13 @@ class ExportedPolicy(nn.Module):
         self.register_buffer("scale", torch.as_tensor(sk.ACTION_SCALE, dtype=torch.float32))
         self.clip = float(norm.clip)
         self.net = policy.net
+        self.squash = policy.output == "tanh"
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(action, pd_target) for raw observations (B, 375)."""
         action = self.net(((obs - self.mean) / self.std).clamp(-self.clip, self.clip))
+        if self.squash:
+            action = torch.tanh(action)
         return action, self.offset + self.scale * action.clamp(-1.0, 1.0)
 
 

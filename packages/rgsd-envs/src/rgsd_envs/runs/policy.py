@@ -22,6 +22,9 @@ from rgsd_envs.utils.files import InputFileError, atomic_path
 Tensor = torch.Tensor
 POLICY_FILE_FORMAT = "rgsd-policy"
 POLICY_FILE_VERSION = 1
+OUTPUTS = ("linear", "tanh")
+"""The mean action's last step: the MLP's output as is (PPO actors), or squashed by tanh into [-1, 1]
+(off-policy actors such as FB-CPR's, whose critics are trained on actions inside the box)."""
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 
 
@@ -88,17 +91,25 @@ class PolicyMLP(nn.Module):
     """Deterministic part of the actor: normalise, MLP, mean action (B, act_dim)."""
 
     def __init__(
-        self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (1024, 1024, 1024, 512), activation: str = "tanh"
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: Sequence[int] = (1024, 1024, 1024, 512),
+        activation: str = "tanh",
+        output: str = "linear",
     ):
         super().__init__()
+        if output not in OUTPUTS:
+            raise ValueError(f"output must be one of {', '.join(OUTPUTS)}, got {output!r}")
         self.obs_dim, self.act_dim = int(obs_dim), int(act_dim)
-        self.hidden, self.activation = tuple(int(h) for h in hidden), activation
+        self.hidden, self.activation, self.output = tuple(int(h) for h in hidden), activation, output
         self.normalizer = ObsNormalizer(obs_dim)
         self.net = mlp(obs_dim, self.hidden, act_dim, activation)
 
     def forward(self, obs: Tensor) -> Tensor:
         """Mean action for raw observations (B, obs_dim)."""
-        return self.net(self.normalizer(obs))
+        out = self.net(self.normalizer(obs))
+        return torch.tanh(out) if self.output == "tanh" else out
 
     @torch.no_grad()
     def act(self, obs: Any) -> Tensor:
@@ -117,6 +128,7 @@ class PolicyMLP(nn.Module):
             "act_dim": self.act_dim,
             "hidden": list(self.hidden),
             "activation": self.activation,
+            "output": self.output,
             "clip": self.normalizer.clip,
             "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
             "meta": meta,
@@ -140,7 +152,10 @@ def load_policy(path: str | os.PathLike) -> PolicyMLP:
     for key in ("obs_dim", "act_dim", "hidden", "activation", "state_dict"):
         if key not in payload:
             raise InputFileError(path, "missing", key)
-    pol = PolicyMLP(payload["obs_dim"], payload["act_dim"], payload["hidden"], payload["activation"])
+    output = payload.get("output", "linear")  # files written before OUTPUTS existed: linear
+    if output not in OUTPUTS:
+        raise InputFileError(path, f"unknown output {output!r} (this rgsd reads {', '.join(OUTPUTS)})", "output")
+    pol = PolicyMLP(payload["obs_dim"], payload["act_dim"], payload["hidden"], payload["activation"], output)
     pol.normalizer.clip = float(payload.get("clip", 5.0))
     try:
         pol.load_state_dict(payload["state_dict"])

@@ -9,6 +9,8 @@
       policy.pt               latest exported policy (rgsd-policy)
       method.json             the skill method and how it picks a clip's latent at evaluation (``RunDir.method``)
       calm_encoder.pt         CALM's motion encoder (rgsd-encoder; CALM runs only)
+      clip_latents.json       each clip's latent, {clip name: [16 floats]} (methods whose latent_choice is
+                              "clip_latents": FB-CPR's B averaged over the clip)
       checkpoints/            full trainer states for --resume (iter_XXXXXX.pt, latest.pt)
       tb/                     TensorBoard event files
       pretrain/               pretraining outputs when the run pretrained its own encoder
@@ -23,9 +25,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
 from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.utils.files import InputFileError
 
 
@@ -39,9 +43,10 @@ class RunDir:
     CHECKPOINTS = "checkpoints"
     TENSORBOARD = "tb"
     METHOD = "method.json"
-    LATENT_CHOICES = ("encoder", "best_of_n")
-    """``method.json``'s ``latent_choice``: a motion encoder's clip embedding (the file named by ``encoder``), or
-    the best of N sampled latents by Cartesian error."""
+    LATENT_CHOICES = ("encoder", "best_of_n", "clip_latents")
+    """``method.json``'s ``latent_choice``: a motion encoder's clip embedding (the file named by ``encoder``), the
+    best of N sampled latents by Cartesian error, or latents stored per clip by the run (the JSON file named by
+    ``clip_latents``, ``{clip name: [16 floats]}``)."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -139,9 +144,17 @@ class RunDir:
             raise InputFileError(
                 path, f"latent_choice must be one of {', '.join(self.LATENT_CHOICES)}", "latent_choice"
             )
-        if choice == "encoder" and not (self.path / str(data.get("encoder", ""))).is_file():
-            raise InputFileError(path, "latent_choice 'encoder' needs 'encoder': a file of the run folder", "encoder")
+        for key in ("encoder", "clip_latents"):
+            if choice == key and not (self.path / str(data.get(key, ""))).is_file():
+                raise InputFileError(path, f"latent_choice {key!r} needs {key!r}: a file of the run folder", key)
         return data
+
+    def clip_latents_path(self) -> Path | None:
+        """The run's stored per-clip latents (``method.json``'s ``clip_latents`` file), or None."""
+        info = self.method()
+        return (
+            self.path / info["clip_latents"] if info is not None and info["latent_choice"] == "clip_latents" else None
+        )
 
     def latent_encoder_path(self) -> Path | None:
         """The encoder whose clip embeddings are the run's clip latents: ``method.json``'s, else encoder.pt when
@@ -150,3 +163,18 @@ class RunDir:
         if info is None:
             return self.encoder_path if self.encoder_path.is_file() else None
         return self.path / info["encoder"] if info["latent_choice"] == "encoder" else None
+
+
+def load_clip_latents(path: str | os.PathLike, names: list[str], device: torch.device | str = "cpu") -> torch.Tensor:
+    """(clips, 16) unit latents in the library's clip order from a ``clip_latents`` JSON file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputFileError(path, f"not a readable clip-latents JSON file: {err}") from None
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise InputFileError(path, f"no latent for clip {missing[0]!r} (the clips asked for: {', '.join(names)})")
+    z = torch.tensor([data[n] for n in names], dtype=torch.float32, device=device)
+    if z.shape[1:] != (SKILL_DIM,):
+        raise InputFileError(path, f"latents must have {SKILL_DIM} numbers, got {z.shape[1]}")
+    return torch.nn.functional.normalize(z, dim=-1)

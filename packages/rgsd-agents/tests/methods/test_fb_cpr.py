@@ -1,0 +1,313 @@
+"""FB-CPR (Meta Motivo): its losses against hand-computed values, B's sphere, the z mix, the replay buffer, and
+the off-policy runner (a seeded run, its exports for rgsd eval, exact resume)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from rgsd_agents import methods
+from rgsd_agents.config import MethodConfig, TrainConfig
+from rgsd_agents.methods import fb_cpr
+from rgsd_agents.methods.fb_cpr import (
+    BackwardMap,
+    ExpertWindows,
+    FBCPRConfig,
+    actor_loss,
+    critic_td_loss,
+    discriminator_loss,
+    discriminator_reward,
+    ensemble_pessimism,
+    fb_q_loss,
+    fb_td_loss,
+    mix_z,
+    noisy_action,
+    orthonormality_loss,
+    relabel,
+    uniform_z,
+    wgan_gradient_penalty,
+    window_latents,
+)
+from rgsd_agents.networks import NetworkConfig
+from rgsd_agents.offpolicy import OffPolicyRunner
+from rgsd_agents.replay import ReplayBuffer
+from rgsd_agents.testing import assert_same_tensors, reproducible
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.observations import FRAME_DIM, POLICY_OBS_DIM
+from rgsd_envs.runs.policy import load_policy
+from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
+
+T = torch.tensor
+
+
+# -- losses ------------------------------------------------------------------------------------
+def test_fb_td_loss_matches_the_hand_computed_value():
+    Fs = T([[[1.0, 0.0], [0.0, 1.0]]])  # one member, F(s_0) = e1, F(s_1) = e2
+    B = T([[1.0, 0.0], [1.0, 1.0]])
+    target_M = T([[0.5, 0.0], [0.0, 1.0]])
+    discount = T([[0.5], [1.0]])
+    # M = F B^T = [[1, 1], [0, 1]]; diff = M - discount_i target_M = [[0.75, 1], [0, 0]]
+    # off-diagonal: 0.5 * (1^2 + 0^2) / 2 = 0.25; diagonal: -(0.75 + 0) / 2 = -0.375
+    loss, stats = fb_td_loss(Fs, B, target_M, discount)
+    assert loss.item() == pytest.approx(-0.125)
+    assert stats["fb_offdiag"].item() == pytest.approx(0.25) and stats["fb_diag"].item() == pytest.approx(-0.375)
+    # an ensemble sums its members' losses
+    loss2, _ = fb_td_loss(Fs.expand(2, -1, -1), B, target_M, discount)
+    assert loss2.item() == pytest.approx(-0.25)
+
+
+def test_orthonormality_loss_matches_the_hand_computed_value_and_is_lowest_for_orthonormal_rows():
+    # cov = B B^T = [[1, 0, 1], [0, 1, 1], [1, 1, 2]]: off-diagonal 0.5 * 4 / 6, diagonal mean 4 / 3
+    B = T([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    assert orthonormality_loss(B).item() == pytest.approx(0.5 * 4 / 6 - 4 / 3)
+    assert orthonormality_loss(torch.eye(3)).item() == pytest.approx(-1.0)
+    assert orthonormality_loss(T([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.0, 1.0]])).item() > -1.0
+
+
+def test_fb_q_loss_matches_the_hand_computed_value():
+    # cov(B) = B^T B / 2 = I / 2, so the implicit reward is 2 B.z = [2, 2]; next Q = target_F.z = [1, 2];
+    # targets [2 + 0.5 * 1, 2 + 1 * 2] = [2.5, 4]; Q = F.z = [1, 2]: 0.5 * 1 * ((1.5^2 + 2^2) / 2)
+    B = T([[1.0, 0.0], [0.0, 1.0]])
+    z = T([[1.0, 0.0], [1.0, 1.0]])
+    Fs = T([[[1.0, 0.0], [1.0, 1.0]]])
+    target_Fs = T([[[1.0, 1.0], [0.0, 2.0]]])
+    assert fb_q_loss(Fs, target_Fs, B, z, T([[0.5], [1.0]])).item() == pytest.approx(0.5 * (2.25 + 4.0) / 2)
+
+
+def test_ensemble_pessimism_of_two_members_with_penalty_half_is_their_minimum():
+    preds = T([[1.0, 5.0, -2.0], [3.0, 4.0, -1.0]])
+    mean, spread, pess = ensemble_pessimism(preds, 0.5)
+    torch.testing.assert_close(mean, T([2.0, 4.5, -1.5]))
+    torch.testing.assert_close(spread, T([2.0, 1.0, 1.0]))
+    torch.testing.assert_close(pess, preds.min(0).values)
+
+
+def test_actor_loss_matches_the_hand_computed_value_and_its_scale_carries_no_gradient():
+    Qs_disc = T([[[1.0], [3.0]], [[2.0], [1.0]]])  # pessimistic (min): [1, 1]
+    Qs_fb = T([[2.0, -4.0], [4.0, -2.0]], requires_grad=True)  # min: [2, -4], mean -1, mean |.| 3
+    loss, stats = actor_loss(Qs_disc, Qs_fb, reg_coeff=0.01, pessimism=0.5)
+    assert loss.item() == pytest.approx(-1.0 * 0.01 * 3.0 + 1.0)
+    assert stats["Q_fb"].item() == pytest.approx(-1.0) and stats["Q_discriminator"].item() == pytest.approx(1.0)
+    loss.backward()  # only -mean(Q_fb) through the minimum (member 0) reaches Q_fb
+    torch.testing.assert_close(Qs_fb.grad, T([[-0.5, -0.5], [0.0, 0.0]]))
+    unscaled, _ = actor_loss(Qs_disc, Qs_fb.detach(), reg_coeff=0.01, pessimism=0.5, scale_reg=False)
+    assert unscaled.item() == pytest.approx(-0.01 + 1.0)
+
+
+def test_discriminator_loss_and_its_gradient_penalty_match_hand_computed_values():
+    bce = discriminator_loss(T([[2.0]]), T([[-1.0]]))
+    assert bce.item() == pytest.approx(math.log1p(math.exp(-2.0)) + math.log1p(math.exp(-1.0)))
+
+    # D(s, z) = 0.5 |(s, z)|^2 has gradient (s, z): the penalty is (|x| - 1)^2 at the interpolate x
+    def quadratic(s, z):
+        return 0.5 * (s.square().sum(-1, keepdim=True) + z.square().sum(-1, keepdim=True))
+
+    expert = (T([[2.0, 0.0], [3.0, 0.0]]), T([[0.0, 0.0], [0.0, 0.0]]))
+    replay = (T([[0.0, 0.0], [0.0, 0.0]]), T([[0.0, 2.0], [0.0, 0.0]]))
+    alpha = T([[0.5], [1.0]])  # x = (1, 0, 0, 1) and (3, 0, 0, 0)
+    gp = wgan_gradient_penalty(quadratic, expert, replay, alpha)
+    assert gp.item() == pytest.approx(((math.sqrt(2.0) - 1.0) ** 2 + (3.0 - 1.0) ** 2) / 2)
+
+
+def test_critic_td_loss_and_the_discriminator_reward():
+    Qs = T([[[1.0], [2.0]], [[3.0], [2.0]]])
+    # 0.5 * 2 members * mean of squared errors (0, 1, 4, 1)
+    assert critic_td_loss(Qs, T([[1.0], [1.0]])).item() == pytest.approx(1.5)
+    logits = T([[-3.0], [0.0], [0.7], [40.0]])
+    reward = discriminator_reward(logits)
+    torch.testing.assert_close(reward[:3], logits[:3], atol=1e-5, rtol=1e-5)  # log D - log(1 - D) is the logit
+    d = torch.tensor(1 - 1e-7)  # D clamped to 1 - 1e-7 (float32: 1 - 1.19e-7)
+    assert reward[3].item() == pytest.approx((d.log() - (1 - d).log()).item())
+
+
+def test_noisy_actions_stay_in_the_box_and_pass_gradients_straight_through():
+    mean = T([[0.95, -0.2, 0.0]], requires_grad=True)
+    g = torch.Generator().manual_seed(0)
+    a = noisy_action(mean.expand(1000, -1), 0.2, 0.3, g)
+    assert a.abs().max() < 1.0 and (a - mean).abs().max() <= 0.3 + 1e-6
+    a.sum().backward()
+    torch.testing.assert_close(mean.grad, torch.full((1, 3), 1000.0))
+
+
+# -- the latents ---------------------------------------------------------------------------------
+def test_backward_map_outputs_lie_on_the_sphere_of_radius_sqrt_d():
+    torch.manual_seed(0)
+    b = BackwardMap(FRAME_DIM, 16, 32, 1)
+    out = b(torch.randn(50, FRAME_DIM) * 3)
+    torch.testing.assert_close(out.norm(dim=-1), torch.full((50,), 4.0))
+    torch.testing.assert_close(uniform_z(50, 16, torch.Generator().manual_seed(1)).norm(dim=-1), torch.full((50,), 4.0))
+    assert [type(m).__name__ for m in b.net] == ["Linear", "LayerNorm", "Tanh", "Linear"]
+
+
+def test_the_z_mix_draws_goals_experts_and_uniform_latents_in_its_shares():
+    n, g = 40000, torch.Generator().manual_seed(0)
+    sources = [torch.full((n, 16), float(v)) for v in (1, 2, 3)]
+    z = mix_z(*sources, (0.2, 0.6, 0.2), g)
+    shares = [(z[:, 0] == v).float().mean().item() for v in (1, 2, 3)]
+    assert shares == pytest.approx([0.2, 0.6, 0.2], abs=0.01)
+    assert all(((z == s).all(-1) | (z != s).all(-1)).all() for s in sources)  # rows are whole latents
+    kept = relabel(torch.zeros(n, 16), torch.ones(n, 16), 0.8, g)
+    assert (kept[:, 0] == 1).float().mean().item() == pytest.approx(0.8, abs=0.01)
+
+
+def test_expert_windows_are_consecutive_frames_of_one_clip_and_their_z_is_b_averaged():
+    features = torch.arange(30, dtype=torch.float32).unsqueeze(-1).expand(-1, 3)
+    starts, num_frames = T([0, 10]), T([10, 20])
+    windows = ExpertWindows(features, starts, num_frames, seq_length=4)
+    out = windows.sample(4 * 500, torch.Generator().manual_seed(0))
+    frame = out["obs"][:, 0].view(500, 4)
+    assert torch.equal(frame[:, 1:] - frame[:, :-1], torch.ones(500, 3))
+    assert torch.equal(out["next_obs"][:, 0], out["obs"][:, 0] + 1)
+    nxt = out["next_obs"][:, 0].view(500, 4)
+    in_first = nxt[:, -1] <= 9
+    assert (in_first | (frame[:, 0] >= 10)).all()  # no window crosses from clip 0 into clip 1
+    assert ((frame[:, 0] < 10).float().mean() - 0.5).abs() < 0.07  # clips drawn uniformly, not by length
+    with pytest.raises(ValueError, match="fewer than seq_length"):
+        ExpertWindows(features, starts, num_frames, seq_length=10)
+    B = T([[1.0, 0.0], [0.0, 1.0], [3.0, 0.0], [3.0, 0.0]])
+    z = window_latents(B, 2)  # windows: mean (0.5, 0.5) -> norm sqrt 2; mean (3, 0)
+    s2 = math.sqrt(2.0)
+    torch.testing.assert_close(z, T([[1.0, 1.0], [1.0, 1.0], [s2, 0.0], [s2, 0.0]]))
+
+
+# -- the replay buffer ----------------------------------------------------------------------------
+def _buffer(capacity: int = 5) -> ReplayBuffer:
+    return ReplayBuffer(capacity, {"x": ((2,), torch.float32), "done": ((), torch.bool)}, "cpu")
+
+
+def _rows(start: int, n: int) -> dict[str, torch.Tensor]:
+    x = torch.arange(start, start + n, dtype=torch.float32).unsqueeze(-1).expand(-1, 2)
+    return {"x": x, "done": torch.arange(start, start + n) % 2 == 0}
+
+
+def test_replay_buffer_is_a_ring_sampled_uniformly_over_its_filled_rows():
+    buf = _buffer()
+    buf.add(**_rows(0, 3))
+    assert len(buf) == 3 and buf.pos == 3
+    g = torch.Generator().manual_seed(0)
+    seen = buf.sample(3000, g)["x"][:, 0]
+    assert set(seen.tolist()) == {0.0, 1.0, 2.0}
+    assert all(abs((seen == v).float().mean().item() - 1 / 3) < 0.03 for v in (0, 1, 2))
+    buf.add(**_rows(3, 4))  # 7 rows into 5: rows 5 and 6 overwrite 0 and 1
+    assert len(buf) == 5 and buf.pos == 2
+    assert buf.data["x"][:, 0].tolist() == [5.0, 6.0, 2.0, 3.0, 4.0]
+    assert buf.data["done"].tolist() == [False, True, True, False, True]
+    buf.add(**_rows(10, 12))  # more rows than room: the newest 5 survive, the oldest of them at the new pos
+    assert buf.data["x"][:, 0].tolist() == [18.0, 19.0, 20.0, 21.0, 17.0] and buf.pos == 4
+    with pytest.raises(ValueError, match="exactly the fields"):
+        buf.add(x=torch.zeros(1, 2))
+
+
+def test_replay_buffer_state_round_trips_and_can_leave_its_rows_out():
+    buf = _buffer()
+    buf.add(**_rows(0, 7))
+    copy = _buffer()
+    copy.load_state_dict(buf.state_dict())
+    assert (copy.pos, copy.size) == (buf.pos, buf.size)
+    assert_same_tensors(copy.data, buf.data)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    assert_same_tensors(copy.sample(8, g1), buf.sample(8, g2))
+    empty = _buffer()
+    empty.load_state_dict(buf.state_dict(contents=False))
+    assert len(empty) == 0 and empty.pos == 0
+    with pytest.raises(ValueError, match="capacity"):
+        _buffer(4).load_state_dict(buf.state_dict())
+
+
+# -- the off-policy runner ----------------------------------------------------------------------------
+TINY = {
+    "batch_size": 32,
+    "f_hidden": 16,
+    "critic_hidden": 16,
+    "b_hidden": 16,
+    "disc_hidden": 16,
+    "z_buffer_size": 64,
+    "update_z_every": 3,
+    "loop": {"steps_per_iteration": 4, "updates_per_iteration": 2, "random_steps": 8, "replay_capacity": 40},
+}
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    """FB-CPR as a ``method.name`` (the training config checks the name against the registry)."""
+    monkeypatch.setitem(methods.METHODS, fb_cpr.NAME, fb_cpr.FBCPRAgent)
+
+
+def tiny_config(iterations: int) -> TrainConfig:
+    return TrainConfig(
+        num_envs=4,
+        iterations=iterations,
+        checkpoint_every=2,
+        probe_every=0,
+        device="cpu",
+        env=EnvConfig(p_imitation=0.0),
+        networks=NetworkConfig(actor_hidden=(16,)),
+        method=MethodConfig(fb_cpr.NAME, json.loads(json.dumps(TINY))),
+    )
+
+
+def _params(runner: OffPolicyRunner) -> dict[str, torch.Tensor]:
+    state = {}
+    for name, module in runner.agent.modules().items():
+        state.update({f"{name}.{k}": v for k, v in module.state_dict().items()})
+    state.update({f"replay.{k}": v for k, v in runner.replay.data.items()})
+    return state
+
+
+def test_a_seeded_run_trains_and_exports_a_policy_and_clip_latents_for_rgsd_eval(registered, tmp_path):
+    runner = OffPolicyRunner(tiny_config(2), tmp_path / "run", progress=False)
+    history = runner.learn()
+    # past the 8 random steps, updates wait until the buffer holds a batch (32): 16 rows, then 32
+    assert [m["charts/updates"] for m in history] == [0.0, 2.0]
+    assert "method/fb_loss" not in history[0] and "method/fb_loss" in history[1]
+    assert all(math.isfinite(v) for m in history for v in m.values())
+    assert history[-1]["replay/size"] == 32.0
+    z = runner.replay.data["z"][:32]
+    torch.testing.assert_close(z.norm(dim=-1), torch.full((32,), 4.0))
+    assert runner.agent.z_count == 2 * 32  # every update's mixed latents feed the rollouts
+
+    run = RunDir(tmp_path / "run")
+    assert run.config()["method"]["options"]["ortho_coef"] == 100.0  # defaults filled in beside the overrides
+    info = run.method()
+    assert info == {"name": "fb_cpr", "latent_choice": "clip_latents", "clip_latents": fb_cpr.CLIP_LATENTS}
+    lib = runner.env.core.lib
+    latents = load_clip_latents(run.clip_latents_path(), list(lib.names))
+    first, count = int(lib.starts[1]), int(lib.num_frames[1])
+    torch.testing.assert_close(latents[1] * 4.0, runner.agent.clip_latent(runner.ref_features[first : first + count]))
+    # policy.pt is the actor: [o_t, z / sqrt(d)] -> tanh mean, as rgsd eval and play load it
+    policy = load_policy(run.policy_path)
+    assert (policy.obs_dim, policy.output) == (POLICY_OBS_DIM, "tanh")
+    s, zz = runner.obs[:, :FRAME_DIM], runner.agent.rollout_latents(4, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        exported = policy(torch.cat([s, zz / 4.0], -1))
+        inside = runner.agent.mean_action_n(runner.agent.normalize(s), zz)
+    torch.testing.assert_close(exported, runner.agent.mean_action(s, zz))
+    torch.testing.assert_close(exported, inside, atol=1e-5, rtol=1e-5)
+    runner.close()
+
+
+def test_resume_continues_exactly(registered, tmp_path):
+    straight = OffPolicyRunner(tiny_config(4), tmp_path / "straight", progress=False)
+    full = reproducible(straight.learn())
+    straight.close()
+    assert full[-1]["replay/size"] == 40.0  # the ring has wrapped
+
+    first = OffPolicyRunner(tiny_config(2), tmp_path / "split", progress=False)
+    first.learn()
+    first.close()
+    resumed = OffPolicyRunner.resume(tmp_path / "split", {"iterations": 4}, progress=False)
+    assert resumed.iteration == 2
+    rest = reproducible(resumed.learn())
+    resumed.close()
+    assert rest == full[2:]
+    assert_same_tensors(_params(straight), _params(resumed))
+
+
+def test_the_config_refuses_a_latent_that_does_not_fit_the_skill_slot():
+    with pytest.raises(ValueError, match="z_dim must be 16"):
+        FBCPRConfig(z_dim=256)
+    with pytest.raises(ValueError, match="multiple of seq_length"):
+        FBCPRConfig(batch_size=100)
