@@ -49,7 +49,10 @@ Departures from CALM (besides the 16-D latent and PPO on the shared runner):
 - padding frames are zeros after standardisation (the references' mean frame),
   not raw zeros, which would read as a body at height 0;
 - a clip's latent at evaluation is E of its first window (CALM has no per-clip
-  protocol; the RGSD paper encoded whole 2-5 s clips).
+  protocol; the RGSD paper encoded whole 2-5 s clips);
+- the latent enters the policy through the observation normaliser (CALM feeds it
+  to the networks unnormalised), with the normaliser's current statistics, which
+  already hold the rollout; the rest of a stored input keeps the rollout's.
 """
 
 from __future__ import annotations
