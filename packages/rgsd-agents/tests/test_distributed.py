@@ -74,21 +74,27 @@ def test_two_gloo_ranks_stay_identical_and_resume_exactly(tmp_path):
     assert again0 == rank0[2:] and again1 == rank1[2:]  # learners and each rank's losses
 
 
-def test_two_gloo_ranks_train_a_baseline_s_networks_identically_and_resume_exactly(tmp_path):
+BASELINES = {
+    "ase": ({"hidden": [16, 8], "resample": True, "latent_steps_max": 4}, ("net",)),
+    "calm": ({"encoder_hidden": [16], "disc_hidden": [16], "window": 8}, ("encoder", "disc")),
+}
+"""Tiny options of the baselines with a discriminator, and the method's networks the ranks must share."""
+
+
+@pytest.mark.parametrize("name", sorted(BASELINES))
+def test_two_gloo_ranks_train_a_baseline_s_networks_identically_and_resume_exactly(tmp_path, name):
     from rgsd_agents.config import MethodConfig
 
-    cfg = tiny_train_config(
-        None,
-        iterations=4,
-        checkpoint_every=2,
-        method=MethodConfig("ase", {"hidden": [16, 8], "minibatch_size": 16, "latent_steps_max": 4}),
-    )
-    config = save_yaml(cfg, tmp_path / "ase.yaml")
+    options, modules = BASELINES[name]
+    cfg = tiny_train_config(None, iterations=4, checkpoint_every=2, method=MethodConfig(name, options))
+    config = save_yaml(cfg, tmp_path / f"{name}.yaml")
     straight = tmp_path / "straight"
     rank0, rank1 = torchrun(tmp_path / "rec_straight", "--config", str(config), "--out", str(straight))
+    keys = ["actor", *(f"method.{m}" for m in modules)]
     for a, b in zip(rank0, rank1):
-        assert a["method.net"] == b["method.net"] and a["actor"] == b["actor"], f"ranks differ at {a['iteration']}"
-    assert len({r["method.net"] for r in rank0}) == 4  # the discriminator does train
+        assert {k: a[k] for k in keys} == {k: b[k] for k in keys}, f"ranks differ at {a['iteration']}"
+    for key in keys:  # the discriminator (and CALM's encoder, through PPO's loss) does train
+        assert len({r[key] for r in rank0}) == 4, key
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     for name in ("config.yaml", "encoder.pt"):

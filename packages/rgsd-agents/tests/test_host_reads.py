@@ -57,8 +57,15 @@ def test_a_baseline_s_latents_rewards_and_updates_add_one_read_per_iteration(tmp
     from rgsd_agents.config import MethodConfig
 
     options = {
-        "ase": {"hidden": [16, 8], "minibatch_size": 16, "latent_steps_max": 3},
-        "calm": {"encoder_hidden": [16], "disc_hidden": [16], "minibatch_size": 16, "latent_steps_max": 3},
+        "ase": {"hidden": [16, 8], "resample": True, "latent_steps_max": 3},
+        "calm": {
+            "encoder_hidden": [16],
+            "disc_hidden": [16],
+            "window": 8,
+            "resample": True,
+            "latent_steps_min": 1,
+            "latent_steps_max": 3,
+        },
         "metra": {"hidden": [16], "minibatch_size": 16},
     }
     cfg = tiny_train_config(

@@ -54,7 +54,7 @@ Tensor = torch.Tensor
 class MinibatchHooks(Protocol):
     """What a skill method does in each PPO minibatch step (``SkillMethod`` implements it)."""
 
-    def policy_inputs(self, idx: Tensor, obs_n: Tensor) -> Tensor: ...
+    def policy_inputs(self, ac: Any, idx: Tensor, obs_n: Tensor) -> Tensor: ...
 
     def policy_loss(self, ac: Any, obs_n: Tensor) -> tuple[Tensor | None, dict[str, Tensor]]: ...
 
@@ -110,7 +110,7 @@ class PPO:
         steps = 0
         for _ in range(cfg.epochs):
             for idx in storage.minibatch_indices(cfg.minibatch_size, generator):
-                mb_obs = obs[idx] if hooks is None else hooks.policy_inputs(idx, obs[idx])
+                mb_obs = obs[idx] if hooks is None else hooks.policy_inputs(self.ac, idx, obs[idx])
                 stats = self._step(
                     mb_obs,
                     actions[idx],

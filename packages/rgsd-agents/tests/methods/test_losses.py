@@ -11,7 +11,14 @@ from scipy import stats
 from torch import nn
 
 from rgsd_agents.methods.ase import ASEConfig, ASENetwork, ase_discriminator_loss, ase_reward, diversity_loss
-from rgsd_agents.methods.calm import CALMConfig, alignment_loss, calm_losses, conditional_inputs, uniformity_loss
+from rgsd_agents.methods.calm import (
+    CALMConfig,
+    alignment_loss,
+    conditional_disc_loss,
+    conditional_inputs,
+    encoder_regularizer,
+    uniformity_loss,
+)
 from rgsd_agents.methods.common import (
     FEATURE_DIM,
     LatentSchedule,
@@ -193,22 +200,29 @@ def test_calm_alignment_and_uniformity_by_hand():
     assert float(uniformity_loss(three)) == pytest.approx(expected, rel=1e-6)
 
 
-def test_calm_conditional_discriminator_sees_transition_then_latent_and_the_reference_window_encoding():
-    assert torch.equal(conditional_inputs(torch.ones(1, 2), torch.zeros(1, 3)), torch.tensor([[1.0, 1, 0, 0, 0]]))
-    cfg = CALMConfig(frames=2, grad_penalty=0.0, alignment_coef=0.0, uniformity_coef=0.0)
-    seen: list[torch.Tensor] = []
+def test_calm_encoder_regularizer_is_a_tenth_of_alignment_plus_half_uniformity_by_hand():
+    z = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    z_near = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    # alignment: (0 + 2) / 2 = 1; uniformity: one pair at squared distance 2, log exp(-4) = -4
+    loss, stats = encoder_regularizer(z, z_near, CALMConfig())
+    assert float(stats["alignment"]) == pytest.approx(1.0)
+    assert float(stats["uniformity"]) == pytest.approx(-4.0)
+    assert float(loss) == pytest.approx(0.1 * (1.0 + 0.5 * -4.0))
+    loss, _ = encoder_regularizer(z, z_near, CALMConfig(encoder_reg=2.0, uniformity_weight=1.0))
+    assert float(loss) == pytest.approx(2.0 * (1.0 - 4.0))
 
-    class Disc(nn.Module):
+
+def test_calm_conditional_discriminator_sees_transition_then_latent_and_penalises_only_the_transition():
+    assert torch.equal(conditional_inputs(torch.ones(1, 2), torch.zeros(1, 3)), torch.tensor([[1.0, 1, 0, 0, 0]]))
+
+    class Disc(nn.Module):  # identity standardisation; the logit reads the transition and the latent's first number
         def __init__(self):
             super().__init__()
-            self.net = nn.Sequential(nn.Linear(2 * FEATURE_DIM + 16, 1))
+            self.net = nn.Sequential(nn.Linear(2 + 2, 1, bias=False))
+            self.net[0].weight.data = torch.tensor([[1.0, 2.0, 3.0, 0.0]])
 
         def forward(self, x):
-            seen.append(x.detach().clone())
             return self.net(x)
-
-        def last_layer(self):
-            return self.net[-1]
 
         def norm(self, x):
             return x
@@ -216,17 +230,21 @@ def test_calm_conditional_discriminator_sees_transition_then_latent_and_the_refe
         def from_standardized(self, x):
             return self.net(x)
 
-    class Encoder(nn.Module):  # E(window) = the window's first 16 numbers, normalised
-        def forward(self, w):
-            return nn.functional.normalize(w[:, :16], dim=-1)
+        def last_layer(self):
+            return self.net[-1]
 
-    windows = torch.randn(3, 5 * FRAME_DIM)
-    policy_x, policy_z = torch.randn(3, 2 * FEATURE_DIM), nn.functional.normalize(torch.randn(3, 16), dim=-1)
-    calm_losses(Disc(), Encoder(), policy_x, policy_z, windows, windows, cfg)
-    ref_in, pol_in = seen[-2], seen[-1]  # gradient-penalty pass, reference pass, policy pass
-    expected_ref = torch.cat([transition_features(windows, 2), nn.functional.normalize(windows[:, :16], dim=-1)], -1)
-    torch.testing.assert_close(ref_in, expected_ref)
-    torch.testing.assert_close(pol_in, torch.cat([policy_x, policy_z], -1))
+    cfg = CALMConfig(grad_penalty=1.0, logit_reg=0.0, weight_decay=0.0)
+    ref_x, ref_z = torch.tensor([[0.0, 0.0]]), torch.tensor([[1.0, 0.0]], requires_grad=True)
+    pol_x, pol_z = torch.tensor([[0.0, 0.0]]), torch.tensor([[0.0, 1.0]], requires_grad=True)
+    loss, stats = conditional_disc_loss(Disc(), pol_x, pol_z, ref_x, ref_z, cfg)
+    # reference logit 3 (its latent's first number x 3), policy logit 0; the penalty sees d logit / d x = (1, 2)
+    # only (CALM's), not the latent's 3
+    expected_gan = 0.5 * (math.log1p(math.exp(-3.0)) + LN2)
+    assert float(stats["disc_loss"]) == pytest.approx(expected_gan, rel=1e-6)
+    assert float(stats["grad_penalty"]) == pytest.approx(1.0 + 4.0)
+    assert float(loss.detach()) == pytest.approx(expected_gan + 5.0, rel=1e-6)
+    loss.backward()
+    assert ref_z.grad is None and pol_z.grad is None  # no term here trains the encoder
 
 
 def test_metra_reward_and_constraint_by_hand():

@@ -7,19 +7,24 @@ import copy
 import pytest
 import torch
 
+from rgsd_agents.config import PPOConfig
 from rgsd_agents.methods import METHODS, build_method, method_config
 from rgsd_agents.methods.base import MethodContext
 from rgsd_agents.methods.common import ReferenceData
+from rgsd_agents.networks import ActorCritic, NetworkConfig
+from rgsd_agents.ppo import PPO
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM, reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
 
 TINY = {
-    "ase": {"hidden": [16, 8], "minibatch_size": 16},
-    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "minibatch_size": 16},
+    "ase": {"hidden": [16, 8]},
+    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "window": 8},
     "metra": {"hidden": [16], "minibatch_size": 16},
 }
 T, N = 4, 6
+PPO_EPOCHS, PPO_MINIBATCH = 2, 8
+"""PPO's schedule on the fabricated rollouts: 2 epochs of T * N / 8 = 3 minibatches."""
 OWN_REWARD = sorted(name for name, cls in METHODS.items() if not cls.ENV_REWARD and cls.LOOP == "on_policy")
 """The on-policy methods whose reward comes from their own networks (RGSD and DIAYN keep the env's)."""
 
@@ -34,31 +39,63 @@ def reference() -> ReferenceData:
     return ReferenceData(reference_encoder_inputs(lib).float(), lib.clip_of_frame, lib.starts, lib.num_frames)
 
 
-def _rollout(reference: ReferenceData, seed: int) -> RolloutStorage:
-    """A storage whose discovery samples are reference windows (plus noise) with random unit skills."""
+def _rollout(reference: ReferenceData, seed: int, method=None) -> RolloutStorage:
+    """A storage whose discovery samples are reference windows (plus noise) with random unit skills; ``method``
+    chooses latents after each of its T steps, as the env wrapper has it do."""
     g = torch.Generator().manual_seed(seed)
     st = RolloutStorage(T, N, POLICY_OBS_DIM, 69, SKILL_DIM, ENCODER_INPUT_DIM)
     frames = torch.randint(reference.num_total, (T, N), generator=g)
     st.encoder_inputs.copy_(reference.inputs[frames] + 0.01 * torch.randn(T, N, ENCODER_INPUT_DIM, generator=g))
     st.skills.copy_(torch.nn.functional.normalize(torch.randn(T, N, SKILL_DIM, generator=g), dim=-1))
+    st.obs.copy_(torch.randn(T, N, POLICY_OBS_DIM, generator=g))
+    st.actions.copy_(0.1 * torch.randn(T, N, 69, generator=g))
+    st.returns.copy_(torch.randn(T, N, generator=g))
+    st.advantages.copy_(torch.randn(T, N, generator=g))
     st.step = T
+    for t in range(T if method is not None else 0):
+        method.choose_skills(torch.zeros(N, dtype=torch.bool), st.skills[t])
     return st
 
 
-def _method(name: str, reference: ReferenceData):
-    return build_method(name, TINY[name], MethodContext(reference, N, torch.device("cpu"), seed=3))
+def _method(name: str, reference: ReferenceData, **options):
+    return build_method(name, {**TINY[name], **options}, MethodContext(reference, N, torch.device("cpu"), seed=3))
+
+
+def _ppo(seed: int = 0) -> PPO:
+    torch.manual_seed(seed)
+    ac = ActorCritic(POLICY_OBS_DIM, 69, NetworkConfig(actor_hidden=(16,), critic_hidden=(16,)))
+    return PPO(ac, PPOConfig(epochs=PPO_EPOCHS, minibatch_size=PPO_MINIBATCH, actor_lr=1e-3, critic_lr=1e-3))
+
+
+def _iterate(method, storage: RolloutStorage, seed: int) -> dict[str, torch.Tensor]:
+    """The runner's order after a rollout: relabel, PPO's update with the method's minibatch hooks, its update."""
+    method.relabel(storage)
+    gen = torch.Generator().manual_seed(seed)
+    ppo = _ppo(seed)
+    _fill_log_probs(ppo, storage)
+    ppo.update(storage, gen, method)
+    return method.update(storage, gen)
+
+
+@torch.no_grad()
+def _fill_log_probs(ppo: PPO, storage: RolloutStorage) -> None:
+    """The stored actions' log-probabilities under the policy PPO starts from (as a rollout would store them)."""
+    log_probs = ppo.ac.evaluate(storage.flat("obs"), storage.flat("actions"))[0]
+    storage.log_probs.copy_(log_probs.view_as(storage.log_probs))
 
 
 @pytest.mark.parametrize("name", OWN_REWARD)
 def test_relabel_writes_finite_rewards_and_the_update_changes_them(name, reference):
     method = _method(name, reference)
-    storage = _rollout(reference, 0)
+    storage = _rollout(reference, 0, method)
     before = method.relabel(storage)
     rewards = storage.rewards.clone()
     assert torch.isfinite(rewards).all() and rewards.std() > 0
     assert float(before["reward"]) == pytest.approx(float(rewards.mean()), rel=1e-5)
-    stats = method.update(storage, torch.Generator().manual_seed(0))
+    storage = _rollout(reference, 0, method)
+    stats = _iterate(method, storage, 0)
     assert stats and all(torch.isfinite(v) and v.dim() == 0 for v in stats.values())
+    storage = _rollout(reference, 0, method)
     method.relabel(storage)
     assert not torch.equal(storage.rewards, rewards)
 
@@ -66,17 +103,19 @@ def test_relabel_writes_finite_rewards_and_the_update_changes_them(name, referen
 @pytest.mark.parametrize("name", OWN_REWARD)
 def test_state_dict_restores_exactly(name, reference):
     a = _method(name, reference)
-    a.update(_rollout(reference, 0), torch.Generator().manual_seed(0))
+    _iterate(a, _rollout(reference, 0, a), 0)
     a.choose_skills(torch.zeros(N, dtype=torch.bool), torch.zeros(N, SKILL_DIM))
     state = copy.deepcopy(a.state_dict())
     b = _method(name, reference)
     b.load_state_dict(state)
-    storage = _rollout(reference, 1)
+    a.load_state_dict(copy.deepcopy(state))  # as a resumed run has it: nothing of a rollout in progress
     outs = []
     for m in (a, b):
-        m.update(storage, torch.Generator().manual_seed(5))
+        storage = _rollout(reference, 1, m)
+        _iterate(m, storage, 5)
+        storage = _rollout(reference, 1, m)
         m.relabel(storage)
-        z = m.choose_skills(torch.zeros(N, dtype=torch.bool), torch.ones(N, SKILL_DIM) / 4.0)
+        z = m.choose_skills(torch.tensor([True] + [False] * (N - 1)), torch.ones(N, SKILL_DIM) / 4.0)
         outs.append((storage.rewards.clone(), z))
     assert torch.equal(outs[0][0], outs[1][0])
     assert (outs[0][1] is None) == (outs[1][1] is None)
@@ -84,9 +123,21 @@ def test_state_dict_restores_exactly(name, reference):
         assert torch.equal(outs[0][1], outs[1][1])
 
 
+@pytest.mark.parametrize("name", ["ase", "calm"])
+def test_the_discriminator_steps_in_every_ppo_minibatch(name, reference):
+    method = _method(name, reference)
+    storage = _rollout(reference, 0, method)
+    _iterate(method, storage, 0)
+    minibatches = T * N // PPO_MINIBATCH
+    for p in method.optimizer.param_groups[-1]["params"]:  # the discriminator's (ASE: with its encoder head)
+        assert int(method.optimizer.state[p]["step"]) == PPO_EPOCHS * minibatches
+
+
 def test_ase_resamples_expired_latents_on_the_sphere_and_keeps_the_others(reference):
     method = build_method(
-        "ase", {**TINY["ase"], "latent_steps_min": 2, "latent_steps_max": 2}, MethodContext(reference, N, "cpu", 0)
+        "ase",
+        {**TINY["ase"], "resample": True, "latent_steps_min": 2, "latent_steps_max": 2},
+        MethodContext(reference, N, "cpu", 0),
     )
     z0 = torch.nn.functional.normalize(torch.randn(N, SKILL_DIM), dim=-1)
     none = torch.zeros(N, dtype=torch.bool)
@@ -94,20 +145,69 @@ def test_ase_resamples_expired_latents_on_the_sphere_and_keeps_the_others(refere
     z1 = method.choose_skills(none, z0)  # held 2 steps: every world draws a new latent
     assert not torch.isclose(z1, z0).all(-1).any()
     torch.testing.assert_close(z1.norm(dim=-1), torch.ones(N))
-    paper = build_method("ase", {**TINY["ase"], "resample": False}, MethodContext(reference, N, "cpu", 0))
-    assert paper.choose_skills(none, z0) is None  # one latent per episode: the env's
+    paper = build_method("ase", TINY["ase"], MethodContext(reference, N, "cpu", 0))
+    assert paper.choose_skills(none, z0) is None  # by default one latent per episode: the env's
 
 
-def test_calm_starts_episodes_with_encoded_reference_windows(reference):
+def test_calm_starts_episodes_with_encoded_reference_windows_and_remembers_each_step_s_window(reference):
     method = _method("calm", reference)
+    before = method.window_end.clone()
     started = torch.tensor([True, False, True, False, False, False])
     z0 = torch.nn.functional.normalize(torch.ones(N, SKILL_DIM), dim=-1)
     z = method.choose_skills(started, z0)
-    latents = method.reference_latents
-    for i in (0, 2):  # each new latent is the encoding of some reference window
-        assert torch.isclose(latents, z[i]).all(-1).any()
+    assert torch.equal(method._step_windows[-1], before)  # the step just taken used the old windows
+    assert torch.equal(method.window_end[~started], before[~started])
+    torch.testing.assert_close(z[started], method.encoder(method.windows.gather(method.window_end[started])))
+    assert torch.equal(z[~started], z0[~started])
+    ends = method.windows.draw(2000, torch.Generator().manual_seed(0))
+    clip = reference.clip_of_frame[ends]
+    assert (ends >= method.windows.first_ends[clip]).all() and (ends <= method.windows.last[clip]).all()
+    assert set(clip.tolist()) == set(range(reference.starts.shape[0]))
     probe = method.probe_latents(reference.starts.shape[0])
     assert probe.shape == (5, 1, SKILL_DIM)
+    first = method.encoder(method.windows.gather(reference.starts + method.cfg.window - 1))
+    torch.testing.assert_close(probe[:, 0], first)  # a clip's latent: E of its first window
+
+
+def test_calm_windows_are_the_clip_s_frames_zero_padded_before_its_start(reference):
+    method = _method("calm", reference, window=120, window_features="compact")  # the demo clips: 85-91 frames
+    windows = method.windows
+    assert windows.dim == 120 * 76
+    start, count = int(reference.starts[1]), int(reference.num_frames[1])
+    assert int(windows.first_ends[1]) == start + count - 1  # shorter than the window: its one window is the clip
+    w = windows.gather(windows.first_ends[1:2]).view(120, 76)
+    assert torch.equal(w[: 120 - count], torch.zeros(120 - count, 76))
+    assert torch.equal(w[120 - count :], windows.table[start : start + count])
+    assert not torch.equal(windows.table[start], torch.zeros(76))
+
+
+def test_calm_trains_its_encoder_through_the_policy_s_ppo_loss(reference):
+    # no regulariser, and the discriminator gives the encoder no gradient: only PPO's loss can move it
+    method = _method("calm", reference, encoder_reg=0.0)
+    storage = _rollout(reference, 0, method)
+    method.relabel(storage)
+    ppo = _ppo()
+    norm = ppo.ac.obs_normalizer
+    idx = torch.arange(PPO_MINIBATCH)
+    with torch.no_grad():  # an unchanged encoder gives back the latent of the stored window, normalised
+        inputs = method.policy_inputs(ppo.ac, idx, storage.flat("obs")[idx])
+    z = method.window_latents[method._rollout[1][idx]]
+    expected = (z - norm.mean[-SKILL_DIM:]) / (norm.var[-SKILL_DIM:] + norm.eps).sqrt()
+    torch.testing.assert_close(inputs[:, -SKILL_DIM:], expected.float())
+    torch.testing.assert_close(inputs[:, :-SKILL_DIM], storage.flat("obs")[idx, :-SKILL_DIM])
+    seen = {}
+    step = method.after_policy_step
+
+    def recording(idx):
+        seen["grad"] = [p.grad.clone() for p in method.encoder.parameters()]
+        return step(idx)
+
+    method.after_policy_step = recording
+    _fill_log_probs(ppo, storage)
+    before = [p.detach().clone() for p in method.encoder.parameters()]
+    ppo.update(storage, torch.Generator().manual_seed(0), method)
+    assert all(g.abs().sum() > 0 for g in seen["grad"])  # PPO's backward left its gradient on the encoder
+    assert all(not torch.equal(a, b) for a, b in zip(before, method.encoder.parameters()))
 
 
 def test_method_options_are_checked_naming_the_key():

@@ -19,13 +19,16 @@ from rgsd_agents.testing import (
     tiny_train_config,
 )
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
 
 TINY = {
-    "ase": {"hidden": [16, 8], "minibatch_size": 16, "latent_steps_max": 5},
-    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "minibatch_size": 16, "latent_steps_max": 5},
+    "ase": {"hidden": [16, 8], "resample": True, "latent_steps_max": 5},
+    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "window": 8, "resample": True, "latent_steps_min": 2,
+             "latent_steps_max": 5},
     "metra": {"hidden": [16], "minibatch_size": 16},
-}
+}  # fmt: skip
+"""Tiny networks; ASE and CALM draw latents mid-episode too, so resume must restore their schedules."""
 METHODS = sorted(TINY)
 
 
@@ -62,12 +65,15 @@ def test_the_preset_trains_two_seeded_iterations_from_the_cli(name, tmp_path):
     run = RunDir(out)
     saved = run.config()
     assert saved["method"]["name"] == name and saved["env"]["p_imitation"] == 0.0
-    assert saved["method"]["options"]["minibatch_size"] == 16  # defaults filled in beside the overrides
+    options = saved["method"]["options"]
+    assert "lr" in options and all(options[k] == v for k, v in TINY[name].items())  # defaults beside the overrides
     info = run.method()
     assert info["name"] == name
-    assert info["latent_choice"] == ("encoder" if name == "calm" else "best_of_n")
-    if name == "calm":
-        assert run.latent_encoder_path() == out / "calm_encoder.pt"
+    assert info["latent_choice"] == ("clip_latents" if name == "calm" else "best_of_n")
+    if name == "calm":  # each clip's latent, stored for rgsd eval and downstream
+        names = list(MotionLib(saved["env"]["motions"]).names)
+        z = load_clip_latents(run.clip_latents_path(), names)
+        assert z.shape == (len(names), 16) and z.std(0).sum() > 0
     assert (out / "checkpoints" / "iter_000002.pt").exists() and any(run.tensorboard_dir.iterdir())
 
 

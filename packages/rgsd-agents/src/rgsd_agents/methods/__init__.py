@@ -6,7 +6,7 @@ method     module               loop       latent of a clip at evaluation
 rgsd       ``methods.rgsd``     on-policy  the frozen encoder's clip embedding z_m
 diayn      ``methods.rgsd``     on-policy  best of N sampled latents
 ase        ``methods.ase``      on-policy  best of N sampled latents
-calm       ``methods.calm``     on-policy  the motion encoder's clip embedding
+calm       ``methods.calm``     on-policy  stored per clip: E of its first window
 metra      ``methods.metra``    on-policy  best of N sampled latents
 fb_cpr     ``methods.fb_cpr``   off-policy B averaged over the clip (stored per clip)
 =========  ===================  =========  ===========================================

@@ -1,10 +1,11 @@
 """ASE: Adversarial Skill Embeddings (Peng et al. 2022) on the shared PPO runner.
 
 * Latent z uniform on the unit sphere (16-D here: the env's skill slot; ASE uses
-  64-D), held for a random number of steps (uniform in ``latent_steps_min`` ..
-  ``latent_steps_max``, ASE: 1..150) then resampled, also mid-episode
-  (``resample: false`` holds one z per episode: the RGSD paper's appendix says it
-  ran every method that way, and left out ASE's fallen-state starts).
+  64-D), one per episode by default (the RGSD paper's appendix says it ran every
+  method that way, and left out ASE's fallen-state starts); ``resample: true``
+  holds it for a random number of steps (uniform in ``latent_steps_min`` ..
+  ``latent_steps_max``, ASE: 1..150) and then draws a new one, also mid-episode,
+  as ASE's code.
 * Discriminator D(s, s') on transitions of the 358-D frame features (ASE's own
   discriminator sees 10 frames of its AMP features; here ``frames`` of ours,
   default 2 = (s, s')); reference transitions are drawn uniformly from the
@@ -14,6 +15,11 @@
 * Encoder q(z | s, s') = vMF(mu(s, s'), kappa) as a second head on the
   discriminator's trunk (as in ASE); trained by maximising log q(z | s, s') of
   the policy's own transitions, i.e. minimising -kappa mu^T z.
+* Schedule as ASE's code: discriminator and encoder take one Adam step in every
+  PPO minibatch step (``after_policy_step``), on the minibatch's rollout rows and
+  as many uniformly drawn reference transitions, so PPO's ``epochs`` x
+  minibatches steps per rollout (ASE: 6 mini-epochs). The transition features
+  they need are cut once per rollout, in ``relabel``.
 * Reward ``disc_weight * -log(1 - D(s, s')) + beta * max(kappa mu^T z, 0)``:
   beta log q(z | s, s') without the vMF normaliser log C_d(kappa) (a constant
   that would only shift every reward, and negative rewards would pay the policy
@@ -47,6 +53,7 @@ from rgsd_agents.methods.common import (
     AdversarialConfig,
     LatentSchedule,
     MLPHead,
+    StepStats,
     discriminator_regularizer,
     discriminator_reward,
     gan_loss,
@@ -175,7 +182,11 @@ class ASE(SkillMethod):
         self.optimizer = torch.optim.Adam(
             self.net.parameters(), lr=cfg.lr, fused=True
         )  # see ppo.PPO: no host read per step
+        self.params = list(self.net.parameters())
         self.schedule = LatentSchedule(ctx.num_envs, cfg.latent_steps_min, cfg.latent_steps_max, self.generator)
+        self._rollout: tuple[Tensor, Tensor] | None = None
+        """(transition features, skills) of the rollout's rows, cut in ``relabel`` for PPO's minibatch steps."""
+        self.step_stats = StepStats()
 
     def modules(self) -> dict[str, nn.Module]:
         return {"net": self.net}
@@ -209,24 +220,27 @@ class ASE(SkillMethod):
     @torch.no_grad()
     def relabel(self, storage: RolloutStorage) -> dict[str, Tensor]:
         x = transition_features(storage.flat("encoder_inputs"), self.cfg.frames)
-        reward, disc, enc = ase_reward(self.net, x, storage.flat("skills"), self.cfg)
+        z = storage.flat("skills")
+        reward, disc, enc = ase_reward(self.net, x, z, self.cfg)
         storage.rewards.copy_(reward.view_as(storage.rewards))
+        self._rollout = (x, z)  # what every PPO minibatch step trains on (the rows PPO draws)
         return {"disc_reward": disc.mean(), "encoder_reward": enc.mean(), "reward": reward.mean()}
 
-    def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, Tensor]:
+    def after_policy_step(self, idx: Tensor) -> dict[str, Tensor]:
+        """One discriminator/encoder step on the minibatch's rollout rows and as many reference transitions."""
         cfg, ref = self.cfg, self.ctx.reference
-        x_all = transition_features(storage.flat("encoder_inputs"), cfg.frames)
-        z_all = storage.flat("skills")
-        params = list(self.net.parameters())
+        x_all, z_all = self._rollout
+        ref_x = transition_features(ref.inputs[ref.sample_frames(idx.shape[0], self.generator)], cfg.frames)
+        loss, stats = ase_discriminator_loss(self.net, x_all[idx], ref_x, cfg)
+        enc_loss = ase_encoder_loss(self.net, x_all[idx], z_all[idx], cfg.kappa)
+        self.step_optimizer(self.optimizer, loss + cfg.encoder_coef * enc_loss, self.params)
+        self.step_stats.add({**stats, "encoder_loss": enc_loss.detach()})
+        return {}
 
-        def step(idx: Tensor) -> dict[str, Tensor]:
-            ref_x = transition_features(ref.inputs[ref.sample_frames(idx.shape[0], self.generator)], cfg.frames)
-            loss, stats = ase_discriminator_loss(self.net, x_all[idx], ref_x, cfg)
-            enc_loss = ase_encoder_loss(self.net, x_all[idx], z_all[idx], cfg.kappa)
-            self.step_optimizer(self.optimizer, loss + cfg.encoder_coef * enc_loss, params)
-            return {**stats, "encoder_loss": enc_loss.detach()}
-
-        return self.over_minibatches(storage, generator, step)
+    def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, Tensor]:
+        """The means of this rollout's discriminator/encoder steps (taken in ``after_policy_step``)."""
+        self._rollout = None
+        return self.step_stats.pop_means()
 
     def extra_state(self) -> dict:
         return {"schedule": self.schedule.state_dict()}

@@ -19,7 +19,7 @@ The on-policy runner (``rgsd_agents.runner``) calls, per iteration::
 
     for each step:  skills = method.choose_skills(started, skills)   # None: keep the env's z
     after the last step, before bootstrapping and GAE:  method.relabel(storage)
-    in every PPO minibatch step:  obs_n = method.policy_inputs(idx, obs_n)
+    in every PPO minibatch step:  obs_n = method.policy_inputs(ac, idx, obs_n)
                                   loss += method.policy_loss(ac, obs_n)
                                   (PPO's backward and step)
                                   method.after_policy_step(idx)
@@ -106,9 +106,10 @@ class SkillMethod:
         env's. ``started`` (N,) marks worlds whose new episode began in this step; ``skills`` is their current z."""
         return None
 
-    def policy_inputs(self, idx: Tensor, obs_n: Tensor) -> Tensor:
+    def policy_inputs(self, ac: Any, idx: Tensor, obs_n: Tensor) -> Tensor:
         """The (normalised) policy inputs of PPO's minibatch ``idx`` (rows of the flat storage): a method may put
-        latents with gradient into them (CALM re-encodes with its current encoder). Default: unchanged."""
+        latents with gradient into them (CALM re-encodes with its current encoder and normalises the latent with
+        ``ac.obs_normalizer``, which normalises the skill slice as every other input). Default: unchanged."""
         return obs_n
 
     def policy_loss(self, ac: Any, obs_n: Tensor) -> tuple[Tensor | None, dict[str, Tensor]]:

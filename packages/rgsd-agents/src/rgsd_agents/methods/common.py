@@ -161,13 +161,15 @@ def unit_sphere(n: int, generator: torch.Generator, dim: int = SKILL_DIM) -> Ten
 # -- adversarial imitation (ASE, CALM) -------------------------------------------------
 @dataclass
 class AdversarialConfig:
-    """What ASE and CALM share: the discriminator's input, its update and regularisers, the latent schedule."""
+    """What ASE and CALM share: the discriminator's input, its update and regularisers, the latent schedule.
+
+    The discriminator trains in every PPO minibatch step (``SkillMethod.after_policy_step``), on that minibatch's
+    policy transitions and as many reference transitions, as ASE's and CALM's code do: PPO's ``epochs`` and
+    ``minibatch_size`` set how many steps it takes per rollout."""
 
     frames: int = 2
     """Frames of a transition the discriminator sees (2: (s, s'); at most 5)."""
     lr: float = 1e-4
-    epochs: int = 1
-    minibatch_size: int = 4096
     grad_penalty: float = 5.0
     """Weight of the gradient penalty on the reference samples (ASE: 5)."""
     logit_reg: float = 0.01
@@ -176,12 +178,32 @@ class AdversarialConfig:
     """Weight of all squared Linear weights (ASE: 1e-4)."""
     disc_weight: float = 1.0
     """Weight of -log(1 - D) in the reward (ASE: disc_reward_w 0.5 x disc_reward_scale 2)."""
-    resample: bool = True
-    """Draw a new latent mid-episode after ``latent_steps_min`` .. ``latent_steps_max`` steps (ASE, CALM);
-    False: one per episode, as the RGSD paper ran every baseline."""
+    resample: bool = False
+    """One latent per episode (False), as the RGSD paper ran every method; True: a new one mid-episode after
+    ``latent_steps_min`` .. ``latent_steps_max`` steps, as ASE's and CALM's code."""
     latent_steps_min: int = 1
     latent_steps_max: int = 150
     max_grad_norm: float | None = None
+
+
+class StepStats:
+    """Sums of per-step statistics (0-d tensors, kept on the device) and their means when read out."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, Tensor] = {}
+        self.steps = 0
+
+    def add(self, stats: dict[str, Tensor]) -> None:
+        """Add one step's statistics."""
+        for k, v in stats.items():
+            self.sums[k] = self.sums[k] + v if k in self.sums else v
+        self.steps += 1
+
+    def pop_means(self) -> dict[str, Tensor]:
+        """The means since the last call (empty without steps), and start again."""
+        out = {k: v / self.steps for k, v in self.sums.items()}
+        self.sums, self.steps = {}, 0
+        return out
 
 
 def discriminator_regularizer(disc: nn.Module, last_layer: nn.Linear, cfg: AdversarialConfig) -> Tensor:
