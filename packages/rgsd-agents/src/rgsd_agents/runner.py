@@ -428,7 +428,7 @@ class Runner(TrainingLoop, RolloutCollector):
 
     def export(self) -> None:
         """Write the deployable files (rank 0 only): policy.pt (actor), method.json and the method's own (RGSD:
-        discovery_encoder.pt, CALM: calm_encoder.pt)."""
+        discovery_encoder.pt; CALM: clip_latents.json)."""
         if not self.is_main:
             return
         meta = {"env_id": ENV_ID, "iteration": self.iteration, "global_step": self.global_step}

@@ -8,9 +8,9 @@
       discovery_encoder.pt    trainable discovery encoder, latest (rgsd-encoder)
       policy.pt               latest exported policy (rgsd-policy)
       method.json             the skill method and how it picks a clip's latent at evaluation (``RunDir.method``)
-      calm_encoder.pt         CALM's motion encoder (rgsd-encoder; CALM runs only)
       clip_latents.json       each clip's latent, {clip name: [16 floats]} (methods whose latent_choice is
-                              "clip_latents": FB-CPR's B averaged over the clip)
+                              "clip_latents": CALM's encoding of the clip's first window, FB-CPR's B averaged
+                              over the clip)
       checkpoints/            full trainer states for --resume (iter_XXXXXX.pt, latest.pt)
       tb/                     TensorBoard event files
       pretrain/               pretraining outputs when the run pretrained its own encoder
