@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -27,34 +28,24 @@ DESCRIPTION = (
 )
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
+def _number(kind: type, minimum: float, strict: bool, what: str) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` parsed from the text, > ``minimum`` (``strict``) or >= it, else a clear error."""
+
+    def parse(text: str) -> Any:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (v > minimum if strict else v >= minimum):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
+        return v
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {v}")
-    return v
-
-
-def _nonnegative_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {v}")
-    return v
+_positive_int = _number(int, 0, True, "a positive integer")
+_positive_float = _number(float, 0.0, True, "a positive number")
+_nonnegative_int = _number(int, 0, False, "a whole number >= 0")
 
 
 def _yaml_settings(path: str) -> dict[str, Any]:
