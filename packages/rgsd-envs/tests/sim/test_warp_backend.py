@@ -197,7 +197,7 @@ def _rollout(backend: str, motions: str, seed: int = 3, steps: int = 20):
     # imitation episodes that end at 5 cm of deviation: short episodes, so terminations and
     # autoresets are compared many times, and each restart puts both backends on the same state
     v = gym.make_vec(
-        "RGSD-SMPL-v0", num_envs=N, motions=motions, backend=backend, p_imitation=1.0, deviation_threshold=0.05
+        "RGSD-SMPL-v0", num_envs=N, motions=motions, backend=backend, p_imitation=1.0, deviation={"threshold": 0.05}
     )
     rng = np.random.default_rng(seed)
     obs, _ = v.reset(seed=seed)

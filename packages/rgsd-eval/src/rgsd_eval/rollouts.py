@@ -43,7 +43,7 @@ class Controller(Protocol):
 
 def eval_env_config(base: EnvConfig) -> tuple[EnvConfig, float]:
     """The evaluation variant of a run's EnvConfig, and the run's fall height (for the fall flag)."""
-    cfg = base.without_early_termination(obs_mode="flat", autoreset_mode="NextStep", eval_kappa=None)
+    cfg = base.without_early_termination(eval_kappa=None)
     return cfg, float(base.fall_height)
 
 
