@@ -1,6 +1,6 @@
-"""Host reads of a training iteration (issue 17): on the warp path a rollout reads the device once per env step.
+"""Host reads of a training iteration: on the warp path a rollout reads the device once per env step.
 
-Counted as the issue counts them: ``Tensor.numpy/.cpu/.item/.tolist/__bool__`` calls in this process
+Counted as ``Tensor.numpy/.cpu/.item/.tolist/__bool__`` calls in this process
 (``rgsd_envs.utils.host_reads``), over whole iterations after a warm-up one. Before the torch interface the
 warp path made about 38 per step (16.7 numpy, 16.8 cpu, 1.7 item, 3.0 bool).
 """
