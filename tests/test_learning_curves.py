@@ -12,7 +12,7 @@ TINY = {
     "iterations": 2, "num_envs": 16, "horizon": 8, "probe_every": 1,
     "pretrain.steps": 30, "pretrain.hidden": [32],
     "networks.actor_hidden": [32], "networks.critic_hidden": [32],
-    "ppo.minibatch_size": 64, "discovery.minibatch_size": 64,
+    "ppo.minibatch_size": 64, "method.options.minibatch_size": 64,
 }  # fmt: skip
 """A few seconds of ``rgsd train --config demo`` (conftest's SHORT_DEMO, two iterations, a probe after each)."""
 
