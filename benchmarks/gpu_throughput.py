@@ -109,9 +109,9 @@ def train_config(backend: str, n: int, device: torch.device, smoke: bool) -> Tra
 
 def train_rate(cfg: TrainConfig, folder: Path, iterations: int) -> float:
     """Samples/s of the full training loop after one warm-up iteration."""
-    _, inputs = load_reference(cfg.pretrain)
+    _, inputs = load_reference(cfg.pretrain_config())
     encoder = folder / "encoder.pt"
-    build_encoder(cfg.pretrain, inputs).save(encoder)  # random weights: its cost is what matters here
+    build_encoder(cfg.pretrain_config(), inputs).save(encoder)  # random weights: its cost is what matters here
     cfg.encoder = str(encoder)
     runner = Runner(cfg, folder / "run", progress=False)
     runner.iterate()

@@ -17,7 +17,7 @@ each encoder given (default: the run's), per clip:
 
 Example::
 
-    python benchmarks/reward_near_reference.py --run runs/demo --encoder runs/enc_noised/encoder.pt \\
+    python benchmarks/reward_near_reference.py --run runs/demo --encoder runs/enc_hard/encoder.pt \\
         --out benchmarks/results/reward_near_reference/reward_near_reference.json
 """
 

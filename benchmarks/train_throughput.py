@@ -46,9 +46,9 @@ from rgsd_agents.runner import Runner
 
 def make_encoder(cfg: TrainConfig, folder: Path) -> str:
     """A random encoder of the preset's size, standardised on the references."""
-    _, inputs = load_reference(cfg.pretrain)
+    _, inputs = load_reference(cfg.pretrain_config())
     path = folder / "encoder.pt"
-    build_encoder(cfg.pretrain, inputs).save(path)
+    build_encoder(cfg.pretrain_config(), inputs).save(path)
     return str(path)
 
 

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
+import itertools
+import textwrap
+import typing
 from pathlib import Path
 
 import pytest
@@ -95,12 +101,13 @@ def test_a_base_that_loops_is_a_clear_error(tmp_path):
 
 def test_cpu_preset_holds_the_measured_recipe():
     cfg = load_config("cpu")
-    assert cfg.max_minutes == 150 and cfg.env.deviation_heading_deg == 15.0 and not cfg.env.deviation_adaptive
+    assert cfg.max_minutes == 150 and cfg.env.deviation.heading_deg == 15.0 and not cfg.env.deviation.adaptive
+    assert (cfg.env.clip_sampling.mode, cfg.env.clip_sampling.failure_share) == ("failure_weighted", 0.7)
     assert (cfg.ppo.bf16, cfg.method.options["update_every"]) == ("auto", 4)
     assert cfg.curriculum == [
         {
             "at_samples": 18599936.0,  # iteration 4541 of the measured run
-            "set": {"env.deviation_adaptive": True, "env.deviation_min": 0.2, "env.deviation_heading_deg": 10.0},
+            "set": {"env.deviation.adaptive": True, "env.deviation.min": 0.2, "env.deviation.heading_deg": 10.0},
         }
     ]
     assert cfg.curriculum[0]["at_samples"] == 4541 * cfg.batch_size
@@ -114,18 +121,18 @@ def test_demo_preset_pretrains_and_has_a_time_budget():
 
 def test_demo_preset_holds_the_measured_recipe():
     cfg = load_config("demo")
-    assert (cfg.max_minutes, cfg.env.p_imitation, cfg.env.deviation_heading_deg) == (15, 0.85, 15.0)
-    assert (cfg.env.deviation_metric, cfg.env.deviation_threshold, cfg.env.deviation_adaptive) == ("max", 0.5, False)
+    assert (cfg.max_minutes, cfg.env.p_imitation, cfg.env.deviation.heading_deg) == (15, 0.85, 15.0)
+    assert (cfg.env.deviation.metric, cfg.env.deviation.threshold, cfg.env.deviation.adaptive) == ("max", 0.5, False)
     assert (cfg.pretrain.negatives, cfg.pretrain.target_alignment, cfg.pretrain.steps) == ("hard", None, 1500)
     assert (cfg.ppo.actor_lr, cfg.ppo.epochs, cfg.ppo.bf16, cfg.method.options["update_every"]) == (6e-5, 2, "auto", 4)
     assert cfg.curriculum == [
         {
             "at_samples": 2457600.0,  # iteration 600 of the measured runs
             "set": {
-                "env.deviation_metric": "mean",
-                "env.deviation_adaptive": True,
-                "env.deviation_min": 0.2,
-                "env.deviation_heading_deg": 10.0,
+                "env.deviation.metric": "mean",
+                "env.deviation.adaptive": True,
+                "env.deviation.min": 0.2,
+                "env.deviation.heading_deg": 10.0,
             },
         }
     ]
@@ -155,9 +162,60 @@ def test_unknown_keys_and_bad_values_name_the_field(tmp_path):
 def test_resolved_config_is_self_contained_and_round_trips(tmp_path):
     (tmp_path / "clips").mkdir()
     cfg = resolve(load_config("cpu", {"env.motions": "clips", "seed": 7}), base_dir=tmp_path)
-    assert Path(cfg.env.motions).is_absolute() and cfg.pretrain.motions == cfg.env.motions and cfg.pretrain.seed == 7
+    assert Path(cfg.env.motions).is_absolute()
+    pretrain = cfg.pretrain_config()  # the run's pretraining: its clips, seed and device
+    assert (pretrain.motions, pretrain.seed, pretrain.device, pretrain.steps) == (cfg.env.motions, 7, cfg.device, 3000)
     save_yaml(cfg, tmp_path / "config.yaml")
     import yaml
 
     again = from_dict(TrainConfig, yaml.safe_load((tmp_path / "config.yaml").read_text()))
     assert to_dict(again) == to_dict(cfg)
+
+
+MAX_OPTIONS = 60
+"""Leaf options a training config may have: an option that measured no gain is deleted, not kept off by default."""
+
+
+def _leaves(cls: type, prefix: str = "") -> dict[str, tuple[type, str]]:
+    """Dotted key -> (the dataclass that declares it, field name) of every leaf option, nested dataclasses
+    followed (a free-form mapping such as ``method.options`` is one leaf)."""
+    out: dict[str, tuple[type, str]] = {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            out.update(_leaves(hints[f.name], f"{prefix}{f.name}."))
+        else:
+            owner = next(c for c in cls.__mro__ if f.name in inspect.get_annotations(c))
+            out[prefix + f.name] = (owner, f.name)
+    return out
+
+
+def _field_docstrings(cls: type) -> dict[str, str]:
+    """Field name -> the attribute docstring under it in ``cls``'s source."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    docs = {}
+    for node, after in itertools.pairwise(body):
+        is_doc = isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and is_doc:
+            docs[node.target.id] = after.value.value
+    return docs
+
+
+def test_the_training_config_has_at_most_sixty_options():
+    leaves = _leaves(TrainConfig)
+    assert "method.options" in leaves and "env.deviation.heading_deg" in leaves and "env.clip_sampling.mode" in leaves
+    assert len(leaves) <= MAX_OPTIONS, f"{len(leaves)} options: {sorted(leaves)}"
+
+
+def test_every_training_option_has_a_docstring():
+    missing = [key for key, (owner, name) in _leaves(TrainConfig).items() if not _field_docstrings(owner).get(name)]
+    assert not missing, f"options without a docstring (the configuration reference is built from them): {missing}"
+
+
+def test_options_measured_without_gain_are_gone():
+    """Deleted with their code (docs/results.md, "Tried and measured no gain"); a config naming one is refused."""
+    leaves = _leaves(TrainConfig)
+    for key in ("ppo.lr_schedule", "env.reward", "env.failure_rate_per", "pretrain.sim_twins", "pretrain.input_noise"):
+        assert key not in leaves
+        with pytest.raises(InputFileError, match=key.split(".")[-1]):
+            load_config("cpu", {key: 1})

@@ -105,19 +105,6 @@ def test_two_gloo_ranks_train_a_baseline_s_networks_identically_and_resume_exact
     assert again0 == rank0[2:] and again1 == rank1[2:]  # each rank's latents and worlds continue exactly
 
 
-def test_adaptive_lr_is_the_same_on_every_rank(tmp_path):
-    """The KL of the ranks' minibatches is averaged before the rule, so the ranks keep one lr and one learner."""
-    encoder = tiny_encoder_file(tmp_path / "encoder.pt")
-    config = save_yaml(tiny_train_config(encoder, iterations=2), tmp_path / "tiny.yaml")
-    rank0, rank1 = torchrun(
-        tmp_path / "rec", "--config", str(config), "--out", str(tmp_path / "run"), "--set", "ppo.lr_schedule=adaptive"
-    )
-    assert [r["actor_lr"] for r in rank0] == [r["actor_lr"] for r in rank1]
-    assert rank0[-1]["actor_lr"] != 1e-3  # the rule did act (tiny_train_config's actor_lr)
-    for a, b in zip(rank0, rank1):
-        assert {k: a[k] for k in LEARNERS} == {k: b[k] for k in LEARNERS}
-
-
 @pytest.mark.parametrize("argv", [["demo"], ["pretrain", "--out", "{out}"], ["downstream", "--low-level", "x"]])
 def test_commands_other_than_train_refuse_several_torchrun_processes(monkeypatch, tmp_path, capsys, argv):
     from rgsd_agents.cli import main

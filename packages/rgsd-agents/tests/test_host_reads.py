@@ -1,6 +1,6 @@
-"""Host reads of a training iteration (issue 17): on the warp path a rollout reads the device once per env step.
+"""Host reads of a training iteration: on the warp path a rollout reads the device once per env step.
 
-Counted as the issue counts them: ``Tensor.numpy/.cpu/.item/.tolist/__bool__`` calls in this process
+Counted as ``Tensor.numpy/.cpu/.item/.tolist/__bool__`` calls in this process
 (``rgsd_envs.utils.host_reads``), over whole iterations after a warm-up one. Before the torch interface the
 warp path made about 38 per step (16.7 numpy, 16.8 cpu, 1.7 item, 3.0 bool).
 """
@@ -26,7 +26,7 @@ def tiny_encoder(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def warp_runner(tmp_path_factory, tiny_encoder):
-    env = EnvConfig(backend="warp", clip_sampling="failure_weighted", deviation_threshold=0.05)
+    env = EnvConfig(backend="warp", clip_sampling={"mode": "failure_weighted"}, deviation={"threshold": 0.05})
     cfg = tiny_train_config(tiny_encoder, horizon=HORIZON, env=env)
     runner = Runner(cfg, tmp_path_factory.mktemp("reads") / "run", progress=False)
     runner.iterate()  # warm-up: kernels, first-touch allocations
@@ -71,7 +71,7 @@ def test_a_baseline_s_latents_rewards_and_updates_add_one_read_per_iteration(tmp
     cfg = tiny_train_config(
         None,
         horizon=HORIZON,
-        env=EnvConfig(backend="warp", p_imitation=0.0, deviation_threshold=0.05),
+        env=EnvConfig(backend="warp", p_imitation=0.0, deviation={"threshold": 0.05}),
         method=MethodConfig(method, options[method]),
     )
     runner = Runner(cfg, tmp_path / "run", progress=False)

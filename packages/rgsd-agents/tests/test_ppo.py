@@ -9,7 +9,7 @@ import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
 from rgsd_agents.networks import ActorCritic, ValueNormalizer
-from rgsd_agents.ppo import PPO, adapt_lr
+from rgsd_agents.ppo import BOUND, PPO
 from rgsd_agents.storage import RolloutStorage
 from rgsd_envs.runs.policy import PolicyMLP
 
@@ -93,15 +93,16 @@ def test_ppo_update_moves_the_policy_towards_positive_advantages(bf16):
 def test_clipping_bounds_the_ratio_gradient():
     """With ratio beyond 1 + clip on positive advantages, the surrogate has no gradient."""
     ac = _ac()
-    cfg = PPOConfig(actor_lr=1e-3, critic_lr=1e-3, clip=0.2, entropy_coef=0.0, bounds_coef=0.0)
+    cfg = PPOConfig(actor_lr=1e-3, critic_lr=1e-3, clip=0.2, entropy_coef=0.0)
     ppo = PPO(ac, cfg)
     obs = torch.randn(8, 4)
     actions = ac.actor.net(obs).detach()  # at the mean: log-prob is maximal
     log_probs, _, _, _ = ac.evaluate(obs, actions)
     old = log_probs.detach() - 1.0  # ratio = e > 1.2
     ppo.optimizer.zero_grad()
-    stats = ppo._step(obs, actions, old, torch.ones(8), torch.zeros(8), torch.zeros(8))
+    stats = ppo._step(obs, actions, old, torch.ones(8), torch.zeros(8))
     assert stats["clip_fraction"].item() == 1.0
+    assert stats["bounds_loss"].item() == 0.0  # means inside the bounds: no gradient from there either
     assert all(p.grad is None or p.grad.abs().max() == 0 for p in ac.actor.net.parameters())
 
 
@@ -109,68 +110,19 @@ def test_bounds_loss_pulls_means_back_inside():
     ac = _ac()
     with torch.no_grad():
         ac.actor.net[-1].bias.fill_(3.0)
-    cfg = PPOConfig(actor_lr=1e-2, critic_lr=1e-3, epochs=1, minibatch_size=64, entropy_coef=0.0, bounds_coef=10.0)
+    cfg = PPOConfig(actor_lr=1e-2, critic_lr=1e-3, epochs=1, minibatch_size=64, entropy_coef=0.0)
     st = _storage(ac, torch.zeros(2))
-    st.advantages.zero_()
-    cfg.normalize_advantages = False
-    PPO(ac, cfg).update(st, torch.Generator().manual_seed(0))
+    st.advantages.zero_()  # no policy gradient: only the bounds loss moves the means
+    stats = PPO(ac, cfg).update(st, torch.Generator().manual_seed(0))
+    assert stats["bounds_loss"] == pytest.approx(2 * (3.0 - BOUND) ** 2, rel=0.05)
     assert ac.actor.net[-1].bias.max().item() < 3.0
 
 
-def test_adapt_lr_follows_rsl_rl_rule_and_bounds():
-    assert adapt_lr(1e-3, 0.05, 0.01, 1e-6, 1e-2) == 1e-3 / 1.5  # KL > 2x desired: smaller
-    assert adapt_lr(1e-3, 0.001, 0.01, 1e-6, 1e-2) == 1e-3 * 1.5  # KL < desired / 2: larger
-    assert adapt_lr(1e-3, 0.01, 0.01, 1e-6, 1e-2) == 1e-3  # inside the band: unchanged
-    assert adapt_lr(1e-3, 0.0, 0.01, 1e-6, 1e-2) == 1e-3  # no change at all (KL 0): unchanged, as rsl_rl
-    assert adapt_lr(1e-2, 1e-6, 0.01, 1e-6, 1e-2) == 1e-2  # clamped above
-    assert adapt_lr(1e-6, 1.0, 0.01, 1e-6, 1e-2) == 1e-6  # clamped below
-
-
-def _adaptive_ppo(actor_lr: float, desired_kl: float) -> tuple[PPO, RolloutStorage]:
-    ac = _ac()
-    cfg = PPOConfig(
-        actor_lr=actor_lr,
-        critic_lr=1e-3,
-        epochs=4,
-        minibatch_size=16,
-        entropy_coef=0.0,
-        lr_schedule="adaptive",
-        desired_kl=desired_kl,
-    )
-    return PPO(ac, cfg), _storage(ac, torch.tensor([1.0, -1.0]))
-
-
-def test_adaptive_lr_falls_when_steps_overshoot_and_rises_when_they_are_timid():
-    big, st = _adaptive_ppo(actor_lr=5e-2, desired_kl=1e-4)
-    stats = big.update(st, torch.Generator().manual_seed(0))
-    assert stats["approx_kl"] > 2e-4
-    assert big.actor_lr < 5e-2
-    assert big.optimizer.param_groups[1]["lr"] == 1e-3  # the critic's lr is not adapted
-    small, st = _adaptive_ppo(actor_lr=1e-5, desired_kl=0.5)
-    small.update(st, torch.Generator().manual_seed(0))
-    steps = 4 * st.advantages.numel() // 16
-    # each minibatch step but the update's first (the policy is still the rollout's there) raised it by 1.5
-    assert math.isclose(small.actor_lr, 1e-5 * 1.5 ** (steps - 1), rel_tol=1e-9)
-
-
-def test_adaptive_lr_is_restored_from_the_ppo_state():
-    ppo, st = _adaptive_ppo(actor_lr=5e-2, desired_kl=1e-4)
-    ppo.update(st, torch.Generator().manual_seed(0))
-    fresh, _ = _adaptive_ppo(actor_lr=5e-2, desired_kl=1e-4)
-    fresh.load_state_dict(ppo.state_dict())
-    assert fresh.actor_lr == ppo.actor_lr != 5e-2
-
-
-def test_fixed_schedule_keeps_the_actor_lr():
+def test_the_actor_lr_stays_fixed():
     ac = _ac()
     ppo = PPO(ac, PPOConfig(actor_lr=5e-2, critic_lr=1e-3, epochs=2, minibatch_size=16))
     ppo.update(_storage(ac, torch.tensor([1.0, -1.0])), torch.Generator().manual_seed(0))
-    assert ppo.actor_lr == 5e-2
-
-
-def test_ppo_config_rejects_unknown_schedule():
-    with pytest.raises(ValueError, match="lr_schedule"):
-        PPOConfig(lr_schedule="cosine")
+    assert [g["lr"] for g in ppo.optimizer.param_groups] == [5e-2, 1e-3]
 
 
 def test_bf16_forward_keeps_float32_outputs_close_to_the_float32_forward():

@@ -36,11 +36,9 @@ def test_tf32_is_switched_on_for_a_cuda_learner_only(tf32_flags):
     assert torch.get_float32_matmul_precision() == "highest"
 
 
-def test_config_defaults_to_tf32_and_bf16_is_the_ppo_option():
-    cfg = TrainConfig()
-    assert cfg.tf32 is True and cfg.ppo.bf16 is False
-    cfg = load_config("cpu", {"tf32": False, "ppo.bf16": True})
-    assert cfg.tf32 is False and cfg.ppo.bf16 is True
+def test_bf16_is_the_ppo_option_and_off_by_default():
+    assert TrainConfig().ppo.bf16 is False
+    assert load_config("cpu", {"ppo.bf16": True}).ppo.bf16 is True
 
 
 def test_bf16_auto_is_on_only_for_a_cpu_learner_with_native_bf16(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ def test_clock_formats_minutes_and_hours():
 
 
 def test_time_budget_makes_the_bar_a_clock_not_an_iteration_count():
-    """The issue's case: 272 of 100000 iterations after 5:22 of a 15-minute budget."""
+    """A demo run stopped by its time budget: 272 of 100000 iterations after 5:22 of a 15-minute budget."""
     bar = ProgressBar("train", 100000, 15 * 60, file=io.StringIO())
     bar.update(272, 322.0, "sps=1234")
     frac, text = bar.status()

@@ -8,12 +8,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-import yaml
 
 from rgsd_agents.cli import build_parser
 from rgsd_agents.commands import pretrain as pretrain_cmd
 from rgsd_agents.negatives import (
-    HARD_NEGATIVES,
     LEG_LAG,
     SINK_STEP,
     frame_features_of,
@@ -59,11 +57,7 @@ def sharpness_of():
     def get(negatives: str, tmp_path_factory) -> dict:
         if negatives not in cache:
             out = tmp_path_factory.mktemp(negatives)
-            kinds = {
-                "hard_legs": dict(negatives="hard", hard_negatives=(*HARD_NEGATIVES, "legs_held")),
-                "hard_sinking": dict(negatives="hard", hard_negatives=(*HARD_NEGATIVES, "sinking")),
-            }
-            cfg = PretrainConfig(**TINY, **kinds.get(negatives, dict(negatives=negatives)))
+            cfg = PretrainConfig(**TINY, negatives=negatives)
             result = pretrain(cfg, out, progress=False)
             cache[negatives] = (result, json.loads((out / SHARPNESS_FILE).read_text()))
         return cache[negatives]
@@ -158,14 +152,6 @@ def test_sinking_stacks_lower_the_pelvis_slot_by_slot_and_keep_the_rest(lib_inpu
     assert torch.equal(sunk[:, :, rest], ref[:, :, rest])  # the pose, relative to the pelvis, goes on
 
 
-def test_sinking_as_a_hard_negative_makes_the_reward_read_the_pelvis_height(sharpness_of, tmp_path_factory):
-    _, hard = sharpness_of("hard", tmp_path_factory)
-    _, sinking = sharpness_of("hard_sinking", tmp_path_factory)
-    h, g = hard["mean_cos"], sinking["mean_cos"]
-    assert g["sinking"] < h["sinking"] - 0.3  # the demo preset's encoder: 0.69 (run 0.98); trained: -0.03
-    assert g["reference"] > 0.9
-
-
 def test_body_columns_follow_the_frame_layout():
     assert body_columns([1], "body_pos").tolist() == [2, 3, 4]
     assert body_columns([0, 2], "body_rot").tolist() == [*range(71, 77), *range(83, 89)]
@@ -221,25 +207,6 @@ def test_hard_negatives_make_the_reward_fall_off_the_reference(sharpness_of, tmp
     assert h["reference"] > 0.9 and h["reference"] > h["held_still"] + 0.4
     assert h["other_clips"] < 0.0
     assert hard_result.sharpness == hard and not hard_result.reached_target
-
-
-def test_legs_held_as_a_hard_negative_lowers_its_reward(sharpness_of, tmp_path_factory):
-    _, hard = sharpness_of("hard", tmp_path_factory)
-    legs_result, legs = sharpness_of("hard_legs", tmp_path_factory)
-    saved = yaml.safe_load(legs_result.config_path.read_text())["hard_negatives"]
-    assert saved == [*HARD_NEGATIVES, "legs_held"]
-    h, g = hard["mean_cos"], legs["mean_cos"]
-    assert g["legs_held"] < h["legs_held"] - 0.2
-    assert g["reference"] > 0.9
-
-
-def test_hard_negative_variants_are_checked_and_set_from_the_cli():
-    with pytest.raises(ValueError, match=r"hard_negatives.*legs_held"):
-        PretrainConfig(negatives="hard", target_alignment=None, hard_negatives=("held_still", "frozen"))
-    args = build_parser().parse_args(
-        ["pretrain", "--out", "x", "--negatives", "hard", "--hard-negatives", "reversed", "legs_held"]
-    )
-    assert pretrain_cmd.config_from_args(args).hard_negatives == ("reversed", "legs_held")
 
 
 def test_hard_negatives_refuse_an_alignment_early_stop_and_the_cli_drops_it():

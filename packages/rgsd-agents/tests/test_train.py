@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
 import math
 
@@ -12,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from rgsd_agents.config import MethodConfig, PPOConfig, TrainConfig
+from rgsd_agents.config import CURRICULUM_KEYS, MethodConfig, PPOConfig, TrainConfig
 from rgsd_agents.loop import CONFIG_CHANGES
 from rgsd_agents.runner import Runner
 from rgsd_agents.testing import (
@@ -22,7 +21,7 @@ from rgsd_agents.testing import (
     tiny_encoder_file,
     tiny_train_config,
 )
-from rgsd_envs.envs.config import DEVIATION_KEYS, EnvConfig
+from rgsd_envs.envs.config import DEVIATION_KEYS, NO_DEVIATION, ClipSamplingConfig, DeviationConfig, EnvConfig
 from rgsd_envs.rewards.encoders import load_encoder
 from rgsd_envs.runs.policy import load_policy
 from rgsd_envs.runs.run_dir import RunDir
@@ -86,11 +85,15 @@ def test_same_seed_gives_the_same_numbers_and_another_seed_does_not(tmp_path, ti
 
 
 TUNED_OPTIONS = dict(
-    ppo=PPOConfig(minibatch_size=16, epochs=2, actor_lr=1e-3, critic_lr=1e-3, lr_schedule="adaptive", bf16=True),
+    ppo=PPOConfig(minibatch_size=16, epochs=2, actor_lr=1e-3, critic_lr=1e-3, bf16=True),
     method=MethodConfig("rgsd", {"minibatch_size": 16, "lr": 1e-3, "update_every": 2}),
-    env=EnvConfig(deviation_metric="max", deviation_adaptive=True, deviation_error_memory=10.0),
+    env=EnvConfig(
+        deviation=DeviationConfig(metric="max", adaptive=True),
+        clip_sampling=ClipSamplingConfig(mode="failure_weighted", failure_share=1.0),
+    ),
 )
-"""The tuned options all at once: adaptive lr, bf16 update, discovery every 2nd iteration, tightening max rule."""
+"""The tuned options all at once: bf16 update, discovery every 2nd iteration, tightening max rule, failure-weighted
+clip draws."""
 
 
 @pytest.mark.parametrize("options", [{}, TUNED_OPTIONS], ids=["defaults", "tuned_options"])
@@ -98,35 +101,16 @@ def test_resume_continues_exactly(tmp_path, tiny_encoder, options):
     straight = Runner(tiny_config(tiny_encoder, iterations=4, **options), tmp_path / "straight", progress=False)
     full = reproducible(straight.learn())
     straight.close()
-    if options:  # the options did act: the lr moved, the encoder skipped iterations, thresholds were logged
-        assert len({m["charts/actor_lr"] for m in full}) > 1
+    if options:  # the options did act: the encoder skipped iterations, thresholds and clip draws were logged
         assert ["method/loss" in m for m in full] == [True, False, True, False]
         assert any(k.startswith("termination/") for k in full[-1])
+        drawn = [v for k, v in full[-1].items() if k.startswith("clip_sampling/")]
+        assert len(drawn) == straight.env.core.lib.num_clips and sum(drawn) == pytest.approx(1.0)
 
     resumed, rest = split_and_resume(tiny_config(tiny_encoder, iterations=2, **options), tmp_path / "split", 4)
     assert rest == full[2:]
     assert_same_tensors(_params(straight), _params(resumed))
     assert RunDir(tmp_path / "split").config()["iterations"] == 4
-
-
-def test_weighted_clip_sampling_follows_the_probe_errors_and_resumes_exactly(tmp_path, tiny_encoder):
-    """``env.clip_sampling: weighted``: after each probe a clip's draw probability is its probe error squared
-    (normalised; share 1), used from the next iteration on, and a resumed run continues with the same weights."""
-    env = EnvConfig(clip_sampling="weighted", failure_weighted_share=1.0)
-    cfg = tiny_config(tiny_encoder, iterations=3, probe_every=1, env=env)
-    straight = Runner(cfg, tmp_path / "straight", progress=False)
-    history = straight.learn()
-    names = straight.env.core.lib.names
-    for before, after in itertools.pairwise(history):
-        err = torch.tensor([before[f"probe_clips/{n}_cm"] for n in names], dtype=torch.float64) ** 2
-        drawn = torch.tensor([after[f"clip_sampling/{n}"] for n in names], dtype=torch.float64)
-        torch.testing.assert_close(drawn, err / err.sum())
-    assert len({round(history[-1][f"clip_sampling/{n}"], 6) for n in names}) > 1  # not uniform
-    straight.close()
-    _, rest = split_and_resume(dataclasses.replace(cfg, iterations=2), tmp_path / "split", 3)
-    assert rest == reproducible(history)[2:]
-    with pytest.raises(ValueError, match="probe_every must be > 0"):
-        tiny_config(tiny_encoder, probe_every=0, env=env)
 
 
 def test_resume_refuses_changes_that_would_break_continuation(tmp_path, tiny_encoder):
@@ -142,45 +126,45 @@ def test_resume_may_tighten_the_deviation_rule_and_records_when(tmp_path, tiny_e
     runner.learn()
     samples = runner.global_step
     runner.close()
-    changes = {"iterations": 3, "env.deviation_heading_deg": 10.0, "env.deviation_adaptive": True}
+    changes = {"iterations": 3, "env.deviation.heading_deg": 10.0, "env.deviation.adaptive": True}
     resumed = Runner.resume(tmp_path / "run", changes)
-    assert resumed.env.core.deviation_rule.cfg.deviation_heading_deg == 10.0  # the env plays by the new rule
+    assert resumed.env.core.deviation_rule.cfg.heading_deg == 10.0  # the env plays by the new rule
     history = resumed.learn()
     resumed.close()
     assert any(k.startswith("termination/") for k in history[-1])  # the tightening rule acted
     saved = RunDir(tmp_path / "run").config()  # the env as it started; the change is a curriculum step
-    assert saved["env"]["deviation_adaptive"] is False
+    assert saved["env"]["deviation"]["adaptive"] is False
     assert saved["curriculum"] == [
-        {"at_samples": float(samples), "set": {"env.deviation_heading_deg": 10.0, "env.deviation_adaptive": True}}
+        {"at_samples": float(samples), "set": {"env.deviation.heading_deg": 10.0, "env.deviation.adaptive": True}}
     ]
     recorded = yaml.safe_load((tmp_path / "run" / CONFIG_CHANGES).read_text())
     assert recorded == [
-        {"iteration": 2, "samples": samples, "key": "env.deviation_heading_deg", "old": None, "new": 10.0},
-        {"iteration": 2, "samples": samples, "key": "env.deviation_adaptive", "old": False, "new": True},
+        {"iteration": 2, "samples": samples, "key": "env.deviation.heading_deg", "old": None, "new": 10.0},
+        {"iteration": 2, "samples": samples, "key": "env.deviation.adaptive", "old": False, "new": True},
     ]
-    Runner.resume(tmp_path / "run", {"env.deviation_heading_deg": 10.0}).close()  # the same value again: no entry
+    Runner.resume(tmp_path / "run", {"env.deviation.heading_deg": 10.0}).close()  # the same value again: no entry
     assert len(yaml.safe_load((tmp_path / "run" / CONFIG_CHANGES).read_text())) == 2
     assert len(RunDir(tmp_path / "run").config()["curriculum"]) == 1
     with pytest.raises(
-        ValueError, match=r"not env\.p_imitation \(from the checkpoint on, so may env\.deviation_threshold"
+        ValueError, match=r"not env\.p_imitation \(from the checkpoint on, so may env\.deviation\.threshold"
     ):
         Runner.resume(tmp_path / "run", {"env.p_imitation": 0.5})
 
 
 def test_a_curriculum_step_tightens_the_deviation_rule_at_its_sample_count_and_resumes_exactly(tmp_path, tiny_encoder):
     batch = tiny_config(tiny_encoder).batch_size
-    step = {"at_samples": 2 * batch, "set": {"env.deviation_adaptive": True, "env.deviation_heading_deg": 10}}
+    step = {"at_samples": 2 * batch, "set": {"env.deviation.adaptive": True, "env.deviation.heading_deg": 10}}
     cfg = tiny_config(tiny_encoder, iterations=4, curriculum=[step])
     straight = Runner(cfg, tmp_path / "straight", progress=False)
-    assert straight.env.core.cfg.deviation_heading_deg is None  # not yet
+    assert straight.env.core.cfg.deviation.heading_deg is None  # not yet
     full = reproducible(straight.learn())
     straight.close()
-    assert straight.env.core.deviation_rule.cfg.deviation_heading_deg == 10.0
+    assert straight.env.core.deviation_rule.cfg.heading_deg == 10.0
     assert [any(k.startswith("termination/") for k in m) for m in full] == [False, False, True, True]
     recorded = yaml.safe_load((tmp_path / "straight" / CONFIG_CHANGES).read_text())
     assert [(e["iteration"], e["samples"], e["key"], e["old"], e["new"]) for e in recorded] == [
-        (2, 2 * batch, "env.deviation_adaptive", False, True),
-        (2, 2 * batch, "env.deviation_heading_deg", None, 10.0),
+        (2, 2 * batch, "env.deviation.adaptive", False, True),
+        (2, 2 * batch, "env.deviation.heading_deg", None, 10.0),
     ]
     # split at the step: the resumed run finds it in force, trains the same numbers and records nothing again
     resumed, rest = split_and_resume(tiny_config(tiny_encoder, iterations=2, curriculum=[step]), tmp_path / "split", 4)
@@ -190,28 +174,28 @@ def test_a_curriculum_step_tightens_the_deviation_rule_at_its_sample_count_and_r
 
 
 def test_a_curriculum_that_would_change_anything_but_the_deviation_rule_is_refused(tiny_encoder):
-    with pytest.raises(ValueError, match=r"curriculum\[0\]\.set may change env\.deviation_threshold.*not ppo\.epochs"):
+    with pytest.raises(ValueError, match=r"curriculum\[0\]\.set may change env\.deviation\.threshold.*not ppo\.epochs"):
         tiny_config(tiny_encoder, curriculum=[{"at_samples": 10, "set": {"ppo.epochs": 2}}])
     with pytest.raises(ValueError, match=r"curriculum\[1\]\.at_samples must be a number >= the previous"):
         steps = [
-            {"at_samples": 10, "set": {"env.deviation_min": 0.3}},
-            {"at_samples": 5, "set": {"env.deviation_min": 0.2}},
+            {"at_samples": 10, "set": {"env.deviation.min": 0.3}},
+            {"at_samples": 5, "set": {"env.deviation.min": 0.2}},
         ]
         tiny_config(tiny_encoder, curriculum=steps)
-    with pytest.raises(ValueError, match=r"curriculum\[0\]\.set: deviation_min must be in"):
+    with pytest.raises(ValueError, match=r"curriculum\[0\]\.set: deviation\.min must be in"):
         tiny_config(
             tiny_encoder,
-            curriculum=[{"at_samples": 1, "set": {"env.deviation_min": 0.9, "env.deviation_adaptive": True}}],
+            curriculum=[{"at_samples": 1, "set": {"env.deviation.min": 0.9, "env.deviation.adaptive": True}}],
         )
 
 
-def test_every_deviation_key_is_an_env_config_field():
-    assert set(DEVIATION_KEYS) <= {f.name for f in dataclasses.fields(EnvConfig)}
-    assert all("deviation" in k for k in DEVIATION_KEYS)
+def test_the_curriculum_keys_are_the_deviation_rules_fields():
+    assert set(DEVIATION_KEYS) == {f.name for f in dataclasses.fields(DeviationConfig)}
+    assert tuple(f"env.deviation.{k}" for k in DEVIATION_KEYS) == CURRICULUM_KEYS
 
 
 def test_rollout_bootstraps_truncated_steps_with_the_final_observation_value(tmp_path, tiny_encoder):
-    env = EnvConfig(deviation_termination=False, contact_termination=False, fall_height=0.0)
+    env = EnvConfig(deviation=NO_DEVIATION, contact_termination=False, fall_height=0.0)
     runner = Runner(tiny_config(tiny_encoder, horizon=60, env=env), tmp_path / "run", progress=False)
     recorded = []
     step = runner.env.step
@@ -291,10 +275,10 @@ def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, tiny_encoder):
 
 
 def test_diayn_ablation_uses_a_random_encoder_and_no_imitation(tmp_path):
-    from rgsd_agents.pretraining import PretrainConfig
+    from rgsd_agents.pretraining import PretrainOptions
 
     cfg = tiny_config(None, iterations=1, method=MethodConfig("diayn", {"minibatch_size": 16}))
-    cfg.pretrain = PretrainConfig(hidden=(16,))
+    cfg.pretrain = PretrainOptions(hidden=(16,))
     runner = Runner(cfg, tmp_path / "run", progress=False)
     history = runner.learn()
     runner.close()

@@ -25,7 +25,7 @@ def lib():
 @pytest.fixture(scope="module")
 def env(lib):
     cfg, _ = eval_env_config(EnvConfig())
-    e = gym.make_vec(ENV_ID, num_envs=5, encoder_reward=False, config=cfg, motions=lib)
+    e = gym.make_vec(ENV_ID, num_envs=5, encoder_reward=False, config=cfg, motions=lib, autoreset_mode="NextStep")
     yield e
     e.close()
 

@@ -21,67 +21,47 @@ import yaml
 
 from rgsd_agents.networks import NetworkConfig
 from rgsd_agents.precision import check_bf16_setting
-from rgsd_agents.pretraining import PretrainConfig
+from rgsd_agents.pretraining import PretrainConfig, PretrainOptions
 from rgsd_envs.envs.config import DEVIATION_KEYS, EnvConfig
 from rgsd_envs.utils.config import apply_override, check_overrides, from_dict, to_dict
 from rgsd_envs.utils.files import InputFileError
 
 _SCIENTIFIC = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$")
 """Numbers like 3e-4 that YAML 1.1 (PyYAML) reads as strings."""
-LR_SCHEDULES = ("fixed", "adaptive")
-CURRICULUM_KEYS = tuple(f"env.{k}" for k in DEVIATION_KEYS)
+CURRICULUM_KEYS = tuple(f"env.deviation.{k}" for k in DEVIATION_KEYS)
 """Config keys a training curriculum (``TrainConfig.curriculum``, or ``--resume --set``) may change mid-run: the
 deviation rule of imitation episodes."""
 
 
 @dataclass
 class PPOConfig:
-    """The PPO update rule (clipped surrogate, value regression, GAE)."""
+    """The PPO update rule (clipped surrogate, value regression on standardised returns, GAE; ``rgsd_agents.ppo``)."""
 
     actor_lr: float = 2e-5
+    """Adam learning rate of the actor (paper: 2e-5)."""
     critic_lr: float = 1e-4
+    """Adam learning rate of the critic (paper: 1e-4)."""
     gamma: float = 0.99
+    """Discount factor."""
     gae_lambda: float = 0.95
+    """GAE lambda."""
     clip: float = 0.2
     """Clip range of the probability ratio."""
     epochs: int = 5
+    """Passes over each rollout."""
     minibatch_size: int = 32768
     """Samples per gradient step; the rollout (num_envs x horizon) is split into batch // minibatch_size parts."""
     entropy_coef: float = 0.1
-    value_clip: bool = False
-    """Clip the value prediction around the rollout's value like the ratio (False: plain MSE)."""
-    bounds_coef: float = 10.0
-    """Penalty on action means outside [-bound, bound] (actions are clipped to [-1, 1] by the env)."""
-    bound: float = 1.1
+    """Weight of the entropy bonus (no effect with a fixed std: ``networks.learn_std: false``)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip, applied to the actor and the critic separately."""
-    normalize_advantages: bool = True
-    """Standardise the advantages over the whole rollout."""
-    normalize_values: bool = True
-    """The critic predicts returns standardised by running statistics (rewards are not scaled)."""
-    lr_schedule: str = "fixed"
-    """"fixed" (``actor_lr`` throughout) or "adaptive" (rsl_rl's KL rule: before each minibatch step the actor's
-    lr is divided by 1.5 when the policy's KL to the rollout's exceeds 2 x ``desired_kl`` and multiplied by 1.5
-    when it is under ``desired_kl`` / 2, within [``lr_min``, ``lr_max``]; the critic keeps ``critic_lr``, as the
-    KL measures the policy's step only)."""
-    desired_kl: float = 0.01
-    """Target KL(old || new) per minibatch step of the "adaptive" schedule (rsl_rl, mjlab, BeyondMimic: 0.01)."""
-    lr_min: float = 1e-6
-    lr_max: float = 1e-2
-    """Bounds of the adaptive actor lr."""
     bf16: bool | str = False
     """Run the hidden layers of actor and critic under bf16 autocast in the update (output layers, losses and
-    Adam in float32); on CPUs with AVX512-BF16 the GEMMs run 1.4-2x faster (issue 20). "auto": on for a CPU
-    learner whose CPU has native bf16 (``rgsd_agents.precision.resolve_bf16``), off elsewhere."""
+    Adam in float32); on CPUs with AVX512-BF16 the GEMMs run 1.4-2x faster. "auto": on for a CPU learner whose
+    CPU has native bf16 (``rgsd_agents.precision.resolve_bf16``), off elsewhere."""
 
     def __post_init__(self) -> None:
         check_bf16_setting(self.bf16)
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"ppo.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
-        if not (0 < self.lr_min <= self.lr_max and self.desired_kl > 0):
-            raise ValueError(
-                f"ppo: need 0 < lr_min <= lr_max and desired_kl > 0, got {self.lr_min}, {self.lr_max}, {self.desired_kl}"
-            )
         positive = {
             "actor_lr": self.actor_lr,
             "critic_lr": self.critic_lr,
@@ -89,7 +69,6 @@ class PPOConfig:
             "epochs": self.epochs,
             "minibatch_size": self.minibatch_size,
             "max_grad_norm": self.max_grad_norm,
-            "bound": self.bound,
         }
         bad = [k for k, v in positive.items() if not v > 0]
         if bad:
@@ -121,9 +100,11 @@ class TrainConfig:
     available), "cpu", "cuda" or "cuda:N". The mujoco simulator stays on the CPU (observations and actions cross
     through pinned buffers); env-side tensors follow ``env.device``."""
     num_envs: int = 4096
+    """Parallel worlds."""
     horizon: int = 32
     """Steps per world per iteration (rollout = num_envs x horizon samples)."""
     iterations: int = 20000
+    """Rollout-and-update iterations."""
     max_minutes: float | None = None
     """Stop after this much wall time of the training loop (None: run all iterations)."""
     checkpoint_every: int = 100
@@ -135,14 +116,8 @@ class TrainConfig:
     probe_every: int = 50
     """Iterations between imitation probes (deterministic rollouts from each clip's start, ``probe/`` in
     TensorBoard, also before the first iteration) and the discovery encoder's reference alignment; 0: never."""
-    clip_weight_power: float = 2.0
-    """With ``env.clip_sampling: weighted``: after every probe each clip's weight for the RSI draws becomes its
-    probe error (cm) to this power, so the clip tracked worst gets the samples (issue 20)."""
     torch_threads: int | None = None
     """torch intra-op threads of the updates (None: one per core)."""
-    tf32: bool = True
-    """Let float32 matmuls and convolutions use TF32 tensor cores when the learner is on CUDA (no effect on
-    the CPU; ``rgsd_agents.precision.configure_tf32``)."""
     rollout_threads: int | None = 1
     """torch intra-op threads while collecting a rollout (None: as the updates). Small per-step batches
     run faster on one thread, and the env's own torch work then skips its thread switching."""
@@ -154,14 +129,18 @@ class TrainConfig:
     reward_constant: float | None = None
     """C of the reward (None: kappa, so rewards lie in [0, 2 kappa])."""
     env: EnvConfig = field(default_factory=EnvConfig)
-    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
-    """Used when ``encoder`` is None (the random encoder of the other methods takes its ``hidden`` sizes); its
-    motions and seed follow env.motions and seed."""
+    """The environment (``rgsd_envs.envs.config.EnvConfig``)."""
+    pretrain: PretrainOptions = field(default_factory=PretrainOptions)
+    """Encoder pretraining when ``encoder`` is None (the random encoder of the other methods takes its ``hidden``
+    sizes); it runs on env.motions with the run's seed and device."""
     networks: NetworkConfig = field(default_factory=NetworkConfig)
+    """Actor and critic."""
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    """The PPO update."""
     method: MethodConfig = field(default_factory=MethodConfig)
+    """The skill method and its options."""
     curriculum: list[dict[str, Any]] = field(default_factory=list)
-    """Steps that change the deviation rule mid-run, in order: ``{at_samples: N, set: {env.deviation_KEY: VALUE,
+    """Steps that change the deviation rule mid-run, in order: ``{at_samples: N, set: {env.deviation.KEY: VALUE,
     ...}}`` applies once the run has trained N samples (``CURRICULUM_KEYS``; each change is logged and recorded in
     the run's ``config_changes.yaml``; ``env`` holds the values before the first step)."""
 
@@ -171,14 +150,10 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.rollout_threads is not None and self.rollout_threads < 1:
             raise ValueError(f"rollout_threads must be >= 1 or null, got {self.rollout_threads}")
+        if type(self.pretrain) is not PretrainOptions:  # a PretrainConfig's clips, seed and device are the run's
+            raise ValueError("pretrain must be a PretrainOptions (the run's env.motions, seed and device apply)")
         if self.iterations < 0 or self.probe_every < 0:
             raise ValueError(f"iterations and probe_every must be >= 0, got {self.iterations}, {self.probe_every}")
-        if self.env.clip_sampling == "weighted" and not self.probe_every:
-            raise ValueError("env.clip_sampling 'weighted' follows the training probe: probe_every must be > 0")
-        if self.clip_weight_power < 0:
-            raise ValueError(f"clip_weight_power must be >= 0, got {self.clip_weight_power}")
-        if self.env.obs_mode != "flat" or self.env.autoreset_mode != "SameStep":
-            raise ValueError("training needs env.obs_mode 'flat' and env.autoreset_mode 'SameStep'")
         from rgsd_agents.methods import method_class, method_config
 
         method_config(self.method.name, self.method.options)  # a bad name or option ends here, naming the key
@@ -188,8 +163,12 @@ class TrainConfig:
         check_curriculum(self)
 
     def curriculum_changes(self, index: int) -> dict[str, Any]:
-        """The EnvConfig changes of curriculum step ``index`` (keys without the ``env.`` prefix)."""
-        return {k.removeprefix("env."): v for k, v in self.curriculum[index]["set"].items()}
+        """The deviation-rule changes of curriculum step ``index`` (``DeviationConfig`` field names)."""
+        return {k.removeprefix("env.deviation."): v for k, v in self.curriculum[index]["set"].items()}
+
+    def pretrain_config(self) -> PretrainConfig:
+        """The run's encoder pretraining: ``pretrain:`` on ``env.motions`` with the run's seed and device."""
+        return PretrainConfig.of_run(self.pretrain, self.env.motions, self.seed, self.device)
 
     @property
     def batch_size(self) -> int:
@@ -204,7 +183,7 @@ def check_curriculum(cfg: TrainConfig) -> None:
 
     from rgsd_envs.utils.config import OverrideError, check_override
 
-    env, last = cfg.env, 0.0
+    deviation, last = cfg.env.deviation, 0.0
     for i, step in enumerate(cfg.curriculum):
         where = f"curriculum[{i}]"
         if not isinstance(step, dict) or set(step) != {"at_samples", "set"}:
@@ -223,7 +202,7 @@ def check_curriculum(cfg: TrainConfig) -> None:
         except OverrideError as err:
             raise ValueError(f"{where}.set.{err.key}: {err.reason}") from None
         try:
-            env = dataclasses.replace(env, **cfg.curriculum_changes(i))
+            deviation = dataclasses.replace(deviation, **cfg.curriculum_changes(i))
         except ValueError as err:
             raise ValueError(f"{where}.set: {err}") from None
 
@@ -322,8 +301,8 @@ def load_config(
 
 
 def resolve(cfg: TrainConfig, base_dir: str | os.PathLike = ".") -> TrainConfig:
-    """Make the config self-contained: absolute motion/encoder paths, pretraining on env.motions, the method's
-    options with their defaults, and ``env.p_imitation`` 0 for a method without imitation episodes."""
+    """Make the config self-contained: absolute motion/encoder paths, the method's options with their defaults,
+    and ``env.p_imitation`` 0 for a method without imitation episodes."""
     base = Path(base_dir)
 
     def absolute(p: str) -> str:
@@ -333,9 +312,6 @@ def resolve(cfg: TrainConfig, base_dir: str | os.PathLike = ".") -> TrainConfig:
     cfg.env.motions = absolute(motions) if isinstance(motions, str) else [absolute(m) for m in motions]
     if cfg.encoder is not None:
         cfg.encoder = absolute(cfg.encoder)
-    cfg.pretrain.motions = cfg.env.motions
-    cfg.pretrain.seed = cfg.seed
-    cfg.pretrain.device = cfg.device
     from rgsd_agents.methods import method_class, method_config
 
     cfg.method.options = to_dict(method_config(cfg.method.name, cfg.method.options))

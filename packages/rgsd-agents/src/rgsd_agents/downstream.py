@@ -243,7 +243,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         self.env = GoalReachingTorchEnv(cfg.num_envs, cfg.low_level, cfg.task)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
-            self.ac = ActorCritic(GOAL_OBS_DIM, SKILL_DIM, cfg.networks, cfg.ppo.normalize_values)
+            self.ac = ActorCritic(GOAL_OBS_DIM, SKILL_DIM, cfg.networks)
         if cfg.init_skill != "zero":
             self.ac.set_mean_action(initial_skill(self.env.task, cfg.init_skill))
         self.ac.to(self.device)

@@ -13,22 +13,23 @@ the reference stack ``s_t = (o_{t-4}, ..., o_t)`` of a frame t:
 * ``slowed``: the clip played at ``SLOW_FACTOR`` (0.7) of its speed: slot k of
   the stack holds the pose of local frame round(0.7 (t - 4 + k)) with its
   velocities scaled by 0.7, and the reference's phases: a policy that keeps the
-  pose but lags behind the clip (issue 20: the real-mocap walk covers 0.69 of
-  the reference's distance).
+  pose but lags behind the clip (a policy trained on a real-mocap walk covered
+  0.69 of the reference's distance).
 * ``legs_held``: the reference stack with the legs (hips, knees, ankles, toes)
   frozen to the pelvis in the pose of ``LEG_LAG`` frames earlier: their positions
   and rotations from frame t - ``LEG_LAG`` in every slot, their velocities the
   pelvis's. The trunk and arms move as in the clip: a body that leans or slides
-  along the clip's path without stepping (issue 20: the demo's backward walk
-  leans back, a foot stays in front, and the encoder reward stays at 15-17 of 20).
+  along the clip's path without stepping (a demo policy's backward walk leaned
+  back with a foot left in front, and the encoder reward stayed at 15-17 of 20).
 * ``sinking``: the reference stack with the pelvis ``SINK_STEP`` lower in each
   slot than in the one before (0.05 m in the oldest slot, 0.25 m in the newest),
   the whole body with it: a body that sits down or falls while the pose goes on
-  (issue 20: the demo preset's encoder paid a policy sitting down on the backward
-  walk 0.63, more than its states within 15 cm of the reference, 0.41).
+  (the demo preset's encoder paid a policy sitting down on the backward walk
+  0.63, more than its states within 15 cm of the reference, 0.41).
 
-They feed the reward-sharpness report (``reward_sharpness``) and the hard
-negatives of encoder pretraining (``PretrainConfig.negatives = "hard"``).
+They feed the reward-sharpness report (``reward_sharpness``); ``HARD_NEGATIVES``
+are the hard negatives of encoder pretraining (``PretrainConfig.negatives = "hard"``;
+the others were tried as hard negatives and measured no gain: docs/results.md).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ Tensor = torch.Tensor
 HARD_NEGATIVES = ("held_still", "phase_shift", "reversed")
 """The variants pretraining adds as negatives of each anchor (the order of ``hard_negative_inputs``)."""
 VARIANTS = ("held_still", "start_held", "phase_shift", "reversed", "slowed", "legs_held", "sinking")
-"""Every variant ``variant_stacks`` builds (any of them can be a hard negative: ``PretrainConfig.hard_negatives``)."""
+"""Every variant ``variant_stacks`` builds (columns of the reward-sharpness report)."""
 SLOW_FACTOR = 0.7
 """Playback speed of the ``slowed`` variant."""
 LEG_LAG = 10
@@ -124,8 +125,6 @@ def variant_stacks(features: Tensor, frames: Tensor, clip_starts: Tensor, names:
     return torch.stack(out, dim=1)
 
 
-def hard_negative_inputs(
-    features: Tensor, frames: Tensor, clip_starts: Tensor, names: tuple[str, ...] = HARD_NEGATIVES
-) -> Tensor:
-    """The hard negatives ``names`` (default: held still, phase +0.5, reversed) of each frame: (B, K, 1795)."""
-    return variant_stacks(features, frames, clip_starts, names)
+def hard_negative_inputs(features: Tensor, frames: Tensor, clip_starts: Tensor) -> Tensor:
+    """The hard negatives ``HARD_NEGATIVES`` (held still, phase +0.5, reversed) of each frame: (B, 3, 1795)."""
+    return variant_stacks(features, frames, clip_starts, HARD_NEGATIVES)

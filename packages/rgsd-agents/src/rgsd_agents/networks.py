@@ -32,6 +32,7 @@ class NetworkConfig:
     critic_hidden: tuple[int, ...] = PAPER_HIDDEN
     """Hidden sizes of the critic (same input: normalised observation)."""
     activation: str = "tanh"
+    """Hidden-layer activation of actor and critic (paper: tanh; ``rgsd_envs.runs.policy.mlp``)."""
     init_log_std: float = -2.9
     """Initial log standard deviation of the (state-independent) Gaussian; ASE's fixed exp(-2.9) = 0.055."""
     learn_std: bool = False
@@ -52,9 +53,8 @@ class NetworkConfig:
 class ValueNormalizer(nn.Module):
     """Running mean/variance of value targets; the critic regresses standardised returns."""
 
-    def __init__(self, enabled: bool = True, eps: float = 1e-5):
+    def __init__(self, eps: float = 1e-5):
         super().__init__()
-        self.enabled = enabled
         self.eps = eps
         self.register_buffer("mean", torch.zeros((), dtype=torch.float64))
         self.register_buffer("var", torch.ones((), dtype=torch.float64))
@@ -62,19 +62,14 @@ class ValueNormalizer(nn.Module):
 
     def update(self, x: Tensor, moments: Moments | None = None) -> None:
         """Fold a batch of returns into the statistics (parallel Welford; ``moments``: see fold_batch_stats)."""
-        if self.enabled:
-            fold_batch_stats(self.mean, self.var, self.count, x.reshape(-1).to(torch.float64), moments)
+        fold_batch_stats(self.mean, self.var, self.count, x.reshape(-1).to(torch.float64), moments)
 
     def normalize(self, x: Tensor) -> Tensor:
-        """Standardised values (identity when disabled)."""
-        if not self.enabled:
-            return x
+        """Standardised values."""
         return (x - self.mean.to(x.dtype)) / (self.var + self.eps).sqrt().to(x.dtype)
 
     def denormalize(self, x: Tensor) -> Tensor:
-        """Values in return units (identity when disabled)."""
-        if not self.enabled:
-            return x
+        """Values in return units."""
         return x * (self.var + self.eps).sqrt().to(x.dtype) + self.mean.to(x.dtype)
 
 
@@ -103,14 +98,14 @@ def forward_mixed(net: nn.Sequential, x: Tensor, bf16: bool = False) -> Tensor:
 class ActorCritic(nn.Module):
     """Gaussian actor (``PolicyMLP`` mean, state-independent log std) and a critic MLP."""
 
-    def __init__(self, obs_dim: int, act_dim: int, cfg: NetworkConfig, normalize_values: bool = True):
+    def __init__(self, obs_dim: int, act_dim: int, cfg: NetworkConfig):
         super().__init__()
         self.actor = PolicyMLP(obs_dim, act_dim, cfg.actor_hidden, cfg.activation)
         self.critic = mlp(obs_dim, cfg.critic_hidden, 1, cfg.activation)
         _init_linear(self.actor.net, 0.01)
         _init_linear(self.critic, 1.0)
         self.log_std = nn.Parameter(torch.full((act_dim,), float(cfg.init_log_std)), requires_grad=cfg.learn_std)
-        self.value_normalizer = ValueNormalizer(normalize_values)
+        self.value_normalizer = ValueNormalizer()
 
     @torch.no_grad()
     def set_mean_action(self, action: Tensor) -> None:

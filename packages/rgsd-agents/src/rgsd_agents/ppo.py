@@ -1,14 +1,14 @@
 """PPO's update rule (clipped surrogate), separate from the loop and the storage.
 
-Per minibatch: ``loss = policy + value - entropy_coef * entropy + bounds_coef * bounds``
+Per minibatch: ``loss = policy + value - entropy_coef * entropy + BOUNDS_COEF * bounds``
 with
 
 * policy: ``-min(ratio * A, clip(ratio, 1 +- clip) * A)``, advantages standardised
   over the rollout;
-* value: ``0.5 * (V_n(s) - R_n)^2`` on standardised returns R_n (``ValueNormalizer``),
-  optionally clipped around the rollout's values like the ratio;
-* bounds: squared excess of the action means beyond ``+-bound`` (the env clips
-  actions to [-1, 1], so means drifting outside get no policy gradient back).
+* value: ``0.5 * (V_n(s) - R_n)^2`` on standardised returns R_n (``ValueNormalizer``);
+* bounds: squared excess of the action means beyond ``+-BOUND`` (ASE's bounds loss:
+  the env clips actions to [-1, 1], so means drifting outside get no policy
+  gradient back).
 
 A skill method may take part in every minibatch step (``MinibatchHooks``, the
 methods' seam in ``rgsd_agents.methods.base``): it may replace the policy's
@@ -22,17 +22,6 @@ over the ranks before the clipping; advantages are standardised per rank.
 Actor and critic have disjoint parameters and their own learning rates (one
 Adam, two parameter groups); gradient norms are clipped per network so the
 critic's larger gradients cannot shrink the actor's step.
-
-With ``lr_schedule: adaptive`` the actor's learning rate follows rsl_rl's KL
-rule (``adapt_lr``) before every minibatch step. rsl_rl sets one lr for its
-single parameter group; here only the actor's group adapts, because the KL
-measures the policy's step and the critic has its own, ten times larger lr.
-The KL is the k3 estimate ``(ratio - 1) - log ratio`` of KL(rollout || current)
-on the minibatch (the rollout stores log-probabilities, not the old means;
-with the fixed std both give the same mean). The first step of an update is
-left out: the policy is still the rollout's there, so its KL is rounding noise
-(rsl_rl's analytic KL is exactly 0 there, which its rule ignores). The lr lives in the optimiser's
-parameter groups, so checkpoints carry it and a resumed run continues it.
 """
 
 from __future__ import annotations
@@ -61,17 +50,10 @@ class MinibatchHooks(Protocol):
     def after_policy_step(self, idx: Tensor) -> dict[str, Tensor]: ...
 
 
-ADAPT_FACTOR = 1.5
-"""rsl_rl's step of the adaptive learning rate."""
-
-
-def adapt_lr(lr: float, kl: float, desired_kl: float, lr_min: float, lr_max: float) -> float:
-    """rsl_rl's KL-adaptive rule: lr / 1.5 when kl > 2 x desired, lr x 1.5 when 0 < kl < desired / 2, clamped."""
-    if kl > 2.0 * desired_kl:
-        lr = lr / ADAPT_FACTOR
-    elif 0.0 < kl < 0.5 * desired_kl:
-        lr = lr * ADAPT_FACTOR
-    return min(max(lr, lr_min), lr_max)
+BOUNDS_COEF = 10.0
+"""Weight of the bounds loss (ASE's)."""
+BOUND = 1.1
+"""Action means beyond +-BOUND pay the bounds loss (ASE's)."""
 
 
 class PPO:
@@ -103,9 +85,7 @@ class PPO:
         obs, actions = storage.flat("obs"), storage.flat("actions")
         old_log_probs, advantages = storage.flat("log_probs"), storage.flat("advantages")
         returns_n = ac.value_normalizer.normalize(storage.flat("returns"))
-        old_values_n = ac.value_normalizer.normalize(storage.flat("values"))
-        if cfg.normalize_advantages:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         sums: dict[str, Tensor] = {}
         steps = 0
         for _ in range(cfg.epochs):
@@ -117,8 +97,6 @@ class PPO:
                     old_log_probs[idx],
                     advantages[idx],
                     returns_n[idx],
-                    old_values_n[idx],
-                    adapt=steps > 0,
                     hooks=hooks,
                 )
                 if hooks is not None:
@@ -140,29 +118,19 @@ class PPO:
         old_log_probs: Tensor,
         adv: Tensor,
         returns_n: Tensor,
-        old_values_n: Tensor,
-        adapt: bool = True,
         hooks: MinibatchHooks | None = None,
     ) -> dict[str, Tensor]:
-        """One gradient step on one minibatch; returns detached loss terms (``adapt``: apply the lr schedule)."""
+        """One gradient step on one minibatch; returns detached loss terms."""
         cfg = self.cfg
         log_probs, entropy, values_n, means = self.ac.evaluate(obs, actions, self.bf16)
         log_ratio = log_probs - old_log_probs
         ratio = log_ratio.exp()
         lr64 = log_ratio.detach().double()  # tiny steps: (ratio - 1) - log ratio cancels to 0 in float32
         approx_kl = (torch.expm1(lr64) - lr64).mean().float()
-        if cfg.lr_schedule == "adaptive" and adapt:
-            self._adapt_actor_lr(approx_kl)
         policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - cfg.clip, 1.0 + cfg.clip) * adv).mean()
-        value_loss = (values_n - returns_n).square()
-        if cfg.value_clip:
-            clipped = old_values_n + (values_n - old_values_n).clamp(-cfg.clip, cfg.clip)
-            value_loss = torch.max(value_loss, (clipped - returns_n).square())
-        value_loss = 0.5 * value_loss.mean()
-        bounds_loss = (
-            ((means - cfg.bound).clamp_min(0).square() + (-cfg.bound - means).clamp_min(0).square()).sum(-1).mean()
-        )
-        loss = policy_loss + value_loss - cfg.entropy_coef * entropy + cfg.bounds_coef * bounds_loss
+        value_loss = 0.5 * (values_n - returns_n).square().mean()
+        bounds_loss = ((means - BOUND).clamp_min(0).square() + (-BOUND - means).clamp_min(0).square()).sum(-1).mean()
+        loss = policy_loss + value_loss - cfg.entropy_coef * entropy + BOUNDS_COEF * bounds_loss
         extra: dict[str, Tensor] = {}
         if hooks is not None:
             term, extra = hooks.policy_loss(self.ac, obs)
@@ -187,18 +155,6 @@ class PPO:
                 "critic_grad_norm": critic_norm.detach(),
                 **extra,
             }
-
-    def _adapt_actor_lr(self, kl: Tensor) -> None:
-        """Set the actor's lr from this minibatch's KL (the ranks' mean in a data-parallel run)."""
-        if self.dp is not None:
-            kl = self.dp.mean(kl)
-        group = self.optimizer.param_groups[0]
-        group["lr"] = adapt_lr(group["lr"], float(kl), self.cfg.desired_kl, self.cfg.lr_min, self.cfg.lr_max)
-
-    @property
-    def actor_lr(self) -> float:
-        """The actor's current learning rate (``actor_lr``, or where the adaptive schedule has taken it)."""
-        return float(self.optimizer.param_groups[0]["lr"])
 
     def state_dict(self) -> dict:
         """Optimiser state (the networks are saved by their owner)."""

@@ -1,4 +1,4 @@
-"""Float precision of the learner: TF32 matmuls on CUDA (the training config's ``tf32``).
+"""Float precision of the learner: TF32 matmuls on CUDA, always on for a CUDA learner.
 
 ``configure_tf32`` is called once where the learner's device is set up. On Ampere and later GPUs
 TF32 runs float32 matmuls and convolutions on tensor cores with a 10-bit mantissa (inputs rounded,

@@ -22,9 +22,9 @@ Outputs in ``out_dir``: ``encoder.pt`` (with ``clip_names``, ``clip_categories``
 ``reward_sharpness.json`` (how the reward falls off the reference:
 ``rgsd_agents.reward_sharpness``) and ``tb/`` (TensorBoard scalars).
 
-``negatives = "hard"`` adds negatives per anchor (``hard_negatives``) built from a random frame
-of its own clip (held still, phase +0.5, reversed; ``rgsd_agents.negatives``).
-On the 5 demo clips (EVIDENCE.md's prototype, [256, 256], lr 3e-4) this took the
+``negatives = "hard"`` adds negatives per anchor built from a random frame
+of its own clip (held still, phase +0.5, reversed: ``rgsd_agents.negatives.HARD_NEGATIVES``).
+On the 5 demo clips ([256, 256], lr 3e-4) this took the
 held-still cosine from 0.91-1.00 to about -0.3..0.6 and the reversed one from
 0.97-0.99 to about -0.2..0.16, at alignment 0.97 instead of 0.999, and a step
 costs about 2.2x (4 forward passes per pair instead of 2). A run is deterministic for a seed unless the
@@ -40,28 +40,10 @@ leaves the clips less spread (+0.04..+0.07). Two torch threads ran at 0.75 s/ste
 ``PretrainConfig.paper()`` runs all 3000 steps (no early stop).
 
 Input standardisation uses the reference states' mean and std, each std floored
-at ``std_floor`` times the median std of its feature group: the built-in demo
+at ``STD_FLOOR`` times the median std of its feature group: the built-in demo
 clips leave some joints still, and a plain (1e-3-floored) std amplified the
 simulator's jitter in those dims so much that a state one PD step away from the
 reference scored like another clip.
-
-``input_noise`` adds Gaussian noise (that many standardised units) to the body
-velocities of every state a minibatch holds. Reference clips are smooth; a policy's
-states are not: one PD step from a demo clip's first frame, with every body within
-7 cm, the bodies' angular velocities are 0.3-1 rad/s off, and the demo preset's
-encoder scored that state cos 0.29 to 0.87 against z_m (the reference: 0.97);
-putting the reference's angular velocities back raised it to 0.64-0.98 (issue 20,
-``benchmarks/results/issue20/session10``). Trained on noised velocities, the encoder
-scores those same states 0.47 to 0.93 at the same alignment of the references.
-
-``sim_twins`` swaps that share of the anchors and positives for their simulated twins
-(``rgsd_agents.sim_twins``): the state the simulator reaches when it tracks the reference
-open loop for ``sim_twin_steps`` control steps, the simulator's own jitter rather than a
-Gaussian's. The demo preset's encoder scored the twins 0.21 (walk) to 0.87 (punch), 0.38
-for the backward walk; with ``sim_twins: 0.5`` it scores them 0.97-0.99, the references
-0.85-0.96 (``reward_sharpness.json``'s ``sim_twin`` column). ``sim_negatives`` gives each
-anchor one more hard negative, a state of its clip that the simulator drifted to in a
-second of open-loop tracking (``DriftNegatives``), so the reward falls off the reference.
 """
 
 from __future__ import annotations
@@ -70,17 +52,16 @@ import logging
 import math
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import IO, Any
 
 import torch
 import torch.nn.functional as F
 
-from rgsd_agents.negatives import HARD_NEGATIVES, VARIANTS, frame_features_of, hard_negative_inputs
+from rgsd_agents.negatives import frame_features_of, hard_negative_inputs
 from rgsd_agents.precision import configure_tf32
 from rgsd_agents.reward_sharpness import SHARPNESS_FILE, reward_sharpness, write_report
-from rgsd_agents.sim_twins import DriftNegatives, Twins
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
@@ -99,15 +80,15 @@ PLOT_FILE = "embeddings.png"
 COSINE_PLOT_FILE = "embeddings_cosine.png"
 """Beside the PCA: the clip-by-clip cosine matrix of z_m (rgsd_eval.plots.plot_clip_cosine)."""
 TB_DIR = "tb"
+STD_FLOOR = 0.5
+"""Input standardisation: each dim's std is floored at this fraction of its feature group's median std."""
 
 
 @dataclass
-class PretrainConfig:
-    """Encoder pretraining settings (YAML-loadable; ``rgsd pretrain --config``)."""
+class PretrainOptions:
+    """How the encoder is pretrained: network, loss, optimiser and stopping rule (``pretrain:`` of a training
+    config, which pretrains on its own ``env.motions`` with its seed and device)."""
 
-    motions: str | list[str] = "demo"
-    """Reference clips: "demo", a clip file, a folder of clips, or a list of these (relative paths: to the cwd;
-    pretrain.yaml and encoder.pt record them absolute)."""
     hidden: tuple[int, ...] = PAPER_HIDDEN
     """Encoder MLP hidden sizes (paper: 1024, 1024, 1024, 512)."""
     kappa: float = 10.0
@@ -116,90 +97,32 @@ class PretrainConfig:
     """(anchor, positive) pairs per minibatch (paper: 256)."""
     lr: float = 1e-4
     """Adam learning rate (paper: 1e-4; 3e-4 reaches the target in ~40% of the steps, less spread)."""
-    std_floor: float = 0.5
-    """Input standardisation: each dim's std is floored at this fraction of its feature group's median std."""
-    input_noise: float = 0.0
-    """Std of Gaussian noise, in standardised units, added to the ``noise_parts`` features of every state in a
-    minibatch (anchors, positives and hard negatives; 0: none). A policy's states carry the simulator's jitter
-    (one PD step from the reference, the bodies' angular velocities are 0.3-1 rad/s off), which a noise-free
-    encoder can read as another clip; noise teaches it to look past that (issue 20)."""
-    noise_parts: tuple[str, ...] = ("body_lin_vel", "body_ang_vel")
-    """Feature groups (``FRAME_LAYOUT`` keys) that ``input_noise`` perturbs."""
-    sim_twins: float = 0.0
-    """Share of a minibatch's anchors and positives replaced by their simulated twins (``rgsd_agents.sim_twins``:
-    the state a PD-driven body reaches from ``sim_twin_steps`` frames earlier, tracking the reference open loop;
-    0: none). The demo preset's encoder scored twins 0.21-0.87 against z_m where the references score 0.95-0.98,
-    as it scores a policy's states near the reference (issue 20)."""
-    sim_twin_steps: int = 4
-    """Control steps each twin is simulated for (fewer near a clip's start)."""
-    sim_negatives: bool = False
-    """Each anchor also scores a state of its own clip that the simulator drifted to, tracking the reference
-    open loop for ``sim_negative_steps`` steps and ending at least ``sim_negative_error`` m off
-    (``rgsd_agents.sim_twins.DriftNegatives``), as a hard negative: the reward falls as a state leaves the
-    reference (the demo preset's encoder paid a policy sitting down on the backward walk more than one
-    tracking it; issue 20)."""
-    sim_negative_steps: int = 30
-    """Open-loop control steps of a drift state (30: one second)."""
-    sim_negative_error: float = 0.25
-    """Drift states closer than this mean body error (m) to the reference are not negatives."""
     symmetric: bool = False
     """Also score each positive as an anchor against the anchors (free: same logits transposed; paper: no)."""
     negatives: str = "infonce"
     """"infonce": the paper's loss (negatives are other clips' positives); "hard": each anchor also scores
-    states built from a random frame of its own clip (``hard_negatives``: held still, phase +0.5, reversed stack;
+    states built from a random frame of its own clip (held still, phase +0.5, reversed stack;
     ``rgsd_agents.negatives``), so the reward falls off the reference within a clip. Hard negatives hold
-    the alignment near 0.97, so they need ``target_alignment: null`` (stop by ``steps`` or ``max_seconds``)."""
-    hard_negatives: tuple[str, ...] = HARD_NEGATIVES
-    """With ``negatives: hard``, which states of ``rgsd_agents.negatives.VARIANTS`` each anchor scores against
-    (default: held_still, phase_shift, reversed; ``legs_held`` adds legs frozen to a sliding pelvis, ``sinking`` a pelvis
-    5-25 cm low)."""
+    the alignment near 0.97, so they need ``target_alignment: null`` (stop by ``steps``)."""
     steps: int = 3000
     """Maximum optimiser steps."""
-    max_seconds: float | None = None
-    """Wall-clock budget of the training loop (None: no budget). Makes a run non-deterministic."""
     target_alignment: float | None = 0.999
     """Stop as soon as the within-motion alignment reaches this (None: run all steps)."""
     eval_every: int = 10
-    """Steps between alignment evaluations (over all reference states)."""
-    log_every: int = 10
-    """Steps between TensorBoard loss/speed scalars."""
-    seed: int = 0
-    """Seeds the network initialisation and the minibatch sampling."""
-    device: str = "auto"
-    """Torch device of the training: "auto" (cuda when available), "cpu", "cuda" or "cuda:N"."""
+    """Steps between alignment evaluations (over all reference states) and TensorBoard loss/speed scalars."""
     num_threads: int | None = 1
     """torch intra-op threads while training (None: torch's default, one per core). On 2 cores shared with
     other jobs one thread ran the paper's network at 0.15 s/step and two at 0.8 s/step (OpenMP waits)."""
 
     def __post_init__(self) -> None:
         self.hidden = tuple(int(h) for h in self.hidden)
-        self.hard_negatives = tuple(str(n) for n in self.hard_negatives)
-        self.noise_parts = tuple(str(n) for n in self.noise_parts)
-        if unknown_parts := [n for n in self.noise_parts if n not in FRAME_LAYOUT]:
-            raise ValueError(
-                f"invalid noise_parts = {list(self.noise_parts)!r}: {unknown_parts[0]!r} is not one of "
-                f"{', '.join(FRAME_LAYOUT)}"
-            )
-        unknown = [n for n in self.hard_negatives if n not in VARIANTS]
-        if unknown or not self.hard_negatives:
-            raise ValueError(
-                f"invalid hard_negatives = {list(self.hard_negatives)!r}: give one or more of {', '.join(VARIANTS)}"
-            )
         checks = {
             "hidden": all(h > 0 for h in self.hidden),
             "kappa": self.kappa > 0,
             "batch_size": self.batch_size >= 2,
             "lr": self.lr > 0,
-            "std_floor": self.std_floor >= 0,
-            "input_noise": self.input_noise >= 0,
-            "sim_twins": 0.0 <= self.sim_twins <= 1.0,
-            "sim_twin_steps": self.sim_twin_steps >= 1,
-            "sim_negative_steps": self.sim_negative_steps >= 1,
-            "sim_negative_error": self.sim_negative_error >= 0,
             "steps": self.steps >= 0,
             "eval_every": self.eval_every >= 1,
-            "log_every": self.log_every >= 1,
-            "max_seconds": self.max_seconds is None or self.max_seconds > 0,
             "target_alignment": self.target_alignment is None or -1.0 <= self.target_alignment <= 1.0,
             "num_threads": self.num_threads is None or self.num_threads >= 1,
             "negatives": self.negatives in NEGATIVES,
@@ -215,10 +138,42 @@ class PretrainConfig:
                 "or max_seconds"
             )
 
+
+@dataclass
+class PretrainConfig(PretrainOptions):
+    """A standalone pretraining (``rgsd pretrain --config``): the options, the clips, the seed, the device and
+    an optional wall-clock budget."""
+
+    motions: str | list[str] = "demo"
+    """Reference clips: "demo", a clip file, a folder of clips, or a list of these (relative paths: to the cwd;
+    pretrain.yaml and encoder.pt record them absolute)."""
+    seed: int = 0
+    """Seeds the network initialisation and the minibatch sampling."""
+    device: str = "auto"
+    """Torch device of the training: "auto" (cuda when available), "cpu", "cuda" or "cuda:N"."""
+    max_seconds: float | None = None
+    """Wall-clock budget of the training loop (None: no budget). Makes a run non-deterministic, so a training
+    run's pretraining has none."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.max_seconds is None or self.max_seconds > 0):
+            raise ValueError(f"invalid max_seconds = {self.max_seconds!r} (see PretrainConfig's field docs)")
+
     @classmethod
     def paper(cls, **overrides: Any) -> PretrainConfig:
         """The paper's schedule: all 3000 steps, no early stop at the target alignment."""
         return replace(cls(target_alignment=None), **overrides)
+
+    @classmethod
+    def of_run(cls, options: PretrainOptions, motions: str | list[str], seed: int, device: str) -> PretrainConfig:
+        """The pretraining of a training run: its ``pretrain:`` options on its clips, seed and device."""
+        return cls(
+            **{f.name: getattr(options, f.name) for f in fields(PretrainOptions)},
+            motions=motions,
+            seed=seed,
+            device=device,
+        )
 
 
 @dataclass
@@ -339,7 +294,7 @@ def load_reference(cfg: PretrainConfig) -> tuple[MotionLib, Tensor]:
     return lib, reference_encoder_inputs(lib)
 
 
-def input_stats(inputs: Tensor, std_floor: float = 0.5) -> tuple[Tensor, Tensor]:
+def input_stats(inputs: Tensor, std_floor: float = STD_FLOOR) -> tuple[Tensor, Tensor]:
     """Mean and std (1795,) of encoder inputs; each std floored at ``std_floor`` x its feature group's median.
 
     Reference clips can hold dims that barely vary (a joint a clip set never
@@ -359,7 +314,7 @@ def build_encoder(cfg: PretrainConfig, inputs: Tensor) -> MLPEncoder:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         encoder = MLPEncoder(cfg.hidden, kappa=cfg.kappa)
-    mean, std = input_stats(inputs, cfg.std_floor)
+    mean, std = input_stats(inputs)
     encoder.set_input_stats(mean.cpu(), std.cpu())
     return encoder.to(resolve_device(cfg.device))
 
@@ -409,21 +364,6 @@ def plot_embeddings(
     return Path(path)
 
 
-def noise_columns(parts: tuple[str, ...], device: torch.device | str = "cpu") -> Tensor:
-    """(1795,) bool: the encoder-input columns of feature groups ``parts`` in every stacked frame."""
-    frame = torch.zeros(FRAME_DIM, dtype=torch.bool, device=device)
-    for part in parts:
-        frame[FRAME_LAYOUT[part]] = True
-    return frame.repeat(HISTORY_LEN)
-
-
-def noise_like(batch: Tensor, input_std: Tensor, cfg: PretrainConfig, gen: torch.Generator) -> Tensor:
-    """Gaussian noise for encoder inputs ``batch`` (B, 1795): ``cfg.input_noise`` standardised units (x the
-    encoder's input std) in the ``cfg.noise_parts`` columns, zero elsewhere."""
-    scale = cfg.input_noise * input_std * noise_columns(cfg.noise_parts, batch.device)
-    return torch.randn(batch.shape, generator=gen, device=batch.device, dtype=batch.dtype) * scale
-
-
 def train_step(
     encoder: MLPEncoder,
     opt: torch.optim.Optimizer,
@@ -431,30 +371,19 @@ def train_step(
     inputs: Tensor,
     cfg: PretrainConfig,
     gen: torch.Generator,
-    twins: Twins | None = None,
-    drift: DriftNegatives | None = None,
 ) -> float:
-    """One InfoNCE update on a fresh minibatch of (anchor, positive) pairs (and hard negatives); returns the loss.
-
-    With ``twins`` a ``cfg.sim_twins`` share of the anchors and positives are their simulated twins; with
-    ``drift`` each anchor also scores one drift state of its clip as a hard negative."""
+    """One InfoNCE update on a fresh minibatch of (anchor, positive) pairs (and hard negatives); returns the loss."""
     b = cfg.batch_size
     clips, anchors, positives = sample_pairs(lib, b, gen)
-    frames = torch.cat((anchors, positives))
-    batch = inputs[frames] if twins is None else twins.swap_in(inputs, frames, cfg.sim_twins, gen)
-    negs = []  # (B, K_i, 1795) per source: each anchor's own negatives
-    if cfg.negatives == "hard":  # negatives from a random frame of each anchor's own clip
+    batch = inputs[torch.cat((anchors, positives))]
+    hard_negatives = cfg.negatives == "hard"
+    if hard_negatives:  # (B, K, 1795): negatives from a random frame of each anchor's own clip
         n = lib.num_frames[clips]
         frames = lib.starts[clips] + (torch.rand(b, generator=gen, device=lib.device) * n).long().clamp_max(n - 1)
-        negs.append(hard_negative_inputs(frame_features_of(inputs), frames, lib.starts[clips], cfg.hard_negatives))
-    if drift is not None:
-        negs.append(drift.sample(clips, gen).unsqueeze(1))
-    if negs:
-        batch = torch.cat((batch, torch.cat(negs, dim=1).flatten(0, 1)))
-    if cfg.input_noise > 0:
-        batch = batch + noise_like(batch, encoder.input_std, cfg, gen)
+        negs = hard_negative_inputs(frame_features_of(inputs), frames, lib.starts[clips])
+        batch = torch.cat((batch, negs.flatten(0, 1)))
     emb = encoder(batch)  # one forward pass for every part
-    hard = emb[2 * b :].reshape(b, -1, emb.shape[1]) if negs else None
+    hard = emb[2 * b :].reshape(b, -1, emb.shape[1]) if hard_negatives else None
     loss = info_nce_loss(emb[:b], emb[b : 2 * b], clips, cfg.kappa, cfg.symmetric, hard)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -502,7 +431,7 @@ def pretrain(
 ) -> PretrainResult:
     """Pretrain the encoder with InfoNCE on ``cfg.motions``; write encoder.pt, pretrain.yaml, embeddings.png, tb/.
 
-    ``env_cfg``: the simulator settings of the twins (``cfg.sim_twins``; default ``EnvConfig()``)."""
+    ``env_cfg``: the simulator settings of the reward report's simulated twins (default ``EnvConfig()``)."""
     from rgsd_agents.progress import ProgressBar
 
     out = Path(out_dir)
@@ -517,12 +446,6 @@ def pretrain(
     if cfg.num_threads is not None:
         torch.set_num_threads(cfg.num_threads)
     encoder = build_encoder(cfg, inputs)
-    twins = Twins.build(lib, env_cfg, cfg.sim_twin_steps) if cfg.sim_twins > 0 else None
-    drift = (
-        DriftNegatives.build(lib, env_cfg, cfg.sim_negative_steps, cfg.sim_negative_error)
-        if cfg.sim_negatives
-        else None
-    )
     opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     monitor = _Monitor(out / TB_DIR, encoder, inputs, cof, lib.num_clips)
@@ -536,16 +459,14 @@ def pretrain(
         alignment = monitor.evaluate(0)
         t0 = last_log = time.perf_counter()
         while step < cfg.steps and not reached(alignment):
-            losses.append(train_step(encoder, opt, lib, inputs, cfg, gen, twins, drift))
+            losses.append(train_step(encoder, opt, lib, inputs, cfg, gen))
             step += 1
-            if step % cfg.log_every == 0:
-                now = time.perf_counter()
-                monitor.losses(
-                    step, sum(losses[-cfg.log_every :]) / cfg.log_every, cfg.log_every / max(now - last_log, 1e-9)
-                )
-                last_log = now
             if step % cfg.eval_every == 0:
+                now = time.perf_counter()
+                every = cfg.eval_every
+                monitor.losses(step, sum(losses[-every:]) / every, every / max(now - last_log, 1e-9))
                 alignment = monitor.evaluate(step)
+                last_log = time.perf_counter()
             elapsed = time.perf_counter() - t0
             bar.update(step, elapsed, f"loss={losses[-1]:.4f} align={alignment:.5f}")
             if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
@@ -576,7 +497,7 @@ def _write_outputs(
     e = embed(encoder, inputs)
     alignment, z = alignment_from_embeddings(e, cof, lib.num_clips)
     separation, _ = separation_stats(z)
-    tail = losses[-cfg.log_every :]
+    tail = losses[-cfg.eval_every :]
     encoder_path = encoder.save(
         out / ENCODER_FILE,
         clip_names=list(lib.names),

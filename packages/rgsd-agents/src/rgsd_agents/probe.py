@@ -35,7 +35,7 @@ class ImitationProbe:
         candidates: int = 1,
     ):
         cfg = env_cfg.without_early_termination(p_imitation=1.0, eval_kappa=None)
-        self.threshold = env_cfg.deviation_threshold
+        self.threshold = env_cfg.deviation.threshold
         frames = lib.num_frames[: min(lib.num_clips, max_clips)].cpu().numpy()
         self.shape = (len(frames), starts_per_clip, candidates)
         """Worlds are (clip, start, candidate latent), in that order."""

@@ -1,4 +1,4 @@
-"""How sharply an encoder's imitation reward falls off the reference (issue 11, lever 1).
+"""How sharply an encoder's imitation reward falls off the reference.
 
 For every clip m, the mean of cos(mu(s), z_m) (and of the reward C + kappa cos)
 over its reference frames, for these states (``rgsd_agents.negatives``):
@@ -26,8 +26,8 @@ z_m is the normalised mean embedding of clip m's reference states (as
 pretraining stores it). A reward that only separates clips shows ``held_still``
 and ``reversed`` close to ``reference``: standing still then earns most of the
 walking reward. A ``sim_twin`` far below ``reference`` is a reward that does not
-pay a policy for getting close (issue 20: the demo preset's encoder paid the twins
-of the backward walk 0.38, its references 0.97; ``pretrain.sim_twins``).
+pay a policy for getting close (the demo preset's encoder paid the twins of the
+backward walk 0.38, its references 0.97).
 ``rgsd pretrain`` prints this table and writes it to
 ``reward_sharpness.json`` beside ``encoder.pt``; ``rgsd train`` logs it to
 TensorBoard (``reward_sharpness/``) when a run starts.

@@ -34,7 +34,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
@@ -81,8 +80,9 @@ def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Pat
     if method_class(cfg.method.name).ENCODER == "random":
         from rgsd_agents.pretraining import build_encoder, load_reference
 
-        _, inputs = load_reference(cfg.pretrain)
-        encoder = build_encoder(cfg.pretrain, inputs)
+        pretrain_cfg = cfg.pretrain_config()
+        _, inputs = load_reference(pretrain_cfg)
+        encoder = build_encoder(pretrain_cfg, inputs)
         encoder.save(run.encoder_path, init="random", seed=cfg.seed)
         log.info("random encoder (%s; hidden %s) -> %s", cfg.method.name, list(cfg.pretrain.hidden), run.encoder_path)
     elif cfg.encoder is not None:
@@ -93,7 +93,7 @@ def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Pat
         from rgsd_agents.pretraining import pretrain
 
         log.info("no encoder given: pretraining on %s into %s", cfg.env.motions, run.file("pretrain"))
-        result = pretrain(cfg.pretrain, run.file("pretrain"), progress=progress, env_cfg=cfg.env)
+        result = pretrain(cfg.pretrain_config(), run.file("pretrain"), progress=progress, env_cfg=cfg.env)
         log.info("pretraining: alignment %.5f after %d steps (%.0f s)", result.alignment, result.steps, result.seconds)
         with atomic_path(run.encoder_path) as tmp:
             shutil.copyfile(result.encoder_path, tmp)
@@ -128,7 +128,7 @@ class Runner(TrainingLoop, RolloutCollector):
         # before any file is written: a bad device leaves no folder
         self.device = dp.device if dp is not None else resolve_device(cfg.device)
         self.bridge = HostBridge(self.device)
-        configure_tf32(self.device, cfg.tf32)  # before pretraining, so the encoder's matmuls get it too
+        configure_tf32(self.device)  # before pretraining, so the encoder's matmuls get it too
         self.rank = 0 if dp is None else dp.rank
         self.initial_probe: dict[str, float] = {}
         """Imitation probe of the untrained policy (``probe_every`` > 0, fresh runs)."""
@@ -159,7 +159,7 @@ class Runner(TrainingLoop, RolloutCollector):
         """The skill method (``rgsd_agents.methods``): its rewards, latents and update."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
-            self.ac = ActorCritic(POLICY_OBS_DIM, self.env.act_dim, cfg.networks, cfg.ppo.normalize_values)
+            self.ac = ActorCritic(POLICY_OBS_DIM, self.env.act_dim, cfg.networks)
         if cfg.networks.init_mean_action == "reference":
             self.ac.set_mean_action(reference_mean_action(core.lib))
         self.ac.to(self.device)
@@ -200,8 +200,8 @@ class Runner(TrainingLoop, RolloutCollector):
     def add_curriculum_step(self, changes: dict[str, Any]) -> None:
         """Change ``CURRICULUM_KEYS`` from now on: a curriculum step at the current sample count, put in force,
         recorded and saved in config.yaml (nothing when every value is already in force)."""
-        core = self.env.core
-        changes = {k: v for k, v in changes.items() if getattr(core.cfg, k.removeprefix("env.")) != v}
+        rule = self.env.core.cfg.deviation
+        changes = {k: v for k, v in changes.items() if getattr(rule, k.removeprefix("env.deviation.")) != v}
         if not changes:
             return
         steps = list(self.cfg.curriculum)
@@ -221,7 +221,7 @@ class Runner(TrainingLoop, RolloutCollector):
             before = self.env.core.set_deviation_rule(**changes)
             self.curriculum_steps += 1
             if record and self.is_main:
-                diff = {f"env.{k}": (before[k], v) for k, v in changes.items()}
+                diff = {f"env.deviation.{k}": (before[k], v) for k, v in changes.items()}
                 record_config_changes(self.run, diff, self.iteration, self.global_step)
 
     def _frames_left(self) -> Tensor:
@@ -277,10 +277,10 @@ class Runner(TrainingLoop, RolloutCollector):
             for key in ("rollout/discovery_reward", "episodes/discovery_return"):
                 metrics.pop(key, None)
         core = self.env.core
-        if core.cfg.clip_sampling != "uniform":
+        if core.cfg.clip_sampling.mode != "uniform":
             probs = core.clip_probabilities_host().tolist()
             metrics.update({f"clip_sampling/{name}": p for name, p in zip(core.lib.names, probs)})
-        if core.cfg.deviation_adaptive:
+        if core.cfg.deviation.adaptive:
             limits = core.deviation_rule.thresholds().tolist()
             metrics.update({f"termination/{name}_threshold_m": t for name, t in zip(core.lib.names, limits)})
         metrics.update({f"losses/{k}": v for k, v in ppo_stats.items()})
@@ -331,19 +331,6 @@ class Runner(TrainingLoop, RolloutCollector):
             return
         if self._probe is not None:
             metrics.update(self.probe(self._probe))
-        if self.env_cfg.clip_sampling == "weighted":
-            self.weigh_clips(metrics)
-
-    def weigh_clips(self, metrics: dict[str, float]) -> None:
-        """``env.clip_sampling: weighted``: each clip's RSI weight becomes its probe error to ``clip_weight_power``
-        (rank 0 probes; every rank's env gets its numbers)."""
-        core = self.env.core
-        errors = [metrics.get(f"probe_clips/{name}_cm") for name in core.lib.names] if self.is_main else None
-        if self.dp is not None:
-            errors = self.dp.main_value(errors)
-        if errors is None or None in errors:
-            return
-        core.set_clip_weights(np.maximum(np.asarray(errors, dtype=np.float64), 1e-3) ** self.cfg.clip_weight_power)
 
     def on_finish(self) -> None:
         """Release the probe's environment."""

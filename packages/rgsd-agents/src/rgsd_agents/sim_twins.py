@@ -1,19 +1,15 @@
 """Simulated twins of reference states: what a PD-driven body shows one to a few control steps from the
-reference (issue 20, eleventh session).
+reference.
 
 A reference clip is smooth; a policy's states near it are not. The twin of reference frame ``t`` is the
 state the simulator reaches when a world starts at frame ``t - k`` (RSI, ``k = min(steps, t)``) and
 steps ``k`` times with PD targets at the reference's next joint angles (open loop): its encoder input
-(5 stacked frames) holds ``k`` simulated frames and the reference before them. Pretraining with
-``pretrain.sim_twins`` swaps a share of each minibatch's states for their twins, so the encoder learns
-that a state the simulator jitters is still its clip (``rgsd_agents.pretraining``). Run for longer
-(``DriftNegatives``: 30 steps, kept at least 0.25 m off) the same open loop drifts away from the
-reference: ``pretrain.sim_negatives`` scores those states as hard negatives of their clip.
+(5 stacked frames) holds ``k`` simulated frames and the reference before them. The reward-sharpness
+report scores them (its ``sim_twin`` column, ``rgsd_agents.reward_sharpness``): a reward that pays the
+twins far less than the references does not pay a policy's states near the reference either.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 
@@ -88,75 +84,3 @@ def simulated_twins(
             error[rows[done]] = extras.cartesian_error[done].float()
     env.close()
     return out.to(lib.device), g.to(lib.device), error.to(lib.device)
-
-
-@dataclass
-class Twins:
-    """The simulated twins of a motion library's reference frames, ready to swap into pretraining minibatches."""
-
-    inputs: Tensor
-    """(T, 1795) encoder inputs of the twins."""
-    row: Tensor
-    """(F,) each reference frame's row in ``inputs`` (-1: the frame has no twin)."""
-
-    @classmethod
-    def build(cls, lib: MotionLib, env_cfg: EnvConfig | None = None, steps: int = 4) -> Twins:
-        """Simulate the twins of every frame of ``lib`` (``simulated_twins``)."""
-        inputs, frames, _ = simulated_twins(lib, env_cfg, steps)
-        row = torch.full((lib.clip_of_frame.numel(),), -1, dtype=torch.long, device=frames.device)
-        row[frames] = torch.arange(frames.numel(), device=frames.device)
-        return cls(inputs, row)
-
-    def swap_in(self, reference: Tensor, frames: Tensor, share: float, gen: torch.Generator) -> Tensor:
-        """Encoder inputs of global frames ``frames`` (B,): ``reference`` rows, a ``share`` of those with a twin
-        replaced by it."""
-        row = self.row[frames]
-        swap = (torch.rand(frames.shape, generator=gen, device=frames.device) < share) & (row >= 0)
-        out = reference[frames]
-        out[swap] = self.inputs[row[swap]]
-        return out
-
-
-@dataclass
-class DriftNegatives:
-    """States the simulator drifts to when it tracks the reference open loop for many steps (``steps``, 30 by
-    default: a second), kept where the bodies are at least ``min_error`` off: hard negatives of their clip.
-
-    The demo preset's encoder paid a policy that sat down and fell on the backward walk (0.21-0.94 m off)
-    cos 0.63 on average, more than its states within 15 cm of the reference (0.41; issue 20). A negative
-    of the same clip teaches the reward to fall as a state leaves the reference.
-    """
-
-    inputs: Tensor
-    """(D, 1795) encoder inputs of the kept drift states, grouped by clip."""
-    clip: Tensor
-    """(D,) the clip of each."""
-    clip_start: Tensor
-    """(M,) first row of each clip's drift states in ``inputs``."""
-    clip_count: Tensor
-    """(M,) how many drift states each clip has (0: the clip's anchors draw from every clip's)."""
-
-    @classmethod
-    def build(
-        cls, lib: MotionLib, env_cfg: EnvConfig | None = None, steps: int = 30, min_error: float = 0.25
-    ) -> DriftNegatives:
-        """Simulate every frame's drift state (``simulated_twins`` with ``steps``) and keep the far ones."""
-        inputs, frames, error = simulated_twins(lib, env_cfg, steps)
-        keep = error >= min_error
-        if not bool(keep.any()):
-            raise ValueError(
-                f"no state drifted {min_error} m from the reference in {steps} open-loop steps: lower "
-                "pretrain.sim_negative_error or raise pretrain.sim_negative_steps"
-            )
-        clip = lib.clip_of_frame[frames[keep]]  # ascending: frames are in clip order
-        count = torch.bincount(clip, minlength=lib.num_clips)
-        start = torch.cumsum(count, 0) - count
-        return cls(inputs[keep], clip, start, count)
-
-    def sample(self, clips: Tensor, gen: torch.Generator) -> Tensor:
-        """(B, 1795): one drift state of each anchor's clip ``clips`` (B,), drawn uniformly."""
-        u = torch.rand(clips.shape, generator=gen, device=clips.device)
-        count = self.clip_count[clips]
-        own = self.clip_start[clips] + (u * count).long().clamp_max((count - 1).clamp_min(0))
-        anywhere = (u * self.inputs.shape[0]).long().clamp_max(self.inputs.shape[0] - 1)
-        return self.inputs[torch.where(count > 0, own, anywhere)]

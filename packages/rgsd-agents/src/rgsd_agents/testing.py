@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rgsd_agents.config import MethodConfig, NetworkConfig, PPOConfig, TrainConfig
-from rgsd_agents.pretraining import PretrainConfig
+from rgsd_agents.pretraining import PretrainOptions
 
 
 def tiny_encoder_file(path: str | os.PathLike, seed: int = 0) -> Path:
@@ -29,7 +29,7 @@ def tiny_train_config(encoder: str | os.PathLike | None, **overrides: Any) -> Tr
         checkpoint_every=2,
         probe_every=0,
         encoder=None if encoder is None else str(encoder),
-        pretrain=PretrainConfig(hidden=(32,)),
+        pretrain=PretrainOptions(hidden=(32,)),
         networks=NetworkConfig(actor_hidden=(32,), critic_hidden=(32,), init_log_std=-1.0),
         ppo=PPOConfig(minibatch_size=16, epochs=2, actor_lr=1e-3, critic_lr=1e-3),
         method=MethodConfig("rgsd", {"minibatch_size": 16, "lr": 1e-3}),

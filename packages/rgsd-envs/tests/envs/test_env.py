@@ -132,7 +132,7 @@ def test_phase_advances_and_episode_truncates_at_the_clips_last_frame(env):
 
 
 def test_deviation_terminates_imitation_but_not_discovery(real_clip_dir):
-    e = RGSDEnv(motions=real_clip_dir, deviation_threshold=0.0)
+    e = RGSDEnv(motions=real_clip_dir, deviation={"threshold": 0.0})
     opts = {"clip": "walk", "start_frame": 0}
     e.reset(seed=0, options={**opts, "task": "imitation"})
     _, _, term, _, info = e.step(np.zeros(69, np.float32))

@@ -7,9 +7,9 @@ frame. All jobs are stepped together, ``env.num_envs`` worlds at a time.
 The environment must be made for evaluation (``eval_env_config``): no
 termination on deviation or falls, so every rollout reaches the clip's end as
 SPEC §6 asks (a fallen humanoid keeps accruing error; falls are recorded as a
-flag instead), and ``NextStep`` autoreset, so the state after the last step is
-still the episode's own when it is read. Only simulator instability ends a
-rollout early (flagged ``unstable``; its error covers the frames it had).
+flag instead). The rollouts step the env's torch interface, which never
+resets a world by itself, so the state after the last step is still the
+episode's own when it is read. Only simulator instability ends a rollout early (flagged ``unstable``; its error covers the frames it had).
 
 Per job the result holds the Cartesian error, fall and instability flags, the
 root trajectory, the mean FID feature, and (on request) qpos for videos; FID
@@ -43,7 +43,7 @@ class Controller(Protocol):
 
 def eval_env_config(base: EnvConfig) -> tuple[EnvConfig, float]:
     """The evaluation variant of a run's EnvConfig, and the run's fall height (for the fall flag)."""
-    cfg = base.without_early_termination(obs_mode="flat", autoreset_mode="NextStep", eval_kappa=None)
+    cfg = base.without_early_termination(eval_kappa=None)
     return cfg, float(base.fall_height)
 
 

@@ -6,11 +6,6 @@ Examples::
     rgsd pretrain --motions demo motions/accad --out runs/enc --seconds 180
     rgsd pretrain --config pretrain.yaml --out runs/enc --steps 500 --seed 1
     rgsd pretrain --motions demo --out runs/enc_hard --negatives hard --steps 4000 --lr 3e-4 --hidden 256 256
-    rgsd pretrain --motions demo --out runs/enc_legs --negatives hard --hard-negatives held_still phase_shift \
-        reversed legs_held --steps 1500 --lr 3e-4 --hidden 256 256
-    rgsd pretrain --motions demo --out runs/enc_noised --negatives hard --input-noise 1 --steps 1500 --lr 3e-4
-    rgsd pretrain --motions demo --out runs/enc_twins --negatives hard --sim-twins 0.5 --steps 1500 --lr 3e-4
-    rgsd pretrain --motions demo --out runs/enc_drift --negatives hard --sim-twins 0.5 --sim-negatives --steps 1500
     rgsd pretrain --motions demo --out runs/enc --device cuda
 
 Command-line options override the YAML config; the resolved config is written
@@ -18,8 +13,7 @@ to ``<out>/pretrain.yaml`` beside ``encoder.pt``, ``embeddings.png``, ``tb/`` an
 ``reward_sharpness.json``: the mean cos(mu(s), z_m) per clip of reference states,
 poses held still, wrong phases, time-reversed stacks and other clips' states,
 also printed as a table. ``--negatives hard`` trains with negatives built from
-each clip's own frames (held still, phase +0.5, reversed; ``--hard-negatives`` picks others, e.g.
-``legs_held``: the legs frozen to a pelvis that moves on) and, unless
+each clip's own frames (held still, phase +0.5, reversed) and, unless
 ``--target-alignment`` is given, runs all ``--steps`` (no alignment early stop).
 """
 
@@ -59,33 +53,6 @@ def register(subparsers: Any) -> None:
         help="infonce: the paper's negatives (other clips); hard: also held-still, phase-shifted and reversed "
         "states of the anchor's own clip (implies --target-alignment -1 unless given)",
     )
-    p.add_argument(
-        "--hard-negatives",
-        nargs="+",
-        metavar="VARIANT",
-        help="with --negatives hard: which variants of rgsd_agents.negatives (held_still, start_held, phase_shift, "
-        "reversed, slowed, legs_held, sinking; default: held_still phase_shift reversed)",
-    )
-    p.add_argument(
-        "--input-noise",
-        type=float,
-        help="std (standardised units) of Gaussian noise on the states' body velocities while training, so "
-        "the reward looks past the simulator's jitter (default 0: none)",
-    )
-    p.add_argument(
-        "--sim-twins",
-        type=float,
-        help="share of the training states swapped for their simulated twins (a PD-driven body tracking the "
-        "reference open loop for a few steps: rgsd_agents.sim_twins), so the reward pays a policy's states near "
-        "the reference (default 0: none)",
-    )
-    p.add_argument(
-        "--sim-negatives",
-        action="store_true",
-        default=None,
-        help="each anchor also scores a state of its clip that the simulator drifted to (a second of open-loop "
-        "tracking, at least 0.25 m off) as a hard negative, so the reward falls off the reference",
-    )
     add_device_argument(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -109,9 +76,7 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
         overrides["target_alignment"] = None if args.target_alignment < 0 else args.target_alignment
     if args.hidden:
         overrides["hidden"] = list(args.hidden)
-    if args.hard_negatives:
-        overrides["hard_negatives"] = list(args.hard_negatives)
-    for name in ("steps", "kappa", "lr", "batch_size", "seed", "device", "input_noise", "sim_twins", "sim_negatives"):
+    for name in ("steps", "kappa", "lr", "batch_size", "seed", "device"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
     if args.config:

@@ -29,8 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "  rgsd train --config paper --device cuda --set env.backend=warp --set env.device=cuda"
         '   (simulator on the GPU too; needs pip install "rgsd-envs[warp]")\n'
         "  torchrun --nproc-per-node 4 -m rgsd_agents.cli train --config paper   (one rank per GPU)\n"
-        "  rgsd train --resume runs/cpu_x --set max_minutes=180 --set env.deviation_adaptive=true"
-        "   (go on with a tighter deviation rule: the env.deviation_* keys may change on resume, the change is"
+        "  rgsd train --resume runs/cpu_x --set max_minutes=180 --set env.deviation.adaptive=true"
+        "   (go on with a tighter deviation rule: the env.deviation.* keys may change on resume, the change is"
         " recorded in config_changes.yaml)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

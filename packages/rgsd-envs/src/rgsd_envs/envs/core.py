@@ -36,7 +36,6 @@ from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import HumanoidConfig
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards import encoders as enc
-from rgsd_envs.rewards.tracking import state_tracking_reward
 from rgsd_envs.sim import make_backend
 
 Tensor = torch.Tensor
@@ -44,6 +43,9 @@ Tensor = torch.Tensor
 IMITATION, DISCOVERY = 1, 0
 """Task indicator values c (SPEC §3)."""
 TASK_NAMES = {"imitation": IMITATION, "discovery": DISCOVERY}
+FAILURE_RATE_MEMORY = 100.0
+"""Imitation episodes of a clip over which its failure rate (``clip_sampling.mode: failure_weighted``) is
+averaged (an EMA)."""
 
 
 @dataclass
@@ -132,8 +134,7 @@ class RGSDCore:
         offsets = (
             None if np.allclose(self.lib.body_offsets, sk.REST_OFFSETS) else tuple(map(tuple, self.lib.body_offsets))
         )
-        armature = {} if cfg.armature_factor is None else {"armature_factor": cfg.armature_factor}
-        self.humanoid = HumanoidConfig(timestep=cfg.timestep, offsets=offsets, **armature)
+        self.humanoid = HumanoidConfig(timestep=cfg.timestep, offsets=offsets)
         self.backend = make_backend(cfg.backend, num_envs, self.humanoid, self.device, cfg.num_threads)
         self.ref_features = reference_frame_features(self.lib)
         self.ref_inputs = reference_encoder_inputs(self.lib, self.ref_features)
@@ -164,14 +165,8 @@ class RGSDCore:
         self.features = torch.zeros(n, FRAME_DIM, device=dev)
         """(N, 359) frame features of the current state."""
         self._clip_cdf: np.ndarray | None = None
-        self.tracking_reward = torch.zeros(n, device=dev)
-        """(N,) with ``cfg.reward == "tracking"``: the tracking reward of the current state (``observe``)."""
         self._failure_rate = np.ones(self.lib.num_clips, dtype=np.float64)
-        self._clip_weights: np.ndarray | None = None
-        """With ``clip_sampling="weighted"``: the caller's (clips,) weights (``set_clip_weights``); None: uniform."""
-        self._failure_counts = np.ones((2, self.lib.num_clips), dtype=np.float64)
-        """With ``failure_rate_per="step"``: each clip's discounted (failures, imitation steps); the prior 1/1."""
-        self.deviation_rule = DeviationRule(cfg, self.lib.num_clips, dev)
+        self.deviation_rule = DeviationRule(cfg.deviation, self.lib.num_clips, dev)
 
     def _upload(self, values: np.ndarray, dtype: torch.dtype) -> Tensor:
         """Host values as a tensor on the env's device (a copy: options may be read-only views)."""
@@ -298,7 +293,7 @@ class RGSDCore:
         ids = as_host_ids(env_ids)
         if ids.size == 0:
             return
-        weighted = self.cfg.clip_sampling != "uniform"
+        weighted = self.cfg.clip_sampling.mode != "uniform"
         self._clip_cdf = np.cumsum(self.clip_probabilities_host()) if weighted else None
         clip, start, task, z = self._draw(ids, options or {})
         self.random.advance(ids)
@@ -386,8 +381,6 @@ class RGSDCore:
         ref_pos = self.lib.frames("body_pos")[g]
         dist = (pos - ref_pos).norm(dim=-1)
         err = dist.mean(dim=-1)
-        if self.cfg.reward == "tracking":
-            self._track(s, feats, g, env_ids)
         unstable = s.unstable.to(self.device)  # MuJoCo resets an exploding world (finite again)
         fall = pos[:, 0, 2] < self.cfg.fall_height
         if self.cfg.contact_termination:
@@ -395,15 +388,6 @@ class RGSDCore:
         ref_rot = self.lib.frames("body_rot")[g, 0]
         deviation = self.deviation_rule(dist, task == IMITATION, clip, s.body_rot[:, 0].to(ref_rot), ref_rot)
         return StepInfo(task.clone(), clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
-
-    def _track(self, s: Any, feats: Tensor, g: Tensor, env_ids: Tensor | None) -> None:
-        """Store the tracking reward of the observed worlds against their reference frames ``g``."""
-        r = state_tracking_reward(s, feats, self.lib, self.ref_features, g, self.cfg.tracking_scale)
-        if env_ids is None:
-            self.tracking_reward = r
-        else:
-            self.tracking_reward = self.tracking_reward.clone()
-            self.tracking_reward[env_ids] = r
 
     def done_flags(self, info: StepInfo) -> tuple[Tensor, Tensor]:
         """(terminated, truncated) on the device: failure, or the clip's last frame reached (no host read)."""
@@ -417,7 +401,7 @@ class RGSDCore:
 
     @property
     def failure_rate(self) -> Tensor:
-        """(clips,) EMA of the share of imitation episodes (or steps: ``failure_rate_per``) that ended in a failure;
+        """(clips,) EMA of the share of imitation episodes that ended in a failure;
         a float64 CPU tensor sharing the host array (writes go through)."""
         return torch.from_numpy(self._failure_rate)
 
@@ -429,21 +413,11 @@ class RGSDCore:
         """(clips,) ``clip_probabilities`` as a host array."""
         n = self.lib.num_clips
         uniform = np.full(n, 1.0 / n)
-        rate = self._clip_weights if self.cfg.clip_sampling == "weighted" else self._failure_rate
-        if self.cfg.clip_sampling == "uniform" or rate is None or rate.sum() <= 0.0:
+        rate = self._failure_rate
+        if self.cfg.clip_sampling.mode == "uniform" or rate.sum() <= 0.0:
             return uniform
-        share = self.cfg.failure_weighted_share
+        share = self.cfg.clip_sampling.failure_share
         return (1.0 - share) * uniform + share * rate / rate.sum()
-
-    def set_clip_weights(self, weights: Any) -> None:
-        """Weights (clips,) that the ``failure_weighted_share`` of RSI draws follow (``clip_sampling="weighted"``),
-        e.g. each clip's tracking error; non-negative, finite, not all zero."""
-        w = as_host_array(weights, np.float64)
-        if w.shape != (self.lib.num_clips,):
-            raise ValueError(f"clip weights: expected shape ({self.lib.num_clips},) (one per clip), got {w.shape}")
-        if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
-            raise ValueError(f"clip weights must be finite, >= 0 and not all 0, got {w.tolist()}")
-        self._clip_weights = w.copy()
 
     def clip_probabilities(self) -> Tensor:
         """(clips,) probability of each clip at the next RSI draw (``clip_sampling``)."""
@@ -451,17 +425,14 @@ class RGSDCore:
 
     def record_outcomes(self, terminated: np.ndarray, truncated: np.ndarray, stepped: np.ndarray | None = None) -> None:
         """Fold this step's imitation worlds (host flags, before any reset; ``stepped``: the worlds that made a
-        transition, None: all) into each clip's failure-rate EMA (``clip_sampling="failure_weighted"``; a
-        no-op otherwise): per episode or per step (``failure_rate_per``)."""
-        if self.cfg.clip_sampling != "failure_weighted":
+        transition, None: all) into each clip's failure-rate EMA (``clip_sampling.mode: failure_weighted``; a
+        no-op otherwise)."""
+        if self.cfg.clip_sampling.mode != "failure_weighted":
             return
         n = self.lib.num_clips
         imitating = self.task_host == IMITATION
         if stepped is not None:
             imitating = imitating & stepped
-        per_step = self.cfg.failure_rate_per == "step"
-        if per_step:
-            self._failure_counts[1] += np.bincount(self.clip_host[imitating], minlength=n)
         ended = (terminated | truncated) & imitating
         if not ended.any():
             return
@@ -471,24 +442,19 @@ class RGSDCore:
         seen = count > 0
         rate = self._failure_rate
         # k episodes of one clip at once: the EMA's weight on the old value is (1 - 1/memory)^k
-        keep = (1.0 - 1.0 / self.cfg.failure_rate_memory) ** count[seen]
-        if per_step:  # discounted failures over discounted steps, both forgotten at the episodes' pace
-            counts = self._failure_counts
-            counts[0, seen] += fails[seen]  # the steps since the last episode end are in counts[1] already
-            counts[:, seen] *= keep
-            rate[seen] = counts[0, seen] / counts[1, seen]
-        else:
-            rate[seen] = keep * rate[seen] + (1.0 - keep) * fails[seen] / count[seen]
+        keep = (1.0 - 1.0 / FAILURE_RATE_MEMORY) ** count[seen]
+        rate[seen] = keep * rate[seen] + (1.0 - keep) * fails[seen] / count[seen]
 
     def set_deviation_rule(self, **changes: Any) -> dict[str, Any]:
-        """Change the deviation rule's settings (``DEVIATION_KEYS``) from the next step on, e.g. a training
-        curriculum that tightens it; returns the previous values of the changed keys."""
+        """Change the deviation rule's settings (``DeviationConfig`` fields, ``DEVIATION_KEYS``) from the next step
+        on, e.g. a training curriculum that tightens it; returns the previous values of the changed keys."""
         bad = sorted(set(changes) - set(DEVIATION_KEYS))
         if bad:
             raise ValueError(f"only the deviation rule may change mid-run ({', '.join(DEVIATION_KEYS)}), not {bad[0]}")
-        before = {k: getattr(self.cfg, k) for k in changes}
-        self.cfg = dataclasses.replace(self.cfg, **changes)  # validated as any EnvConfig
-        self.deviation_rule.cfg = self.cfg
+        before = {k: getattr(self.cfg.deviation, k) for k in changes}
+        deviation = dataclasses.replace(self.cfg.deviation, **changes)  # validated as any DeviationConfig
+        self.cfg = dataclasses.replace(self.cfg, deviation=deviation)
+        self.deviation_rule.cfg = deviation
         return before
 
     def state_dict(self) -> dict[str, Any]:
@@ -501,8 +467,6 @@ class RGSDCore:
             "skill": self.skill.cpu().clone(),
             "features": self.features.cpu().clone(),
             "failure_rate": torch.from_numpy(self._failure_rate.copy()),
-            "failure_counts": torch.from_numpy(self._failure_counts.copy()),
-            **({} if self._clip_weights is None else {"clip_weights": torch.from_numpy(self._clip_weights.copy())}),
             "deviation": self.deviation_rule.state_dict(),
             "random": self.random.state_dict(),
         }
@@ -518,10 +482,6 @@ class RGSDCore:
             setattr(self, f"{name}_host", torch.as_tensor(state[name]).numpy().astype(np.int64).copy())
         if "failure_rate" in state:
             self.failure_rate = torch.as_tensor(state["failure_rate"], dtype=torch.float64).numpy()
-        if "clip_weights" in state:
-            self.set_clip_weights(state["clip_weights"])
-        if "failure_counts" in state:
-            self._failure_counts = as_host_array(state["failure_counts"], np.float64).copy()
         if "deviation" in state:
             self.deviation_rule.load_state_dict(state["deviation"])
         if "random" in state:

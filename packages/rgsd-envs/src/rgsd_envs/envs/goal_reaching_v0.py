@@ -45,6 +45,7 @@ nearest style clip latent, 0 for freestyle), ``fall``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -59,6 +60,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rgsd_envs.envs.config import NO_DEVIATION
 from rgsd_envs.envs.core import RGSDCore
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.envs.smpl_v0 import final_obs_info
@@ -177,8 +179,9 @@ class GoalReachingCore:
         self.cfg = config or GoalReachingConfig()
         run = low_level_run(low_level)
         run.check(RunDir.CONFIG, RunDir.POLICY)
-        env_cfg = run.env_config(
-            deviation_termination=False, num_threads=self.cfg.num_threads, device=self.cfg.device, eval_kappa=None
+        env_cfg = dataclasses.replace(
+            run.env_config(num_threads=self.cfg.num_threads, device=self.cfg.device, eval_kappa=None),
+            deviation=NO_DEVIATION,
         )
         # the encoder whose clip embeddings are the run's clip latents (method.json: CALM's motion encoder), else
         # encoder.pt (best-of-N methods: ASE, METRA, DIAYN keep their random frozen encoder's embeddings)

@@ -16,7 +16,7 @@ middle of the hinge's range and scale half its width. Actions are held for one
 30 Hz control step (several physics steps).
 
 ## Observation space
-Default (``obs_mode="flat"``): ``Box(-inf, inf, (375,), float32)`` =
+Default (constructor argument ``obs_mode="flat"``): ``Box(-inf, inf, (375,), float32)`` =
 ``[o_t (359), z (16)]``, slices in ``observations.POLICY_LAYOUT``: phase 0:1,
 root height 1:2, body positions 2:71, body rotations 71:215, body linear
 velocities 215:287, body angular velocities 287:359, skill 359:375 (see
@@ -33,7 +33,7 @@ frozen encoder for imitation episodes, trainable encoder for discovery.
   discovery episodes too);
 * terminated: a fall (the pelvis below ``fall_height`` or a body other than the
   feet/toes touching the floor), in imitation episodes a mean body-position
-  error above ``deviation_threshold`` (0.5 m), or simulator instability (the
+  error above ``deviation.threshold`` (0.5 m), or simulator instability (the
   world is reset by MuJoCo; the process carries on).
 
 ## Info
@@ -56,8 +56,11 @@ classes below are numpy adapters over it.
 ``gymnasium.make_vec("RGSD-SMPL-v0", num_envs=N)`` returns the native
 ``RGSDVectorEnv``: all worlds are stepped by C threads and every computation is
 batched. Autoreset mode ``SameStep`` by default (``final_obs``/``final_info``
-in the info, as ``SyncVectorEnv`` lays them out), ``NextStep`` on request;
-declared in ``metadata["autoreset_mode"]``.
+in the info, as ``SyncVectorEnv`` lays them out), ``NextStep`` on request
+(constructor argument ``autoreset_mode``); declared in ``metadata["autoreset_mode"]``.
+``obs_mode`` and ``autoreset_mode`` are arguments of the Gymnasium classes, not
+``EnvConfig`` fields: they change how episodes reach a Gymnasium caller, not
+the episodes (rgsd's trainers use the torch interface, which has neither).
 
 ## Seeding
 ``reset(seed=s)`` gives a world the key of seed ``s`` (the vector env: world i
@@ -93,9 +96,19 @@ from rgsd_envs.utils.threads import env_side
 Tensor = torch.Tensor
 
 
-def single_spaces(cfg: EnvConfig) -> tuple[spaces.Space, spaces.Box]:
+OBS_MODES = ("flat", "dict")
+
+
+def check_obs_mode(obs_mode: str) -> str:
+    """``obs_mode`` if it is one of ``OBS_MODES``, else a clear error."""
+    if obs_mode not in OBS_MODES:
+        raise ValueError(f"obs_mode must be 'flat' or 'dict', got {obs_mode!r}")
+    return obs_mode
+
+
+def single_spaces(obs_mode: str) -> tuple[spaces.Space, spaces.Box]:
     """Observation and action space of one world."""
-    if cfg.obs_mode == "dict":
+    if obs_mode == "dict":
         obs: spaces.Space = spaces.Dict(
             {
                 "proprio": spaces.Box(-np.inf, np.inf, (FRAME_DIM,), np.float32),
@@ -112,6 +125,7 @@ class _Observer:
 
     torch_env: RGSDTorchEnv
     cfg: EnvConfig
+    obs_mode: str
 
     @property
     def core(self) -> RGSDCore:
@@ -125,7 +139,7 @@ class _Observer:
 
     def _obs(self, index: Any = slice(None)) -> Any:
         f, z = self.core.features[index], self.core.skill[index]
-        if self.cfg.obs_mode == "dict":
+        if self.obs_mode == "dict":
             return {"proprio": f.cpu().numpy(), "skill": z.cpu().numpy()}
         return torch.cat((f, z), dim=-1).cpu().numpy()
 
@@ -147,11 +161,13 @@ class RGSDEnv(_Observer, gym.Env):
         motions: MotionSource | MotionLib | None = None,
         encoder: EncoderLike | str | None = None,
         render_mode: str | None = None,
+        obs_mode: str = "flat",
         **overrides: Any,
     ):
         self.cfg = make_config(config, overrides)
+        self.obs_mode = check_obs_mode(obs_mode)
         self.torch_env = RGSDTorchEnv(1, self.cfg, motions=motions, encoder=encoder, encoder_reward=False)
-        self.observation_space, self.action_space = single_spaces(self.cfg)
+        self.observation_space, self.action_space = single_spaces(self.obs_mode)
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
@@ -214,15 +230,20 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         config: EnvConfig | dict | None = None,
         motions: MotionSource | MotionLib | None = None,
         encoder: EncoderLike | str | None = None,
+        obs_mode: str = "flat",
+        autoreset_mode: str | AutoresetMode = AutoresetMode.SAME_STEP,
         **overrides: Any,
     ):
         self.cfg = make_config(config, overrides)
         self.num_envs = num_envs
+        self.obs_mode = check_obs_mode(obs_mode)
+        if AutoresetMode(autoreset_mode) not in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
+            raise ValueError(f"autoreset_mode must be 'SameStep' or 'NextStep', got {autoreset_mode!r}")
         self.torch_env = RGSDTorchEnv(num_envs, self.cfg, motions=motions, encoder=encoder, encoder_reward=False)
-        self.single_observation_space, self.single_action_space = single_spaces(self.cfg)
+        self.single_observation_space, self.single_action_space = single_spaces(self.obs_mode)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
-        self.autoreset_mode = AutoresetMode(self.cfg.autoreset_mode)
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self._autoreset = np.zeros(num_envs, dtype=bool)
         self._all_ids = np.arange(num_envs)

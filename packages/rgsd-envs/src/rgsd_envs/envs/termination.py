@@ -1,28 +1,25 @@
 """Deviation termination of imitation episodes: which body error, over which threshold.
 
-An imitation world deviates when its body error exceeds a threshold (SPEC §3):
+An imitation world deviates when its body error exceeds a threshold (SPEC §3;
+``EnvConfig.deviation``, a ``DeviationConfig``):
 
-* ``deviation_metric``: "mean" (the mean over the 24 bodies of the distance to
-  the reference, the Cartesian error itself; rgsd's rule since issue 1) or
-  "max" (the largest body distance, as PHC, 0.25 m, and ProtoMotions, 0.5 m:
-  one body far off, a pelvis drifting sideways included, ends the episode even
-  when the other bodies still track);
-* ``deviation_adaptive``: the threshold of clip m is
-  ``clamp(k x e_m, deviation_min, deviation_threshold)`` where e_m is an EMA of
-  the metric over the imitation worlds playing clip m (``deviation_error_memory``
-  samples). A clip that is tracked well gets a tighter threshold, so the policy
-  is not rewarded for states it can no longer recover from; a clip that is
-  tracked badly keeps the loose one and its episodes keep their length. It
-  starts at ``deviation_threshold``. The max error is led by the hands and feet:
-  on the demo clips at 0.7 M samples its EMA was 0.25-0.36 m on every clip (so
-  PHC's 0.25 m would end most episodes at that stage).
-
-* ``deviation_heading_deg``: also end an imitation episode when the pelvis's
-  heading differs from the reference's by more than this many degrees. The
-  observation and the encoder input are heading-relative, so the reward hardly
-  sees a walk that slowly turns (``benchmarks/heading_drift.py``); this ends
-  the turn where it starts rather than once its offset has grown past the
-  body-error threshold.
+* ``metric``: "mean" (the mean over the 24 bodies of the distance to the
+  reference, the Cartesian error itself) or "max" (the largest body distance, as
+  PHC, 0.25 m, and ProtoMotions, 0.5 m: one body far off, a pelvis drifting
+  sideways included, ends the episode even when the other bodies still track);
+* ``adaptive``: the threshold of clip m is ``clamp(ADAPTIVE_K x e_m, min,
+  threshold)`` where e_m is an EMA of the metric over the imitation worlds playing
+  clip m (``ERROR_MEMORY`` samples). A clip that is tracked well gets a tighter
+  threshold, so the policy is not rewarded for states it can no longer recover
+  from; a clip that is tracked badly keeps the loose one and its episodes keep
+  their length. It starts at ``threshold``. The max error is led by the hands and
+  feet: on the demo clips at 0.7 M samples its EMA was 0.25-0.36 m on every clip
+  (so PHC's 0.25 m would end most episodes at that stage).
+* ``heading_deg``: also end an imitation episode when the pelvis's heading
+  differs from the reference's by more than this many degrees. The observation
+  and the encoder input are heading-relative, so the reward hardly sees a walk
+  that slowly turns (``benchmarks/heading_drift.py``); this ends the turn where
+  it starts rather than once its offset has grown past the body-error threshold.
 
 The cartesian error reported in ``info`` stays the mean body error whatever
 the rule; only termination follows it.
@@ -35,10 +32,17 @@ from typing import Any
 
 import torch
 
-from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.config import DeviationConfig
 from rgsd_envs.envs.observations import body_axes
 
 Tensor = torch.Tensor
+
+ADAPTIVE_K = 2.0
+"""Multiple of a clip's error EMA that the adaptive rule allows. On the demo clips at 0.7 M samples the EMA of the
+max body error was 0.25-0.36 m on every clip, so k = 3 never left the 0.5 m cap; with k = 2 a clip tightens once
+its typical max error is under 0.25 m."""
+ERROR_MEMORY = 5000.0
+"""Imitation samples of a clip over which its error EMA is averaged (the adaptive rule)."""
 
 
 def body_error(distances: Tensor, metric: str) -> Tensor:
@@ -56,10 +60,10 @@ def heading_error(root_rot: Tensor, ref_root_rot: Tensor) -> Tensor:
 class DeviationRule:
     """Decides deviation per world and keeps each clip's error EMA for the tightening threshold."""
 
-    def __init__(self, cfg: EnvConfig, num_clips: int, device: torch.device | str = "cpu"):
+    def __init__(self, cfg: DeviationConfig, num_clips: int, device: torch.device | str = "cpu"):
         self.cfg = cfg
         self.device = torch.device(device)
-        start = cfg.deviation_threshold / cfg.deviation_adaptive_k  # threshold starts at deviation_threshold
+        start = cfg.threshold / ADAPTIVE_K  # the threshold starts at cfg.threshold
         self.clip_error = torch.full((num_clips,), start, dtype=torch.float64, device=self.device)
         """(clips,) EMA of the deviation metric over imitation worlds of each clip (m), on the env's device
         (updated by fixed-shape ops: no host read per step)."""
@@ -67,9 +71,9 @@ class DeviationRule:
     def thresholds(self) -> Tensor:
         """(clips,) the current threshold of each clip (m), float32 on the env's device."""
         cfg = self.cfg
-        if not cfg.deviation_adaptive:
-            return torch.full_like(self.clip_error, cfg.deviation_threshold, dtype=torch.float32)
-        t = (cfg.deviation_adaptive_k * self.clip_error).clamp(cfg.deviation_min, cfg.deviation_threshold)
+        if not cfg.adaptive:
+            return torch.full_like(self.clip_error, cfg.threshold, dtype=torch.float32)
+        t = (ADAPTIVE_K * self.clip_error).clamp(cfg.min, cfg.threshold)
         return t.to(torch.float32)
 
     def __call__(
@@ -81,15 +85,16 @@ class DeviationRule:
         ref_root_rot: Tensor | None = None,
     ) -> Tensor:
         """(N,) bool: imitation worlds whose error exceeds their clip's threshold (or whose heading is off by more
-        than ``deviation_heading_deg``, given the root rotations); updates the clips' EMAs."""
-        if not self.cfg.deviation_termination:
+        than ``heading_deg``, given the root rotations); updates the clips' EMAs."""
+        cfg = self.cfg
+        if cfg.threshold == math.inf and cfg.heading_deg is None and not cfg.adaptive:
             return torch.zeros_like(imitation)
-        error = body_error(distances, self.cfg.deviation_metric)
+        error = body_error(distances, cfg.metric)
         off = error > self.thresholds()[clip]
-        if self.cfg.deviation_heading_deg is not None and root_rot is not None and ref_root_rot is not None:
-            off = off | (heading_error(root_rot, ref_root_rot) > math.radians(self.cfg.deviation_heading_deg))
+        if cfg.heading_deg is not None and root_rot is not None and ref_root_rot is not None:
+            off = off | (heading_error(root_rot, ref_root_rot) > math.radians(cfg.heading_deg))
         deviation = imitation & off
-        if self.cfg.deviation_adaptive:
+        if cfg.adaptive:
             self._record(error, imitation, clip)
         return deviation
 
@@ -99,7 +104,7 @@ class DeviationRule:
         count = torch.zeros_like(self.clip_error).index_add_(0, clip, w)
         total = torch.zeros_like(self.clip_error).index_add_(0, clip, w * error.to(torch.float64))
         # k samples of one clip at once: the EMA's weight on the old value is (1 - 1/memory)^k (1 without samples)
-        keep = (1.0 - 1.0 / self.cfg.deviation_error_memory) ** count
+        keep = (1.0 - 1.0 / ERROR_MEMORY) ** count
         self.clip_error = keep * self.clip_error + (1.0 - keep) * total / count.clamp_min(1.0)
 
     def state_dict(self) -> dict[str, Any]:

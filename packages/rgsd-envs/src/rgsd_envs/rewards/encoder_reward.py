@@ -7,9 +7,7 @@ imitation episodes and the trainable one in discovery episodes. At an episode
 start the history is filled from the reference clip before the start frame.
 It exposes what a trainer of the discovery encoder needs
 (``encoder_inputs``, ``next_encoder_inputs``, ``skills``, ``tasks``) and
-``set_encoder`` replaces the trainable encoder at run time. With ``EnvConfig.reward = "tracking"`` imitation episodes are scored by the
-DeepMimic-style tracking reward the core computes (``rewards.tracking``) instead
-of the frozen encoder; discovery episodes keep the encoder. Because the reward
+``set_encoder`` replaces the trainable encoder at run time. Because the reward
 lives here, any RL library training on the wrapped env optimises RGSD's
 objective.
 """
@@ -94,10 +92,6 @@ class EncoderRewardCore:
         moved = np.ones(nxt.shape[0], dtype=bool) if stepped is None else stepped
         imit = moved & (self.tasks_host == IMITATION)
         disc = moved & (self.tasks_host != IMITATION)
-        if self.core.cfg.reward == "tracking":  # control arm: imitation tracks the clip (rewards.tracking)
-            idx = self.core.device_ids(np.flatnonzero(imit))
-            reward[idx] = self.core.tracking_reward[idx]
-            imit = np.zeros_like(imit)
         for mask, encoder in ((imit, self.frozen), (disc, self.trainable)):
             ids = np.flatnonzero(mask)
             if ids.size:
