@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tqdm import tqdm
+
 from rgsd_agents.progress import clock
 from rgsd_agents.reproduce.plan import KINDS, NothingToDo, Plan, Step, fingerprint, makespan, step_label
 from rgsd_envs.utils.files import InputFileError, atomic_path
@@ -172,13 +174,22 @@ def last_error(log: Path) -> str:
     return (lines[-1][:500] if lines else "no output") + f" (see {log})"
 
 
+class _StatusBar(tqdm):
+    """tqdm with a ``{status}`` field (tqdm's own ``{postfix}`` starts with a comma)."""
+
+    status = ""
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        """tqdm's fields plus ``status``."""
+        return {**super().format_dict, "status": self.status}
+
+
 class PlanProgress:
     """One bar over the whole plan: steps weighted by their stated time, an ETA from the remaining steps run
     ``parallel`` at a time, each kind's estimate corrected by how long its finished steps took."""
 
     def __init__(self, plan: Plan, to_run: list[str], parallel: int, disable: bool, file: IO[str] | None = None):
-        from tqdm import tqdm
-
         self.plan, self.parallel = plan, parallel
         self.to_run = to_run
         self.total = sum(plan.step(s).estimate_s for s in to_run) or 1.0
@@ -186,10 +197,10 @@ class PlanProgress:
         self.actual: dict[str, float] = {}
         """Seconds of the steps finished in this command (their kinds' correction)."""
         self.finished: set[str] = set()
-        self.disable = disable
-        self.bar = tqdm(
-            total=1000, bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}", desc="reproduce",
-            disable=disable, dynamic_ncols=True, file=file,
+        self.disable = disable or not to_run
+        self.bar = _StatusBar(
+            total=1000, bar_format="{desc}: {percentage:3.0f}%|{bar}| {status}", desc="reproduce",
+            disable=self.disable, dynamic_ncols=True, file=file,
         )  # fmt: skip
 
     def correction(self, kind: str) -> float:
@@ -225,7 +236,7 @@ class PlanProgress:
             f"~{clock(left)} left | running: {names}"
         )
         self.bar.n = round(1000 * frac)
-        self.bar.set_postfix_str(text, refresh=False)
+        self.bar.status = text
         self.bar.refresh()
         return text
 
