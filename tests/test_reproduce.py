@@ -216,6 +216,15 @@ def test_ctrl_c_records_the_running_step_as_interrupted_and_the_next_run_resumes
     assert outcome.ok and runner.calls[0] == ["B", "resume"] and ["A", "fresh"] not in runner.calls
 
 
+def test_a_failing_command_s_error_line_becomes_the_step_s_error(tmp_path):
+    from rgsd_agents.reproduce.steps import SubprocessRunner
+
+    log = tmp_path / "logs" / "train__x.log"
+    with pytest.raises(StepFailed, match=r"^exit status 2: error: nope.yaml: config file not found"):
+        SubprocessRunner()(Step("train/x", "train", "x", "-", 1.0), ["train", "--config", "nope.yaml"], log)
+    assert log.read_text().startswith("$ ") and "rgsd_agents.cli train --config nope.yaml" in log.read_text()
+
+
 def test_the_eta_follows_the_measured_time_of_finished_steps(tmp_path):
     plan = _plan(tmp_path)
     bar = PlanProgress(plan, ["A", "B", "C", "D", "report"], parallel=1, disable=True)

@@ -3,9 +3,9 @@
 Examples::
 
     rgsd reproduce --motions demo --out runs/repro_smoke --scale smoke            # every step, minutes on 2 cores
-    rgsd reproduce --motions motions/accad --out runs/repro --scale cpu           # about 8 hours on 2 cores
-    rgsd reproduce --motions motions/accad --out runs/repro_gpu --scale gpu       # one H100, about 25 minutes
-    rgsd reproduce --motions motions/accad --out runs/repro_paper --scale paper   # the paper's budgets
+    rgsd reproduce --motions motions/paper --out runs/repro --scale cpu           # about 8 hours on 2 cores
+    rgsd reproduce --motions motions/paper --out runs/repro_gpu --scale gpu       # one H100, about 25 minutes
+    rgsd reproduce --motions motions/paper --out runs/repro_paper --scale paper   # the paper's budgets
     rgsd reproduce --motions demo --out runs/repro --scale smoke --methods rgsd ase --seeds 2
     rgsd reproduce --motions demo --out runs/repro --scale my_scale.yaml          # a copied, edited scale
     rgsd reproduce --motions demo --out runs/repro --scale smoke --plan-only      # print the plan, run nothing
