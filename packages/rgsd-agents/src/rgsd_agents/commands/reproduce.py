@@ -23,9 +23,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rgsd_agents.commands import add_doc_parser
+
+if TYPE_CHECKING:
+    from rgsd_agents.reproduce.plan import Plan
+    from rgsd_agents.reproduce.steps import StepsFile
 
 
 def register(subparsers: Any) -> None:
@@ -45,7 +49,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def format_plan(plan: Any, state: Any, parallel: int) -> str:
+def format_plan(plan: Plan, state: StepsFile, parallel: int) -> str:
     """The plan as printed: each step with its budget, stated time and state, then the expected total."""
     from rgsd_agents.reproduce.plan import plan_seconds
     from rgsd_agents.reproduce.steps import DONE, format_seconds, pending_steps

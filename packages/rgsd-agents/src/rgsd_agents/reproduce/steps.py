@@ -292,7 +292,8 @@ def _clear(step: Step, out: Path) -> None:
 
 
 def pending_steps(plan: Plan, state: StepsFile) -> list[str]:
-    """The steps that will (probably) run: not done, or done with other inputs (judged where they can be now)."""
+    """The steps that will (probably) run: not done, done with other inputs (judged where they can be now), and an
+    in-process step (the report) after any of those."""
     done = {k for k, v in state.steps.items() if v.status == DONE}
     out = []
     for s in plan.steps:
@@ -306,6 +307,8 @@ def pending_steps(plan: Plan, state: StepsFile) -> list[str]:
                     out.append(s.id)
             except NothingToDo:
                 pass
+        elif out:  # the report is redone after any step that runs
+            out.append(s.id)
     return out
 
 
@@ -416,8 +419,8 @@ def run_plan(
                 bar.finish(step.id, 0.0, measured=False)
                 continue
             extra = step.extra
-            if step.func is not None:  # the report: redone when anything it reads was redone
-                extra = [extra, {d: state.get(d).fingerprint for d in inputs}]
+            if step.func is not None:  # the report: redone when anything it reads has run since
+                extra = [extra, {d: (state.get(d).fingerprint, state.get(d).finished) for d in inputs}]
             fp = fingerprint(inputs, extra)
             st = state.get(step.id)
             if st.status == DONE and st.fingerprint == fp:
