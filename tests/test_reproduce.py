@@ -162,6 +162,10 @@ def test_a_failed_step_is_reported_its_dependants_skipped_and_the_others_go_on(t
     assert state["B"]["error"] == "exit status 1: error: B broke"
     assert state["C"]["error"] == "needs B (failed)" and state["C"]["attempts"] == 0
     assert plan.written == [{"A", "D"}]  # the report ran on what finished
+    from rgsd_agents.commands.reproduce import format_plan
+
+    printed = format_plan(_plan(tmp_path), StepsFile.load(tmp_path), 1)
+    assert "last time: exit status 1: error: B broke" in printed and "last time: needs B (failed)" in printed
     # again: A and D are skipped as done, B is retried, C runs once B succeeds, the report is redone
     runner = FakeRunner()
     outcome = run_plan(_plan(tmp_path), StepsFile.load(tmp_path), runner, progress=False, tick=0.05)

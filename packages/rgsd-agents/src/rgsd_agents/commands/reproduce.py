@@ -71,6 +71,8 @@ def format_plan(plan: Plan, state: StepsFile, parallel: int) -> str:
         else:
             mark = "to run"
         lines.append(f"  {s.id:<{width}}  {format_seconds(s.estimate_s):>8}  {mark:<22} {s.budget}")
+        if st is not None and st.error and s.id in todo:
+            lines.append(f"  {'':<{width}}  last time: {st.error}")
     total = plan_seconds(plan, parallel)
     left = plan_seconds(plan, parallel, skip={s.id for s in plan.steps if s.id not in todo})
     lines.append(

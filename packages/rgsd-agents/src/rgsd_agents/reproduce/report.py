@@ -171,8 +171,10 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
             for c in cats:
                 cells += [f"{x:.1f}" for x in paper[c]] if c in paper else ["-", "-"]
             rows.append([*cells, ""])
+    missing = [m for m in data.plan.methods if m not in table]
     if not rows:
         return ["No evaluation: see the steps below.", ""]
+    rows += [[m, "no evaluated run: see the steps below", *["-"] * (2 * len(cats) + 1)] for m in missing]
     seeds = len(data.plan.seeds)
     return [
         f"Cartesian error (cm) and motion FID per category, each method's mean ± standard deviation over its "
