@@ -37,3 +37,22 @@ def paper_rows(methods: list[str]) -> list[tuple[str, dict[str, tuple[float, flo
     """(label, per-category figures) of the paper's rows for ``methods`` (in the paper's order, each once)."""
     wanted = set(methods)
     return [(PAPER_LABELS[m], PAPER_IMITATION[m]) for m in PAPER_IMITATION if m in wanted]
+
+
+PAPER_METHOD_KEYS = {"fb_cpr": "meta-motivo"}
+"""rgsd method names that the paper's tables call otherwise (Meta Motivo's algorithm is FB-CPR)."""
+
+
+def paper_key(method: str) -> str:
+    """The key of ``method`` (an rgsd method name) in the paper's tables."""
+    return PAPER_METHOD_KEYS.get(method, method)
+
+
+PAPER_DISCOVERY_KAPPA = 50.0
+"""kappa of the paper's discovery evaluation (Section 5.2: z ~ vMF(z_m, 50))."""
+PAPER_DISCOVERY_SOURCE = (
+    "RGSD paper, Section 5.2 text (z ~ vMF(z_m, 50)): quoted, not measured here; it states these two numbers only"
+)
+PAPER_DISCOVERY_FID: dict[str, dict[str, float]] = {"calm": {"walk": 15.5, "run": 26.7}}
+"""method -> category -> FID under z ~ vMF(z_m, 50), as the paper's text gives them (CALM's rise from its Table 1
+FID at z_m: walk 1.4 -> 15.5, run 13.9 -> 26.7); the paper's figure has the others, without numbers."""

@@ -4,6 +4,7 @@ Output folder::
 
     <out>/report.md  metrics.json  metrics.csv  eval_config.yaml  spread.png  [comparison.png]
     <out>/<run label>/trajectories.png  kappa_sweep.png  embedding.png  embeddings_cosine.png  videos/*.mp4
+    <out>/<run label>/clip_latents.json  top_views.npz (the top views' pelvis paths as data: rgsd_eval.topviews)
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from rgsd_eval.plots import (
     plot_spread,
     plot_trajectories,
     plot_trajectory_comparison,
+    top_view_variants,
 )
 from rgsd_eval.report import ReportInputs, RunArtifacts, write_report
 from rgsd_eval.runs import load_motions, load_run, representative_clips, unique_labels
+from rgsd_eval.topviews import TOP_VIEWS, save_top_views
 from rgsd_eval.videos import write_run_videos
 
 log = logging.getLogger(__name__)
@@ -104,6 +107,11 @@ def _run_artifacts(ev: RunEvaluation, lib, out: Path, cfg: EvalConfig) -> RunArt
     art.figures["trajectories"] = _rel(
         plot_trajectories(ev, cfg.trajectory_kappa_value, d / "trajectories.png", cfg.trajectory_rollouts), out
     )
+    kappa = cfg.trajectory_kappa_value
+    save_top_views(
+        d / TOP_VIEWS, ev.clip_names, list(lib.categories), kappa, ev.ref_root, ev.imitation_root,
+        top_view_variants(ev, kappa, range(len(ev.clip_names))), cfg.trajectory_rollouts,
+    )  # fmt: skip
     sweep = cfg.sweep_clip_ids(list(lib.categories))
     art.figures["kappa_sweep"] = _rel(
         plot_kappa_sweep(ev, sweep, d / "kappa_sweep.png", cfg.trajectory_rollouts, cfg.kappas), out

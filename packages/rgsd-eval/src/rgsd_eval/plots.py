@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from rgsd_envs.utils.files import atomic_path
 from rgsd_eval.evaluate import RunEvaluation
+from rgsd_eval.topviews import TopViews
 
 REF_STYLE = {"color": "black", "lw": 2.0, "zorder": 5}
 IMITATION_STYLE = {"color": "tab:blue", "lw": 1.5, "alpha": 0.9, "zorder": 4}
@@ -125,6 +126,53 @@ def plot_trajectory_comparison(
                 max_variants,
             )
     fig.suptitle(f"pelvis top views, z ~ vMF(z_m, {kappa:g}) in red", fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_discovery_grid(
+    views: Mapping[str, Sequence[TopViews]],
+    categories: Sequence[str],
+    path: str | os.PathLike,
+    max_variants: int = 150,
+) -> Path:
+    """The paper's discovery figure: one row per method (its seeds' vMF pelvis paths pooled, red) under a row of
+    the references alone (black), one column per category (every clip of the category in one panel); the
+    panels of a column share their limits so the methods compare by eye."""
+    rows = ["references", *views]
+    cols = list(categories)
+    first = next(iter(views.values()))[0] if views else None
+    fig = Figure(figsize=(3.0 * len(cols), 3.0 * len(rows) + 0.5), layout="constrained")
+    columns: list[list[Axes]] = [[] for _ in cols]
+    for r, name in enumerate(rows):
+        for k, cat in enumerate(cols):
+            ax = fig.add_subplot(len(rows), len(cols), r * len(cols) + k + 1)
+            pts: list[np.ndarray] = []
+            seeds = views.get(name, [])
+            for tv in seeds:
+                per_clip = max(1, max_variants // max(1, len(seeds)))
+                for c in tv.clips_of(cat):
+                    for v in tv.variants[c][:per_clip]:
+                        ax.plot(v[:, 0], v[:, 1], **VARIANT_STYLE)
+                        pts.append(v)
+            refs = seeds[0] if seeds else first
+            if refs is not None:
+                for c in refs.clips_of(cat):
+                    ref = refs.ref[c]
+                    ax.plot(ref[:, 0], ref[:, 1], **REF_STYLE)
+                    ax.plot(ref[0, 0], ref[0, 1], "o", color="black", ms=4, zorder=6)
+                    pts.append(ref)
+            if pts:
+                _square_limits(ax, np.concatenate(pts))
+            else:
+                ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="0.5")
+            ax.set_title(f"{name}: {cat}", fontsize=9)
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3)
+            columns[k].append(ax)
+    for axes in columns:
+        _share_limits(axes)
+    kappa = f"{first.kappa:g}" if first is not None else "?"
+    fig.suptitle(f"pelvis top views: references (black) and z ~ vMF(z_m, {kappa}) rollouts (red)", fontsize=10)
     return save_figure(fig, path)
 
 

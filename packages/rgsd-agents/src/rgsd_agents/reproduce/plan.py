@@ -1,0 +1,349 @@
+"""The steps of ``rgsd reproduce``, what each runs, what it depends on, and how long the whole plan should take.
+
+Steps, in order (``<out>`` is the command's folder)::
+
+    pretrain/<m>/seed<k>          <out>/pretrain/<m>_seed<k>/     the frozen encoder of a method that imitates (RGSD)
+    train/<m>/seed<k>             <out>/runs/<m>_seed<k>/         rgsd train --config <preset of m> (+ the scale's --set)
+    eval                          <out>/eval/                     rgsd eval --protocol paper (scaled) on every finished run
+    downstream/<style>/<m>/seed<k> <out>/downstream/<style>/<m>_seed<k>/  rgsd downstream on run (m, k)
+    aggregate                     <out>/downstream/seeds/         rgsd downstream --seeds (mean and spread over seeds)
+    report                        <out>/report.md                 the paper's tables and figures (``report``)
+
+Dependencies: a step's ``needs`` must have finished successfully, else it is skipped; its ``after`` must have
+finished in any way (the evaluation takes the runs that trained, the aggregation the downstream runs that
+finished, the report whatever there is).
+
+RGSD pretrains its encoder once per seed (its own step, on the seed's ``pretrain`` settings) rather than sharing
+one: the paper's seeds repeat the whole method, and the encoder's initialisation and minibatches are part of what
+a seed varies (a shared encoder would hide that part of the spread). The cost is small next to the trainings
+(the scales state it: 1.5 minutes against 8 hours per seed at the paper's budget, 2.5 against 26 at the cpu one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rgsd_agents.reproduce.scale import ReproduceScale
+
+PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT = "pretrain", "train", "eval", "downstream", "aggregate", "report"
+KINDS = (PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT)
+EVAL_SETTINGS = "eval_settings.yaml"
+"""``<out>/eval_settings.yaml``: the scale's evaluation settings, given to ``rgsd eval --config``."""
+
+
+class NothingToDo(Exception):
+    """A step has no input left (e.g. no training finished): it is skipped with this reason."""
+
+
+@dataclass
+class Step:
+    """One step of the plan (see the module docstring)."""
+
+    id: str
+    kind: str
+    title: str
+    budget: str
+    """The step's budget in words (iterations, minutes, rollouts)."""
+    estimate_s: float
+    """Stated wall time (the scale's estimate for this kind of step)."""
+    needs: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    method: str | None = None
+    seed: int | None = None
+    style: str | None = None
+    output: Path | None = None
+    """The folder the step writes; cleared before a fresh (not resumed) start."""
+    checkpoint: Path | None = None
+    """When this file exists, an unfinished step resumes with ``resume_command`` instead of starting afresh."""
+    command: Callable[[set[str]], list[str]] | None = None
+    """The ``rgsd`` arguments of the step, given the ids of the steps done so far (``NothingToDo`` if none fit)."""
+    resume_command: Callable[[], list[str]] | None = None
+    func: Callable[[set[str]], None] | None = None
+    """An in-process step (the report), given the ids of the steps done so far."""
+    prepare: Callable[[], None] | None = None
+    """Writes the files the command reads (a settings file), just before the step starts."""
+    extra: Any = None
+    """What else the step reads that its arguments do not show (a settings file's content): in its fingerprint."""
+
+    def inputs(self, done: set[str]) -> list[str]:
+        """What the step's fingerprint covers: its arguments (in-process steps: the done steps it reads)."""
+        if self.command is not None:
+            return self.command(done)
+        return sorted(d for d in done if d in self.after or d in self.needs)
+
+
+def fingerprint(inputs: Sequence[str], extra: Any = None) -> str:
+    """A short hash of a step's inputs: a finished step whose inputs changed runs again."""
+    text = json.dumps([list(inputs), extra], sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Plan:
+    """The steps of one ``rgsd reproduce`` folder."""
+
+    out: Path
+    motions: str
+    scale: ReproduceScale
+    scale_file: Path
+    methods: list[str]
+    seeds: list[int]
+    steps: list[Step] = field(default_factory=list)
+
+    def step(self, step_id: str) -> Step:
+        """The step called ``step_id``."""
+        return next(s for s in self.steps if s.id == step_id)
+
+    def run_dir(self, method: str, seed: int) -> Path:
+        """The training run folder of (method, seed)."""
+        return self.out / "runs" / f"{method}_seed{seed}"
+
+    def downstream_dir(self, style: str, method: str, seed: int) -> Path:
+        """The downstream run folder of (style, method, seed)."""
+        return self.out / "downstream" / style / f"{method}_seed{seed}"
+
+    @property
+    def eval_dir(self) -> Path:
+        """The evaluation report folder (``rgsd eval --out``)."""
+        return self.out / "eval"
+
+    @property
+    def seeds_dir(self) -> Path:
+        """The downstream seed aggregation folder."""
+        return self.out / "downstream" / "seeds"
+
+
+def step_label(step_id: str) -> str:
+    """A file-name-safe form of a step id (its log file's name)."""
+    return step_id.replace("/", "__")
+
+
+def _motions_value(motions: str) -> str:
+    """``env.motions`` for ``--set``: "demo", or the folder's absolute path as a quoted YAML string."""
+    return motions if motions == "demo" else json.dumps(str(Path(motions).resolve()))
+
+
+def _sets(items: Sequence[str]) -> list[str]:
+    return [a for kv in items for a in ("--set", kv)]
+
+
+def build_plan(
+    scale: ReproduceScale,
+    scale_file: str | os.PathLike,
+    motions: str,
+    out: str | os.PathLike,
+    methods: Sequence[str] | None = None,
+    seeds: int | None = None,
+    report: Callable[[Plan, set[str]], None] | None = None,
+) -> Plan:
+    """The plan of a scale on ``motions`` into ``out`` (methods: ``--methods``, else the scale's, else every method
+    of ``METHODS``; seeds: ``--seeds``, else the scale's). Every training and downstream config is loaded here, so a
+    bad preset or ``--set`` ends before anything runs."""
+    from rgsd_agents.config import load_config, parse_set, resolve
+    from rgsd_agents.downstream import DownstreamConfig
+    from rgsd_agents.methods import method_class, method_names
+    from rgsd_envs.utils.config import to_dict
+
+    out = Path(out).resolve()
+    known = method_names()
+    chosen = list(methods or scale.methods or known)
+    bad = [m for m in chosen if m not in known]
+    if bad:
+        raise ValueError(f"--methods: unknown method {bad[0]!r}; methods: {', '.join(known)}")
+    plan = Plan(out, motions, scale, Path(scale_file), chosen, list(range(seeds or scale.seeds)))
+    t, dev = scale.train, scale.device
+    motion_set = f"env.motions={_motions_value(motions)}"
+    train_ids: list[str] = []
+
+    for method in chosen:
+        cls = method_class(method)
+        preset = t.preset.format(method=method)
+        items = [motion_set, f"device={dev}", *t.overrides(method, cls.LOOP)]
+        cfg = load_config(preset, parse_set(items))  # checks the preset and every override now
+        budget = f"{cfg.iterations} it" + (f" or {cfg.max_minutes:g} min" if cfg.max_minutes is not None else "")
+        budget += f", {cfg.num_envs} worlds x {cfg.horizon}"
+        pretrained = cls.ENCODER == "pretrained" and cfg.encoder is None
+        for seed in plan.seeds:
+            run = plan.run_dir(method, seed)
+            needs: tuple[str, ...] = ()
+            encoder_set: list[str] = []
+            if pretrained:
+                pre_dir = out / "pretrain" / f"{method}_seed{seed}"
+                pre_cfg = resolve(load_config(preset, {**parse_set(items), "seed": seed}))
+                pcfg = pre_cfg.pretrain
+                pid = f"{PRETRAIN}/{method}/seed{seed}"
+                plan.steps.append(
+                    Step(
+                        pid, PRETRAIN, f"pretrain {method}'s encoder, seed {seed}",
+                        f"{pcfg.steps} steps" + (f" or {pcfg.max_seconds:g} s" if pcfg.max_seconds else "")
+                        + f", hidden {list(pcfg.hidden)}",
+                        60.0 * t.pretrain_estimate_minutes, method=method, seed=seed, output=pre_dir,
+                        command=_pretrain_command(pre_dir, dev), extra=to_dict(pcfg),
+                        prepare=_write_yaml(to_dict(pcfg), pre_dir.parent / f"{pre_dir.name}.yaml"),
+                    )
+                )  # fmt: skip
+                needs = (pid,)
+                encoder_set = [f"encoder={pre_dir / 'encoder.pt'}"]
+            tid = f"{TRAIN}/{method}/seed{seed}"
+            argv = ["train", "--config", preset, "--out", str(run), "--seed", str(seed), *_sets(items + encoder_set)]
+            plan.steps.append(
+                Step(
+                    tid, TRAIN, f"train {method}, seed {seed} ({preset})", budget, 60.0 * t.estimate_minutes,
+                    needs=needs, method=method, seed=seed, output=run,
+                    checkpoint=run / "checkpoints" / "latest.pt",
+                    command=lambda done, argv=argv: [*argv, "--no-progress"],
+                    resume_command=lambda run=run: ["train", "--resume", str(run), "--no-progress"],
+                )
+            )  # fmt: skip
+            train_ids.append(tid)
+
+    e = scale.eval
+    n_runs = len(train_ids)
+    settings = {"protocol": e.protocol, **e.settings}
+    plan.steps.append(
+        Step(
+            EVAL, EVAL, f"rgsd eval --protocol {e.protocol} on every run",
+            f"{n_runs} runs; " + (", ".join(f"{k} {v}" for k, v in e.settings.items()) or "the protocol's settings"),
+            60.0 * e.estimate_minutes_per_run * n_runs, after=tuple(train_ids), output=plan.eval_dir,
+            command=_eval_command(plan, dev), extra=settings, prepare=_write_yaml(settings, plan.out / EVAL_SETTINGS),
+        )
+    )  # fmt: skip
+
+    d = scale.downstream
+    ds_items = d.overrides()
+    ds_cfg = load_config(d.preset, parse_set(ds_items), cls=DownstreamConfig, presets="downstream")
+    ds_budget = f"{ds_cfg.iterations} it" + (f" or {ds_cfg.max_minutes:g} min" if ds_cfg.max_minutes else "")
+    ds_budget += f", {ds_cfg.num_envs} worlds x {ds_cfg.horizon}"
+    ds_ids: list[str] = []
+    for style in d.styles:
+        for method in chosen:
+            best_of_n = method_class(method).LATENT_CHOICE == "best_of_n"
+            for seed in plan.seeds:
+                run, target = plan.run_dir(method, seed), plan.downstream_dir(style, method, seed)
+                latents = [f"task.clip_latents={plan.eval_dir / run.name / 'clip_latents.json'}"] if best_of_n else []
+                argv = ["downstream", "--config", d.preset, "--low-level", str(run), "--style", style,
+                        "--out", str(target), "--seed", str(seed), "--device", dev, *_sets(ds_items + latents)]  # fmt: skip
+                sid = f"{DOWNSTREAM}/{style}/{method}/seed{seed}"
+                plan.steps.append(
+                    Step(
+                        sid, DOWNSTREAM, f"downstream {style}, {method}, seed {seed}", ds_budget,
+                        60.0 * d.estimate_minutes, needs=(f"{TRAIN}/{method}/seed{seed}",) + ((EVAL,) if best_of_n else ()),
+                        method=method, seed=seed, style=style, output=target,
+                        checkpoint=target / "checkpoints" / "latest.pt",
+                        command=lambda done, argv=argv: [*argv, "--no-progress"],
+                        resume_command=lambda target=target: ["downstream", "--resume", str(target), "--no-progress"],
+                    )
+                )  # fmt: skip
+                ds_ids.append(sid)
+
+    plan.steps.append(
+        Step(
+            AGGREGATE, AGGREGATE, "mean and spread over seeds of the downstream curves", f"{len(ds_ids)} runs",
+            60.0 * scale.aggregate_estimate_minutes, after=tuple(ds_ids), output=plan.seeds_dir,
+            command=_aggregate_command(plan, ds_ids),
+        )
+    )  # fmt: skip
+    plan.steps.append(
+        Step(
+            REPORT, REPORT, "report.md: Table 1, figures, downstream, beside the paper", "-",
+            60.0 * scale.report_estimate_minutes, after=tuple(s.id for s in plan.steps),
+            func=None if report is None else (lambda done: report(plan, done)),
+        )
+    )  # fmt: skip
+    return plan
+
+
+def _pretrain_command(out: Path, device: str) -> Callable[[set[str]], list[str]]:
+    """``rgsd pretrain --config <out>.yaml`` (the file: ``_write_yaml`` of the seed's resolved ``pretrain``)."""
+
+    def command(done: set[str]) -> list[str]:
+        path = out.parent / f"{out.name}.yaml"
+        return ["pretrain", "--config", str(path), "--out", str(out), "--device", device, "--no-progress"]
+
+    return command
+
+
+def _write_yaml(data: dict[str, Any], path: Path) -> Callable[[], None]:
+    """Writes ``data`` as YAML to ``path`` when called."""
+
+    def write() -> None:
+        import yaml
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    return write
+
+
+def _eval_command(plan: Plan, device: str) -> Callable[[set[str]], list[str]]:
+    """``rgsd eval`` on the runs that trained, with the scale's settings file (``EVAL_SETTINGS``)."""
+
+    def command(done: set[str]) -> list[str]:
+        runs = [str(plan.run_dir(s.method, s.seed)) for s in plan.steps if s.kind == TRAIN and s.id in done]
+        if not runs:
+            raise NothingToDo("no training finished")
+        argv = [
+            "eval",
+            *(a for r in runs for a in ("--run", r)),
+            "--motions",
+            plan.motions,
+            "--out",
+            str(plan.eval_dir),
+        ]
+        return [*argv, "--config", str(plan.out / EVAL_SETTINGS), "--device", device, "--no-progress"]
+
+    return command
+
+
+def _aggregate_command(plan: Plan, ds_ids: list[str]) -> Callable[[set[str]], list[str]]:
+    """``rgsd downstream --seeds`` on the downstream runs that finished."""
+
+    def command(done: set[str]) -> list[str]:
+        runs = [str(plan.step(s).output) for s in ds_ids if s in done]
+        if not runs:
+            raise NothingToDo("no downstream training finished")
+        return ["downstream", "--seeds", *runs, "--out", str(plan.seeds_dir)]
+
+    return command
+
+
+def makespan(
+    order: Sequence[str],
+    deps: dict[str, set[str]],
+    remaining: dict[str, float],
+    parallel: int,
+    running: Sequence[str] = (),
+) -> float:
+    """Seconds until every step of ``order`` has run: ``running`` steps first, then the others in order as their
+    ``deps`` (within ``order``) finish, ``parallel`` at a time; ``remaining`` is each step's time left."""
+    active = [(remaining[s], s) for s in running]
+    pending = [s for s in order if s not in set(running)]
+    inside = set(order)
+    finished: set[str] = set()
+    t = 0.0
+    while pending or active:
+        while len(active) < parallel:
+            ready = next((s for s in pending if all(d in finished or d not in inside for d in deps.get(s, ()))), None)
+            if ready is None:
+                break
+            pending.remove(ready)
+            active.append((t + remaining[ready], ready))
+        if not active:
+            break  # the rest waits on steps outside the plan
+        active.sort()
+        t, done = active.pop(0)
+        finished.add(done)
+    return t
+
+
+def plan_seconds(plan: Plan, parallel: int, skip: set[str] = frozenset()) -> float:
+    """Expected wall time of the plan's steps not in ``skip`` (the scale's estimates, ``parallel`` at a time)."""
+    order = [s.id for s in plan.steps if s.id not in skip]
+    deps = {s.id: set(s.needs) | set(s.after) for s in plan.steps}
+    return makespan(order, deps, {s.id: s.estimate_s for s in plan.steps}, parallel)

@@ -1,0 +1,489 @@
+"""``<out>/report.md`` of ``rgsd reproduce``: the paper's Section 5 from this folder's runs, beside its numbers.
+
+Sections: Table 1 (ERR and FID per category and method, mean and std over seeds), the discovery figure
+(top-view pelvis paths at the discovery kappa, one panel per method and category, beside the references),
+FID per category under sampled latents, the kappa sweep on three motions, the downstream curves (success rate
+and style FID against training steps, mean and spread over seeds, one panel per style), and every step's
+status. The paper's numbers come from ``rgsd_eval.paper`` and are labelled as quoted. Every number is also in
+``report.json`` and, one value per row, ``report.csv``; figures are PNG under ``figures/``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rgsd_agents.reproduce.plan import AGGREGATE, EVAL, Plan
+from rgsd_envs.utils.files import atomic_path
+from rgsd_eval.paper import (
+    PAPER_CATEGORIES,
+    PAPER_DISCOVERY_FID,
+    PAPER_DISCOVERY_KAPPA,
+    PAPER_DISCOVERY_SOURCE,
+    PAPER_IMITATION,
+    PAPER_SOURCE,
+    paper_key,
+)
+
+REPORT_FORMAT = "rgsd-reproduce-report"
+REPORT_VERSION = 1
+CSV_COLUMNS = ("section", "method", "category", "kappa", "style", "clip", "metric", "stat", "value", "source")
+MEASURED, QUOTED = "measured", "paper (quoted)"
+FIGURES = "figures"
+DOWNSTREAM_METRICS = (("eval/success_rate", "success rate", 2), ("eval/style_fid", "style FID", 2))
+
+
+def summarise(values: Iterable[float | None]) -> dict[str, Any]:
+    """Mean, standard deviation over seeds (ddof 1; 0 for one seed) and count of the finite values (None kept in
+    ``values``)."""
+    vals = [None if v is None or not math.isfinite(v) else float(v) for v in values]
+    x = np.array([v for v in vals if v is not None], dtype=np.float64)
+    if x.size == 0:
+        return {"mean": None, "std": None, "n": 0, "values": vals}
+    std = float(x.std(ddof=1)) if x.size > 1 else 0.0
+    return {"mean": float(x.mean()), "std": std, "n": int(x.size), "values": vals}
+
+
+def _pm(s: dict[str, Any] | None, decimals: int) -> str:
+    if not s or s["mean"] is None:
+        return "n/a"
+    return f"{s['mean']:.{decimals}f} ± {s['std']:.{decimals}f}" if s["n"] > 1 else f"{s['mean']:.{decimals}f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return out + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+class ReportData:
+    """The numbers of one reproduce folder, gathered from its evaluation and seed aggregation."""
+
+    def __init__(self, plan: Plan, done: set[str]):
+        self.plan = plan
+        self.metrics = _read_json(plan.eval_dir / "metrics.json") if EVAL in done else None
+        self.seeds_doc = _read_json(plan.seeds_dir / "seeds.json") if AGGREGATE in done else None
+        runs = (self.metrics or {}).get("runs", {})
+        self.runs: dict[str, dict[int, dict[str, Any]]] = {
+            m: {k: runs[plan.run_dir(m, k).name] for k in plan.seeds if plan.run_dir(m, k).name in runs}
+            for m in plan.methods
+        }
+        """method -> seed -> the run's metrics in the evaluation."""
+        self.categories: list[str] = list((self.metrics or {}).get("categories", []))
+        cfg = (self.metrics or {}).get("config", {})
+        self.discovery_kappa: float | None = cfg.get("discovery_kappa")
+        self.kappas: list[float] = [float(k) for k in cfg.get("kappas", [])]
+
+    def imitation(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """method -> category -> {err_cm, fid: summary over seeds}."""
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for m, seeds in self.runs.items():
+            if not seeds:
+                continue
+            out[m] = {
+                c: {
+                    key: summarise(r["imitation"]["categories"].get(c, {}).get(key) for r in seeds.values())
+                    for key in ("err_cm", "fid")
+                }
+                for c in [*self.categories, "all"]
+            }
+            for key in ("err_cm", "fid"):
+                out[m]["all"][key] = summarise(r["imitation"]["all"].get(key) for r in seeds.values())
+        return out
+
+    def sampled_fid(self, kappa: float) -> dict[str, dict[str, dict[str, Any]]]:
+        """method -> category -> FID summary over seeds under z ~ vMF(z_m, kappa)."""
+        key = f"{kappa:g}"
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for m, seeds in self.runs.items():
+            entries = [r["diversity"].get(key) for r in seeds.values()]
+            if not seeds or any(e is None for e in entries):
+                continue
+            out[m] = {
+                c: summarise(e.get("categories", {}).get(c, {}).get("fid") for e in entries) for c in self.categories
+            }
+        return out
+
+    def sweep(self) -> tuple[list[str], dict[str, dict[str, dict[str, dict[str, Any]]]]]:
+        """(sweep clips, method -> clip -> kappa -> {path_spread_m, root_spread_m, err_cm, fid: summary})."""
+        from rgsd_eval.plots import sweep_entries
+
+        clips: list[str] = []
+        out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+        for m, seeds in self.runs.items():
+            per_seed = [sweep_entries(r["diversity"]) for r in seeds.values()]
+            if not per_seed or not per_seed[0][1]:
+                continue
+            clips = clips or per_seed[0][1]
+            out[m] = {}
+            for clip in clips:
+                out[m][clip] = {}
+                for i, d in enumerate(per_seed[0][0]):
+                    kappa = f"{d['kappa']:g}"
+                    rows = [ks[i]["clips"].get(clip, {}) for ks, _ in per_seed if i < len(ks)]
+                    out[m][clip][kappa] = {
+                        key: summarise(r.get(key) for r in rows)
+                        for key in ("path_spread_m", "root_spread_m", "err_cm", "fid")
+                    }
+        return clips, out
+
+    def downstream(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """style -> method -> {metric: {step, mean, std, seeds} at the last common evaluation}."""
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for g in (self.seeds_doc or {}).get("groups", []):
+            row: dict[str, Any] = {}
+            for metric, curve in g["curves"].items():
+                if curve["step"]:
+                    row[metric] = {"step": curve["step"][-1], "mean": curve["mean"][-1], "std": curve["std"][-1],
+                                   "seeds": len(g["seeds"])}  # fmt: skip
+            out.setdefault(g["style"], {})[g["method"]] = row
+        return out
+
+
+def _paper_imitation(method: str) -> dict[str, tuple[float, float]] | None:
+    return PAPER_IMITATION.get(paper_key(method))
+
+
+def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Table 1: ours (mean ± std over seeds) with the paper's row under each method."""
+    cats = data.categories
+    header = ["Method", "Source"] + [f"{c.capitalize()} {k}" for c in cats for k in ("ERR", "FID")] + ["All ERR/FID"]
+    rows = []
+    for m, per in table.items():
+        n = max((per[c]["err_cm"]["n"] for c in cats), default=0)
+        cells = [m, f"ours ({n} seed{'s' if n != 1 else ''})"]
+        for c in cats:
+            cells += [_pm(per[c]["err_cm"], 1), _pm(per[c]["fid"], 2)]
+        rows.append([*cells, f"{_pm(per['all']['err_cm'], 1)} / {_pm(per['all']['fid'], 2)}"])
+        paper = _paper_imitation(m)
+        if paper is not None:
+            cells = ["", "paper (quoted)"]
+            for c in cats:
+                cells += [f"{x:.1f}" for x in paper[c]] if c in paper else ["-", "-"]
+            rows.append([*cells, ""])
+    missing = [m for m in data.plan.methods if m not in table]
+    if not rows:
+        return ["No evaluation: see the steps below.", ""]
+    rows += [[m, "no evaluated run: see the steps below", *["-"] * (2 * len(cats) + 1)] for m in missing]
+    seeds = len(data.plan.seeds)
+    return [
+        f"Cartesian error (cm) and motion FID per category, each method's mean ± standard deviation over its "
+        f"{seeds} seed{'s' if seeds != 1 else ''} (one evaluation per seed, `eval/metrics.json`), each under the "
+        f"paper's row ({PAPER_SOURCE}). Lower is better.",
+        "",
+        *_table(header, rows),
+        "",
+    ]
+
+
+def _paper_sampled(method: str) -> dict[str, float] | None:
+    return PAPER_DISCOVERY_FID.get(paper_key(method))
+
+
+def sampled_section(data: ReportData, fid: dict[str, dict[str, dict[str, Any]]], kappa: float) -> list[str]:
+    """FID per category under z ~ vMF(z_m, kappa), with the paper's quoted numbers where it gives them."""
+    cats = data.categories
+    rows = []
+    for m, per in fid.items():
+        rows.append([m, "ours", *(_pm(per[c], 2) for c in cats)])
+        quoted = _paper_sampled(m) if kappa == PAPER_DISCOVERY_KAPPA else None
+        if quoted:
+            rows.append(["", "paper (quoted)", *(f"{quoted[c]:.1f}" if c in quoted else "-" for c in cats)])
+    if not rows:
+        return []
+    return [
+        f"Motion FID of each category's rollouts with z ~ vMF(z_m, {kappa:g}) against its references (mean ± std "
+        f"over seeds); compare with the FID at z_m in Table 1: a method whose skills stay in style keeps it. The "
+        f"paper's numbers: {PAPER_DISCOVERY_SOURCE}.",
+        "",
+        *_table(["Method", "Source", *(f"{c.capitalize()} FID" for c in cats)], rows),
+        "",
+    ]
+
+
+def plot_sweep(clips: list[str], sweep: dict[str, Any], path: Path) -> Path:
+    """Pelvis path spread against kappa (log axis) per sweep clip: each method's mean over seeds ± one std."""
+    from matplotlib.figure import Figure
+
+    from rgsd_eval.plots import save_figure
+
+    fig = Figure(figsize=(4.2 * max(1, len(clips)), 3.4), layout="constrained")
+    for i, clip in enumerate(clips):
+        ax = fig.add_subplot(1, max(1, len(clips)), i + 1)
+        for m, per in sweep.items():
+            ks = sorted(per[clip], key=float)
+            x = np.array([float(k) for k in ks])
+            mean = np.array([np.nan if per[clip][k]["path_spread_m"]["mean"] is None else per[clip][k]["path_spread_m"]["mean"] for k in ks])  # fmt: skip
+            std = np.array([per[clip][k]["path_spread_m"]["std"] or 0.0 for k in ks])
+            (line,) = ax.plot(x, mean, "o-", label=m)
+            ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+        ax.set_xscale("log")
+        ax.set_xlabel("κ")
+        ax.set_ylabel("pelvis path spread (m)")
+        ax.set_title(clip, fontsize=10)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    fig.suptitle("diversity control: z ~ vMF(z_m, κ), spread over seeds shaded; it should fall as κ grows", fontsize=10)
+    return save_figure(fig, path)
+
+
+def sweep_section(data: ReportData, clips: list[str], sweep: dict[str, Any], figure: str | None) -> list[str]:
+    """The kappa sweep: its figure, a table of spreads, and each method's top views at every kappa (seed 0)."""
+    if not sweep:
+        return []
+    kappas = sorted({k for per in sweep.values() for k in per[clips[0]]}, key=float)
+    rows = [
+        [m, clip, *(_pm(per[clip][k]["path_spread_m"], 3) for k in kappas)]
+        for m, per in sweep.items()
+        for clip in clips
+    ]
+    lines = [
+        f"z ~ vMF(z_m, κ) for κ in {{{', '.join(kappas)}}} on {len(clips)} motions ({', '.join(clips)}): the "
+        "pelvis path spread (RMS distance of the rollouts' pelvis positions from their mean, averaged over frames; "
+        "m), mean ± std over seeds. The paper shows this experiment as top views only (no numbers to quote): "
+        "larger κ, tighter skills.",
+        "",
+    ]
+    if figure:
+        lines += [f"![kappa sweep]({figure})", ""]
+    lines += [*_table(["Method", "Clip", *(f"κ={k}" for k in kappas)], rows), ""]
+    tops = []
+    for m in sweep:
+        seed = min(data.runs[m])
+        rel = f"eval/{data.plan.run_dir(m, seed).name}/kappa_sweep.png"
+        if (data.plan.out / rel).is_file():
+            tops.append(f"- {m} (seed {seed}): [top views at every κ]({rel})")
+    return lines + tops + ([""] if tops else [])
+
+
+def downstream_section(data: ReportData, final: dict[str, dict[str, dict[str, Any]]], figure: str | None) -> list[str]:
+    """The downstream curves and the last evaluation's numbers per style and method."""
+    if not final:
+        return ["No downstream aggregation: see the steps below.", ""]
+    rows = []
+    for style, per in final.items():
+        for m, row in per.items():
+            cells = [style, m]
+            for metric, _, dec in DOWNSTREAM_METRICS:
+                r = row.get(metric)
+                cells.append(
+                    "-" if r is None else
+                    (f"{r['mean']:.{dec}f} ± {r['std']:.{dec}f}" if r["seeds"] > 1 else f"{r['mean']:.{dec}f}")
+                )  # fmt: skip
+            step = max((r["step"] for r in row.values()), default=0)
+            seeds = max((r["seeds"] for r in row.values()), default=0)
+            rows.append([*cells, str(step), str(seeds)])
+    ds = data.plan.scale.downstream
+    lines = [
+        f"Goal reaching with a style (`rgsd downstream --config {ds.preset}`) over every method's and seed's frozen "
+        "policy: success rate and style FID (sidestep, backward) against training steps, mean and ± one standard "
+        "deviation over seeds, one column per style. The paper plots these curves (its Figure 5) without numbers "
+        "to quote.",
+        "",
+    ]
+    if figure:
+        lines += [f"![downstream curves]({figure})", ""]
+    lines += [
+        "At the last evaluation all seeds share:",
+        "",
+        *_table(["Style", "Method", "Success rate", "Style FID", "Training step", "Seeds"], rows),
+        "",
+    ]
+    return lines
+
+
+def steps_section(plan: Plan) -> list[str]:
+    """Every step's status, time and error (``steps.json``)."""
+    from rgsd_agents.reproduce.steps import StepsFile, format_seconds
+
+    state = StepsFile.load(plan.out)
+    rows = []
+    for s in plan.steps:
+        st = state.steps.get(s.id)
+        if st is None:
+            rows.append([f"`{s.id}`", "pending", s.budget, "-", "", ""])
+            continue
+        status = "running (this report)" if s.kind == "report" else st.status
+        rows.append(
+            [f"`{s.id}`", status, s.budget, format_seconds(st.seconds) if st.seconds else "-", str(st.attempts),
+             (st.error or "").replace("|", "\\|")]
+        )  # fmt: skip
+    return [*_table(["Step", "Status", "Budget", "Time", "Attempts", "Error"], rows), ""]
+
+
+def _csv_rows(doc: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    """One row per number of ``report.json`` (see CSV_COLUMNS)."""
+
+    def stats(base: dict[str, Any], s: dict[str, Any]) -> Iterable[dict[str, Any]]:
+        for stat in ("mean", "std", "n"):
+            yield {**base, "stat": stat, "value": "" if s[stat] is None else s[stat], "source": MEASURED}
+        for seed, v in zip(doc["seeds"], s["values"]):
+            yield {**base, "stat": f"seed{seed}", "value": "" if v is None else v, "source": MEASURED}
+
+    for m, per in doc["imitation"].items():
+        for c, metrics in per.items():
+            for key, s in metrics.items():
+                yield from stats({"section": "imitation", "method": m, "category": c, "metric": key}, s)
+    for m, per in doc["paper_imitation"].items():
+        for c, (err, fid) in per.items():
+            base = {"section": "imitation", "method": m, "category": c, "stat": "value", "source": QUOTED}
+            yield {**base, "metric": "err_cm", "value": err}
+            yield {**base, "metric": "fid", "value": fid}
+    kappa = doc["discovery"]["kappa"]
+    for m, per in doc["discovery"]["fid"].items():
+        for c, s in per.items():
+            yield from stats({"section": "discovery", "method": m, "category": c, "kappa": kappa, "metric": "fid"}, s)
+    for m, per in doc["discovery"]["paper_fid"].items():
+        for c, v in per.items():
+            yield {"section": "discovery", "method": m, "category": c, "kappa": PAPER_DISCOVERY_KAPPA,
+                   "metric": "fid", "stat": "value", "value": v, "source": QUOTED}  # fmt: skip
+    for m, per in doc["kappa_sweep"]["spread"].items():
+        for clip, ks in per.items():
+            for k, metrics in ks.items():
+                for key, s in metrics.items():
+                    yield from stats(
+                        {"section": "kappa_sweep", "method": m, "clip": clip, "kappa": k, "metric": key}, s
+                    )
+    for style, per in doc["downstream"]["final"].items():
+        for m, row in per.items():
+            for metric, r in row.items():
+                base = {"section": "downstream", "method": m, "style": style, "metric": metric, "source": MEASURED}
+                for stat in ("mean", "std", "step", "seeds"):
+                    yield {**base, "stat": stat, "value": r[stat]}
+
+
+def write_report(plan: Plan, done: set[str]) -> dict[str, Path]:
+    """Write report.md, report.json, report.csv and the figures into the reproduce folder; returns their paths."""
+    from rgsd_eval.plots import plot_discovery_grid
+    from rgsd_eval.topviews import TOP_VIEWS, load_top_views
+
+    out = plan.out
+    figures_dir = out / FIGURES
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    data = ReportData(plan, done)
+    figures: dict[str, str] = {}
+
+    table = data.imitation()
+    views = {
+        m: [load_top_views(p) for k in seeds if (p := plan.eval_dir / plan.run_dir(m, k).name / TOP_VIEWS).is_file()]
+        for m, seeds in data.runs.items()
+    }
+    views = {m: v for m, v in views.items() if v}
+    if views:
+        rollouts = int((data.metrics or {}).get("config", {}).get("trajectory_rollouts", 150))
+        plot_discovery_grid(views, data.categories, figures_dir / "discovery.png", rollouts)
+        figures["discovery"] = f"{FIGURES}/discovery.png"
+    kappa = data.discovery_kappa
+    sampled = data.sampled_fid(kappa) if kappa is not None else {}
+    clips, sweep = data.sweep()
+    if sweep:
+        plot_sweep(clips, sweep, figures_dir / "kappa_sweep.png")
+        figures["kappa_sweep"] = f"{FIGURES}/kappa_sweep.png"
+    final = data.downstream()
+    seeds_png = plan.seeds_dir / "seeds.png"
+    if AGGREGATE in done and seeds_png.is_file():
+        with atomic_path(figures_dir / "downstream.png") as tmp:
+            shutil.copyfile(seeds_png, tmp)
+        figures["downstream"] = f"{FIGURES}/downstream.png"
+
+    scale = plan.scale
+    lines = [
+        "# Reproducing the RGSD paper's experiments",
+        "",
+        f"`rgsd reproduce --motions {plan.motions} --scale {plan.scale_file.stem}` (scale file `{plan.scale_file}`, "
+        f"copied to `scale.yaml`): methods {', '.join(plan.methods)}; {len(plan.seeds)} seed(s); device "
+        f"{scale.device}.",
+        "",
+        f"> {scale.description.strip()}" if scale.description.strip() else "",
+        "",
+        "## Table 1: imitation",
+        "",
+        *imitation_section(data, table),
+        "## Discovered skills",
+        "",
+    ]
+    if "discovery" in figures:
+        k = views[next(iter(views))][0].kappa
+        lines += [
+            f"Top-view pelvis paths with z ~ vMF(z_m, {k:g}) (red; every seed's rollouts pooled, up to the "
+            "evaluation's `trajectory_rollouts` per clip) beside the references (black), one panel per method and "
+            "category (every clip of the category in it). The paper's figure (150 paths per method) has no numbers.",
+            "",
+            f"![discovery]({figures['discovery']})",
+            "",
+        ]
+    if kappa is not None:
+        lines += [
+            f"### FID per category under sampled latents (κ = {kappa:g})",
+            "",
+            *sampled_section(data, sampled, kappa),
+        ]
+    lines += ["## Diversity control: the κ sweep", "", *sweep_section(data, clips, sweep, figures.get("kappa_sweep"))]
+    lines += [
+        "## Downstream: goal reaching with a style",
+        "",
+        *downstream_section(data, final, figures.get("downstream")),
+    ]
+    lines += [
+        "## Steps",
+        "",
+        "Each step's state is in `steps.json`, its output in `logs/`; run the same command again to retry failed "
+        "steps and resume interrupted ones.",
+        "",
+        *steps_section(plan),
+        "Files: `eval/report.md` (the full evaluation: per clip, every κ, embeddings), `downstream/<style>/` (each "
+        "downstream run's own report), `report.json` and `report.csv` (every number here).",
+        "",
+    ]
+
+    doc = {
+        "format": REPORT_FORMAT,
+        "version": REPORT_VERSION,
+        "motions": plan.motions,
+        "scale": str(plan.scale_file),
+        "methods": plan.methods,
+        "seeds": plan.seeds,
+        "categories": data.categories,
+        "imitation": table,
+        "paper_imitation": {
+            m: {c: list(v) for c, v in p.items() if c in PAPER_CATEGORIES}
+            for m in plan.methods
+            if (p := _paper_imitation(m)) is not None
+        },
+        "paper_source": PAPER_SOURCE,
+        "discovery": {
+            "kappa": kappa,
+            "fid": sampled,
+            "paper_fid": {m: q for m in plan.methods if (q := _paper_sampled(m))},
+            "paper_source": PAPER_DISCOVERY_SOURCE,
+        },
+        "kappa_sweep": {"clips": clips, "spread": sweep},
+        "downstream": {"final": final, "curves": (data.seeds_doc or {}).get("groups", [])},
+        "figures": figures,
+    }
+    paths = {"report": out / "report.md", "json": out / "report.json", "csv": out / "report.csv"}
+    with atomic_path(paths["json"]) as tmp:
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    with atomic_path(paths["csv"]) as tmp, open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, restval="")
+        writer.writeheader()
+        writer.writerows(_csv_rows(doc))
+    with atomic_path(paths["report"]) as tmp:
+        tmp.write_text("\n".join(lines))
+    return {**paths, **{k: out / v for k, v in figures.items()}}
+
+
+def report_step(plan: Plan, done: set[str]) -> None:
+    """The plan's report step (``build_plan(report=...)``)."""
+    write_report(plan, done)

@@ -1,0 +1,484 @@
+"""Running a plan: ``<out>/steps.json``, skipping, resuming, failures, one progress bar.
+
+Each step's state lives in ``<out>/steps.json`` (rewritten atomically after every change): its status, the
+fingerprint of its inputs (``plan.fingerprint``), attempts, seconds, times and error. Running the command
+again:
+
+- a ``done`` step whose inputs are unchanged is skipped;
+- a step left ``running`` (the command was stopped) or ``failed`` resumes from its checkpoint
+  (``rgsd train --resume``, ``rgsd downstream --resume``) if it has one, else starts afresh in a cleared folder;
+- a step whose inputs changed (another scale, more runs to evaluate) starts afresh.
+
+A failed step is recorded with its error (the last ``error:`` line or exception of its log, ``<out>/logs/``)
+and the others go on; a step whose ``needs`` failed or were skipped is skipped, with the reason. Steps run as
+``python -m rgsd_agents.cli ...`` subprocesses (a crash or a full memory ends the step, not the plan), at most
+``parallel`` at a time; Ctrl-C (or SIGTERM) asks the running ones to stop (they checkpoint, as on their own
+Ctrl-C), records them as interrupted and returns 130.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tqdm import tqdm
+
+from rgsd_agents.progress import clock
+from rgsd_agents.reproduce.plan import KINDS, NothingToDo, Plan, Step, fingerprint, makespan, step_label
+from rgsd_envs.utils.files import InputFileError, atomic_path
+
+STEPS_FILE = "steps.json"
+STEPS_FORMAT = "rgsd-reproduce-steps"
+STEPS_VERSION = 1
+PENDING, RUNNING, DONE, FAILED, SKIPPED, INTERRUPTED = "pending", "running", "done", "failed", "skipped", "interrupted"
+STOP_GRACE_S = 120.0
+"""Seconds a stopped step gets to write its checkpoint before it is killed."""
+
+
+class StepFailed(Exception):
+    """A step ended without success; the message says why (shown in the plan's status)."""
+
+
+@dataclass
+class StepState:
+    """What ``steps.json`` records of one step."""
+
+    status: str = PENDING
+    fingerprint: str = ""
+    attempts: int = 0
+    seconds: float = 0.0
+    """Wall time over all attempts."""
+    started: str | None = None
+    finished: str | None = None
+    error: str | None = None
+    """Why the step failed or was skipped."""
+    resumed: bool = False
+    """Whether the last attempt continued from a checkpoint."""
+    log: str | None = None
+
+
+@dataclass
+class StepsFile:
+    """``<out>/steps.json``: every step's ``StepState``."""
+
+    path: Path
+    steps: dict[str, StepState] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, out: str | os.PathLike) -> StepsFile:
+        """The state of ``out`` (empty when new); a step left ``running`` reads as ``interrupted``."""
+        path = Path(out) / STEPS_FILE
+        if not path.is_file():
+            return cls(path)
+        try:
+            doc = json.loads(path.read_text())
+            if doc.get("format") != STEPS_FORMAT:
+                raise ValueError(f"format {doc.get('format')!r}, expected {STEPS_FORMAT!r}")
+            steps = {k: StepState(**v) for k, v in doc["steps"].items()}
+        except (ValueError, TypeError, KeyError) as err:
+            raise InputFileError(path, f"not a reproduce state file ({err}); choose another --out") from None
+        for s in steps.values():
+            if s.status == RUNNING:
+                s.status = INTERRUPTED
+        return cls(path, steps, doc.get("info", {}))
+
+    def get(self, step_id: str) -> StepState:
+        """The state of a step (created pending)."""
+        return self.steps.setdefault(step_id, StepState())
+
+    def save(self) -> None:
+        """Write the file atomically."""
+        doc = {
+            "format": STEPS_FORMAT,
+            "version": STEPS_VERSION,
+            "info": self.info,
+            "steps": {k: asdict(v) for k, v in self.steps.items()},
+        }
+        with atomic_path(self.path) as tmp:
+            tmp.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+Runner = Callable[[Step, list[str], Path], None]
+"""Runs one command step (its ``rgsd`` arguments) with its log file; raises ``StepFailed``."""
+
+
+class SubprocessRunner:
+    """Runs command steps as ``python -m rgsd_agents.cli ARGS`` (output to the step's log); ``stop()`` asks every
+    running one to checkpoint and end."""
+
+    def __init__(self) -> None:
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, step: Step, argv: list[str], log: Path) -> None:
+        """Run ``step``'s ``rgsd`` arguments; ``StepFailed`` with the error of its log when it does not succeed."""
+        log.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "rgsd_agents.cli", *argv]
+        with open(log, "a") as f:
+            f.write(f"$ {' '.join(cmd)}\n")
+            f.flush()
+            # its own session: the terminal's Ctrl-C reaches this command only, which forwards one SIGINT (a
+            # second one would cut the step's checkpoint short)
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+            with self.lock:
+                self.procs[step.id] = proc
+            try:
+                code = proc.wait()
+            finally:
+                with self.lock:
+                    self.procs.pop(step.id, None)
+        if code != 0:
+            raise StepFailed(f"exit status {code}: {last_error(log)}")
+
+    def stop(self) -> None:
+        """SIGINT to every running step, SIGKILL to those still running after ``STOP_GRACE_S``."""
+        with self.lock:
+            procs = list(self.procs.values())
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def last_error(log: Path) -> str:
+    """The most telling line of a step's log: its last ``error:`` line or exception, else its last line."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return f"see {log}"
+    for ln in reversed(lines):
+        if ln.startswith("error:") or (":" in ln and ln.split(":", 1)[0].endswith(("Error", "Exception"))):
+            return ln[:500]
+    return (lines[-1][:500] if lines else "no output") + f" (see {log})"
+
+
+class _StatusBar(tqdm):
+    """tqdm with a ``{status}`` field (tqdm's own ``{postfix}`` starts with a comma)."""
+
+    status = ""
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        """tqdm's fields plus ``status``."""
+        return {**super().format_dict, "status": self.status}
+
+
+class PlanProgress:
+    """One bar over the whole plan: steps weighted by their stated time, an ETA from the remaining steps run
+    ``parallel`` at a time, each kind's estimate corrected by how long its finished steps took."""
+
+    def __init__(self, plan: Plan, to_run: list[str], parallel: int, disable: bool, file: IO[str] | None = None):
+        self.plan, self.parallel = plan, parallel
+        self.to_run = to_run
+        self.total = sum(plan.step(s).estimate_s for s in to_run) or 1.0
+        self.start = time.monotonic()
+        self.actual: dict[str, float] = {}
+        """Seconds of the steps finished in this command (their kinds' correction)."""
+        self.finished: set[str] = set()
+        self.disable = disable or not to_run
+        self.bar = _StatusBar(
+            total=1000, bar_format="{desc}: {percentage:3.0f}%|{bar}| {status}", desc="reproduce",
+            disable=self.disable, dynamic_ncols=True, file=file,
+        )  # fmt: skip
+
+    def correction(self, kind: str) -> float:
+        """Measured / stated time of this kind's finished steps (of all kinds if none; 1 before any)."""
+        for kinds in ((kind,), KINDS):
+            ids = [s for s in self.actual if self.plan.step(s).kind in kinds and self.plan.step(s).estimate_s > 0]
+            stated = sum(self.plan.step(s).estimate_s for s in ids)
+            if stated > 0:
+                return sum(self.actual[s] for s in ids) / stated
+        return 1.0
+
+    def status(self, running: dict[str, float]) -> tuple[float, float]:
+        """(fraction done, seconds left) with ``running`` = {step id: its start (monotonic)}."""
+        now = time.monotonic()
+        expected = {s: self.plan.step(s).estimate_s * self.correction(self.plan.step(s).kind) for s in self.to_run}
+        done_w = sum(self.plan.step(s).estimate_s for s in self.finished)
+        left: dict[str, float] = {}
+        for s, t0 in running.items():
+            frac = min((now - t0) / expected[s], 0.95) if expected[s] > 0 else 0.95
+            done_w += frac * self.plan.step(s).estimate_s
+            left[s] = max(expected[s] - (now - t0), 0.05 * expected[s])
+        order = [s for s in self.to_run if s not in self.finished]
+        deps = {s.id: set(s.needs) | set(s.after) for s in self.plan.steps}
+        seconds = makespan(order, deps, {**expected, **left}, self.parallel, list(running))
+        return min(done_w / self.total, 1.0), seconds
+
+    def refresh(self, running: dict[str, float]) -> str:
+        """Redraw; returns the status text."""
+        frac, left = self.status(running)
+        names = ", ".join(running) or "-"
+        text = (
+            f"{len(self.finished)}/{len(self.to_run)} steps, {clock(time.monotonic() - self.start)} elapsed, "
+            f"~{clock(left)} left | running: {names}"
+        )
+        self.bar.n = round(1000 * frac)
+        self.bar.status = text
+        self.bar.refresh()
+        return text
+
+    def add(self, step_id: str) -> None:
+        """Count a step the plan did not expect to run (its inputs changed)."""
+        if step_id not in self.to_run:
+            self.to_run.append(step_id)
+            self.total += self.plan.step(step_id).estimate_s
+
+    def finish(self, step_id: str, seconds: float, measured: bool) -> None:
+        """Count a step as finished (``measured``: its time corrects its kind's estimate)."""
+        if step_id not in self.to_run:
+            return
+        self.finished.add(step_id)
+        if measured:
+            self.actual[step_id] = seconds
+
+    def write(self, line: str) -> None:
+        """A line above the bar (or plainly, without one)."""
+        if self.disable:
+            print(line, flush=True)
+        else:
+            self.bar.write(line)
+
+    def close(self) -> None:
+        """End the bar's line."""
+        self.bar.close()
+
+
+@dataclass
+class Outcome:
+    """What one ``run_plan`` did."""
+
+    statuses: dict[str, str]
+    """Every step's status after this command (done, failed, skipped, interrupted)."""
+    ran: list[str]
+    """Steps that ran in this command."""
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Every step done."""
+        return all(s == DONE for s in self.statuses.values())
+
+
+def _clear(step: Step, out: Path) -> None:
+    """Remove a step's output folder before a fresh start (only inside the reproduce folder)."""
+    if step.output is None or not step.output.exists():
+        return
+    if not step.output.resolve().is_relative_to(out.resolve()):
+        raise RuntimeError(f"refusing to clear {step.output}: outside {out}")
+    shutil.rmtree(step.output)
+
+
+def pending_steps(plan: Plan, state: StepsFile) -> list[str]:
+    """The steps that will (probably) run: not done, done with other inputs (judged where they can be now), and an
+    in-process step (the report) after any of those."""
+    done = {k for k, v in state.steps.items() if v.status == DONE}
+    out = []
+    for s in plan.steps:
+        st = state.steps.get(s.id)
+        if st is None or st.status != DONE:
+            out.append(s.id)
+            continue
+        if s.command is not None:
+            try:
+                if fingerprint(s.inputs(done), s.extra) != st.fingerprint:
+                    out.append(s.id)
+            except NothingToDo:
+                pass
+        elif out:  # the report is redone after any step that runs
+            out.append(s.id)
+    return out
+
+
+def run_plan(
+    plan: Plan,
+    state: StepsFile,
+    runner: Runner | None = None,
+    parallel: int = 1,
+    progress: bool = True,
+    tick: float = 1.0,
+) -> Outcome:
+    """Run the plan's steps that are not done (see the module docstring); returns what happened."""
+    runner = runner if runner is not None else SubprocessRunner()
+    done = {k for k, v in state.steps.items() if v.status == DONE and k in {s.id for s in plan.steps}}
+    this: dict[str, str] = {}
+    """Steps settled in this command: done (ran or skipped as done), failed, skipped."""
+    running: dict[str, float] = {}
+    results: queue.Queue[tuple[str, str | None, float]] = queue.Queue()
+    bar = PlanProgress(plan, pending_steps(plan, state), parallel, disable=not progress)
+    ran: list[str] = []
+    interrupted = False
+    log_dir = plan.out / "logs"
+
+    def settle(step: Step, status: str, error: str | None = None) -> None:
+        st = state.get(step.id)
+        st.status, st.error = status, error
+        this[step.id] = status
+        if status == DONE:
+            done.add(step.id)
+        else:
+            done.discard(step.id)
+        state.save()
+
+    def start(step: Step, argv: list[str] | None, fp: str) -> None:
+        st = state.get(step.id)
+        resume = (
+            step.checkpoint is not None
+            and step.resume_command is not None
+            and st.status in (INTERRUPTED, FAILED, RUNNING)
+            and st.fingerprint == fp
+            and step.checkpoint.is_file()
+        )
+        if resume:
+            argv = step.resume_command()
+        else:
+            _clear(step, plan.out)
+        if step.prepare is not None:
+            step.prepare()
+        log = log_dir / f"{step_label(step.id)}.log"
+        st.status, st.fingerprint, st.error, st.resumed = RUNNING, fp, None, resume
+        st.attempts += 1
+        st.started, st.finished, st.log = _now(), None, str(log.relative_to(plan.out))
+        state.save()
+        running[step.id] = time.monotonic()
+        ran.append(step.id)
+        bar.add(step.id)
+        bar.write(f"{'resume' if resume else 'start '} {step.id}")
+
+        inputs = set(done)
+
+        def work() -> None:
+            t0 = time.monotonic()
+            try:
+                if step.func is not None:
+                    log.parent.mkdir(parents=True, exist_ok=True)
+                    step.func(inputs)
+                else:
+                    assert argv is not None
+                    runner(step, argv, log)
+                results.put((step.id, None, time.monotonic() - t0))
+            except StepFailed as err:
+                results.put((step.id, str(err), time.monotonic() - t0))
+            except Exception as err:  # an in-process step's or a runner's failure: this step's, not the plan's
+                with open(log, "a") as f:
+                    f.write(f"{type(err).__name__}: {err}\n")
+                results.put((step.id, f"{type(err).__name__}: {err}", time.monotonic() - t0))
+
+        threading.Thread(target=work, name=step.id, daemon=True).start()
+
+    def finish(step_id: str, error: str | None, seconds: float) -> None:
+        step = plan.step(step_id)
+        running.pop(step_id, None)
+        st = state.get(step_id)
+        st.seconds += seconds
+        st.finished = _now()
+        settle(step, DONE if error is None else FAILED, error)
+        bar.finish(step_id, seconds, measured=error is None)
+        bar.write(
+            f"{'done  ' if error is None else 'FAILED'} {step_id} in {clock(seconds)}" + (f": {error}" if error else "")
+        )
+
+    def schedule() -> None:
+        for step in plan.steps:
+            if step.id in this or step.id in running:
+                continue
+            deps = set(step.needs) | set(step.after)
+            if not all(d in this for d in deps):
+                continue
+            missing = [d for d in step.needs if this[d] != DONE]
+            if missing:
+                settle(step, SKIPPED, f"needs {missing[0]} ({this[missing[0]]})")
+                bar.finish(step.id, 0.0, measured=False)
+                continue
+            try:
+                inputs = step.inputs(done)
+            except NothingToDo as why:
+                settle(step, SKIPPED, str(why))
+                bar.finish(step.id, 0.0, measured=False)
+                continue
+            extra = step.extra
+            if step.func is not None:  # the report: redone when anything it reads has run since
+                extra = [extra, {d: (state.get(d).fingerprint, state.get(d).finished) for d in inputs}]
+            fp = fingerprint(inputs, extra)
+            st = state.get(step.id)
+            if st.status == DONE and st.fingerprint == fp:
+                this[step.id] = DONE
+                bar.finish(step.id, 0.0, measured=False)
+                continue
+            if len(running) >= parallel:
+                return
+            start(step, inputs if step.command is not None else None, fp)
+
+    previous = _on_sigterm()
+    try:
+        while True:
+            schedule()
+            if not running:
+                break
+            try:
+                finish(*results.get(timeout=tick))
+                while not results.empty():
+                    finish(*results.get_nowait())
+            except queue.Empty:
+                pass
+            bar.refresh(running)
+    except KeyboardInterrupt:
+        interrupted = True
+        bar.write("stopping: the running steps write their checkpoints; run the same command again to resume")
+        if isinstance(runner, SubprocessRunner):
+            runner.stop()
+        for step_id in list(running):
+            st = state.get(step_id)
+            st.status, st.error, st.finished = INTERRUPTED, "interrupted", _now()
+            st.seconds += time.monotonic() - running.pop(step_id)
+            this[step_id] = INTERRUPTED
+        state.save()
+    finally:
+        _restore_sigterm(previous)
+        bar.refresh(running)
+        bar.close()
+    statuses = {s.id: this.get(s.id, state.get(s.id).status) for s in plan.steps}
+    return Outcome(statuses, ran, interrupted)
+
+
+def _on_sigterm() -> Any:
+    """SIGTERM stops the plan as Ctrl-C does (its steps checkpoint); returns the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def format_seconds(seconds: float) -> str:
+    """``h:mm:ss`` / ``mm:ss`` of a duration (``--:--`` if unknown)."""
+    return clock(seconds) if math.isfinite(seconds) else "--:--"

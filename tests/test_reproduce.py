@@ -1,0 +1,277 @@
+"""``rgsd reproduce``: the plan of every scale, the bookkeeping of steps.json (skip, resume, fail, interrupt), and
+the smoke scale end to end on the demo motions."""
+
+from __future__ import annotations
+
+import _thread
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rgsd_agents.cli import main as rgsd
+from rgsd_agents.reproduce.plan import EVAL, NothingToDo, Plan, Step, build_plan, makespan
+from rgsd_agents.reproduce.scale import ReproduceScale, load_scale, scale_names
+from rgsd_agents.reproduce.steps import (
+    DONE,
+    FAILED,
+    INTERRUPTED,
+    SKIPPED,
+    PlanProgress,
+    StepFailed,
+    StepsFile,
+    run_plan,
+)
+from rgsd_envs.utils.files import InputFileError
+
+# -- scales and plans ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["smoke", "cpu", "gpu", "paper"])
+def test_every_built_in_scale_builds_a_plan_of_every_method(name, tmp_path):
+    from rgsd_agents.methods import METHODS, method_class
+
+    assert name in scale_names()
+    scale, path = load_scale(name)
+    assert scale.description.strip(), f"{name}: state what the scale can and cannot show"
+    plan = build_plan(scale, path, "demo", tmp_path)  # loads every preset with the scale's overrides
+    assert plan.methods == list(METHODS)
+    ids = [s.id for s in plan.steps]
+    for m in METHODS:
+        for k in range(scale.seeds):
+            assert f"train/{m}/seed{k}" in ids
+            assert (f"pretrain/{m}/seed{k}" in ids) == (method_class(m).ENCODER == "pretrained")
+            for style in ("freestyle", "sidestep", "backward"):
+                assert f"downstream/{style}/{m}/seed{k}" in ids
+    assert ids[-3:] == [ids[-3], "aggregate", "report"] and EVAL in ids
+    assert len(ids) == len(set(ids))
+
+
+def test_rgsd_pretrains_per_seed_and_best_of_n_methods_take_the_eval_s_clip_latents(tmp_path):
+    scale, path = load_scale("smoke")
+    plan = build_plan(scale, path, "demo", tmp_path, methods=["rgsd", "ase"], seeds=2)
+    train = plan.step("train/rgsd/seed1")
+    assert train.needs == ("pretrain/rgsd/seed1",)
+    argv = train.command(set())
+    assert f"encoder={tmp_path.resolve() / 'pretrain' / 'rgsd_seed1' / 'encoder.pt'}" in argv
+    assert argv[argv.index("--seed") + 1] == "1" and "iterations=3" in argv
+    ase = plan.step("downstream/backward/ase/seed1")
+    assert set(ase.needs) == {"train/ase/seed1", EVAL}
+    latents = tmp_path.resolve() / "eval" / "ase_seed1" / "clip_latents.json"
+    assert f"task.clip_latents={latents}" in ase.command(set())
+    own = plan.step("downstream/backward/rgsd/seed1")  # an encoder method: its run's encoder gives the style latent
+    assert own.needs == ("train/rgsd/seed1",) and not any("clip_latents" in a for a in own.command(set()))
+    ev = plan.step(EVAL)  # the evaluation takes the runs that trained
+    argv = ev.command({"train/ase/seed0", "train/rgsd/seed1"})
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--run"] == [
+        str(plan.run_dir("rgsd", 1)),
+        str(plan.run_dir("ase", 0)),
+    ]
+    with pytest.raises(NothingToDo, match="no training finished"):
+        ev.command(set())
+
+
+def test_a_scale_names_its_file_and_field_when_wrong(tmp_path):
+    data = yaml.safe_load(load_scale("smoke")[1].read_text())
+    data["train"]["sets"]["no_such_method"] = ["iterations=1"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputFileError, match=r"bad.yaml: field 'train.sets.no_such_method'"):
+        load_scale(bad)
+    data["train"]["sets"].pop("no_such_method")
+    data["parallel"] = 3
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputFileError, match="parallel must be 1 or 2"):
+        load_scale(bad)
+    with pytest.raises(InputFileError, match="scales: cpu, gpu, paper, smoke"):
+        load_scale("huge")
+
+
+def test_a_copied_scale_file_is_accepted_and_its_overrides_are_checked_before_anything_runs(tmp_path, capsys):
+    data = yaml.safe_load(load_scale("smoke")[1].read_text())
+    data["train"]["sets"]["all"].append("ppo.no_such_key=1")
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump(data))
+    code = rgsd(["reproduce", "--motions", "demo", "--out", str(tmp_path / "r"), "--scale", str(mine)])
+    assert code == 2 and "no_such_key" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_expected_time_runs_steps_in_order_two_at_a_time():
+    deps = {"c": {"a"}, "d": {"b", "c"}}
+    t = {"a": 10.0, "b": 4.0, "c": 3.0, "d": 5.0}
+    assert makespan(["a", "b", "c", "d"], deps, t, parallel=1) == 22.0
+    assert makespan(["a", "b", "c", "d"], deps, t, parallel=2) == 18.0  # a | b, then c after a, then d
+    assert makespan(["c", "d"], deps, t, parallel=2) == 8.0  # a and b are outside: done
+    assert makespan(["a", "c"], deps, {**t, "a": 2.0}, parallel=2, running=["a"]) == 5.0
+
+
+# -- the bookkeeping of steps.json -------------------------------------------------------------------------------
+
+
+def _plan(out: Path, checkpoint: bool = False) -> Plan:
+    """A -> B -> C, and D beside them; ``report`` after all (in-process)."""
+    written: list[set[str]] = []
+
+    def step(name: str, needs: tuple[str, ...] = (), **kw) -> Step:
+        folder = out / name
+        return Step(
+            name, "train", name, "-", 10.0, needs=needs, output=folder,
+            checkpoint=folder / "latest.pt" if checkpoint else None,
+            command=lambda done: [name, "fresh"],
+            resume_command=(lambda: [name, "resume"]) if checkpoint else None, **kw,
+        )  # fmt: skip
+
+    steps = [step("A"), step("B", ("A",)), step("C", ("B",)), step("D")]
+    steps.append(
+        Step("report", "report", "report", "-", 1.0, after=("A", "B", "C", "D"), func=lambda done: written.append(done))
+    )
+    plan = Plan(out, "demo", ReproduceScale(), out / "scale.yaml", ["m"], [0], steps)
+    plan.written = written  # type: ignore[attr-defined]
+    return plan
+
+
+class FakeRunner:
+    """Records the arguments of each step; fails the steps named in ``fail``; writes a step's checkpoint."""
+
+    def __init__(self, fail: tuple[str, ...] = (), interrupt: str | None = None):
+        self.calls: list[list[str]] = []
+        self.fail, self.interrupt = fail, interrupt
+
+    def __call__(self, step: Step, argv: list[str], log: Path) -> None:
+        self.calls.append(argv)
+        if step.output is not None:
+            step.output.mkdir(parents=True, exist_ok=True)
+            (step.output / "latest.pt").write_text("checkpoint")
+        if step.id == self.interrupt:
+            _thread.interrupt_main()  # Ctrl-C while this step runs
+            time.sleep(5)
+        if step.id in self.fail:
+            raise StepFailed(f"exit status 1: error: {step.id} broke")
+
+
+def test_a_failed_step_is_reported_its_dependants_skipped_and_the_others_go_on(tmp_path):
+    plan = _plan(tmp_path)
+    runner = FakeRunner(fail=("B",))
+    outcome = run_plan(plan, StepsFile.load(tmp_path), runner, parallel=2, progress=False, tick=0.05)
+    assert outcome.statuses == {"A": DONE, "B": FAILED, "C": SKIPPED, "D": DONE, "report": DONE}
+    assert not outcome.ok
+    state = json.loads((tmp_path / "steps.json").read_text())["steps"]
+    assert state["B"]["error"] == "exit status 1: error: B broke"
+    assert state["C"]["error"] == "needs B (failed)" and state["C"]["attempts"] == 0
+    assert plan.written == [{"A", "D"}]  # the report ran on what finished
+    from rgsd_agents.commands.reproduce import format_plan
+
+    printed = format_plan(_plan(tmp_path), StepsFile.load(tmp_path), 1)
+    assert "last time: exit status 1: error: B broke" in printed and "last time: needs B (failed)" in printed
+    # again: A and D are skipped as done, B is retried, C runs once B succeeds, the report is redone
+    runner = FakeRunner()
+    outcome = run_plan(_plan(tmp_path), StepsFile.load(tmp_path), runner, progress=False, tick=0.05)
+    assert outcome.ok and outcome.ran == ["B", "C", "report"]
+    assert runner.calls == [["B", "fresh"], ["C", "fresh"]]
+
+
+def test_finished_steps_are_skipped_and_a_step_whose_inputs_changed_runs_again(tmp_path):
+    run_plan(_plan(tmp_path), StepsFile.load(tmp_path), FakeRunner(), progress=False, tick=0.05)
+    runner = FakeRunner()
+    outcome = run_plan(_plan(tmp_path), StepsFile.load(tmp_path), runner, progress=False, tick=0.05)
+    assert outcome.ok and outcome.ran == [] and runner.calls == []
+    plan = _plan(tmp_path)
+    plan.step("D").command = lambda done: ["D", "fresh", "--set", "iterations=9"]
+    (tmp_path / "D" / "old_output").write_text("x")
+    outcome = run_plan(plan, StepsFile.load(tmp_path), runner, progress=False, tick=0.05)
+    assert outcome.ran == ["D", "report"] and runner.calls == [["D", "fresh", "--set", "iterations=9"]]
+    assert not (tmp_path / "D" / "old_output").exists()  # a fresh start clears the step's folder
+
+
+def test_an_interrupted_step_resumes_from_its_checkpoint_and_one_without_starts_afresh(tmp_path):
+    plan = _plan(tmp_path, checkpoint=True)
+    run_plan(plan, StepsFile.load(tmp_path), FakeRunner(), progress=False, tick=0.05)
+    doc = json.loads((tmp_path / "steps.json").read_text())
+    for name in ("C", "D"):  # the command was killed while C and D ran
+        doc["steps"][name]["status"] = "running"
+    doc["steps"]["report"]["status"] = "running"
+    (tmp_path / "steps.json").write_text(json.dumps(doc))
+    (tmp_path / "D" / "latest.pt").unlink()  # D had not written a checkpoint yet
+    (tmp_path / "D" / "partial").write_text("x")
+    state = StepsFile.load(tmp_path)
+    assert state.steps["C"].status == INTERRUPTED
+    runner = FakeRunner()
+    outcome = run_plan(_plan(tmp_path, checkpoint=True), state, runner, progress=False, tick=0.05)
+    assert outcome.ok and sorted(outcome.ran) == ["C", "D", "report"]
+    assert sorted(runner.calls) == [["C", "resume"], ["D", "fresh"]]
+    assert not (tmp_path / "D" / "partial").exists()
+    saved = json.loads((tmp_path / "steps.json").read_text())["steps"]
+    assert saved["C"]["resumed"] and not saved["D"]["resumed"] and saved["C"]["attempts"] == 2
+
+
+def test_ctrl_c_records_the_running_step_as_interrupted_and_the_next_run_resumes_it(tmp_path):
+    outcome = run_plan(
+        _plan(tmp_path, checkpoint=True), StepsFile.load(tmp_path), FakeRunner(interrupt="B"), progress=False, tick=0.05
+    )
+    assert outcome.interrupted
+    state = StepsFile.load(tmp_path)
+    assert state.steps["A"].status == DONE and state.steps["B"].status == INTERRUPTED
+    assert "C" not in state.steps or state.steps["C"].status == "pending"
+    runner = FakeRunner()
+    outcome = run_plan(_plan(tmp_path, checkpoint=True), state, runner, progress=False, tick=0.05)
+    assert outcome.ok and runner.calls[0] == ["B", "resume"] and ["A", "fresh"] not in runner.calls
+
+
+def test_a_failing_command_s_error_line_becomes_the_step_s_error(tmp_path):
+    from rgsd_agents.reproduce.steps import SubprocessRunner
+
+    log = tmp_path / "logs" / "train__x.log"
+    with pytest.raises(StepFailed, match=r"^exit status 2: error: nope.yaml: config file not found"):
+        SubprocessRunner()(Step("train/x", "train", "x", "-", 1.0), ["train", "--config", "nope.yaml"], log)
+    assert log.read_text().startswith("$ ") and "rgsd_agents.cli train --config nope.yaml" in log.read_text()
+
+
+def test_the_eta_follows_the_measured_time_of_finished_steps(tmp_path):
+    plan = _plan(tmp_path)
+    bar = PlanProgress(plan, ["A", "B", "C", "D", "report"], parallel=1, disable=True)
+    frac, left = bar.status({})
+    assert frac == 0.0 and left == pytest.approx(41.0)
+    bar.finish("A", 20.0, measured=True)  # a training took twice its stated time: so will the others
+    frac, left = bar.status({})
+    assert frac == pytest.approx(10.0 / 41.0) and left == pytest.approx(3 * 20.0 + 2.0)
+
+
+# -- the smoke scale end to end ------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_reproduce_smoke_writes_the_paper_s_report_and_a_second_run_skips_every_step(tmp_path, capsys):
+    out = tmp_path / "repro"
+    args = ["reproduce", "--motions", "demo", "--out", str(out), "--scale", "smoke", "--methods", "rgsd", "ase"]
+    assert rgsd([*args, "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("plan: ") and "train/rgsd/seed1" in printed and "expected time" in printed
+    report = (out / "report.md").read_text()
+    for heading in ("## Table 1", "## Discovered skills", "under sampled latents", "κ sweep", "## Downstream"):
+        assert heading in report, heading
+    table = report.split("## Table 1", 1)[1].split("##", 1)[0]
+    assert sum(line.startswith(f"| {m} | ours (2 seeds)") for m in ("rgsd", "ase") for line in table.splitlines()) == 2
+    assert table.count("| paper (quoted) |") == 2
+    for name in ("discovery.png", "kappa_sweep.png", "downstream.png"):
+        assert (out / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    doc = json.loads((out / "report.json").read_text())
+    assert set(doc["imitation"]) == {"rgsd", "ase"} and doc["imitation"]["rgsd"]["walk"]["err_cm"]["n"] == 2
+    assert doc["discovery"]["kappa"] == 50.0 and set(doc["downstream"]["final"]) == {
+        "freestyle",
+        "sidestep",
+        "backward",
+    }
+    assert doc["paper_imitation"]["rgsd"]["walk"] == [7.4, 4.7]  # rgsd_eval.paper, quoted
+    rows = (out / "report.csv").read_text().splitlines()
+    assert rows[0].startswith("section,method") and any(",paper (quoted)" in r for r in rows)
+    state = json.loads((out / "steps.json").read_text())["steps"]
+    assert len(state) == 2 + 4 + 1 + 12 + 2 and all(s["status"] == "done" for s in state.values())
+
+    start = time.monotonic()
+    assert rgsd(args) == 0
+    assert time.monotonic() - start < 30
+    printed = capsys.readouterr().out
+    assert "0 ran now" in printed and printed.count("done, skipped") == len(state)
