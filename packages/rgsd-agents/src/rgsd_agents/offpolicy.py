@@ -73,7 +73,7 @@ class OffPolicyRunner(TrainingLoop):
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, progress: bool = True, _resume: bool = False):
         super().__init__()
         from rgsd_agents.methods import fb_cpr  # the method imports this module's OffPolicyConfig
-        from rgsd_agents.runner import env_device
+        from rgsd_agents.runner import env_device, prepare_encoder
 
         self.run = RunDir(run_dir)
         self.progress = progress
@@ -92,6 +92,9 @@ class OffPolicyRunner(TrainingLoop):
             resolve(cfg)
             cfg.method.options = to_dict(self.method_cfg)
             save_yaml(cfg, self.run.config_path)
+            # the env's random encoder, as every method's run folder holds one (downstream and evaluation build
+            # their envs from it); training itself runs without the encoder reward
+            prepare_encoder(cfg, self.run, progress)
         self.cfg = cfg
         self.loop_cfg: OffPolicyConfig = self.method_cfg.loop
         self.env_cfg = dataclasses.replace(cfg.env, device=env_device(cfg.env, self.device))

@@ -78,9 +78,8 @@ class SkillMethod:
     LOOP: ClassVar[str] = "on_policy"
     """The training loop: "on_policy" (the shared PPO runner) or "off_policy" (a replay-buffer learner)."""
     ENCODER: ClassVar[str] = "random"
-    """The env's frozen encoder: "pretrained" (pretrained on the motions, or the config's ``encoder`` file),
-    "random" (randomly initialised: it only stacks the env's histories, its reward is not used) or "none" (the
-    loop builds its env without the encoder reward)."""
+    """The env's frozen encoder: "pretrained" (pretrained on the motions, or the config's ``encoder`` file) or
+    "random" (randomly initialised: it only stacks the env's histories, its reward is not used)."""
     IMITATION: ClassVar[bool] = False
     """Whether training has imitation episodes (``env.p_imitation`` as configured); False sets it to 0."""
     ENV_REWARD: ClassVar[bool] = False

@@ -655,7 +655,7 @@ class FBCPR(SkillMethod):
     CONFIG = FBCPRConfig
     LOOP = LOOP
     LATENT_CHOICE = LATENT_CHOICE
-    ENCODER = "none"
+    ENCODER = "random"
     IMITATION = False
 
     def __init__(self, cfg: FBCPRConfig, ctx: MethodContext):
