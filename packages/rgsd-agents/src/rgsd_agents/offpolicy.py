@@ -79,7 +79,7 @@ class OffPolicyRunner(TrainingLoop):
         self.progress = progress
         self.device = resolve_device(cfg.device)  # before any file is written: a bad device leaves no folder
         self.bridge = HostBridge(self.device)
-        configure_tf32(self.device, cfg.tf32)
+        configure_tf32(self.device)
         if cfg.torch_threads is not None:
             torch.set_num_threads(cfg.torch_threads)
         if cfg.method.name != fb_cpr.NAME:

@@ -68,7 +68,7 @@ from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import PAPER_HIDDEN, MLPEncoder, embed
 from rgsd_envs.utils.config import save_yaml, to_dict
 from rgsd_envs.utils.device import resolve_device
-from rgsd_envs.utils.files import InputFileError, atomic_path
+from rgsd_envs.utils.files import InputFileError
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)
@@ -319,51 +319,6 @@ def build_encoder(cfg: PretrainConfig, inputs: Tensor) -> MLPEncoder:
     return encoder.to(resolve_device(cfg.device))
 
 
-def plot_embeddings(
-    embeddings: Tensor, clip_of_frame: Tensor, z: Tensor, names: list[str], path: str | os.PathLike, title: str = ""
-) -> Path:
-    """3-D PCA scatter of state embeddings (one colour per clip) with z_m marked; written atomically as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    e = embeddings.detach().cpu().to(torch.float64)
-    zz = z.detach().cpu().to(torch.float64)
-    mean = e.mean(0)
-    _, s, vh = torch.linalg.svd(e - mean, full_matrices=False)
-    k = min(3, vh.shape[0])
-    basis = vh[:k].T
-    explained = float((s[:k] ** 2).sum() / (s**2).sum().clamp_min(1e-12))
-    pe = ((e - mean) @ basis).numpy()
-    pz = ((zz - mean) @ basis).numpy()
-    if k < 3:  # fewer frames than 3 dims: pad so the 3-D axes still work
-        import numpy as np
-
-        pe = np.pad(pe, ((0, 0), (0, 3 - k)))
-        pz = np.pad(pz, ((0, 0), (0, 3 - k)))
-    cmap = plt.get_cmap("tab20" if len(names) > 10 else "tab10")
-    fig = plt.figure(figsize=(8, 7))
-    ax = fig.add_subplot(projection="3d")
-    cof = clip_of_frame.cpu()
-    for m, name in enumerate(names):
-        sel = (cof == m).numpy()
-        colour = cmap(m % cmap.N)
-        ax.scatter(pe[sel, 0], pe[sel, 1], pe[sel, 2], s=6, color=colour, alpha=0.6, label=name)
-        ax.scatter(pz[m, 0], pz[m, 1], pz[m, 2], s=160, color=colour, marker="*", edgecolors="k", linewidths=0.8)
-    ax.set_xlabel("PC 1")
-    ax.set_ylabel("PC 2")
-    ax.set_zlabel("PC 3")
-    heading = f"State embeddings: PCA of the 16-D encoder outputs (first 3 PCs, {100 * explained:.0f}% of variance)"
-    ax.set_title(heading + ("\n" + title if title else "") + "\n(stars: clip embeddings z_m)", fontsize=9)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, markerscale=2, title="clip")
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
-    plt.close(fig)
-    return Path(path)
-
-
 def train_step(
     encoder: MLPEncoder,
     opt: torch.optim.Optimizer,
@@ -509,9 +464,9 @@ def _write_outputs(
         config=to_dict(cfg),
     )
     title = f"{lib.num_clips} clips, {steps} steps, alignment {alignment:.5f}, max cos between clips {separation:.3f}"
-    plot_path = plot_embeddings(e, cof, z, lib.names, out / PLOT_FILE, title)
-    from rgsd_eval.plots import plot_clip_cosine
+    from rgsd_eval.plots import plot_clip_cosine, plot_state_embeddings
 
+    plot_path = plot_state_embeddings(e.cpu().numpy(), cof.numpy(), z.cpu().numpy(), lib.names, out / PLOT_FILE, title)
     plot_clip_cosine(
         z.detach().cpu().numpy(), list(lib.names), out / COSINE_PLOT_FILE, f"{lib.num_clips} clips, {steps} steps"
     )

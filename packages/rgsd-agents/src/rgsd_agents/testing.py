@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
 
 from rgsd_agents.config import MethodConfig, NetworkConfig, PPOConfig, TrainConfig
 from rgsd_agents.pretraining import PretrainOptions
+
+TINY_OPTIONS: dict[str, dict[str, Any]] = {
+    "rgsd": {"minibatch_size": 16},
+    "diayn": {"minibatch_size": 16},
+    "ase": {"hidden": [16, 8]},
+    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "window": 8},
+    "metra": {"hidden": [16], "minibatch_size": 16},
+    "fb_cpr": {
+        "batch_size": 32,
+        "f_hidden": 16,
+        "critic_hidden": 16,
+        "b_hidden": 16,
+        "disc_hidden": 16,
+        "z_buffer_size": 64,
+        "loop": {"steps_per_iteration": 2, "updates_per_iteration": 2, "random_steps": 8, "replay_capacity": 64},
+    },
+}
+"""Each method's ``method.options`` cut to seconds of work: 16-unit networks, small minibatches and buffers."""
+MIDEPISODE_LATENTS: dict[str, dict[str, Any]] = {
+    "ase": {"resample": True, "latent_steps_max": 3},
+    "calm": {"resample": True, "latent_steps_min": 1, "latent_steps_max": 3},
+}
+"""Options that make ASE and CALM draw latents within an episode too (their schedules then run in tiny tests)."""
+
+
+def tiny_options(name: str, midepisode_latents: bool = False, **overrides: Any) -> dict[str, Any]:
+    """A fresh copy of ``TINY_OPTIONS[name]`` (with ``MIDEPISODE_LATENTS[name]`` if asked), ``overrides`` on top."""
+    options = copy.deepcopy(TINY_OPTIONS[name])
+    if midepisode_latents:
+        options.update(MIDEPISODE_LATENTS.get(name, {}))
+    return {**options, **overrides}
 
 
 def tiny_encoder_file(path: str | os.PathLike, seed: int = 0) -> Path:
@@ -32,7 +64,7 @@ def tiny_train_config(encoder: str | os.PathLike | None, **overrides: Any) -> Tr
         pretrain=PretrainOptions(hidden=(32,)),
         networks=NetworkConfig(actor_hidden=(32,), critic_hidden=(32,), init_log_std=-1.0),
         ppo=PPOConfig(minibatch_size=16, epochs=2, actor_lr=1e-3, critic_lr=1e-3),
-        method=MethodConfig("rgsd", {"minibatch_size": 16, "lr": 1e-3}),
+        method=MethodConfig("rgsd", tiny_options("rgsd", lr=1e-3)),
     )
     base.update(overrides)
     return TrainConfig(**base)
