@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rgsd_agents.config import TrainConfig
-from rgsd_agents.downstream import DownstreamConfig
+from rgsd_agents.downstream.runner import DownstreamConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,7 +39,7 @@ def _table_rows(markdown: str) -> dict[str, str]:
 
 def test_the_reference_lists_every_field_with_its_default(hook):
     walker = hook.Walker(hook.Index())
-    for module, cls in (("rgsd_agents.config", TrainConfig), ("rgsd_agents.downstream", DownstreamConfig)):
+    for module, cls in (("rgsd_agents.config", TrainConfig), ("rgsd_agents.downstream.runner", DownstreamConfig)):
         rows = _table_rows("\n".join(hook.config_tables(walker, *walker.dataclass_at(module, cls.__name__))))
         expected = _keys(cls())
         assert set(rows) == set(expected), set(rows) ^ set(expected)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rgsd_agents.cli import main
-from rgsd_agents.runner import Runner
 from rgsd_agents.testing import reproducible, tiny_encoder_file, tiny_train_config
+from rgsd_agents.training.runner import Runner
 from rgsd_envs.rewards.encoders import trainable_copy
 from rgsd_envs.utils.device import DeviceError, HostBridge, resolve_device
 

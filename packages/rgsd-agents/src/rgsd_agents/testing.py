@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rgsd_agents.config import MethodConfig, NetworkConfig, PPOConfig, TrainConfig
-from rgsd_agents.pretraining import PretrainOptions
+from rgsd_agents.pretraining.config import PretrainOptions
 
 TINY_OPTIONS: dict[str, dict[str, Any]] = {
     "rgsd": {"minibatch_size": 16},
@@ -44,7 +44,9 @@ def tiny_options(name: str, midepisode_latents: bool = False, **overrides: Any) 
 
 def tiny_encoder_file(path: str | os.PathLike, seed: int = 0) -> Path:
     """A small random MLP encoder (hidden 32) standardised on the demo references, saved like a pretrained one."""
-    from rgsd_agents.pretraining import PretrainConfig, build_encoder, load_reference
+    from rgsd_agents.pretraining.config import PretrainConfig
+    from rgsd_agents.pretraining.encoder import build_encoder
+    from rgsd_agents.pretraining.reference import load_reference
 
     cfg = PretrainConfig(hidden=(32,), seed=seed, device="cpu")
     _, inputs = load_reference(cfg)
@@ -78,7 +80,7 @@ def reproducible(history: list[dict[str, float]]) -> list[dict[str, float]]:
 def split_and_resume(cfg: TrainConfig, run_dir: str | os.PathLike, total: int) -> tuple[Any, list[dict[str, float]]]:
     """Train ``cfg`` (its ``iterations``) into ``run_dir``, then resume it up to ``total`` iterations; returns the
     closed resumed runner and the reproducible metrics of its session (compare with a straight run's)."""
-    from rgsd_agents.runner import Runner
+    from rgsd_agents.training.runner import Runner
 
     first = Runner(cfg, run_dir, progress=False)
     first.learn()

@@ -30,10 +30,10 @@ from rgsd_agents.methods.fb_cpr import (
     wgan_gradient_penalty,
     window_latents,
 )
-from rgsd_agents.networks import NetworkConfig
-from rgsd_agents.offpolicy import OffPolicyRunner
-from rgsd_agents.replay import ReplayBuffer
+from rgsd_agents.rl.networks import NetworkConfig
+from rgsd_agents.rl.replay import ReplayBuffer
 from rgsd_agents.testing import assert_same_tensors, reproducible, tiny_options
+from rgsd_agents.training.offpolicy import OffPolicyRunner
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import FRAME_DIM, POLICY_OBS_DIM
 from rgsd_envs.runs.policy import load_policy
@@ -227,7 +227,7 @@ RING = {
 @pytest.fixture
 def registered():
     """FB-CPR is a ``method.name`` of the registry, trained by the off-policy runner."""
-    from rgsd_agents.trainers import trainer_class
+    from rgsd_agents.training.trainers import trainer_class
 
     assert methods.METHODS[fb_cpr.NAME].LOOP == "off_policy"
     assert trainer_class(fb_cpr.NAME) is OffPolicyRunner

@@ -11,9 +11,9 @@ from rgsd_agents.config import PPOConfig
 from rgsd_agents.methods import METHODS, build_method, method_config
 from rgsd_agents.methods.base import MethodContext
 from rgsd_agents.methods.common import ReferenceData
-from rgsd_agents.networks import ActorCritic, NetworkConfig
-from rgsd_agents.ppo import PPO
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.networks import ActorCritic, NetworkConfig
+from rgsd_agents.rl.ppo import PPO
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_agents.testing import TINY_OPTIONS, tiny_options
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM, reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib

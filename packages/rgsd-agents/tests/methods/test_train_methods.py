@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from rgsd_agents.config import MethodConfig, resolve
-from rgsd_agents.runner import Runner
 from rgsd_agents.testing import (
     assert_same_tensors,
     reproducible,
@@ -19,6 +18,7 @@ from rgsd_agents.testing import (
     tiny_options,
     tiny_train_config,
 )
+from rgsd_agents.training.runner import Runner
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
