@@ -84,20 +84,32 @@ def demo_run(tmp_path_factory):
     return out
 
 
-def load_benchmark_module(name: str):
-    """The module ``benchmarks/<name>.py`` (benchmarks are scripts, not a package), registered in sys.modules
-    so that its dataclasses can look their module up."""
+def load_script_module(path: Path, name: str | None = None):
+    """The script at ``path`` (a benchmark, an example, the docs hook: scripts, not a package) as a module named
+    ``name`` (default: the file's stem), registered in sys.modules so that its dataclasses can look their module up."""
     import importlib.util
     import sys
 
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "benchmarks" / f"{name}.py")
+    name = name or path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
+def load_benchmark_module(name: str):
+    """The module ``benchmarks/<name>.py``."""
+    return load_script_module(REPO_ROOT / "benchmarks" / f"{name}.py")
+
+
 @pytest.fixture(scope="session")
 def load_benchmark():
     """``load_benchmark("learning_curves")``: a benchmark script as a module (``load_benchmark_module``)."""
     return load_benchmark_module
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """``load_script(path, name=None)``: any script of the repository as a module (``load_script_module``)."""
+    return load_script_module

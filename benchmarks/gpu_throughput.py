@@ -36,8 +36,9 @@ import numpy as np
 import torch
 
 from rgsd_agents.config import TrainConfig, load_config
-from rgsd_agents.pretraining import build_encoder, load_reference
-from rgsd_agents.runner import Runner
+from rgsd_agents.pretraining.encoder import build_encoder
+from rgsd_agents.pretraining.reference import load_reference
+from rgsd_agents.training.runner import Runner
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.sim import check_backend, make_backend

@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 
 from rgsd_agents.config import load_config
-from rgsd_agents.runner import Runner
 from rgsd_agents.testing import tiny_encoder_file
+from rgsd_agents.training.runner import Runner
 from rgsd_envs.utils.host_reads import count_host_reads
 
 BEFORE = {"warp": 38.0, "mujoco": 47.0}

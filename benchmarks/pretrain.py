@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rgsd_agents.pretraining import PretrainConfig, pretrain
+from rgsd_agents.pretraining.config import PretrainConfig
+from rgsd_agents.pretraining.loop import pretrain
 
 REAL_MOTIONS = Path(__file__).resolve().parents[1] / "motions" / "deepmimic-smpl"
 

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(sys.argv[1], "benchmarks"))
 import train_throughput as tt
 from rgsd_agents.config import load_config
-from rgsd_agents.runner import Runner
+from rgsd_agents.training.runner import Runner
 cfg = load_config("cpu", {"probe_every": 0})
 with tempfile.TemporaryDirectory() as tmp:
     cfg.encoder = tt.make_encoder(cfg, Path(tmp))

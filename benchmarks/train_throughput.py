@@ -2,7 +2,7 @@
 
 Measured in one process, one after the other, with the ``cpu`` preset (or ``--config``):
 
-- ``ours``: ``rgsd_agents.runner.Runner`` iterations (rollout with the policy,
+- ``ours``: ``rgsd_agents.training.runner.Runner`` iterations (rollout with the policy,
   GAE, PPO update, discovery-encoder update), after one warm-up iteration, with
   the time share of simulation (env.step: physics, observations, encoder reward),
   policy inference (plus the loop's bookkeeping) and the updates;
@@ -40,8 +40,9 @@ import numpy as np
 import torch
 
 from rgsd_agents.config import TrainConfig, load_config
-from rgsd_agents.pretraining import build_encoder, load_reference
-from rgsd_agents.runner import Runner
+from rgsd_agents.pretraining.encoder import build_encoder
+from rgsd_agents.pretraining.reference import load_reference
+from rgsd_agents.training.runner import Runner
 
 
 def make_encoder(cfg: TrainConfig, folder: Path) -> str:

@@ -17,10 +17,10 @@ import time
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
-from rgsd_agents.discovery import DiscoveryConfig, DiscoveryTrainer
-from rgsd_agents.networks import ActorCritic
-from rgsd_agents.ppo import PPO
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.methods.discovery import DiscoveryConfig, DiscoveryTrainer
+from rgsd_agents.rl.networks import ActorCritic
+from rgsd_agents.rl.ppo import PPO
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM
 from rgsd_envs.rewards.encoders import MLPEncoder
 

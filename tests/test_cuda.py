@@ -24,8 +24,8 @@ import pytest
 import torch
 
 from rgsd_agents.cli import main as rgsd
-from rgsd_agents.runner import Runner
 from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
+from rgsd_agents.training.runner import Runner
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.utils.host_reads import count_host_reads
 

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
+import pytest
+
 from rgsd_agents.config import TrainConfig
-from rgsd_agents.downstream import DownstreamConfig
+from rgsd_agents.downstream.runner import DownstreamConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _hook():
-    spec = importlib.util.spec_from_file_location("docs_reference_hook", ROOT / "docs" / "hooks" / "reference.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses resolve their annotations through it
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def hook(load_script):
+    return load_script(ROOT / "docs" / "hooks" / "reference.py", "docs_reference_hook")
 
 
 def _keys(instance: object, prefix: str = "") -> dict[str, object]:
@@ -40,10 +37,9 @@ def _table_rows(markdown: str) -> dict[str, str]:
     return dict(rows)
 
 
-def test_the_reference_lists_every_field_with_its_default():
-    hook = _hook()
+def test_the_reference_lists_every_field_with_its_default(hook):
     walker = hook.Walker(hook.Index())
-    for module, cls in (("rgsd_agents.config", TrainConfig), ("rgsd_agents.downstream", DownstreamConfig)):
+    for module, cls in (("rgsd_agents.config", TrainConfig), ("rgsd_agents.downstream.runner", DownstreamConfig)):
         rows = _table_rows("\n".join(hook.config_tables(walker, *walker.dataclass_at(module, cls.__name__))))
         expected = _keys(cls())
         assert set(rows) == set(expected), set(rows) ^ set(expected)
@@ -52,10 +48,9 @@ def test_the_reference_lists_every_field_with_its_default():
                 assert rows[key] == hook._show(list(value) if isinstance(value, tuple) else value), key
 
 
-def test_every_method_config_gets_a_section():
+def test_every_method_config_gets_a_section(hook):
     from rgsd_agents.methods import METHODS
 
-    hook = _hook()
     text = "\n".join(hook.method_tables(hook.Walker(hook.Index()), "rgsd_agents.methods"))
     for name, method in METHODS.items():
         assert f"`method.options` of `{name}`: {method.CONFIG.__name__}" in text

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rgsd_agents.cli import main as rgsd
-from rgsd_agents.downstream import DownstreamConfig, DownstreamRunner
+from rgsd_agents.downstream.runner import DownstreamConfig, DownstreamRunner
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, style_cosine
 from rgsd_envs.runs.policy import load_policy
 
@@ -125,7 +125,7 @@ def test_a_mean_start_is_the_normalised_mean_of_all_clip_latents(tmp_path):
 def test_each_evaluation_is_a_line_of_evaluations_jsonl_at_its_training_step(tmp_path):
     import json
 
-    from rgsd_agents.downstream_report import read_evaluations
+    from rgsd_agents.downstream.report import read_evaluations
 
     cfg = DownstreamConfig(low_level=str(_fake_low_level(tmp_path)), iterations=2, num_envs=4, horizon=4,
                            eval_every=1, eval_episodes=2, task=GoalReachingConfig(style="sidestep", episode_seconds=1.0))  # fmt: skip

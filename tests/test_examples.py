@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,16 +9,8 @@ import numpy as np
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_cleanrl_style_ppo_example_runs_and_logs(real_clip_dir, tmp_path):
-    ex = _load("cleanrl_style_ppo")
+def test_cleanrl_style_ppo_example_runs_and_logs(load_script, real_clip_dir, tmp_path):
+    ex = load_script(EXAMPLES / "cleanrl_style_ppo.py")
     stats = ex.train(
         ex.Args(num_envs=4, total_steps=4 * 16 * 3, num_steps=16, motions=real_clip_dir, logdir=str(tmp_path / "tb"))
     )

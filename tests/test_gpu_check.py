@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -16,12 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "gpu_check.py"
 
 
-def _gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gpu_check", module)  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def gpu_check(load_benchmark):
+    return load_benchmark("gpu_check")
 
 
 def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -41,28 +38,27 @@ def _step_results(md: str) -> dict[str, str]:
     }
 
 
-def test_gpu_check_smoke_split_over_two_commands_runs_every_step_and_reports_every_section(tmp_path):
+def test_gpu_check_smoke_split_over_two_commands_runs_every_step_and_reports_every_section(gpu_check, tmp_path):
     """A lent GPU machine runs 10 minutes a command: ``--steps`` splits the check, steps.json carries the results."""
     out = tmp_path / "gpu_check"
     _run(out, "--steps", "cuda_tests,demo_motions,import_motions,throughput")
     first = _step_results((out / "gpu_check.md").read_text())
     assert first["throughput"] == "pass" and first["train"] == first["eval"] == "not run"
     _run(out, "--steps", "eval,train")  # run in the check's order whatever the order given
-    check_report(out)
+    check_report(gpu_check, out)
 
 
-def test_steps_are_checked_and_put_in_run_order():
-    gpu_check = _gpu_check()
+def test_steps_are_checked_and_put_in_run_order(gpu_check):
     assert gpu_check.parse_steps("eval, train") == ["train", "eval"]
     with pytest.raises(argparse.ArgumentTypeError, match=r"unknown step.*'bogus'.*valid: cuda_tests"):
         gpu_check.parse_steps("train,bogus")
 
 
-def check_report(out: Path) -> None:
+def check_report(gpu_check: ModuleType, out: Path) -> None:
     """What a smoke run's gpu_check.md and folder must hold."""
     md = (out / "gpu_check.md").read_text()
     headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
-    assert headings == list(_gpu_check().SECTIONS)
+    assert headings == list(gpu_check.SECTIONS)
     steps = _step_results(md)
     assert steps == {
         "cuda_tests": "skipped",  # CI has no GPU: every cuda test skipped, cleanly

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "joint_inertia.py"
 
-
-def test_armature_ratios_at_today_setting_and_four_times_less_at_1_120():
-    spec = importlib.util.spec_from_file_location("joint_inertia", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def test_armature_ratios_at_today_setting_and_four_times_less_at_1_120(load_benchmark):
+    module = load_benchmark("joint_inertia")
     rows = module.table()
     today, fine = "1/60 s, c=2 (today)", "1/120 s, c=2"
     measured = {"hip": 0.2, "knee": 1.1, "ankle": 37, "toe": 765, "wrist": 48, "hand": 401}  # EVIDENCE.md

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from rgsd_agents.cli import main
-from rgsd_agents.runner import Runner
+from rgsd_agents.training.runner import Runner
 
 
 def digests(runner: Runner) -> dict[str, str]:

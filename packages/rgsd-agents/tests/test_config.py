@@ -67,7 +67,7 @@ def test_every_method_has_a_cpu_and_a_paper_preset_that_name_it(name):
 
 
 def test_meta_motivo_has_a_cpu_and_a_paper_preset_for_the_off_policy_loop():
-    from rgsd_agents.trainers import trainer_class
+    from rgsd_agents.training.trainers import trainer_class
 
     cpu, paper = (resolve(load_config(name)) for name in ("fb_cpr", "fb_cpr_paper"))
     assert cpu.method.name == paper.method.name == "fb_cpr" and trainer_class("fb_cpr").__name__ == "OffPolicyRunner"

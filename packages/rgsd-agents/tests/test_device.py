@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rgsd_agents.cli import main
-from rgsd_agents.runner import Runner
 from rgsd_agents.testing import reproducible, tiny_encoder_file, tiny_train_config
+from rgsd_agents.training.runner import Runner
 from rgsd_envs.rewards.encoders import trainable_copy
 from rgsd_envs.utils.device import DeviceError, HostBridge, resolve_device
 
@@ -80,7 +80,9 @@ def test_device_cpu_trains_with_the_same_numbers_as_the_default(no_cuda, tmp_pat
     for name, kw in (("default", {}), ("cpu", {"device": "cpu"})):
         runner = Runner(tiny_train_config(tiny_encoder, iterations=2, **kw), tmp_path / name, progress=False)
         assert runner.device == torch.device("cpu")
-        assert runner.method.env_encoder is runner.method.trainable  # one device: the env scores with the learner's encoder
+        assert (
+            runner.method.env_encoder is runner.method.trainable
+        )  # one device: the env scores with the learner's encoder
         runs[name] = reproducible(runner.learn())
         runner.close()
     assert tiny_train_config(tiny_encoder).device == "auto"

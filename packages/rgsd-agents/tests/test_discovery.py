@@ -6,8 +6,8 @@ import copy
 
 import torch
 
-from rgsd_agents.discovery import DiscoveryConfig, DiscoveryTrainer, discovery_loss
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.methods.discovery import DiscoveryConfig, DiscoveryTrainer, discovery_loss
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, SKILL_DIM
 from rgsd_envs.envs.skills import vmf_kl_same_kappa
 from rgsd_envs.rewards.encoders import MLPEncoder

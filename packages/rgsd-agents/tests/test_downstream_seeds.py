@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from rgsd_agents.downstream_report import EVALUATIONS, aggregate_seeds, read_evaluations, seed_curves
+from rgsd_agents.downstream.report import EVALUATIONS, aggregate_seeds, read_evaluations, seed_curves
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.testing import make_fake_run
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from rgsd_agents.runner import Runner
-from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
+from rgsd_agents.testing import tiny_encoder_file, tiny_options, tiny_train_config
+from rgsd_agents.training.runner import Runner
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.utils.host_reads import count_host_reads, read_host_flags
 
@@ -56,23 +56,11 @@ def test_a_whole_warp_iteration_adds_one_read_per_statistics_block(warp_runner):
 def test_a_baseline_s_latents_rewards_and_updates_add_one_read_per_iteration(tmp_path, tiny_encoder, method):
     from rgsd_agents.config import MethodConfig
 
-    options = {
-        "ase": {"hidden": [16, 8], "resample": True, "latent_steps_max": 3},
-        "calm": {
-            "encoder_hidden": [16],
-            "disc_hidden": [16],
-            "window": 8,
-            "resample": True,
-            "latent_steps_min": 1,
-            "latent_steps_max": 3,
-        },
-        "metra": {"hidden": [16], "minibatch_size": 16},
-    }
     cfg = tiny_train_config(
         None,
         horizon=HORIZON,
         env=EnvConfig(backend="warp", p_imitation=0.0, deviation={"threshold": 0.05}),
-        method=MethodConfig(method, options[method]),
+        method=MethodConfig(method, tiny_options(method, midepisode_latents=True)),
     )
     runner = Runner(cfg, tmp_path / "run", progress=False)
     runner.iterate()

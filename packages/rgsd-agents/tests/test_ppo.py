@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
-from rgsd_agents.networks import ActorCritic, ValueNormalizer
-from rgsd_agents.ppo import BOUND, PPO
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.networks import ActorCritic, ValueNormalizer
+from rgsd_agents.rl.ppo import BOUND, PPO
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.runs.policy import PolicyMLP
 
 
@@ -126,7 +126,7 @@ def test_the_actor_lr_stays_fixed():
 
 
 def test_bf16_forward_keeps_float32_outputs_close_to_the_float32_forward():
-    from rgsd_agents.networks import forward_mixed
+    from rgsd_agents.rl.networks import forward_mixed
 
     ac = _ac(obs_dim=64, act_dim=8)
     x = torch.randn(32, 64)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rgsd_agents.config import TrainConfig, load_config
-from rgsd_agents.precision import configure_tf32
+from rgsd_agents.rl.precision import configure_tf32
 
 
 @pytest.fixture
@@ -42,10 +42,10 @@ def test_bf16_is_the_ppo_option_and_off_by_default():
 
 
 def test_bf16_auto_is_on_only_for_a_cpu_learner_with_native_bf16(tmp_path, monkeypatch):
-    from rgsd_agents import precision
     from rgsd_agents.config import PPOConfig
-    from rgsd_agents.networks import ActorCritic, NetworkConfig
-    from rgsd_agents.ppo import PPO
+    from rgsd_agents.rl import precision
+    from rgsd_agents.rl.networks import ActorCritic, NetworkConfig
+    from rgsd_agents.rl.ppo import PPO
 
     native = tmp_path / "cpuinfo_spr"
     native.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_tile\n")

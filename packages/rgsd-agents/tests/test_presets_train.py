@@ -10,6 +10,7 @@ import torch
 
 from rgsd_agents.cli import main as rgsd
 from rgsd_agents.methods import METHODS
+from rgsd_agents.testing import TINY_OPTIONS, tiny_options
 from rgsd_envs.runs.run_dir import RunDir
 
 SHRINK = [
@@ -17,35 +18,22 @@ SHRINK = [
     "networks.actor_hidden=[16]", "networks.critic_hidden=[16]", "ppo.minibatch_size=16",
     "pretrain.hidden=[16]", "pretrain.steps=5", "pretrain.batch_size=16", "pretrain.target_alignment=null",
 ]  # fmt: skip
-"""Every preset's sizes cut to seconds of work (the method's own sizes are in ``OPTIONS``)."""
-OPTIONS = {
-    "rgsd": {"minibatch_size": 16},
-    "diayn": {"minibatch_size": 16},
-    "ase": {"hidden": [16], "minibatch_size": 16},
-    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "minibatch_size": 16},
-    "metra": {"hidden": [16], "minibatch_size": 16, "phi_steps": 2},
-    "fb_cpr": {
-        "batch_size": 32,
-        "f_hidden": 16,
-        "critic_hidden": 16,
-        "b_hidden": 16,
-        "disc_hidden": 16,
-        "z_buffer_size": 64,
-        "loop": {"steps_per_iteration": 2, "updates_per_iteration": 2, "random_steps": 8, "replay_capacity": 64},
-    },
-}
+"""Every preset's sizes cut to seconds of work (the method's own sizes are ``TINY_OPTIONS``)."""
+PAPER_SCHEDULES = {"ase": {"minibatch_size": 16}, "calm": {"minibatch_size": 16}, "metra": {"phi_steps": 2}}
+"""On top of ``TINY_OPTIONS``: the paper presets' larger minibatches and METRA's extra encoder steps, cut too."""
 PRESETS = [name for method in METHODS for name in (method, f"{method}_paper")]
 
 
 def test_every_method_has_shrink_options():
-    assert set(OPTIONS) == set(METHODS)
+    assert set(TINY_OPTIONS) == set(METHODS)
 
 
 def _sets(method: str) -> list[str]:
     from rgsd_agents.methods import method_config
 
+    options = tiny_options(method, **PAPER_SCHEDULES.get(method, {}))
     known = {f.name for f in dataclasses.fields(type(method_config(method, {})))}
-    sets = SHRINK + [f"method.options.{k}={json.dumps(v)}" for k, v in OPTIONS[method].items() if k in known]
+    sets = SHRINK + [f"method.options.{k}={json.dumps(v)}" for k, v in options.items() if k in known]
     return [a for kv in sets for a in ("--set", kv)]
 
 

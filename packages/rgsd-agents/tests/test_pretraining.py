@@ -14,23 +14,20 @@ import yaml
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.commands import pretrain as pretrain_cmd
-from rgsd_agents.pretraining import (
+from rgsd_agents.pretraining.config import (
     CONFIG_FILE,
     COSINE_PLOT_FILE,
     ENCODER_FILE,
     PLOT_FILE,
-    STD_FLOOR,
     TB_DIR,
     PretrainConfig,
-    alignment_from_embeddings,
-    build_encoder,
-    info_nce_loss,
-    input_stats,
-    load_reference,
-    pretrain,
-    resolve_motions,
-    sample_pairs,
 )
+from rgsd_agents.pretraining.encoder import build_encoder
+from rgsd_agents.pretraining.loop import pretrain
+from rgsd_agents.pretraining.loss import info_nce_loss
+from rgsd_agents.pretraining.pairs import sample_pairs
+from rgsd_agents.pretraining.reference import load_reference, resolve_motions
+from rgsd_agents.pretraining.statistics import STD_FLOOR, alignment_from_embeddings, input_stats
 from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib

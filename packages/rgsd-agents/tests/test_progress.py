@@ -6,8 +6,8 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-from rgsd_agents.loop import TrainingLoop
-from rgsd_agents.progress import ProgressBar, clock
+from rgsd_agents.rl.loop import TrainingLoop
+from rgsd_agents.rl.progress import ProgressBar, clock
 from rgsd_envs.runs.run_dir import RunDir
 
 
@@ -100,7 +100,8 @@ def test_training_loop_bar_follows_the_time_budget(tmp_path):
 
 
 def test_pretraining_bar_follows_its_seconds_budget(tmp_path):
-    from rgsd_agents.pretraining import PretrainConfig, pretrain
+    from rgsd_agents.pretraining.config import PretrainConfig
+    from rgsd_agents.pretraining.loop import pretrain
 
     buf = io.StringIO()
     cfg = PretrainConfig(hidden=(16,), steps=100000, max_seconds=1.0, target_alignment=None, batch_size=32)

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from rgsd_agents.cli import main as rgsd
-from rgsd_agents.runner import Runner
 from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
+from rgsd_agents.training.runner import Runner
 
 
 @pytest.fixture()

@@ -11,15 +11,17 @@ import torch.nn.functional as F
 
 from rgsd_agents.cli import build_parser
 from rgsd_agents.commands import pretrain as pretrain_cmd
-from rgsd_agents.negatives import (
+from rgsd_agents.pretraining.config import PretrainConfig
+from rgsd_agents.pretraining.loop import pretrain
+from rgsd_agents.pretraining.loss import info_nce_loss
+from rgsd_agents.pretraining.negatives import (
     LEG_LAG,
     SINK_STEP,
     frame_features_of,
     hard_negative_inputs,
     variant_stacks,
 )
-from rgsd_agents.pretraining import PretrainConfig, info_nce_loss, pretrain
-from rgsd_agents.reward_sharpness import (
+from rgsd_agents.pretraining.reward_sharpness import (
     COLUMNS,
     SHARPNESS_FILE,
     format_table,
@@ -88,7 +90,7 @@ def test_negative_states_are_held_still_phase_shifted_and_reversed(lib_inputs):
 
 
 def test_slowed_stacks_hold_earlier_poses_slower_velocities_and_the_reference_phase(lib_inputs):
-    from rgsd_agents.negatives import SLOW_FACTOR
+    from rgsd_agents.pretraining.negatives import SLOW_FACTOR
 
     lib, inputs = lib_inputs
     feats = frame_features_of(inputs)

@@ -7,7 +7,7 @@ import pytest
 
 from rgsd_agents.cli import main as rgsd
 from rgsd_agents.config import TrainConfig, load_config, parse_set
-from rgsd_agents.downstream import DownstreamConfig
+from rgsd_agents.downstream.runner import DownstreamConfig
 from rgsd_envs.utils.config import OverrideError
 
 

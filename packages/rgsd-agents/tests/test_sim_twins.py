@@ -6,9 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rgsd_agents.pretraining import PretrainConfig, alignment_from_embeddings, load_reference, pretrain
-from rgsd_agents.runner import reference_mean_action
-from rgsd_agents.sim_twins import reference_actions, simulated_twins, twin_frames
+from rgsd_agents.pretraining.config import PretrainConfig
+from rgsd_agents.pretraining.loop import pretrain
+from rgsd_agents.pretraining.reference import load_reference
+from rgsd_agents.pretraining.sim_twins import reference_actions, simulated_twins, twin_frames
+from rgsd_agents.pretraining.statistics import alignment_from_embeddings
+from rgsd_agents.training.runner import reference_mean_action
 from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, reference_encoder_inputs
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
@@ -61,7 +64,7 @@ def test_twins_keep_the_reference_history_and_jitter_the_velocities(lib):
 
 def test_twins_simulated_in_batches_match_one_batch(lib, monkeypatch):
     """Memory stays bounded: worlds are simulated WORLDS_PER_BATCH at a time, with the same states."""
-    import rgsd_agents.sim_twins as st
+    import rgsd_agents.pretraining.sim_twins as st
 
     whole = simulated_twins(lib, steps=4)
     monkeypatch.setattr(st, "WORLDS_PER_BATCH", 100)  # 439 twins: 5 batches, the last one padded

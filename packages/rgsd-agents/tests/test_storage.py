@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.storage import RolloutStorage
 
 
 def _reference_gae(rewards, values, dones, last_values, gamma, lam):

@@ -12,8 +12,7 @@ import torch
 import yaml
 
 from rgsd_agents.config import CURRICULUM_KEYS, MethodConfig, PPOConfig, TrainConfig
-from rgsd_agents.loop import CONFIG_CHANGES
-from rgsd_agents.runner import Runner
+from rgsd_agents.rl.loop import CONFIG_CHANGES
 from rgsd_agents.testing import (
     assert_same_tensors,
     reproducible,
@@ -21,6 +20,7 @@ from rgsd_agents.testing import (
     tiny_encoder_file,
     tiny_train_config,
 )
+from rgsd_agents.training.runner import Runner
 from rgsd_envs.envs.config import DEVIATION_KEYS, NO_DEVIATION, ClipSamplingConfig, DeviationConfig, EnvConfig
 from rgsd_envs.rewards.encoders import load_encoder
 from rgsd_envs.runs.policy import load_policy
@@ -275,7 +275,7 @@ def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, tiny_encoder):
 
 
 def test_diayn_ablation_uses_a_random_encoder_and_no_imitation(tmp_path):
-    from rgsd_agents.pretraining import PretrainOptions
+    from rgsd_agents.pretraining.config import PretrainOptions
 
     cfg = tiny_config(None, iterations=1, method=MethodConfig("diayn", {"minibatch_size": 16}))
     cfg.pretrain = PretrainOptions(hidden=(16,))

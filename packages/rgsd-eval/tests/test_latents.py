@@ -76,15 +76,16 @@ def test_auto_mode_evaluates_the_clip_latents_a_run_stored(tmp_path):
     """A run whose method.json has latent_choice "clip_latents" (FB-CPR) is evaluated with its stored latents."""
     import json
 
+    from rgsd_envs.motion.library import MotionLib
     from rgsd_envs.utils.files import InputFileError
     from rgsd_eval.config import EvalConfig
     from rgsd_eval.evaluate import ReferenceFeatures, evaluate_run
-    from rgsd_eval.runs import load_motions, load_run
+    from rgsd_eval.runs import load_run
     from rgsd_eval.testing import make_fake_run
 
     method = {"name": "fb_cpr", "latent_choice": "clip_latents", "clip_latents": "latents.json"}
     run = make_fake_run(tmp_path / "fb", p_imitation=0.0, encoder_hidden=None, method=method)
-    lib = load_motions("demo")
+    lib = MotionLib("demo")
     rng = np.random.default_rng(0)
     stored = {name: (3.0 * rng.standard_normal(16)).tolist() for name in lib.names}  # any norm: normalised on read
     (run / "latents.json").write_text(json.dumps(stored))

@@ -194,11 +194,12 @@ def test_rollouts_beyond_the_batch_run_in_chunks_of_worlds_with_the_same_results
     import numpy as np
 
     from rgsd_envs.envs.torch_env import RGSDTorchEnv
+    from rgsd_envs.motion.library import MotionLib
     from rgsd_eval.latents import vmf_samples
     from rgsd_eval.rollouts import RolloutJobs, run_rollouts
-    from rgsd_eval.runs import load_motions, load_run
+    from rgsd_eval.runs import load_run
 
-    lib = load_motions("demo")
+    lib = MotionLib("demo")
     with tempfile.TemporaryDirectory() as d:
         loaded = load_run(make_fake_run(d + "/r"))
     z = vmf_samples(np.eye(16)[0], 20.0, 11, 0, 0, 0)

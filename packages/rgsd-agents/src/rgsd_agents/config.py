@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from rgsd_agents.networks import NetworkConfig
-from rgsd_agents.precision import check_bf16_setting
-from rgsd_agents.pretraining import PretrainConfig, PretrainOptions
+from rgsd_agents.pretraining.config import PretrainConfig, PretrainOptions
+from rgsd_agents.rl.networks import NetworkConfig
+from rgsd_agents.rl.precision import check_bf16_setting
 from rgsd_envs.envs.config import DEVIATION_KEYS, EnvConfig
 from rgsd_envs.utils.config import apply_override, check_overrides, from_dict, to_dict
 from rgsd_envs.utils.files import InputFileError
@@ -35,7 +35,8 @@ deviation rule of imitation episodes."""
 
 @dataclass
 class PPOConfig:
-    """The PPO update rule (clipped surrogate, value regression on standardised returns, GAE; ``rgsd_agents.ppo``)."""
+    """The PPO update rule (clipped surrogate, value regression on standardised returns, GAE;
+    ``rgsd_agents.rl.ppo``)."""
 
     actor_lr: float = 2e-5
     """Adam learning rate of the actor (paper: 2e-5)."""
@@ -58,7 +59,7 @@ class PPOConfig:
     bf16: bool | str = False
     """Run the hidden layers of actor and critic under bf16 autocast in the update (output layers, losses and
     Adam in float32); on CPUs with AVX512-BF16 the GEMMs run 1.4-2x faster. "auto": on for a CPU learner whose
-    CPU has native bf16 (``rgsd_agents.precision.resolve_bf16``), off elsewhere."""
+    CPU has native bf16 (``rgsd_agents.rl.precision.resolve_bf16``), off elsewhere."""
 
     def __post_init__(self) -> None:
         check_bf16_setting(self.bf16)
@@ -85,8 +86,8 @@ class MethodConfig:
     """"rgsd", "diayn", "ase", "calm" or "metra" (``rgsd_agents.methods.METHODS``)."""
     options: dict[str, Any] = field(default_factory=dict)
     """The method's own settings (its ``CONFIG`` dataclass: RGSD's and DIAYN's discovery encoder
-    ``rgsd_agents.discovery.DiscoveryConfig``, ``rgsd_agents.methods.ase.ASEConfig``, ...); the run's config.yaml
-    holds them all, defaults filled in."""
+    ``rgsd_agents.methods.discovery.DiscoveryConfig``, ``rgsd_agents.methods.ase.ASEConfig``, ...); the run's
+    config.yaml holds them all, defaults filled in."""
 
 
 @dataclass

@@ -26,7 +26,7 @@ from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import model_for_clip, render_side_by_side
 from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
 from rgsd_eval.rollouts import RolloutJobs, run_rollouts
-from rgsd_eval.runs import load_motions, load_run
+from rgsd_eval.runs import load_run
 
 
 @dataclass
@@ -61,7 +61,7 @@ def play_rollout(
     stored = RunDir(run).clip_latents_path() if RunDir(run).path.is_dir() else None
     loaded = load_run(run, latent="encoder" if stored is None else "stored")
     source = motions or loaded.env_config.motions
-    lib = load_motions(motions) if motions else MotionLib(source)
+    lib = MotionLib(source)
     c = 0 if clip is None else _clip_index(lib.names, clip, source)
     if kappa is not None and not kappa > 0:
         raise ValueError(f"--kappa must be positive (larger: closer to z_m), got {kappa}")

@@ -2,17 +2,51 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
 
 from rgsd_agents.config import MethodConfig, NetworkConfig, PPOConfig, TrainConfig
-from rgsd_agents.pretraining import PretrainOptions
+from rgsd_agents.pretraining.config import PretrainOptions
+
+TINY_OPTIONS: dict[str, dict[str, Any]] = {
+    "rgsd": {"minibatch_size": 16},
+    "diayn": {"minibatch_size": 16},
+    "ase": {"hidden": [16, 8]},
+    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "window": 8},
+    "metra": {"hidden": [16], "minibatch_size": 16},
+    "fb_cpr": {
+        "batch_size": 32,
+        "f_hidden": 16,
+        "critic_hidden": 16,
+        "b_hidden": 16,
+        "disc_hidden": 16,
+        "z_buffer_size": 64,
+        "loop": {"steps_per_iteration": 2, "updates_per_iteration": 2, "random_steps": 8, "replay_capacity": 64},
+    },
+}
+"""Each method's ``method.options`` cut to seconds of work: 16-unit networks, small minibatches and buffers."""
+MIDEPISODE_LATENTS: dict[str, dict[str, Any]] = {
+    "ase": {"resample": True, "latent_steps_max": 3},
+    "calm": {"resample": True, "latent_steps_min": 1, "latent_steps_max": 3},
+}
+"""Options that make ASE and CALM draw latents within an episode too (their schedules then run in tiny tests)."""
+
+
+def tiny_options(name: str, midepisode_latents: bool = False, **overrides: Any) -> dict[str, Any]:
+    """A fresh copy of ``TINY_OPTIONS[name]`` (with ``MIDEPISODE_LATENTS[name]`` if asked), ``overrides`` on top."""
+    options = copy.deepcopy(TINY_OPTIONS[name])
+    if midepisode_latents:
+        options.update(MIDEPISODE_LATENTS.get(name, {}))
+    return {**options, **overrides}
 
 
 def tiny_encoder_file(path: str | os.PathLike, seed: int = 0) -> Path:
     """A small random MLP encoder (hidden 32) standardised on the demo references, saved like a pretrained one."""
-    from rgsd_agents.pretraining import PretrainConfig, build_encoder, load_reference
+    from rgsd_agents.pretraining.config import PretrainConfig
+    from rgsd_agents.pretraining.encoder import build_encoder
+    from rgsd_agents.pretraining.reference import load_reference
 
     cfg = PretrainConfig(hidden=(32,), seed=seed, device="cpu")
     _, inputs = load_reference(cfg)
@@ -32,7 +66,7 @@ def tiny_train_config(encoder: str | os.PathLike | None, **overrides: Any) -> Tr
         pretrain=PretrainOptions(hidden=(32,)),
         networks=NetworkConfig(actor_hidden=(32,), critic_hidden=(32,), init_log_std=-1.0),
         ppo=PPOConfig(minibatch_size=16, epochs=2, actor_lr=1e-3, critic_lr=1e-3),
-        method=MethodConfig("rgsd", {"minibatch_size": 16, "lr": 1e-3}),
+        method=MethodConfig("rgsd", tiny_options("rgsd", lr=1e-3)),
     )
     base.update(overrides)
     return TrainConfig(**base)
@@ -46,7 +80,7 @@ def reproducible(history: list[dict[str, float]]) -> list[dict[str, float]]:
 def split_and_resume(cfg: TrainConfig, run_dir: str | os.PathLike, total: int) -> tuple[Any, list[dict[str, float]]]:
     """Train ``cfg`` (its ``iterations``) into ``run_dir``, then resume it up to ``total`` iterations; returns the
     closed resumed runner and the reproducible metrics of its session (compare with a straight run's)."""
-    from rgsd_agents.runner import Runner
+    from rgsd_agents.training.runner import Runner
 
     first = Runner(cfg, run_dir, progress=False)
     first.learn()

@@ -3,7 +3,6 @@ the off-policy runner (a seeded run, its exports for rgsd eval, exact resume).""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
@@ -31,10 +30,10 @@ from rgsd_agents.methods.fb_cpr import (
     wgan_gradient_penalty,
     window_latents,
 )
-from rgsd_agents.networks import NetworkConfig
-from rgsd_agents.offpolicy import OffPolicyRunner
-from rgsd_agents.replay import ReplayBuffer
-from rgsd_agents.testing import assert_same_tensors, reproducible
+from rgsd_agents.rl.networks import NetworkConfig
+from rgsd_agents.rl.replay import ReplayBuffer
+from rgsd_agents.testing import assert_same_tensors, reproducible, tiny_options
+from rgsd_agents.training.offpolicy import OffPolicyRunner
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import FRAME_DIM, POLICY_OBS_DIM
 from rgsd_envs.runs.policy import load_policy
@@ -218,22 +217,17 @@ def test_replay_buffer_state_round_trips_and_can_leave_its_rows_out():
 
 
 # -- the off-policy runner ----------------------------------------------------------------------------
-TINY = {
-    "batch_size": 32,
-    "f_hidden": 16,
-    "critic_hidden": 16,
-    "b_hidden": 16,
-    "disc_hidden": 16,
-    "z_buffer_size": 64,
+RING = {
     "update_z_every": 3,
     "loop": {"steps_per_iteration": 4, "updates_per_iteration": 2, "random_steps": 8, "replay_capacity": 40},
 }
+"""A ring of 40 transitions that four iterations of 4 x 4 steps wrap, and latents drawn every 3 steps."""
 
 
 @pytest.fixture
 def registered():
     """FB-CPR is a ``method.name`` of the registry, trained by the off-policy runner."""
-    from rgsd_agents.trainers import trainer_class
+    from rgsd_agents.training.trainers import trainer_class
 
     assert methods.METHODS[fb_cpr.NAME].LOOP == "off_policy"
     assert trainer_class(fb_cpr.NAME) is OffPolicyRunner
@@ -248,7 +242,7 @@ def tiny_config(iterations: int) -> TrainConfig:
         device="cpu",
         env=EnvConfig(p_imitation=0.0),
         networks=NetworkConfig(actor_hidden=(16,)),
-        method=MethodConfig(fb_cpr.NAME, json.loads(json.dumps(TINY))),
+        method=MethodConfig(fb_cpr.NAME, tiny_options(fb_cpr.NAME, **RING)),
     )
 
 

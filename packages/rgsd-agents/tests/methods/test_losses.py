@@ -145,7 +145,7 @@ def test_ase_diversity_loss_is_off_by_default_and_sees_the_sample_s_latent_and_a
     from rgsd_agents.methods import build_method
     from rgsd_agents.methods.base import MethodContext
     from rgsd_agents.methods.common import ReferenceData
-    from rgsd_agents.networks import ActorCritic
+    from rgsd_agents.rl.networks import ActorCritic
 
     assert ASEConfig().diversity_coef == 0.0
     ref = ReferenceData(torch.randn(20, 5 * FRAME_DIM), torch.zeros(20, dtype=torch.long), torch.tensor([0]),

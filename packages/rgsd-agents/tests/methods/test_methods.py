@@ -11,17 +11,13 @@ from rgsd_agents.config import PPOConfig
 from rgsd_agents.methods import METHODS, build_method, method_config
 from rgsd_agents.methods.base import MethodContext
 from rgsd_agents.methods.common import ReferenceData
-from rgsd_agents.networks import ActorCritic, NetworkConfig
-from rgsd_agents.ppo import PPO
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.networks import ActorCritic, NetworkConfig
+from rgsd_agents.rl.ppo import PPO
+from rgsd_agents.rl.storage import RolloutStorage
+from rgsd_agents.testing import TINY_OPTIONS, tiny_options
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM, reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
 
-TINY = {
-    "ase": {"hidden": [16, 8]},
-    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "window": 8},
-    "metra": {"hidden": [16], "minibatch_size": 16},
-}
 T, N = 4, 6
 PPO_EPOCHS, PPO_MINIBATCH = 2, 8
 """PPO's schedule on the fabricated rollouts: 2 epochs of T * N / 8 = 3 minibatches."""
@@ -29,8 +25,8 @@ OWN_REWARD = sorted(name for name, cls in METHODS.items() if not cls.ENV_REWARD 
 """The on-policy methods whose reward comes from their own networks (RGSD and DIAYN keep the env's)."""
 
 
-def test_every_method_with_its_own_reward_is_tested_here():
-    assert sorted(TINY) == OWN_REWARD
+def test_every_method_with_its_own_reward_has_tiny_options():
+    assert set(OWN_REWARD) <= set(TINY_OPTIONS) and OWN_REWARD == ["ase", "calm", "metra"]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +54,7 @@ def _rollout(reference: ReferenceData, seed: int, method=None) -> RolloutStorage
 
 
 def _method(name: str, reference: ReferenceData, **options):
-    return build_method(name, {**TINY[name], **options}, MethodContext(reference, N, torch.device("cpu"), seed=3))
+    return build_method(name, tiny_options(name, **options), MethodContext(reference, N, torch.device("cpu"), seed=3))
 
 
 def _ppo(seed: int = 0) -> PPO:
@@ -136,7 +132,7 @@ def test_the_discriminator_steps_in_every_ppo_minibatch(name, reference):
 def test_ase_resamples_expired_latents_on_the_sphere_and_keeps_the_others(reference):
     method = build_method(
         "ase",
-        {**TINY["ase"], "resample": True, "latent_steps_min": 2, "latent_steps_max": 2},
+        tiny_options("ase", resample=True, latent_steps_min=2, latent_steps_max=2),
         MethodContext(reference, N, "cpu", 0),
     )
     z0 = torch.nn.functional.normalize(torch.randn(N, SKILL_DIM), dim=-1)
@@ -145,7 +141,7 @@ def test_ase_resamples_expired_latents_on_the_sphere_and_keeps_the_others(refere
     z1 = method.choose_skills(none, z0)  # held 2 steps: every world draws a new latent
     assert not torch.isclose(z1, z0).all(-1).any()
     torch.testing.assert_close(z1.norm(dim=-1), torch.ones(N))
-    paper = build_method("ase", TINY["ase"], MethodContext(reference, N, "cpu", 0))
+    paper = build_method("ase", tiny_options("ase"), MethodContext(reference, N, "cpu", 0))
     assert paper.choose_skills(none, z0) is None  # by default one latent per episode: the env's
 
 

@@ -7,7 +7,7 @@ import torch
 from rgsd_agents.methods import build_method
 from rgsd_agents.methods.base import MethodContext
 from rgsd_agents.methods.common import ReferenceData
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM, reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
 

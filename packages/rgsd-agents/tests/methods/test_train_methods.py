@@ -10,24 +10,20 @@ import pytest
 import torch
 
 from rgsd_agents.config import MethodConfig, resolve
-from rgsd_agents.runner import Runner
 from rgsd_agents.testing import (
     assert_same_tensors,
     reproducible,
     split_and_resume,
     tiny_encoder_file,
+    tiny_options,
     tiny_train_config,
 )
+from rgsd_agents.training.runner import Runner
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
 
-TINY = {
-    "ase": {"hidden": [16, 8], "resample": True, "latent_steps_max": 5},
-    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "window": 8, "resample": True, "latent_steps_min": 2,
-             "latent_steps_max": 5},
-    "metra": {"hidden": [16], "minibatch_size": 16},
-}  # fmt: skip
+TINY = {name: tiny_options(name, midepisode_latents=True) for name in ("ase", "calm", "metra")}
 """Tiny networks; ASE and CALM draw latents mid-episode too, so resume must restore their schedules."""
 METHODS = sorted(TINY)
 

@@ -14,6 +14,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.utils.config import save_yaml
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
@@ -28,7 +29,7 @@ from rgsd_eval.plots import (
     top_view_variants,
 )
 from rgsd_eval.report import ReportInputs, RunArtifacts, write_report
-from rgsd_eval.runs import load_motions, load_run, representative_clips, unique_labels
+from rgsd_eval.runs import load_run, representative_clips, unique_labels
 from rgsd_eval.topviews import TOP_VIEWS, save_top_views
 from rgsd_eval.videos import write_run_videos
 
@@ -53,7 +54,7 @@ def run_evaluation(
         load_run(r, cfg.latent, cfg.best_of, label, device=cfg.device) for r, label in zip(runs, labels)
     ]  # all checked before any work
     spec = motions if motions is not None else _training_motions(loaded[0].env_config.motions)
-    lib = load_motions(spec)
+    lib = MotionLib(spec)
     ref = ReferenceFeatures.of(lib, cfg.fid_window)
     evaluations: list[RunEvaluation] = []
     artifacts: dict[str, RunArtifacts] = {}

@@ -1,4 +1,4 @@
-"""Report figures (PNG, matplotlib without pyplot): top views, the kappa sweep, spreads, the embedding
+"""Report figures (PNG, matplotlib without pyplot): top views (of clips and of goal-reaching episodes), the kappa sweep, spreads, the embedding
 sphere and the clip-by-clip cosine matrix of the clip embeddings.
 
 Top views show pelvis trajectories on the ground (metres, world frame): the
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from rgsd_envs.utils.files import atomic_path
 from rgsd_eval.evaluate import RunEvaluation
@@ -104,6 +105,31 @@ def plot_trajectories(ev: RunEvaluation, kappa: float, path: str | os.PathLike, 
     fig.suptitle(
         f"{ev.label}: pelvis top view (black reference, blue imitation, red z ~ vMF(z_m, {kappa:g}))", fontsize=10
     )
+    return save_figure(fig, path)
+
+
+def plot_goal_trajectories(
+    episodes: Sequence[Mapping[str, Any]], arena: float, title: str, path: str | os.PathLike
+) -> Path:
+    """Top view of goal-reaching episodes in a square arena centred on the origin: each episode's pelvis path
+    (``root`` (T, 2+)) from the centre to its ``goal`` (x, y), green where ``success`` is true, red otherwise."""
+    fig = Figure(figsize=(6, 6), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    half = arena / 2
+    ax.add_patch(Rectangle((-half, -half), arena, arena, fill=False, lw=1, color="0.5"))
+    for ep in episodes:
+        color = "tab:green" if ep["success"] else "tab:red"
+        root = np.asarray(ep["root"])
+        ax.plot(root[:, 0], root[:, 1], color=color, lw=1.2, alpha=0.8)
+        ax.plot(*ep["goal"], marker="*", color=color, ms=10)
+        ax.plot([root[-1, 0], ep["goal"][0]], [root[-1, 1], ep["goal"][1]], color=color, lw=0.6, ls=":")
+    ax.plot(0, 0, "ko", ms=4)
+    ax.set_xlim(-half - 0.5, half + 0.5)
+    ax.set_ylim(-half - 0.5, half + 0.5)
+    ax.set_aspect("equal")
+    ax.set_xlabel("x (m)")
+    ax.set_ylabel("y (m)")
+    ax.set_title(title)
     return save_figure(fig, path)
 
 
@@ -271,6 +297,43 @@ def project_3d(vectors: np.ndarray, basis_from: np.ndarray) -> np.ndarray:
     if basis.shape[0] < 3:
         basis = np.vstack([basis, np.zeros((3 - basis.shape[0], basis.shape[1]))])
     return np.asarray(vectors, dtype=np.float64) @ basis.T
+
+
+def plot_state_embeddings(
+    embeddings: np.ndarray,
+    clip_of_frame: np.ndarray,
+    z: np.ndarray,
+    names: Sequence[str],
+    path: str | os.PathLike,
+    title: str = "",
+) -> Path:
+    """3-D PCA scatter of an encoder's state embeddings (F, D), one colour per clip (``clip_of_frame`` (F,)), with
+    each clip's embedding z_m (M, D) as a star: what pretraining draws of its encoder."""
+    e = np.asarray(embeddings, dtype=np.float64)
+    mean = e.mean(0)
+    _, s, vh = np.linalg.svd(e - mean, full_matrices=False)
+    k = min(3, vh.shape[0])
+    basis = vh[:k].T
+    explained = float((s[:k] ** 2).sum() / max(float((s**2).sum()), 1e-12))
+    pe = (e - mean) @ basis
+    pz = (np.asarray(z, dtype=np.float64) - mean) @ basis
+    if k < 3:  # fewer frames than 3 dims: pad so the 3-D axes still work
+        pe = np.pad(pe, ((0, 0), (0, 3 - k)))
+        pz = np.pad(pz, ((0, 0), (0, 3 - k)))
+    fig = Figure(figsize=(8, 7), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1, projection="3d")
+    cof = np.asarray(clip_of_frame)
+    for m, (name, colour) in enumerate(zip(names, _colours(len(names)))):
+        sel = cof == m
+        ax.scatter(pe[sel, 0], pe[sel, 1], pe[sel, 2], s=6, color=colour, alpha=0.6, label=name)
+        ax.scatter(pz[m, 0], pz[m, 1], pz[m, 2], s=160, color=colour, marker="*", edgecolors="k", linewidths=0.8)
+    ax.set_xlabel("PC 1")
+    ax.set_ylabel("PC 2")
+    ax.set_zlabel("PC 3")
+    heading = f"State embeddings: PCA of the encoder outputs (first 3 PCs, {100 * explained:.0f}% of variance)"
+    ax.set_title(heading + ("\n" + title if title else "") + "\n(stars: clip embeddings z_m)", fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, markerscale=2, title="clip")
+    return save_figure(fig, path)
 
 
 def plot_embedding(ev: RunEvaluation, path: str | os.PathLike) -> Path | None:

@@ -97,13 +97,6 @@ def unique_labels(names: list[str]) -> list[str]:
     return out
 
 
-def load_motions(spec: str | os.PathLike) -> MotionLib:
-    """The evaluation clips: "demo", a clip file or a folder of clips; a clear error otherwise."""
-    if str(spec) != "demo" and not Path(spec).exists():
-        raise InputFileError(spec, "motions not found: give 'demo', an rgsd clip file (.npz) or a folder of clips")
-    return MotionLib(spec)
-
-
 def representative_clips(lib: MotionLib, n: int) -> list[int]:
     """Up to n clip indices: the first clip of each category first, then the others in order."""
     firsts = [lib.categories.index(c) for c in dict.fromkeys(lib.categories)]

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         return code
     from rgsd_agents.commands.train import summary
     from rgsd_agents.config import load_config
-    from rgsd_agents.runner import Runner
+    from rgsd_agents.training.runner import Runner
     from rgsd_envs.utils.device import resolve_device
 
     out = Path(args.out)

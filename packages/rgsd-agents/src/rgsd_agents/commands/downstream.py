@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     if (code := refuse_torchrun("downstream")) is not None:
         return code
     from rgsd_agents.config import load_config
-    from rgsd_agents.downstream import DownstreamConfig, DownstreamRunner
+    from rgsd_agents.downstream.runner import DownstreamConfig, DownstreamRunner
     from rgsd_envs.utils.device import resolve_device
 
     if args.seeds:
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _aggregate(args: argparse.Namespace) -> int:
     """``rgsd downstream --seeds RUN ... --out DIR``."""
-    from rgsd_agents.downstream_report import aggregate_seeds
+    from rgsd_agents.downstream.report import aggregate_seeds
     from rgsd_envs.utils.files import InputFileError
 
     if not args.out or args.low_level or args.resume:

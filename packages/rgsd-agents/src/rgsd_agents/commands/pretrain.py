@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from rgsd_agents.commands import add_device_argument, add_doc_parser
 
 if TYPE_CHECKING:
-    from rgsd_agents.pretraining import PretrainConfig
+    from rgsd_agents.pretraining.config import PretrainConfig
 
 
 def register(subparsers: Any) -> None:
@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
 
 def config_from_args(args: argparse.Namespace) -> PretrainConfig:
     """The PretrainConfig of a YAML file (if any) with the command-line overrides applied."""
-    from rgsd_agents.pretraining import PretrainConfig
+    from rgsd_agents.pretraining.config import PretrainConfig
     from rgsd_envs.utils.config import from_dict, load_yaml
 
     overrides: dict[str, Any] = {}
@@ -90,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
 
     if (code := refuse_torchrun("pretrain")) is not None:
         return code
-    from rgsd_agents.pretraining import pretrain
-    from rgsd_agents.reward_sharpness import format_table
+    from rgsd_agents.pretraining.loop import pretrain
+    from rgsd_agents.pretraining.reward_sharpness import format_table
     from rgsd_envs.utils.files import InputFileError
 
     cfg = config_from_args(args)

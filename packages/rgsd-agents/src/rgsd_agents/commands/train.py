@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from rgsd_agents.commands import add_run_arguments, run_overrides
 
 if TYPE_CHECKING:
-    from rgsd_agents.distributed import DataParallel
+    from rgsd_agents.rl.distributed import DataParallel
 
 PRESET_HELP = "a YAML file or a preset name (<method> or <method>_paper for rgsd, diayn, ase, calm, metra, fb_cpr; cpu, paper, demo)"
 
@@ -48,8 +48,8 @@ def default_out(config: str) -> Path:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd train`` (also one rank of ``torchrun ... -m rgsd_agents.cli train``)."""
     from rgsd_agents.config import load_config
-    from rgsd_agents.distributed import init_distributed, shutdown
-    from rgsd_agents.trainers import saved_method, trainer_class
+    from rgsd_agents.rl.distributed import init_distributed, shutdown
+    from rgsd_agents.training.trainers import saved_method, trainer_class
     from rgsd_envs.runs.run_dir import RunDir
     from rgsd_envs.sim import check_backend
     from rgsd_envs.utils.device import resolve_device
@@ -105,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _parallel(trainer: type, dp: DataParallel | None) -> dict | None:
     """The data-parallel argument of ``trainer`` (None after an error: a loop that trains in one process only)."""
-    from rgsd_agents.distributed import shutdown
-    from rgsd_agents.runner import Runner
+    from rgsd_agents.rl.distributed import shutdown
+    from rgsd_agents.training.runner import Runner
 
     if issubclass(trainer, Runner):
         return {"dp": dp}

@@ -13,7 +13,7 @@ fb_cpr     ``methods.fb_cpr``   off-policy B averaged over the clip (stored per 
 
 A training config names its method (``method.name``) and its options
 (``method.options``, the method's ``CONFIG`` dataclass); the training command
-resolves the class here and the loop it names (``rgsd_agents.trainers``:
+resolves the class here and the loop it names (``rgsd_agents.training.trainers``:
 the PPO runner or the off-policy runner). A new method is one more module
 with a ``SkillMethod`` subclass and a line in ``METHODS``.
 """

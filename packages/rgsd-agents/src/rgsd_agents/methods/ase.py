@@ -61,8 +61,8 @@ from rgsd_agents.methods.common import (
     transition_features,
     unit_sphere,
 )
-from rgsd_agents.networks import ActorCritic
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.networks import ActorCritic
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.observations import POLICY_LAYOUT, SKILL_DIM
 
 Tensor = torch.Tensor

@@ -15,7 +15,7 @@ histories), ``IMITATION`` (whether imitation episodes are part of training;
 otherwise ``env.p_imitation`` is 0) and ``ENV_REWARD`` (whether the env's encoder
 reward is what the policy trains on).
 
-The on-policy runner (``rgsd_agents.runner``) calls, per iteration::
+The on-policy runner (``rgsd_agents.training.runner``) calls, per iteration::
 
     for each step:  skills = method.choose_skills(started, skills)   # None: keep the env's z
     after the last step, before bootstrapping and GAE:  method.relabel(storage)
@@ -40,9 +40,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from rgsd_agents.distributed import DataParallel
 from rgsd_agents.methods.common import ReferenceData, unit_sphere
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.distributed import DataParallel
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.runs.run_dir import RunDir
 
 Tensor = torch.Tensor

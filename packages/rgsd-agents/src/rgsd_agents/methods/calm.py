@@ -82,7 +82,7 @@ from rgsd_agents.methods.common import (
     transition_features,
 )
 from rgsd_agents.methods.fb_cpr import CLIP_LATENTS
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, POLICY_LAYOUT, SKILL_DIM
 from rgsd_envs.runs.policy import mlp
 from rgsd_envs.utils.files import atomic_path

@@ -2,8 +2,8 @@
 
 Tirinzoni et al. 2025, "Zero-shot whole-body humanoid control via behavioral
 foundation models" (facebookresearch/metamotivo). An off-policy method: it
-trains on a replay buffer (``rgsd_agents.replay``) filled by the batched worlds
-and is run by ``rgsd_agents.offpolicy.OffPolicyRunner``, not the PPO runner.
+trains on a replay buffer (``rgsd_agents.rl.replay``) filled by the batched worlds
+and is run by ``rgsd_agents.training.offpolicy.OffPolicyRunner``, not the PPO runner.
 
 Networks (s is the 359-D frame features o_t, z a latent of norm sqrt(d)):
 
@@ -59,7 +59,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rgsd_agents.methods.base import MethodContext, SkillMethod
-from rgsd_agents.offpolicy_config import OffPolicyConfig
+from rgsd_agents.training.offpolicy_config import OffPolicyConfig
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.runs.policy import PolicyMLP, fold_batch_stats
 
@@ -68,7 +68,7 @@ Tensor = torch.Tensor
 NAME = "fb_cpr"
 """``method.name`` of the method."""
 LOOP = "off_policy"
-"""The training loop the method runs in (``rgsd_agents.offpolicy.OffPolicyRunner``)."""
+"""The training loop the method runs in (``rgsd_agents.training.offpolicy.OffPolicyRunner``)."""
 LATENT_CHOICE = "clip_latents"
 """How evaluation picks a clip's latent: the per-clip latents the run writes (``CLIP_LATENTS``)."""
 CLIP_LATENTS = "clip_latents.json"
@@ -649,7 +649,8 @@ class FBCPRAgent:
 
 class FBCPR(SkillMethod):
     """Meta Motivo's entry in the method registry. Its loop is the off-policy runner
-    (``rgsd_agents.offpolicy.OffPolicyRunner``), which builds ``FBCPRAgent``; the PPO runner's hooks are unused."""
+    (``rgsd_agents.training.offpolicy.OffPolicyRunner``), which builds ``FBCPRAgent``; the PPO runner's hooks are
+    unused."""
 
     NAME = NAME
     CONFIG = FBCPRConfig
@@ -659,4 +660,4 @@ class FBCPR(SkillMethod):
     IMITATION = False
 
     def __init__(self, cfg: FBCPRConfig, ctx: MethodContext):
-        raise TypeError(f"{NAME} trains in the off-policy loop (rgsd_agents.offpolicy), not on the PPO runner")
+        raise TypeError(f"{NAME} trains in the off-policy loop (rgsd_agents.training.offpolicy), not on the PPO runner")

@@ -40,7 +40,7 @@ from torch import nn
 
 from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.methods.common import FEATURE_DIM, MLPHead, transition_features
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.observations import SKILL_DIM
 
 Tensor = torch.Tensor

@@ -23,9 +23,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from rgsd_agents.discovery import DiscoveryConfig, DiscoveryTrainer
 from rgsd_agents.methods.base import MethodContext, SkillMethod
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.methods.discovery import DiscoveryConfig, DiscoveryTrainer
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.rewards.encoders import MLPEncoder, trainable_copy
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import InputFileError
@@ -102,7 +102,12 @@ class RGSD(SkillMethod):
 
     def start_report(self, writer: Any) -> None:
         """How the frozen encoder's imitation reward falls off the reference (``<run>/reward_sharpness.json``)."""
-        from rgsd_agents.reward_sharpness import SHARPNESS_FILE, reward_sharpness, tensorboard_scalars, write_report
+        from rgsd_agents.pretraining.reward_sharpness import (
+            SHARPNESS_FILE,
+            reward_sharpness,
+            tensorboard_scalars,
+            write_report,
+        )
 
         env, run = self.ctx.env, self.ctx.run
         rc = env.reward_core

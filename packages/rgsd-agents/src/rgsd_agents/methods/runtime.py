@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
-from rgsd_agents.distributed import DataParallel
 from rgsd_agents.methods import build_method
 from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.methods.common import ReferenceData
+from rgsd_agents.rl.distributed import DataParallel
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import atomic_path
 

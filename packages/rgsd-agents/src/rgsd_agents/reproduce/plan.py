@@ -146,7 +146,7 @@ def build_plan(
     of ``METHODS``; seeds: ``--seeds``, else the scale's). Every training and downstream config is loaded here, so a
     bad preset or ``--set`` ends before anything runs."""
     from rgsd_agents.config import load_config, parse_set, resolve
-    from rgsd_agents.downstream import DownstreamConfig
+    from rgsd_agents.downstream.runner import DownstreamConfig
     from rgsd_agents.methods import method_class, method_names
     from rgsd_envs.utils.config import to_dict
 
@@ -181,8 +181,7 @@ def build_plan(
                 plan.steps.append(
                     Step(
                         pid, PRETRAIN, f"pretrain {method}'s encoder, seed {seed}",
-                        f"{pcfg.steps} steps" + (f" or {pcfg.max_seconds:g} s" if pcfg.max_seconds else "")
-                        + f", hidden {list(pcfg.hidden)}",
+                        f"{pcfg.steps} steps, hidden {list(pcfg.hidden)}",
                         60.0 * t.pretrain_estimate_minutes, method=method, seed=seed, output=pre_dir,
                         command=_pretrain_command(pre_dir, dev), extra=to_dict(pcfg),
                         prepare=_write_yaml(to_dict(pcfg), pre_dir.parent / f"{pre_dir.name}.yaml"),

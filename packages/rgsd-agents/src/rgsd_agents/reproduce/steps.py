@@ -35,8 +35,8 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from rgsd_agents.progress import clock
 from rgsd_agents.reproduce.plan import KINDS, NothingToDo, Plan, Step, fingerprint, makespan, step_label
+from rgsd_agents.rl.progress import clock
 from rgsd_envs.utils.files import InputFileError, atomic_path
 
 STEPS_FILE = "steps.json"

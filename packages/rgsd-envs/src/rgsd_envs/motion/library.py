@@ -60,6 +60,8 @@ def _collect(source: MotionSource) -> list[MotionClip]:
 
             return demo_clips()
         path = Path(source)
+        if not path.exists():
+            raise InputFileError(path, "motions not found: give 'demo', an rgsd clip file (.npz) or a folder of clips")
         if path.is_dir():
             files = sorted(path.glob("*.npz"))
             if not files:

@@ -38,21 +38,21 @@ import torch
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.config import CURRICULUM_KEYS, TrainConfig, resolve
-from rgsd_agents.distributed import DataParallel
-from rgsd_agents.episode_stats import EpisodeStats
-from rgsd_agents.loop import TrainingLoop, load_generator_state, record_config_changes
 from rgsd_agents.methods import method_class
 from rgsd_agents.methods.base import SkillMethod
 from rgsd_agents.methods.common import to_floats
 from rgsd_agents.methods.env import SkillChoosingEnv
 from rgsd_agents.methods.runtime import build_runner_method, write_method_file
-from rgsd_agents.networks import ActorCritic
-from rgsd_agents.ppo import PPO
-from rgsd_agents.precision import configure_tf32
+from rgsd_agents.pretraining.sim_twins import reference_actions
 from rgsd_agents.probe import ImitationProbe
-from rgsd_agents.rollout import RolloutCollector
-from rgsd_agents.sim_twins import reference_actions
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.distributed import DataParallel
+from rgsd_agents.rl.episode_stats import EpisodeStats
+from rgsd_agents.rl.loop import TrainingLoop, load_generator_state, record_config_changes
+from rgsd_agents.rl.networks import ActorCritic
+from rgsd_agents.rl.ppo import PPO
+from rgsd_agents.rl.precision import configure_tf32
+from rgsd_agents.rl.rollout import RolloutCollector
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM
 from rgsd_envs.envs.registration import ENV_ID
@@ -78,7 +78,8 @@ def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Pat
     """Write the env's frozen encoder to ``<run>/encoder.pt``: the method's ``ENCODER`` kind, from the given file,
     a fresh pretraining or a random init."""
     if method_class(cfg.method.name).ENCODER == "random":
-        from rgsd_agents.pretraining import build_encoder, load_reference
+        from rgsd_agents.pretraining.encoder import build_encoder
+        from rgsd_agents.pretraining.reference import load_reference
 
         pretrain_cfg = cfg.pretrain_config()
         _, inputs = load_reference(pretrain_cfg)
@@ -90,7 +91,7 @@ def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Pat
         with atomic_path(run.encoder_path) as tmp:
             shutil.copyfile(cfg.encoder, tmp)
     else:
-        from rgsd_agents.pretraining import pretrain
+        from rgsd_agents.pretraining.loop import pretrain
 
         log.info("no encoder given: pretraining on %s into %s", cfg.env.motions, run.file("pretrain"))
         result = pretrain(cfg.pretrain_config(), run.file("pretrain"), progress=progress, env_cfg=cfg.env)

@@ -2,7 +2,7 @@
 
 One iteration (``OffPolicyRunner.iterate``): ``steps_per_iteration`` steps of
 all ``num_envs`` worlds, each transition ``(o_t, a_t, o_{t+1}, z, terminated)``
-into the replay buffer (``rgsd_agents.replay``) on the learner's device, then
+into the replay buffer (``rgsd_agents.rl.replay``) on the learner's device, then
 ``updates_per_iteration`` gradient steps of the method (``FBCPRAgent.update``)
 on replay minibatches and expert windows of the reference clips. The worlds run
 discovery episodes only (``env.p_imitation: 0``, the env's reward unused); the
@@ -45,10 +45,10 @@ import torch
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.config import TrainConfig, resolve
-from rgsd_agents.loop import TrainingLoop, load_generator_state
-from rgsd_agents.offpolicy_config import OffPolicyConfig
-from rgsd_agents.precision import configure_tf32
-from rgsd_agents.replay import ReplayBuffer
+from rgsd_agents.rl.loop import TrainingLoop, load_generator_state
+from rgsd_agents.rl.precision import configure_tf32
+from rgsd_agents.rl.replay import ReplayBuffer
+from rgsd_agents.training.offpolicy_config import OffPolicyConfig
 from rgsd_envs.envs.observations import FRAME_DIM
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
@@ -73,7 +73,7 @@ class OffPolicyRunner(TrainingLoop):
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, progress: bool = True, _resume: bool = False):
         super().__init__()
         from rgsd_agents.methods import fb_cpr  # the method imports this module's OffPolicyConfig
-        from rgsd_agents.runner import env_device, prepare_encoder
+        from rgsd_agents.training.runner import env_device, prepare_encoder
 
         self.run = RunDir(run_dir)
         self.progress = progress

@@ -42,13 +42,13 @@ import numpy as np
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
-from rgsd_agents.downstream_report import EVALUATIONS
-from rgsd_agents.loop import TrainingLoop, load_generator_state
-from rgsd_agents.networks import ActorCritic
-from rgsd_agents.ppo import PPO
-from rgsd_agents.precision import configure_tf32
-from rgsd_agents.rollout import RolloutCollector
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.downstream.report import EVALUATIONS
+from rgsd_agents.rl.loop import TrainingLoop, load_generator_state
+from rgsd_agents.rl.networks import ActorCritic
+from rgsd_agents.rl.ppo import PPO
+from rgsd_agents.rl.precision import configure_tf32
+from rgsd_agents.rl.rollout import RolloutCollector
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, GoalReachingTorchEnv, GoalStepExtras
 from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.envs.registration import GOAL_ENV_ID
@@ -397,7 +397,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
 
     def write_report(self) -> Path:
         """report.md with the learning curves and top views of the last evaluation's trajectories."""
-        from rgsd_agents.downstream_report import write_downstream_report
+        from rgsd_agents.downstream.report import write_downstream_report
 
         if self.evaluator is None or not self.evaluator.trajectories:
             self.evaluate()

@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 import yaml
+from matplotlib.figure import Figure
 
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import InputFileError, atomic_path
+from rgsd_eval.plots import plot_goal_trajectories, save_figure
 
 EVALUATIONS = "evaluations.jsonl"
 """Per downstream run folder: one JSON line per evaluation (written by ``DownstreamRunner.evaluate``)."""
@@ -23,47 +25,14 @@ SEED_METRICS = (("eval/success_rate", "success rate"), ("eval/style_fid", "style
 """The paper's downstream curves (its Figure 5): success rate and, for sidestep and backward, style FID."""
 
 
-def plot_trajectories(trajectories: list[dict[str, Any]], arena: float, title: str, out: Path) -> Path:
-    """Top view: each episode's pelvis path from the centre to its goal (green reached, red missed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 6))
-    half = arena / 2
-    ax.add_patch(plt.Rectangle((-half, -half), arena, arena, fill=False, lw=1, color="0.5"))
-    for tr in trajectories:
-        color = "tab:green" if tr["success"] else "tab:red"
-        path = np.asarray(tr["root"])
-        ax.plot(path[:, 0], path[:, 1], color=color, lw=1.2, alpha=0.8)
-        ax.plot(*tr["goal"], marker="*", color=color, ms=10)
-        ax.plot([path[-1, 0], tr["goal"][0]], [path[-1, 1], tr["goal"][1]], color=color, lw=0.6, ls=":")
-    ax.plot(0, 0, "ko", ms=4)
-    ax.set_xlim(-half - 0.5, half + 0.5)
-    ax.set_ylim(-half - 0.5, half + 0.5)
-    ax.set_aspect("equal")
-    ax.set_xlabel("x (m)")
-    ax.set_ylabel("y (m)")
-    ax.set_title(title)
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return out
-
-
 def plot_curves(history: list[dict[str, float]], initial: dict[str, float], out: Path) -> Path:
     """Success rate (training episodes and evaluations), reward and style FID against iterations."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     keys = [("episodes/success_rate", "success (training episodes)"), ("eval/success_rate", "success (evaluation)"),
             ("rollout/reward", "reward / step"), ("eval/style_fid", "style FID (evaluation)")]  # fmt: skip
     keys = [(k, label) for k, label in keys if any(k in h for h in history) or k in initial]
-    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3.2), squeeze=False)
-    for ax, (k, label) in zip(axes[0], keys):
+    fig = Figure(figsize=(4 * len(keys), 3.2), layout="constrained")
+    for i, (k, label) in enumerate(keys):
+        ax = fig.add_subplot(1, len(keys), i + 1)
         pts = [(0, initial[k])] if k in initial else []
         pts += [(i + 1, h[k]) for i, h in enumerate(history) if k in h]
         if pts:
@@ -72,10 +41,7 @@ def plot_curves(history: list[dict[str, float]], initial: dict[str, float], out:
         ax.set_title(label)
         ax.set_xlabel("iteration")
         ax.grid(alpha=0.3)
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def write_downstream_report(
@@ -89,7 +55,7 @@ def write_downstream_report(
     """Write ``<run>/report.md``, ``trajectories.png`` and ``curves.png``; returns the report path."""
     run = Path(run_dir)
     style = cfg.task.style
-    plot_trajectories(
+    plot_goal_trajectories(
         trajectories, cfg.task.arena_size, f"{style}: {len(trajectories)} evaluation episodes", run / "trajectories.png"
     )
     plot_curves(history, initial, run / "curves.png")
@@ -240,19 +206,9 @@ def seed_curves(run_dirs: Sequence[str | os.PathLike]) -> SeedCurves:
 def plot_seed_curves(groups: Sequence[SeedCurves], out: Path) -> Path:
     """One column per style (rows: success rate, style FID): each method's mean over seeds, shaded +- one standard
     deviation over seeds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     styles = list(dict.fromkeys(g.style for g in groups))
-    fig, axes = plt.subplots(
-        len(SEED_METRICS),
-        len(styles),
-        figsize=(4.2 * len(styles), 3.2 * len(SEED_METRICS)),
-        squeeze=False,
-        layout="constrained",
-    )
+    fig = Figure(figsize=(4.2 * len(styles), 3.2 * len(SEED_METRICS)), layout="constrained")
+    axes = fig.subplots(len(SEED_METRICS), len(styles), squeeze=False)
     methods = list(dict.fromkeys(g.method for g in groups))
     colours = {m: f"C{i}" for i, m in enumerate(methods)}
     for col, style in enumerate(styles):
@@ -274,10 +230,7 @@ def plot_seed_curves(groups: Sequence[SeedCurves], out: Path) -> Path:
             ax.grid(alpha=0.3)
             if ax.lines:
                 ax.legend(fontsize=8)
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def aggregate_seeds(run_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict[str, Path]:

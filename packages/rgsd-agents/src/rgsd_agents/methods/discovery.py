@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from rgsd_agents.distributed import DataParallel
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.distributed import DataParallel
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.skills import vmf_kl_same_kappa
 from rgsd_envs.rewards.encoders import MLPEncoder, embed, within_motion_alignment
 

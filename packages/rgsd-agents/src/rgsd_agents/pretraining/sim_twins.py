@@ -5,7 +5,7 @@ A reference clip is smooth; a policy's states near it are not. The twin of refer
 state the simulator reaches when a world starts at frame ``t - k`` (RSI, ``k = min(steps, t)``) and
 steps ``k`` times with PD targets at the reference's next joint angles (open loop): its encoder input
 (5 stacked frames) holds ``k`` simulated frames and the reference before them. The reward-sharpness
-report scores them (its ``sim_twin`` column, ``rgsd_agents.reward_sharpness``): a reward that pays the
+report scores them (its ``sim_twin`` column, ``rgsd_agents.pretraining.reward_sharpness``): a reward that pays the
 twins far less than the references does not pay a policy's states near the reference either.
 """
 

@@ -3,7 +3,7 @@
 A trainer subclasses ``TrainingLoop`` and provides ``iterate`` (one iteration,
 returning its metrics), ``state_dict``/``load_state_dict`` (everything the next
 iteration depends on) and ``export`` (the deployable files). The loop adds the
-progress bar (its total and ETA follow the time budget: ``rgsd_agents.progress``),
+progress bar (its total and ETA follow the time budget: ``rgsd_agents.rl.progress``),
 TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
 finishes the iteration and saves, a second aborts), the wall-clock budget and
 exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, the newest readable
@@ -12,7 +12,7 @@ exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, t
 as a curriculum step (``add_curriculum_step``), and ``record_config_changes`` keeps the run's
 ``config_changes.yaml`` (what changed mid-run, with the iteration and sample count).
 
-In a data-parallel run (``self.dp``, see ``rgsd_agents.distributed``) every rank
+In a data-parallel run (``self.dp``, see ``rgsd_agents.rl.distributed``) every rank
 runs the loop in step: the decisions to stop (iterations, the wall-clock budget
 of rank 0, Ctrl-C on any rank) are taken together, every rank contributes its
 state to a checkpoint, and rank 0 alone writes files and TensorBoard.
@@ -32,8 +32,8 @@ from typing import IO, Any, Protocol
 import torch
 import yaml
 
-from rgsd_agents.distributed import DataParallel
-from rgsd_agents.progress import ProgressBar
+from rgsd_agents.rl.distributed import DataParallel
+from rgsd_agents.rl.progress import ProgressBar
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import check_overrides, from_dict
 from rgsd_envs.utils.files import InputFileError, PickledObjectsError, atomic_path, load_plain, save_plain

@@ -1,7 +1,7 @@
 """How sharply an encoder's imitation reward falls off the reference.
 
 For every clip m, the mean of cos(mu(s), z_m) (and of the reward C + kappa cos)
-over its reference frames, for these states (``rgsd_agents.negatives``):
+over its reference frames, for these states (``rgsd_agents.pretraining.negatives``):
 
 ==============  ================================================================
 column          states scored against z_m
@@ -9,14 +9,14 @@ column          states scored against z_m
 reference       the reference stacks s_t of clip m
 sim_twin        the simulated twins of its frames: a PD-driven body tracking
                 the reference open loop for 4 control steps
-                (``rgsd_agents.sim_twins``), what a policy's states near the
+                (``rgsd_agents.pretraining.sim_twins``), what a policy's states near the
                 reference look like
 held_still      each frame's pose held still (5 equal frames, zero velocities,
                 phase advancing)
 start_held      the clip's first pose held still, phase advancing
 phase_shift     the reference stacks with the phase moved by +0.5
 reversed        the reference stacks in reverse time order
-slowed, ...     every other variant of ``rgsd_agents.negatives.VARIANTS``
+slowed, ...     every other variant of ``rgsd_agents.pretraining.negatives.VARIANTS``
                 (``legs_held``: legs frozen to a sliding pelvis; ``sinking``:
                 the pelvis 5-25 cm lower, as in a body sitting down)
 other_clips     the reference stacks of every other clip
@@ -44,8 +44,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rgsd_agents.negatives import VARIANTS, frame_features_of, variant_stacks
-from rgsd_agents.sim_twins import simulated_twins
+from rgsd_agents.pretraining.negatives import VARIANTS, frame_features_of, variant_stacks
+from rgsd_agents.pretraining.sim_twins import simulated_twins
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
@@ -74,7 +74,7 @@ def reward_sharpness(
 
     ``inputs`` are the reference encoder inputs (computed if None); at most
     ``max_frames`` evenly spaced frames are scored per variant, and up to ``max_twins`` simulated twins
-    (``rgsd_agents.sim_twins``, 4 steps on ``env_cfg``'s simulator, whatever the encoder was trained on).
+    (``rgsd_agents.pretraining.sim_twins``, 4 steps on ``env_cfg``'s simulator, whatever the encoder was trained on).
     """
     ref = (inputs if inputs is not None else reference_encoder_inputs(lib)).cpu()
     cof = lib.clip_of_frame.cpu()

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from rgsd_agents.networks import ActorCritic
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.networks import ActorCritic
+from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.torch_env import StepExtras
 from rgsd_envs.runs.policy import Moments
 from rgsd_envs.utils.device import HostBridge

@@ -16,7 +16,7 @@ inputs (CALM puts its re-encoded latents, with gradient, into them), add a term
 to the loss (ASE's diversity loss) and take its own step after PPO's backward
 (ASE's and CALM's discriminators train in every PPO minibatch).
 
-In a data-parallel run (``rgsd_agents.distributed``) the gradients are averaged
+In a data-parallel run (``rgsd_agents.rl.distributed``) the gradients are averaged
 over the ranks before the clipping; advantages are standardised per rank.
 
 Actor and critic have disjoint parameters and their own learning rates (one
@@ -32,10 +32,10 @@ import torch
 from torch import nn
 
 from rgsd_agents.config import PPOConfig
-from rgsd_agents.distributed import DataParallel
-from rgsd_agents.networks import ActorCritic
-from rgsd_agents.precision import resolve_bf16
-from rgsd_agents.storage import RolloutStorage
+from rgsd_agents.rl.distributed import DataParallel
+from rgsd_agents.rl.networks import ActorCritic
+from rgsd_agents.rl.precision import resolve_bf16
+from rgsd_agents.rl.storage import RolloutStorage
 
 Tensor = torch.Tensor
 

@@ -4,7 +4,7 @@
 TF32 runs float32 matmuls and convolutions on tensor cores with a 10-bit mantissa (inputs rounded,
 float32 accumulation): several times faster for the paper's 1024-wide MLPs, and PPO's noise is far
 larger than the rounding. It changes nothing on the CPU. The bf16 learner is a PPO option of its own
-(``ppo.bf16``: ``rgsd_agents.networks.forward_mixed``, hidden layers under bf16 autocast, output layers,
+(``ppo.bf16``: ``rgsd_agents.rl.networks.forward_mixed``, hidden layers under bf16 autocast, output layers,
 losses and Adam in float32); ``ppo.bf16: auto`` turns it on only for a CPU learner whose CPU has native
 bf16 arithmetic (AVX512-BF16 or AMX-BF16), where it is 1.4-2x faster; elsewhere autocast would emulate
 bf16 and be slower than float32.

@@ -5,11 +5,14 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from rgsd_agents.loop import TrainingLoop
 from rgsd_agents.methods import method_class
+from rgsd_agents.rl.loop import TrainingLoop
 from rgsd_envs.runs.run_dir import RunDir
 
-LOOPS = {"on_policy": "rgsd_agents.runner:Runner", "off_policy": "rgsd_agents.offpolicy:OffPolicyRunner"}
+LOOPS = {
+    "on_policy": "rgsd_agents.training.runner:Runner",
+    "off_policy": "rgsd_agents.training.offpolicy:OffPolicyRunner",
+}
 """Each ``SkillMethod.LOOP`` and the trainer class that runs it."""
 
 

@@ -1,0 +1,46 @@
+"""The reference clips of a pretraining and their encoder inputs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from rgsd_agents.pretraining.config import PretrainConfig
+from rgsd_envs.envs.observations import reference_encoder_inputs
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.utils.device import resolve_device
+from rgsd_envs.utils.files import InputFileError
+
+Tensor = torch.Tensor
+
+
+def resolve_motions(motions: str | list[str]) -> str | list[str]:
+    """``motions`` with absolute paths ("demo" kept); a clear error naming the field for a missing path."""
+    single = isinstance(motions, (str, os.PathLike))
+    items = [motions] if single else list(motions)
+    if not items:
+        raise InputFileError("<config>", "no reference motions given", "motions")
+    resolved = []
+    for item in items:
+        if str(item) == "demo":
+            resolved.append("demo")
+            continue
+        if not Path(item).exists():
+            raise InputFileError(
+                item, "no such motion file or folder (give clip files, a folder of clips, or 'demo')", "motions"
+            )
+        resolved.append(str(Path(item).resolve()))
+    return resolved[0] if single else resolved
+
+
+def load_reference(cfg: PretrainConfig) -> tuple[MotionLib, Tensor]:
+    """The MotionLib of ``cfg.motions`` and its encoder inputs (F, 1795)."""
+    lib = MotionLib(resolve_motions(cfg.motions), device=resolve_device(cfg.device))
+    if lib.num_clips < 2:
+        raise ValueError(
+            f"pretraining needs at least 2 reference clips (negatives come from other clips); "
+            f"motions={cfg.motions!r} has {lib.num_clips}"
+        )
+    return lib, reference_encoder_inputs(lib)
