@@ -266,7 +266,7 @@ def test_nan_actions_are_a_clear_error(real_clip_dir):
 
 def test_unknown_motion_path_is_a_clear_error(tmp_path):
     missing = tmp_path / "nowhere" / "clip.npz"
-    with pytest.raises(ValueError, match=r"nowhere/clip\.npz: no such file"):
+    with pytest.raises(ValueError, match=r"nowhere/clip\.npz: motions not found: give .demo."):
         gym.make("RGSD-SMPL-v0", motions=str(missing))
 
 
