@@ -95,9 +95,12 @@ def run(args: argparse.Namespace) -> int:
         runner = trainer(cfg, out, progress=not args.no_progress, **extra)
     try:
         history = runner.learn()
-    finally:
+    except BaseException:
         runner.close()
-        shutdown(dp)
+        shutdown(dp, wait=False)  # the other ranks may never arrive
+        raise
+    runner.close()
+    shutdown(dp)
     if runner.is_main:
         print(summary(runner.run.path, history, getattr(runner, "initial_probe", None)))
     return 0

@@ -150,7 +150,9 @@ def init_distributed(device_spec: str = "auto") -> DataParallel | None:
     return DataParallel(rank, world_size, local_rank, device)
 
 
-def shutdown(dp: DataParallel | None) -> None:
-    """Leave the process group (no-op for a single process)."""
+def shutdown(dp: DataParallel | None, wait: bool = True) -> None:
+    """Leave the process group (no-op for a single process); ``wait``: after every rank has arrived here."""
     if dp is not None and dist.is_initialized():
+        if wait:  # a rank tearing its group down while another still talks to it can abort that one at exit
+            dist.barrier()
         dist.destroy_process_group()
