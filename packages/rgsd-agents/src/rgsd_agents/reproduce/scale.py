@@ -30,6 +30,12 @@ LOOP_FAMILIES = ("on_policy", "off_policy")
 the method's own."""
 
 
+def budget_sets(minutes: float | None, iterations: int | None, worlds: int | None) -> list[str]:
+    """The ``--set`` items of a training's budget (``max_minutes``, ``iterations``, ``num_envs``) that are given."""
+    budget = (("max_minutes", minutes), ("iterations", iterations), ("num_envs", worlds))
+    return [f"{key}={value}" for key, value in budget if value is not None]
+
+
 @dataclass
 class TrainBudget:
     """Every method's training (``rgsd train``) and RGSD's encoder pretraining."""
@@ -54,10 +60,7 @@ class TrainBudget:
     def overrides(self, method: str, loop: str) -> list[str]:
         """The ``--set`` items of ``method`` (whose training loop is ``loop``), budgets last."""
         items = [*self.sets.get(FAMILY_ALL, []), *self.sets.get(loop, []), *self.sets.get(method, [])]
-        for key, value in (("max_minutes", self.minutes), ("iterations", self.iterations), ("num_envs", self.worlds)):
-            if value is not None:
-                items.append(f"{key}={value}")
-        return items
+        return items + budget_sets(self.minutes, self.iterations, self.worlds)
 
 
 @dataclass
@@ -94,11 +97,7 @@ class DownstreamBudget:
 
     def overrides(self) -> list[str]:
         """The ``--set`` items, budgets last."""
-        items = list(self.sets)
-        for key, value in (("max_minutes", self.minutes), ("iterations", self.iterations), ("num_envs", self.worlds)):
-            if value is not None:
-                items.append(f"{key}={value}")
-        return items
+        return list(self.sets) + budget_sets(self.minutes, self.iterations, self.worlds)
 
 
 @dataclass
