@@ -165,10 +165,7 @@ class Runner(TrainingLoop, RolloutCollector):
             self.ac.set_mean_action(reference_mean_action(core.lib))
         self.ac.to(self.device)
         if dp is not None:
-            dp.broadcast_module(self.ac)
-            for module in self.method.modules().values():
-                dp.broadcast_module(module)
-            self.method.after_load()
+            self.share_learners()
         self.ppo = PPO(self.ac, cfg.ppo, dp)
         self.storage = RolloutStorage(
             cfg.horizon,
@@ -386,15 +383,13 @@ class Runner(TrainingLoop, RolloutCollector):
         data-parallel run takes its own worlds from ``rank_states``."""
         self.ac.load_state_dict(state["actor_critic"])
         self.ppo.load_state_dict(state["ppo"])
-        self.method.load_state_dict(state["method"])
-        if self.dp is not None:  # the same file on every rank; made certain
-            self.dp.broadcast_module(self.ac)
-            for module in self.method.modules().values():
-                self.dp.broadcast_module(module)
-        self.method.after_load()
-        self.apply_curriculum(record=False)
         ranks = [state, *(state.get("rank_states") or [None])[1:]]
-        if self.rank >= len(ranks):
+        mine = ranks[self.rank] if self.rank < len(ranks) else None
+        # the method's state is per rank (its generator); a rank the checkpoint lacks takes rank 0's
+        self.method.load_state_dict((mine or state)["method"])
+        self.share_learners()
+        self.apply_curriculum(record=False)
+        if mine is None:
             log.warning(
                 "the checkpoint holds the worlds of %d rank(s); rank %d starts fresh worlds (seed %d), so this "
                 "continuation is not identical to an uninterrupted run",
@@ -403,16 +398,24 @@ class Runner(TrainingLoop, RolloutCollector):
                 self.cfg.seed + self.rank,
             )
             return
-        self.load_rank_state(ranks[self.rank])
+        self.load_rank_state(mine)
 
     def load_rank_state(self, state: dict[str, Any]) -> None:
-        """Restore ``rank_state``."""
+        """Restore ``rank_state`` but the method's (``load_trainer_state`` restores it before sharing the learners)."""
         self.env.load_state_dict(state["env"])
         self.obs = state["obs"].to(self.device).clone()
         load_generator_state(self.sample_gen, state["rng"], self.iteration)
         self.minibatch_gen.set_state(state["rng"]["minibatch"])
         self.tracker.load_state_dict(state["tracker"])
-        self.method.load_state_dict(state["method"])
+
+    def share_learners(self) -> None:
+        """Make rank 0's actor-critic and method networks every rank's (a data-parallel run), then let the method
+        refresh what it derives from them (RGSD: the env's copy of the discovery encoder)."""
+        if self.dp is not None:
+            self.dp.broadcast_module(self.ac)
+            for module in self.method.modules().values():
+                self.dp.broadcast_module(module)
+        self.method.after_load()
 
     def export(self) -> None:
         """Write the deployable files (rank 0 only): policy.pt (actor), method.json and the method's own (RGSD:
