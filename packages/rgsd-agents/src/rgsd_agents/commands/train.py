@@ -109,9 +109,8 @@ def run(args: argparse.Namespace) -> int:
 def _parallel(trainer: type, dp: DataParallel | None) -> dict | None:
     """The data-parallel argument of ``trainer`` (None after an error: a loop that trains in one process only)."""
     from rgsd_agents.rl.distributed import shutdown
-    from rgsd_agents.training.runner import Runner
 
-    if issubclass(trainer, Runner):
+    if trainer.DATA_PARALLEL:
         return {"dp": dp}
     if dp is not None:
         print(f"error: {trainer.__name__} trains in one process; run it without torchrun")

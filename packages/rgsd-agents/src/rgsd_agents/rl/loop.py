@@ -109,6 +109,8 @@ class TrainingLoop:
     on, handed to ``add_curriculum_step`` rather than written over the saved config."""
     RESUME_REQUIRES: tuple[str, ...] = (RunDir.CONFIG,)
     """Run-folder files a resumable run must hold."""
+    DATA_PARALLEL: bool = False
+    """Whether the trainer trains data-parallel under torchrun (its constructor then takes ``dp``)."""
 
     cfg: LoopConfig
     run: RunDir

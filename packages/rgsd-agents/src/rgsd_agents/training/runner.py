@@ -110,6 +110,7 @@ class Runner(TrainingLoop, RolloutCollector):
     RESUME_CURRICULUM = CURRICULUM_KEYS
     """The deviation rule of imitation episodes may change on resume: a curriculum step (``add_curriculum_step``)."""
     RESUME_REQUIRES = (RunDir.CONFIG, RunDir.ENCODER)
+    DATA_PARALLEL = True
 
     CHECKPOINT_FORMAT = CHECKPOINT_FORMAT
     CHECKPOINT_VERSION = CHECKPOINT_VERSION
