@@ -97,3 +97,64 @@ class ImitationProbe:
     def close(self) -> None:
         """Release the env."""
         self.env.close()
+
+
+class ProbeHooks:
+    """The loop hooks of a trainer that probes imitation every ``cfg.probe_every`` iterations (rank 0 only).
+
+    A trainer lists this class before ``TrainingLoop`` among its bases, calls ``start_probe(writer)`` from its
+    ``on_start`` and says which policy and latents are probed (``probe_policy``, ``probe_candidates``)."""
+
+    _probe: ImitationProbe | None = None
+    initial_probe: dict[str, float] | None = None
+    """The untrained policy's probe of a fresh run (the training summary's 'before'; None without one)."""
+
+    def probe_policy(self) -> PolicyMLP:
+        """The policy the probe rolls out (observations ``[o_t, z]`` to mean actions)."""
+        raise NotImplementedError
+
+    def probe_candidates(self, num_clips: int) -> torch.Tensor | None:
+        """(clips, candidates, 16) latents to try per clip (a best-of-N method), or None for the encoder's z_m."""
+        return None
+
+    def probe_extras(self) -> dict[str, float]:
+        """The method's own statistics, logged with each probe."""
+        return {}
+
+    def start_probe(self, writer: object) -> None:
+        """Build the probe's worlds and, on a fresh run, log the untrained policy's probe at step 0."""
+        if not self.is_main or not self.cfg.probe_every:
+            return
+        latents = self.probe_candidates(1)
+        candidates = 1 if latents is None else latents.shape[1]
+        # candidate latents per clip (a best-of-N method) start from the clip's first frame only, as the search of
+        # rgsd eval does; one latent per clip averages 4 starts
+        self._probe = ImitationProbe(
+            self.env_cfg,
+            self.env.core.lib,
+            str(self.run.encoder_path),
+            starts_per_clip=4 if candidates == 1 else 1,
+            candidates=candidates,
+        )
+        if self.iteration == 0:
+            self.initial_probe = self.probe()
+            for k, v in self.initial_probe.items():
+                writer.add_scalar(k, v, 0)
+
+    def probe(self) -> dict[str, float]:
+        """Imitation probe of the current policy, with the method's own statistics."""
+        assert self._probe is not None, "start_probe builds the probe"
+        out = self._probe.run(self.probe_policy(), self.probe_candidates(self._probe.num_clips))
+        out.update(self.probe_extras())
+        return out
+
+    def on_iteration(self, metrics: dict[str, float]) -> None:
+        """Probe every ``probe_every`` iterations."""
+        if self._probe is not None and self.iteration % self.cfg.probe_every == 0:
+            metrics.update(self.probe())
+
+    def on_finish(self) -> None:
+        """Release the probe's environment."""
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None

@@ -3,6 +3,7 @@ the off-policy runner (a seeded run, its exports for rgsd eval, exact resume).""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -30,6 +31,7 @@ from rgsd_agents.methods.fb_cpr import (
     wgan_gradient_penalty,
     window_latents,
 )
+from rgsd_agents.probe import ImitationProbe
 from rgsd_agents.rl.networks import NetworkConfig
 from rgsd_agents.rl.replay import ReplayBuffer
 from rgsd_agents.testing import assert_same_tensors, reproducible, tiny_options
@@ -284,6 +286,22 @@ def test_a_seeded_run_trains_and_exports_a_policy_and_clip_latents_for_rgsd_eval
     torch.testing.assert_close(exported, runner.agent.mean_action(s, zz))
     torch.testing.assert_close(exported, inside, atol=1e-5, rtol=1e-5)
     runner.close()
+
+
+def test_the_imitation_probe_rolls_out_the_exported_actor_with_the_clip_latents_evaluation_reads(registered, tmp_path):
+    runner = OffPolicyRunner(dataclasses.replace(tiny_config(2), probe_every=2), tmp_path / "run", progress=False)
+    history = runner.learn()
+    probed = {k for k in history[1] if k.startswith("probe")}
+    assert "probe/cartesian_error_cm" in probed and not any(k.startswith("probe") for k in history[0])
+    assert set(runner.initial_probe) == probed  # the untrained policy, logged at step 0
+    run, lib = RunDir(tmp_path / "run"), runner.env.core.lib
+    latents = load_clip_latents(run.clip_latents_path(), list(lib.names))
+    probe = ImitationProbe(runner.env_cfg, lib, str(run.encoder_path))
+    again = probe.run(load_policy(run.policy_path), latents[:, None])
+    probe.close()
+    runner.close()
+    for key in probed:
+        assert again[key] == pytest.approx(history[1][key], rel=1e-5, abs=1e-6), key
 
 
 def test_resume_continues_exactly(registered, tmp_path):

@@ -22,7 +22,8 @@ one busy core, one of the paper's 1024-unit networks on 1024 samples ~6 s.
 
 Everything else is the PPO runner's: the run folder, ``TrainConfig`` (seed,
 device, env, networks.actor_hidden, iterations, checkpoints, max_minutes),
-TensorBoard, Ctrl-C, checkpoints and exact resume through ``loop.TrainingLoop``
+TensorBoard, the imitation probe every ``probe_every`` iterations (the actor with each clip's latent, as
+evaluation uses it), Ctrl-C, checkpoints and exact resume through ``loop.TrainingLoop``
 (the replay buffer's rows are in the checkpoint while they take at most
 ``replay_checkpoint_max_gb``; a larger buffer is refilled on resume). Export:
 ``policy.pt`` (the actor, an ``rgsd-policy`` with a tanh output), each clip's
@@ -45,6 +46,7 @@ import torch
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
 from rgsd_agents.config import TrainConfig, resolve
+from rgsd_agents.probe import ProbeHooks
 from rgsd_agents.rl.loop import TrainingLoop, load_generator_state
 from rgsd_agents.rl.precision import configure_tf32
 from rgsd_agents.rl.replay import ReplayBuffer
@@ -52,6 +54,7 @@ from rgsd_agents.training.offpolicy_config import OffPolicyConfig
 from rgsd_envs.envs.observations import FRAME_DIM
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
+from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
 from rgsd_envs.utils.device import HostBridge, resolve_device
@@ -62,7 +65,7 @@ Tensor = torch.Tensor
 log = logging.getLogger(__name__)
 
 
-class OffPolicyRunner(TrainingLoop):
+class OffPolicyRunner(ProbeHooks, TrainingLoop):
     """Builds the env, replay buffer and FB-CPR agent for a run folder; ``learn()`` trains (module docstring)."""
 
     CONFIG_CLASS = TrainConfig
@@ -204,6 +207,21 @@ class OffPolicyRunner(TrainingLoop):
             }
         )
         return metrics
+
+    # -- the imitation probe -----------------------------------------------------------------
+    def on_start(self, writer: Any) -> None:
+        """A probe of the untrained policy on fresh runs (``probe_every`` > 0)."""
+        self.start_probe(writer)
+
+    def probe_policy(self) -> PolicyMLP:
+        """The actor (observations ``[o_t, z / sqrt(d)]``)."""
+        return self.agent.actor
+
+    def probe_candidates(self, num_clips: int) -> Tensor:
+        """(clips, 1, 16) each clip's latent as evaluation uses it: B averaged over the clip, unit norm."""
+        latents = self.clip_latents()
+        names = self.env.core.lib.names[:num_clips]
+        return torch.tensor([latents[n] for n in names], device=self.device).unsqueeze(1)
 
     def postfix(self, metrics: dict[str, float]) -> str:
         """Progress-bar text: SPS, FB and discriminator losses."""

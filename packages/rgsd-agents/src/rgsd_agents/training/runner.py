@@ -44,7 +44,7 @@ from rgsd_agents.methods.common import to_floats
 from rgsd_agents.methods.env import SkillChoosingEnv
 from rgsd_agents.methods.runtime import build_runner_method, write_method_file
 from rgsd_agents.pretraining.sim_twins import reference_actions
-from rgsd_agents.probe import ImitationProbe
+from rgsd_agents.probe import ProbeHooks
 from rgsd_agents.rl.distributed import DataParallel
 from rgsd_agents.rl.episode_stats import EpisodeStats
 from rgsd_agents.rl.loop import TrainingLoop, load_generator_state, record_config_changes
@@ -59,6 +59,7 @@ from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.envs.torch_env import RGSDTorchEnv, StepExtras
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import load_encoder
+from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
 from rgsd_envs.utils.device import HostBridge, resolve_device
@@ -102,7 +103,7 @@ def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Pat
 
 
 # -- the runner ----------------------------------------------------------------
-class Runner(TrainingLoop, RolloutCollector):
+class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
     """Builds the env and learners for a run folder; ``learn()`` (``TrainingLoop``) trains."""
 
     CONFIG_CLASS = TrainConfig
@@ -132,8 +133,6 @@ class Runner(TrainingLoop, RolloutCollector):
         self.bridge = HostBridge(self.device)
         configure_tf32(self.device)  # before pretraining, so the encoder's matmuls get it too
         self.rank = 0 if dp is None else dp.rank
-        self.initial_probe: dict[str, float] = {}
-        """Imitation probe of the untrained policy (``probe_every`` > 0, fresh runs)."""
         if cfg.torch_threads is not None:
             torch.set_num_threads(cfg.torch_threads)
         if not _resume and self.is_main:
@@ -181,7 +180,6 @@ class Runner(TrainingLoop, RolloutCollector):
         """Action noise, drawn on the learner's device."""
         self.minibatch_gen = torch.Generator().manual_seed(seed + 1)
         """Minibatch permutations, drawn on the CPU (the same minibatches on every device)."""
-        self._probe: ImitationProbe | None = None
         self.method_stats: dict[str, Tensor] = {}
         """The method's reward statistics of the last rollout."""
         self.env = SkillChoosingEnv(self.env, self.method)
@@ -302,50 +300,25 @@ class Runner(TrainingLoop, RolloutCollector):
     def on_start(self, writer: Any) -> None:
         """Fresh runs: the method's start report (RGSD: the frozen reward's sharpness) and a probe of the untrained
         policy, so TensorBoard starts from them (rank 0 only)."""
-        if not self.is_main:
-            return
-        if self.iteration == 0:
+        if self.is_main and self.iteration == 0:
             self.method.start_report(writer)
-        if not self.cfg.probe_every:
-            return
-        latents = self.method.probe_latents(1)
-        candidates = 1 if latents is None else latents.shape[1]
-        # candidates latents per clip (a best-of-N method) start from the clip's first frame only, as the search of
-        # rgsd eval does; one latent per clip averages 4 starts
-        self._probe = ImitationProbe(
-            self.env_cfg,
-            self.env.core.lib,
-            str(self.run.encoder_path),
-            starts_per_clip=4 if candidates == 1 else 1,
-            candidates=candidates,
-        )
-        if self.iteration == 0:
-            self.initial_probe = self.probe(self._probe)
-            for k, v in self.initial_probe.items():
-                writer.add_scalar(k, v, 0)
-
-    def on_iteration(self, metrics: dict[str, float]) -> None:
-        """Probe every ``probe_every`` iterations."""
-        if not self.cfg.probe_every or self.iteration % self.cfg.probe_every:
-            return
-        if self._probe is not None:
-            metrics.update(self.probe(self._probe))
-
-    def on_finish(self) -> None:
-        """Release the probe's environment."""
-        if self._probe is not None:
-            self._probe.close()
-            self._probe = None
+        self.start_probe(writer)
 
     def postfix(self, metrics: dict[str, float]) -> str:
         """Progress-bar text: SPS, imitation reward, episode length, errors."""
         return _postfix(metrics)
 
-    def probe(self, probe: ImitationProbe) -> dict[str, float]:
-        """Imitation probe of the current policy and the method's own probe statistics."""
-        out = probe.run(self.ac.actor, self.method.probe_latents(probe.num_clips))
-        out.update({f"discovery/{k}": v for k, v in self.method.probe_stats().items()})
-        return out
+    def probe_policy(self) -> PolicyMLP:
+        """The actor the probe rolls out."""
+        return self.ac.actor
+
+    def probe_candidates(self, num_clips: int) -> Tensor | None:
+        """The method's latents per clip (None: the encoder's z_m)."""
+        return self.method.probe_latents(num_clips)
+
+    def probe_extras(self) -> dict[str, float]:
+        """The method's probe statistics (RGSD: the discovery encoder's)."""
+        return {f"discovery/{k}": v for k, v in self.method.probe_stats().items()}
 
     # -- checkpoints ----------------------------------------------------------------
     def trainer_state(self) -> dict[str, Any]:
