@@ -236,7 +236,20 @@ def test_the_eta_follows_the_measured_time_of_finished_steps(tmp_path):
     assert frac == 0.0 and left == pytest.approx(41.0)
     bar.finish("A", 20.0, measured=True)  # a training took twice its stated time: so will the others
     frac, left = bar.status({})
-    assert frac == pytest.approx(10.0 / 41.0) and left == pytest.approx(3 * 20.0 + 2.0)
+    assert frac == pytest.approx(10.0 / 41.0) and left == pytest.approx(3 * 20.0 + 1.0)  # the report's stands
+
+
+def test_a_kind_s_measured_time_does_not_correct_the_other_kinds(tmp_path):
+    """A pretraining that ran in a third of its stated time leaves the trainings' (wall-clock budgets) as stated."""
+    steps = [
+        Step("P", "pretrain", "P", "-", 150.0, command=lambda done: ["P"]),
+        Step("T1", "train", "T1", "-", 1560.0, needs=("P",), command=lambda done: ["T1"]),
+        Step("T2", "train", "T2", "-", 1560.0, command=lambda done: ["T2"]),
+    ]
+    plan = Plan(tmp_path, "demo", ReproduceScale(), tmp_path / "scale.yaml", ["m"], [0], steps)
+    bar = PlanProgress(plan, ["P", "T1", "T2"], parallel=1, disable=True)
+    bar.finish("P", 50.0, measured=True)
+    assert bar.status({})[1] == pytest.approx(2 * 1560.0)
 
 
 # -- the smoke scale end to end ------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-from rgsd_agents.reproduce.plan import KINDS, NothingToDo, Plan, Step, fingerprint, makespan, step_label
+from rgsd_agents.reproduce.plan import NothingToDo, Plan, Step, fingerprint, makespan, step_label
 from rgsd_agents.rl.progress import clock
 from rgsd_envs.utils.files import InputFileError, atomic_path
 
@@ -204,13 +204,13 @@ class PlanProgress:
         )  # fmt: skip
 
     def correction(self, kind: str) -> float:
-        """Measured / stated time of this kind's finished steps (of all kinds if none; 1 before any)."""
-        for kinds in ((kind,), KINDS):
-            ids = [s for s in self.actual if self.plan.step(s).kind in kinds and self.plan.step(s).estimate_s > 0]
-            stated = sum(self.plan.step(s).estimate_s for s in ids)
-            if stated > 0:
-                return sum(self.actual[s] for s in ids) / stated
-        return 1.0
+        """Measured / stated time of this kind's finished steps (1 before any).
+
+        Only a step's own kind corrects it: trainings run to a wall-clock budget, while pretraining and evaluation
+        run to an amount of work, so a pretraining that took a third of its stated time says nothing about them."""
+        ids = [s for s in self.actual if self.plan.step(s).kind == kind and self.plan.step(s).estimate_s > 0]
+        stated = sum(self.plan.step(s).estimate_s for s in ids)
+        return sum(self.actual[s] for s in ids) / stated if stated > 0 else 1.0
 
     def status(self, running: dict[str, float]) -> tuple[float, float]:
         """(fraction done, seconds left) with ``running`` = {step id: its start (monotonic)}."""
