@@ -219,9 +219,7 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
 
     def probe_candidates(self, num_clips: int) -> Tensor:
         """(clips, 1, 16) each clip's latent as evaluation uses it: B averaged over the clip, unit norm."""
-        latents = self.clip_latents()
-        names = self.env.core.lib.names[:num_clips]
-        return torch.tensor([latents[n] for n in names], device=self.device).unsqueeze(1)
+        return self.clip_latents()[:num_clips].unsqueeze(1)
 
     def postfix(self, metrics: dict[str, float]) -> str:
         """Progress-bar text: SPS, FB and discriminator losses."""
@@ -266,15 +264,12 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
             load_generator_state(gen, {"sample": rng[key], "sample_device": rng["device"]}, self.iteration)
 
     @torch.no_grad()
-    def clip_latents(self) -> dict[str, list[float]]:
-        """Each clip's unit latent (B averaged over the clip's frames, divided by sqrt(d)), by clip name."""
+    def clip_latents(self) -> Tensor:
+        """(clips, 16) each clip's unit latent (B averaged over the clip's frames, divided by sqrt(d))."""
         lib = self.env.core.lib
-        starts, frames = lib.starts.tolist(), lib.num_frames.tolist()
-        out = {}
-        for name, first, count in zip(lib.names, starts, frames):
-            z = self.agent.clip_latent(self.ref_features[first : first + count])
-            out[name] = (z / z.norm()).cpu().tolist()
-        return out
+        spans = zip(lib.starts.tolist(), lib.num_frames.tolist())
+        z = torch.stack([self.agent.clip_latent(self.ref_features[first : first + count]) for first, count in spans])
+        return z / z.norm(dim=-1, keepdim=True)
 
     def export(self) -> None:
         """Write policy.pt (the actor), clip_latents.json and method.json."""
@@ -285,7 +280,8 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
         std = [self.method_cfg.actor_std] * self.env.act_dim
         self.agent.actor.save(self.run.policy_path, **meta, action_std=std)
         with atomic_path(self.run.file(fb_cpr.CLIP_LATENTS)) as tmp:
-            Path(tmp).write_text(json.dumps(self.clip_latents(), indent=1) + "\n")
+            latents = dict(zip(self.env.core.lib.names, self.clip_latents().cpu().tolist()))
+            Path(tmp).write_text(json.dumps(latents, indent=1) + "\n")
         entries = {"name": fb_cpr.NAME, "latent_choice": fb_cpr.LATENT_CHOICE, "clip_latents": fb_cpr.CLIP_LATENTS}
         write_method_file(self.run, entries)
 
