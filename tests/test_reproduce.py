@@ -186,18 +186,27 @@ def test_finished_steps_are_skipped_and_a_step_whose_inputs_changed_runs_again(t
     assert not (tmp_path / "D" / "old_output").exists()  # a fresh start clears the step's folder
 
 
-def test_an_interrupted_step_resumes_from_its_checkpoint_and_one_without_starts_afresh(tmp_path):
+def test_an_interrupted_step_resumes_from_its_checkpoint_and_one_without_starts_afresh(tmp_path, monkeypatch):
     plan = _plan(tmp_path, checkpoint=True)
     run_plan(plan, StepsFile.load(tmp_path), FakeRunner(), progress=False, tick=0.05)
     doc = json.loads((tmp_path / "steps.json").read_text())
-    for name in ("C", "D"):  # the command was killed while C and D ran
+    for name in ("C", "D"):  # the command was killed while C and D ran, 100 s into each
         doc["steps"][name]["status"] = "running"
+        doc["steps"][name]["seconds"] = 100.0
     doc["steps"]["report"]["status"] = "running"
     (tmp_path / "steps.json").write_text(json.dumps(doc))
     (tmp_path / "D" / "latest.pt").unlink()  # D had not written a checkpoint yet
     (tmp_path / "D" / "partial").write_text("x")
     state = StepsFile.load(tmp_path)
     assert state.steps["C"].status == INTERRUPTED
+    measured: dict[str, float] = {}
+    finish = PlanProgress.finish
+
+    def record(bar: PlanProgress, step_id: str, seconds: float, measured_: bool) -> None:
+        measured[step_id] = seconds
+        finish(bar, step_id, seconds, measured_)
+
+    monkeypatch.setattr(PlanProgress, "finish", lambda bar, i, seconds, measured: record(bar, i, seconds, measured))
     runner = FakeRunner()
     outcome = run_plan(_plan(tmp_path, checkpoint=True), state, runner, progress=False, tick=0.05)
     assert outcome.ok and sorted(outcome.ran) == ["C", "D", "report"]
@@ -205,6 +214,9 @@ def test_an_interrupted_step_resumes_from_its_checkpoint_and_one_without_starts_
     assert not (tmp_path / "D" / "partial").exists()
     saved = json.loads((tmp_path / "steps.json").read_text())["steps"]
     assert saved["C"]["resumed"] and not saved["D"]["resumed"] and saved["C"]["attempts"] == 2
+    # the resumed step's time is both its attempts (its kind's ETA correction too); the fresh one's is its new run
+    assert 100.0 < saved["C"]["seconds"] < 110.0 and saved["D"]["seconds"] < 10.0
+    assert measured["C"] == saved["C"]["seconds"] and measured["D"] == saved["D"]["seconds"]
 
 
 def test_ctrl_c_records_the_running_step_as_interrupted_and_the_next_run_resumes_it(tmp_path):

@@ -15,10 +15,12 @@ from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.testing import make_fake_run
 
 
-def fake_downstream(path, low_level, style, seed, rows):
+def fake_downstream(path, low_level, style, seed, rows, init_skill=None):
     """A downstream run folder: config.yaml and evaluations.jsonl with ``rows`` (step, success, fid or None)."""
     path.mkdir(parents=True)
     cfg = {"low_level": str(low_level), "seed": seed, "task": {"style": style}}
+    if init_skill is not None:
+        cfg["init_skill"] = init_skill
     (path / "config.yaml").write_text(yaml.safe_dump(cfg))
     lines = []
     for i, (step, success, fid) in enumerate(rows):
@@ -80,6 +82,25 @@ def test_aggregate_groups_runs_by_style_and_method_and_draws_one_panel_per_style
     assert row["seeds"] == "2" and row["metric"] == "eval/success_rate"
     width, height = struct.unpack(">II", paths["figure"].read_bytes()[16:24])
     assert width > height  # two styles side by side (one would stand taller than wide), two metrics stacked
+
+
+def test_runs_that_start_at_the_style_latent_are_a_group_of_their_own(tmp_path, lows):
+    """The same method and style from two starts are two curves, not four seeds of one."""
+    runs = [
+        fake_downstream(tmp_path / f"{start}{seed}", lows["rgsd"], "sidestep", seed, [(0, 0.0, fid), (64, 0.1, fid)],
+                        init_skill=start)
+        for start, fid in (("zero", 30.0), ("style", 4.0)) for seed in (0, 1)
+    ]  # fmt: skip
+    paths = aggregate_seeds(runs, tmp_path / "agg")
+    doc = json.loads(paths["json"].read_text())["groups"]
+    assert [(g["method"], g["init_skill"], g["seeds"]) for g in doc] == [
+        ("rgsd", "zero", [0, 1]),
+        ("rgsd", "style", [0, 1]),
+    ]
+    assert [g["curves"]["eval/style_fid"]["mean"] for g in doc] == [[30.0, 30.0], [4.0, 4.0]]
+    assert seed_curves(runs[2:]).label == "rgsd, style start" and seed_curves(runs[:2]).label == "rgsd"
+    with pytest.raises(InputFileError, match="init_skill 'style'"):
+        seed_curves(runs[1:3])
 
 
 def test_seeds_of_different_styles_or_a_repeated_seed_are_refused(tmp_path, lows):

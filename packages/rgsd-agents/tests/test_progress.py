@@ -6,8 +6,9 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
+from rgsd_agents.rl import progress
 from rgsd_agents.rl.loop import TrainingLoop
-from rgsd_agents.rl.progress import ProgressBar, clock
+from rgsd_agents.rl.progress import ProgressBar, StatusBar, clock
 from rgsd_envs.runs.run_dir import RunDir
 
 
@@ -58,6 +59,49 @@ def test_a_resumed_run_takes_its_rate_from_this_session():
     _, text = bar.status()
     bar.close()
     assert text.startswith("08:40/10:00, 01:20 left | 110 it, 0.50 it/s")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_log_file_gets_whole_lines_not_redraws():
+    """``nohup rgsd train > log``: one line at the start and one at the end of a fast run, no carriage returns."""
+    log = io.StringIO()
+    bar = ProgressBar("train", 1000, None, file=log)
+    for i in range(1, 1001):
+        bar.update(i, i / 100.0)
+    bar.close()
+    out = log.getvalue()
+    assert "\r" not in out
+    lines = out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("train:   0%|") and lines[1].startswith("train: 100%|")
+    assert "1000/1000 it, 00:10 elapsed" in lines[1]
+
+
+def test_a_log_file_gets_a_line_per_interval(monkeypatch):
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 0.0)
+    log = io.StringIO()
+    bar = StatusBar("reproduce", file=log)
+    bar.show(0.25, "a")
+    bar.show(0.25, "a")  # unchanged: not written again
+    bar.write("start step")
+    bar.show(0.5, "b")
+    bar.close()
+    lines = log.getvalue().splitlines()
+    assert [ln[:16] for ln in lines] == ["reproduce:  25%|", "start step", "reproduce:  50%|"]
+    assert lines[0].endswith("| a") and lines[2].endswith("| b")
+
+
+def test_a_terminal_gets_the_bar_redrawn_in_place():
+    term = _Terminal()
+    bar = ProgressBar("train", 1000, None, file=term)
+    for i in range(1, 11):
+        bar.update(i, float(i))
+    bar.close()
+    assert term.getvalue().count("\r") >= 2 and "10/1000 it" in term.getvalue()
 
 
 @dataclass

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         nargs="+",
         metavar="RUN",
         help="instead of training: the mean and spread over seeds of finished runs' success rate and style FID "
-        "against training steps, grouped by style and method, into --out (seeds.png, seeds.csv, seeds.json)",
+        "against training steps, grouped by style, method and start (init_skill), into --out (seeds.png, seeds.csv, seeds.json)",
     )
     add_run_arguments(p, "override a config value, e.g. --set task.arena_size=8 (repeatable)")
     p.set_defaults(func=run)

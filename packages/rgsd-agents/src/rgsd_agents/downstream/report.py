@@ -129,16 +129,24 @@ def read_evaluations(run_dir: str | os.PathLike) -> dict[int, dict[str, float]]:
 
 @dataclass
 class SeedCurves:
-    """Evaluation curves of several seeds of one style and method, on the training steps they share."""
+    """Evaluation curves of several seeds of one style, method and start (``init_skill``), on the training steps they
+    share."""
 
     style: str
     method: str
+    start: str
+    """The high level's ``init_skill`` (``zero``, the protocol's neutral start; ``mean``; ``style``)."""
     runs: list[str]
     seeds: list[int]
     steps: dict[str, np.ndarray]
     """metric -> (S,) training steps (high-level samples) where every seed was evaluated."""
     values: dict[str, np.ndarray]
     """metric -> (seeds, S) the seeds' values."""
+
+    @property
+    def label(self) -> str:
+        """The method, with its start when that is not the protocol's neutral one."""
+        return self.method if self.start == "zero" else f"{self.method}, {self.start} start"
 
     def summary(self, metric: str) -> dict[str, np.ndarray]:
         """Mean, standard deviation over seeds (ddof 1; 0 for one seed), min and max per step."""
@@ -147,14 +155,16 @@ class SeedCurves:
         return {"mean": v.mean(axis=0), "std": std, "min": v.min(axis=0), "max": v.max(axis=0)}
 
 
-def _run_identity(run_dir: Path) -> tuple[str, str, int]:
-    """(style, method, seed) of a downstream run folder; the method is its low-level run's."""
+def _run_identity(run_dir: Path) -> tuple[str, str, str, int]:
+    """(style, method, start, seed) of a downstream run folder; the method is its low-level run's, the start its
+    ``init_skill``."""
     path = run_dir / "config.yaml"
     if not path.is_file():
         raise InputFileError(path, "missing: not a downstream run folder (rgsd downstream writes config.yaml)")
     cfg = yaml.safe_load(path.read_text()) or {}
     style = str((cfg.get("task") or {}).get("style", "freestyle"))
-    return style, low_level_method(cfg.get("low_level")), int(cfg.get("seed", 0))
+    start = str(cfg.get("init_skill", "zero"))
+    return style, low_level_method(cfg.get("low_level")), start, int(cfg.get("seed", 0))
 
 
 def low_level_method(path: str | None) -> str:
@@ -172,18 +182,19 @@ def low_level_method(path: str | None) -> str:
 
 
 def seed_curves(run_dirs: Sequence[str | os.PathLike]) -> SeedCurves:
-    """The evaluation curves of downstream runs that differ only in their seed (one style, one method)."""
+    """The evaluation curves of downstream runs that differ only in their seed (one style, method and start)."""
     runs = [Path(r) for r in run_dirs]
     if not runs:
         raise ValueError("give at least one downstream run folder")
     ids = [_run_identity(r) for r in runs]
-    for r, (style, method, _) in zip(runs, ids):
-        if (style, method) != ids[0][:2]:
+    for r, (style, method, start, _) in zip(runs, ids):
+        if (style, method, start) != ids[0][:3]:
             raise InputFileError(
-                r, f"style {style!r}, method {method!r}; {runs[0]} has {ids[0][0]!r}, {ids[0][1]!r}: group seeds "
-                "of one style and method (aggregate_seeds groups them for you)"
+                r, f"style {style!r}, method {method!r}, init_skill {start!r}; {runs[0]} has {ids[0][0]!r}, "
+                f"{ids[0][1]!r}, {ids[0][2]!r}: group seeds of one style, method and start (aggregate_seeds groups "
+                "them for you)"
             )  # fmt: skip
-    seeds = [i[2] for i in ids]
+    seeds = [i[3] for i in ids]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"runs repeat a seed ({seeds}): {', '.join(map(str, runs))}")
     evals = [read_evaluations(r) for r in runs]
@@ -200,28 +211,28 @@ def seed_curves(run_dirs: Sequence[str | os.PathLike]) -> SeedCurves:
             )
         steps[metric] = np.array(common, dtype=np.int64)
         values[metric] = np.array([[e[s][metric] for s in common] for e in evals])
-    return SeedCurves(ids[0][0], ids[0][1], [str(r) for r in runs], seeds, steps, values)
+    return SeedCurves(ids[0][0], ids[0][1], ids[0][2], [str(r) for r in runs], seeds, steps, values)
 
 
 def plot_seed_curves(groups: Sequence[SeedCurves], out: Path) -> Path:
-    """One column per style (rows: success rate, style FID): each method's mean over seeds, shaded +- one standard
-    deviation over seeds."""
+    """One column per style (rows: success rate, style FID): each method's (and start's) mean over seeds, shaded +-
+    one standard deviation over seeds."""
     styles = list(dict.fromkeys(g.style for g in groups))
     fig = Figure(figsize=(4.2 * len(styles), 3.2 * len(SEED_METRICS)), layout="constrained")
     axes = fig.subplots(len(SEED_METRICS), len(styles), squeeze=False)
-    methods = list(dict.fromkeys(g.method for g in groups))
-    colours = {m: f"C{i}" for i, m in enumerate(methods)}
+    labels = list(dict.fromkeys(g.label for g in groups))
+    colours = {m: f"C{i}" for i, m in enumerate(labels)}
     for col, style in enumerate(styles):
         for row, (metric, label) in enumerate(SEED_METRICS):
             ax = axes[row][col]
             for g in (g for g in groups if g.style == style and metric in g.values):
                 st, x = g.summary(metric), g.steps[metric]
                 n = len(g.seeds)
-                ax.plot(x, st["mean"], color=colours[g.method], label=f"{g.method} ({n} seed{'s' if n > 1 else ''})")
+                ax.plot(x, st["mean"], color=colours[g.label], label=f"{g.label} ({n} seed{'s' if n > 1 else ''})")
                 lo, hi = st["mean"] - st["std"], st["mean"] + st["std"]
                 if metric == "eval/success_rate":  # a rate: the band stays in [0, 1]
                     lo, hi = np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
-                ax.fill_between(x, lo, hi, color=colours[g.method], alpha=0.2)
+                ax.fill_between(x, lo, hi, color=colours[g.label], alpha=0.2)
             if not ax.lines:
                 ax.text(0.5, 0.5, "no style term" if style == "freestyle" else "no data", ha="center",
                         va="center", transform=ax.transAxes, color="0.5")  # fmt: skip
@@ -234,14 +245,14 @@ def plot_seed_curves(groups: Sequence[SeedCurves], out: Path) -> Path:
 
 
 def aggregate_seeds(run_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict[str, Path]:
-    """Group downstream runs by style and method, and write the mean and spread over seeds of success rate and
+    """Group downstream runs by style, method and start (``init_skill``), and write the mean and spread over seeds of success rate and
     style FID against training steps: ``seeds.json``, ``seeds.csv`` (one row per group, metric and step) and
     ``seeds.png`` (one panel per style and metric); returns their paths."""
     runs = [Path(r) for r in run_dirs]
-    by_group: dict[tuple[str, str], list[Path]] = {}
+    by_group: dict[tuple[str, str, str], list[Path]] = {}
     for r in runs:
-        style, method, _ = _run_identity(r)
-        by_group.setdefault((style, method), []).append(r)
+        style, method, start, _ = _run_identity(r)
+        by_group.setdefault((style, method, start), []).append(r)
     groups = [seed_curves(rs) for rs in by_group.values()]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -249,18 +260,20 @@ def aggregate_seeds(run_dirs: Sequence[str | os.PathLike], out_dir: str | os.Pat
     doc = []
     rows = []
     for g in groups:
-        entry: dict[str, Any] = {"style": g.style, "method": g.method, "seeds": g.seeds, "runs": g.runs, "curves": {}}
+        entry: dict[str, Any] = {
+            "style": g.style, "method": g.method, "init_skill": g.start, "seeds": g.seeds, "runs": g.runs, "curves": {},
+        }  # fmt: skip
         for metric in g.values:
             st = g.summary(metric)
             entry["curves"][metric] = {"step": g.steps[metric].tolist(), **{k: v.tolist() for k, v in st.items()}}
             for i, step in enumerate(g.steps[metric].tolist()):
-                rows.append([g.style, g.method, metric, step, len(g.seeds), *(float(st[k][i]) for k in st)])
+                rows.append([g.style, g.method, g.start, metric, step, len(g.seeds), *(float(st[k][i]) for k in st)])
         doc.append(entry)
     with atomic_path(paths["json"]) as tmp:
         Path(tmp).write_text(json.dumps({"groups": doc}, indent=1) + "\n")
     with atomic_path(paths["csv"]) as tmp, open(tmp, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["style", "method", "metric", "step", "seeds", "mean", "std", "min", "max"])
+        writer.writerow(["style", "method", "init_skill", "metric", "step", "seeds", "mean", "std", "min", "max"])
         writer.writerows(rows)
     plot_seed_curves(groups, paths["figure"])
     return paths

@@ -33,10 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from tqdm import tqdm
-
 from rgsd_agents.reproduce.plan import NothingToDo, Plan, Step, fingerprint, makespan, step_label
-from rgsd_agents.rl.progress import clock
+from rgsd_agents.rl.progress import StatusBar, clock
 from rgsd_envs.utils.files import InputFileError, atomic_path
 
 STEPS_FILE = "steps.json"
@@ -59,7 +57,7 @@ class StepState:
     fingerprint: str = ""
     attempts: int = 0
     seconds: float = 0.0
-    """Wall time over all attempts."""
+    """Wall time over the attempts since the step last started afresh (its resumed attempts add up)."""
     started: str | None = None
     finished: str | None = None
     error: str | None = None
@@ -174,17 +172,6 @@ def last_error(log: Path) -> str:
     return (lines[-1][:500] if lines else "no output") + f" (see {log})"
 
 
-class _StatusBar(tqdm):
-    """tqdm with a ``{status}`` field (tqdm's own ``{postfix}`` starts with a comma)."""
-
-    status = ""
-
-    @property
-    def format_dict(self) -> dict[str, Any]:
-        """tqdm's fields plus ``status``."""
-        return {**super().format_dict, "status": self.status}
-
-
 class PlanProgress:
     """One bar over the whole plan: steps weighted by their stated time, an ETA from the remaining steps run
     ``parallel`` at a time, each kind's estimate corrected by how long its finished steps took."""
@@ -198,10 +185,7 @@ class PlanProgress:
         """Seconds of the steps finished in this command (their kinds' correction)."""
         self.finished: set[str] = set()
         self.disable = disable or not to_run
-        self.bar = _StatusBar(
-            total=1000, bar_format="{desc}: {percentage:3.0f}%|{bar}| {status}", desc="reproduce",
-            disable=self.disable, dynamic_ncols=True, file=file,
-        )  # fmt: skip
+        self.bar = StatusBar("reproduce", disable=self.disable, file=file)
 
     def correction(self, kind: str) -> float:
         """Measured / stated time of this kind's finished steps (1 before any).
@@ -235,9 +219,7 @@ class PlanProgress:
             f"{len(self.finished)}/{len(self.to_run)} steps, {clock(time.monotonic() - self.start)} elapsed, "
             f"~{clock(left)} left | running: {names}"
         )
-        self.bar.n = round(1000 * frac)
-        self.bar.status = text
-        self.bar.refresh()
+        self.bar.show(frac, text)
         return text
 
     def add(self, step_id: str) -> None:
@@ -256,10 +238,7 @@ class PlanProgress:
 
     def write(self, line: str) -> None:
         """A line above the bar (or plainly, without one)."""
-        if self.disable:
-            print(line, flush=True)
-        else:
-            self.bar.write(line)
+        self.bar.write(line)
 
     def close(self) -> None:
         """End the bar's line."""
@@ -359,6 +338,8 @@ def run_plan(
             step.prepare()
         log = log_dir / f"{step_label(step.id)}.log"
         st.status, st.fingerprint, st.error, st.resumed = RUNNING, fp, None, resume
+        if not resume:  # a fresh start: the seconds count this run of the step, not an earlier one it replaces
+            st.seconds = 0.0
         st.attempts += 1
         st.started, st.finished, st.log = _now(), None, str(log.relative_to(plan.out))
         state.save()
@@ -395,7 +376,9 @@ def run_plan(
         st.seconds += seconds
         st.finished = _now()
         settle(step, DONE if error is None else FAILED, error)
-        bar.finish(step_id, seconds, measured=error is None)
+        # all of this run's attempts: a step resumed here took only its rest in this command, and a kind's
+        # correction from that alone would shrink the other steps' estimates (26 stated minutes read as 8)
+        bar.finish(step_id, st.seconds, measured=error is None)
         bar.write(
             f"{'done  ' if error is None else 'FAILED'} {step_id} in {clock(seconds)}" + (f": {error}" if error else "")
         )

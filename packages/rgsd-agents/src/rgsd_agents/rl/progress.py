@@ -11,11 +11,18 @@ rate:
 
 Elapsed time is the trainer's own (it may include earlier sessions of a
 resumed run and is what the budget is checked against), passed to ``update``.
+
+On a terminal the bar is redrawn in place; on anything else (the log file of a
+``nohup`` run, a pipe) it is written as a whole line at most every
+``LOG_INTERVAL`` seconds and once at the end, so a long run's log reads as
+lines, not one line of carriage-return redraws.
 """
 
 from __future__ import annotations
 
+import io
 import math
+import sys
 import time
 from typing import IO, Any
 
@@ -25,7 +32,10 @@ RESOLUTION = 1000
 """Steps of the underlying tqdm bar (the bar shows a fraction, not tqdm's own counter)."""
 SEPARATOR = " | "
 MIN_INTERVAL = 0.2
-"""Seconds between redraws (the last state is drawn on close)."""
+"""Seconds between redraws on a terminal (the last state is drawn on close)."""
+LOG_INTERVAL = 60.0
+"""Seconds between lines when the bar's stream is not a terminal."""
+BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {status}"
 
 
 def clock(seconds: float) -> str:
@@ -39,16 +49,79 @@ def clock(seconds: float) -> str:
 
 
 class _Bar(tqdm):
-    """tqdm with a ``{status}`` field for the bar format."""
+    """tqdm with a ``{status}`` field for the bar format (tqdm's own ``{postfix}`` starts with a comma)."""
 
     status = ""
 
     @property
     def format_dict(self) -> dict[str, Any]:
         """tqdm's fields plus ``status``."""
-        d = super().format_dict
-        d["status"] = self.status
-        return d
+        return {**super().format_dict, "status": self.status}
+
+
+def is_terminal(stream: IO[str]) -> bool:
+    """Whether ``stream`` is a terminal (a bar is redrawn in place there, written as lines elsewhere)."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(callable(isatty) and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
+class StatusBar:
+    """A fraction and a status text on one bar: redrawn in place at most every ``min_interval`` seconds on a
+    terminal, written as a line at most every ``LOG_INTERVAL`` seconds on any other stream (see the module
+    docstring). ``file`` defaults to stderr; a disabled bar draws nothing and writes its lines to stdout."""
+
+    def __init__(self, desc: str, *, disable: bool = False, file: IO[str] | None = None, min_interval: float = 0.0):
+        self.stream = sys.stderr if file is None else file
+        self.disable = disable
+        self.lines = not disable and not is_terminal(self.stream)
+        """Written as lines (a log file), not redrawn in place."""
+        self.interval = LOG_INTERVAL if self.lines else min_interval
+        self._drawn_at = -math.inf
+        self._written = ""
+        self._bar = _Bar(
+            total=RESOLUTION, desc=desc, bar_format=BAR_FORMAT, disable=disable, dynamic_ncols=not self.lines,
+            file=io.StringIO() if self.lines else file,  # the lines are written here, from the bar's text
+        )  # fmt: skip
+
+    def show(self, frac: float, status: str, force: bool = False) -> None:
+        """Set the fraction done and the status; draw if the interval has passed (or ``force``)."""
+        self._bar.n = round(min(max(frac, 0.0), 1.0) * RESOLUTION)
+        self._bar.status = status
+        now = time.monotonic()
+        if force or now - self._drawn_at >= self.interval:
+            self._draw()
+            self._drawn_at = now
+
+    def _draw(self) -> None:
+        if not self.lines:
+            self._bar.refresh()
+            return
+        line = str(self._bar)
+        if line != self._written:
+            print(line, file=self.stream, flush=True)
+            self._written = line
+
+    def render(self) -> str:
+        """The bar's current line (as drawn)."""
+        return str(self._bar)
+
+    def write(self, line: str) -> None:
+        """A line above the bar (or plainly, without one)."""
+        if self.disable:
+            print(line, flush=True)
+        elif self.lines:
+            print(line, file=self.stream, flush=True)
+        else:
+            self._bar.write(line, file=self.stream)
+
+    def close(self) -> None:
+        """Draw the last state and end the bar's line."""
+        if not self.disable:
+            self._draw()
+        self._bar.close()
 
 
 class ProgressBar:
@@ -73,15 +146,7 @@ class ProgressBar:
         """Iterations and seconds when this session began (its rate excludes earlier sessions)."""
         self.done, self.elapsed = initial, elapsed
         self.text = ""
-        self._drawn_at = -math.inf
-        self._bar = _Bar(
-            total=RESOLUTION,
-            desc=desc,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {status}",
-            disable=disable,
-            dynamic_ncols=True,
-            file=file,
-        )
+        self._bar = StatusBar(desc, disable=disable, file=file, min_interval=MIN_INTERVAL)
         self._show("", force=True)
 
     def rate(self) -> float | None:
@@ -117,20 +182,14 @@ class ProgressBar:
     def _show(self, postfix: str, force: bool = False) -> None:
         frac, text = self.status()
         self.text = text + (SEPARATOR + postfix if postfix else "")
-        self._bar.status = self.text
-        self._bar.n = round(frac * RESOLUTION)
-        now = time.monotonic()
-        if force or now - self._drawn_at >= MIN_INTERVAL:
-            self._bar.refresh()
-            self._drawn_at = now
+        self._bar.show(frac, self.text, force=force)
 
     def render(self) -> str:
         """The bar's current line (as printed)."""
-        return str(self._bar)
+        return self._bar.render()
 
     def close(self) -> None:
         """Draw the last state and end the bar's line."""
-        self._bar.refresh()
         self._bar.close()
 
     def __enter__(self) -> ProgressBar:
