@@ -1,7 +1,7 @@
 """One command that checks a GPU machine for rgsd and writes ``gpu_check.md`` with every figure.
 
-    python benchmarks/gpu_check.py --out gpu_check/            # one GPU, about 25 minutes on an H100
-    python benchmarks/gpu_check.py --out gpu_check/ --smoke    # the same steps on the CPU, a few minutes
+    python benchmarks/gpu_check.py --out runs/gpu_check/           # one GPU, about 25 minutes on an H100
+    python benchmarks/gpu_check.py --out runs/gpu_check/ --smoke   # the same steps on the CPU, a few minutes
 
 Steps, each in its own process (a failure is recorded, with its log, and the next step runs):
 
