@@ -85,6 +85,11 @@ def test_a_scale_names_its_file_and_field_when_wrong(tmp_path):
     bad.write_text(yaml.safe_dump(data))
     with pytest.raises(InputFileError, match="parallel must be 1 or 2"):
         load_scale(bad)
+    data["parallel"] = 2
+    data["downstream"]["style_start"] = ["rgds"]
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputFileError, match=r"bad.yaml: field 'downstream.style_start': unknown method 'rgds'"):
+        load_scale(bad)
     with pytest.raises(InputFileError, match="scales: cpu, gpu, paper, smoke"):
         load_scale("huge")
 
@@ -289,11 +294,20 @@ def test_reproduce_smoke_writes_the_paper_s_report_and_a_second_run_skips_every_
         "sidestep",
         "backward",
     }
+    # the scale's style-start arm: its own rows beside the neutral start, its own folder
+    assert set(doc["downstream"]["final"]["sidestep"]) == {"rgsd", "ase", "rgsd, style start"}
+    assert "| sidestep | rgsd, style start |" in report and "`init_skill: style`" in report
+    ds_cfg = yaml.safe_load((out / "downstream" / "sidestep" / "rgsd_style_start_seed0" / "config.yaml").read_text())
+    assert ds_cfg["init_skill"] == "style"
+    assert (
+        yaml.safe_load((out / "downstream" / "sidestep" / "rgsd_seed0" / "config.yaml").read_text())["init_skill"]
+        == "zero"
+    )
     assert doc["paper_imitation"]["rgsd"]["walk"] == [7.4, 4.7]  # rgsd_eval.paper, quoted
     rows = (out / "report.csv").read_text().splitlines()
     assert rows[0].startswith("section,method") and any(",paper (quoted)" in r for r in rows)
     state = json.loads((out / "steps.json").read_text())["steps"]
-    assert len(state) == 2 + 4 + 1 + 12 + 2 and all(s["status"] == "done" for s in state.values())
+    assert len(state) == 2 + 4 + 1 + 12 + 6 + 2 and all(s["status"] == "done" for s in state.values())
 
     start = time.monotonic()
     assert rgsd(args) == 0

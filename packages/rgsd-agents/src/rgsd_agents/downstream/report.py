@@ -146,13 +146,18 @@ class SeedCurves:
     @property
     def label(self) -> str:
         """The method, with its start when that is not the protocol's neutral one."""
-        return self.method if self.start == "zero" else f"{self.method}, {self.start} start"
+        return start_label(self.method, self.start)
 
     def summary(self, metric: str) -> dict[str, np.ndarray]:
         """Mean, standard deviation over seeds (ddof 1; 0 for one seed), min and max per step."""
         v = self.values[metric]
         std = v.std(axis=0, ddof=1) if v.shape[0] > 1 else np.zeros(v.shape[1])
         return {"mean": v.mean(axis=0), "std": std, "min": v.min(axis=0), "max": v.max(axis=0)}
+
+
+def start_label(method: str, start: str) -> str:
+    """A downstream curve's name: the method, with its start (``init_skill``) when that is not the neutral one."""
+    return method if start == "zero" else f"{method}, {start} start"
 
 
 def _run_identity(run_dir: Path) -> tuple[str, str, str, int]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from rgsd_agents.downstream.report import start_label
 from rgsd_agents.reproduce.plan import AGGREGATE, EVAL, Plan
 from rgsd_envs.utils.files import atomic_path
 from rgsd_eval.paper import (
@@ -138,7 +139,8 @@ class ReportData:
         return clips, out
 
     def downstream(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """style -> method -> {metric: {step, mean, std, seeds} at the last common evaluation}."""
+        """style -> method (with its start, where not neutral) -> {metric: {step, mean, std, seeds} at the last
+        common evaluation}."""
         out: dict[str, dict[str, dict[str, Any]]] = {}
         for g in (self.seeds_doc or {}).get("groups", []):
             row: dict[str, Any] = {}
@@ -146,7 +148,7 @@ class ReportData:
                 if curve["step"]:
                     row[metric] = {"step": curve["step"][-1], "mean": curve["mean"][-1], "std": curve["std"][-1],
                                    "seeds": len(g["seeds"])}  # fmt: skip
-            out.setdefault(g["style"], {})[g["method"]] = row
+            out.setdefault(g["style"], {})[start_label(g["method"], g.get("init_skill", "zero"))] = row
         return out
 
 
@@ -292,6 +294,13 @@ def downstream_section(data: ReportData, final: dict[str, dict[str, dict[str, An
         "to quote.",
         "",
     ]
+    if ds.style_start:
+        lines += [
+            f"Every method's high level starts neutral (`init_skill: zero`, the protocol's start). "
+            f"{', '.join(ds.style_start)} also ran from its style clip's latent (`init_skill: style`, rows and curves "
+            '"style start"): the head start that start gives, measured beside the neutral one.',
+            "",
+        ]
     if figure:
         lines += [f"![downstream curves]({figure})", ""]
     lines += [

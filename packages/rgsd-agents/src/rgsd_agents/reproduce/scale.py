@@ -92,6 +92,10 @@ class DownstreamBudget:
     """``num_envs`` (None: the preset's)."""
     sets: list[str] = field(default_factory=list)
     """``--set KEY=VALUE`` overrides of every downstream training."""
+    style_start: list[str] = field(default_factory=list)
+    """Methods that also run every style and seed from ``init_skill: style`` (the high level starts at the style
+    clip's latent) beside the protocol's neutral start: the head start's measured effect. Their curves are labelled
+    "<method>, style start"; a method not run is left out."""
     estimate_minutes: float = 5.0
     """Stated wall time of one downstream training."""
 
@@ -150,16 +154,18 @@ class ReproduceScale:
         }
 
     def check_methods(self, known: list[str], source: str) -> None:
-        """A clear error for a ``train.sets`` family that is neither all, a loop family nor a known method."""
+        """A clear error for a ``train.sets`` family that is neither all, a loop family nor a known method, and for an
+        unknown method in ``methods`` or ``downstream.style_start``."""
         valid = [FAMILY_ALL, *LOOP_FAMILIES, *known]
         for key in self.train.sets:
             if key not in valid:
                 raise InputFileError(
                     source, f"unknown family {key!r}; use one of {', '.join(valid)}", f"train.sets.{key}"
                 )
-        for m in self.methods or []:
-            if m not in known:
-                raise InputFileError(source, f"unknown method {m!r}; methods: {', '.join(known)}", "methods")
+        for field_name, names in (("methods", self.methods), ("downstream.style_start", self.downstream.style_start)):
+            for m in names or []:
+                if m not in known:
+                    raise InputFileError(source, f"unknown method {m!r}; methods: {', '.join(known)}", field_name)
 
 
 def scale_names() -> list[str]:
