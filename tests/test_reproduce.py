@@ -256,6 +256,37 @@ def test_the_eta_follows_the_measured_time_of_finished_steps(tmp_path):
     assert frac == pytest.approx(10.0 / 41.0) and left == pytest.approx(3 * 20.0 + 1.0)  # the report's stands
 
 
+def test_a_resumed_step_counts_its_earlier_attempts_in_the_bar(tmp_path, monkeypatch):
+    """A step stopped 8 s into its stated 10 is 8 s along when it resumes, not at its start."""
+    plan = _plan(tmp_path, checkpoint=True)
+    run_plan(plan, StepsFile.load(tmp_path), FakeRunner(), progress=False, tick=0.05)
+    doc = json.loads((tmp_path / "steps.json").read_text())
+    doc["steps"]["D"].update(status="running", seconds=8.0)  # D (10 s stated) was stopped 8 s in
+    (tmp_path / "steps.json").write_text(json.dumps(doc))
+    seen: list[tuple[float, float]] = []
+
+    class Watching(FakeRunner):
+        def __call__(self, step: Step, argv: list[str], log: Path) -> None:
+            time.sleep(0.3)  # the bar refreshes while D runs
+            super().__call__(step, argv, log)
+
+    refresh = PlanProgress.refresh
+
+    def record(bar: PlanProgress, running: dict[str, float]) -> str:
+        if "D" in running:
+            seen.append(bar.status(running))
+        return refresh(bar, running)
+
+    monkeypatch.setattr(PlanProgress, "refresh", record)
+    outcome = run_plan(
+        _plan(tmp_path, checkpoint=True), StepsFile.load(tmp_path), Watching(), progress=False, tick=0.05
+    )
+    assert outcome.ok and seen
+    frac, left = seen[0]
+    # D alone (and the report) left to run: D is at least 8 of its 10 s along, so 2 s of it and the report's 1 s remain
+    assert frac >= 0.8 * 10.0 / 11.0 and left <= 2.0 + 1.0 + 0.1
+
+
 def test_a_kind_s_measured_time_does_not_correct_the_other_kinds(tmp_path):
     """A pretraining that ran in a third of its stated time leaves the trainings' (wall-clock budgets) as stated."""
     steps = [

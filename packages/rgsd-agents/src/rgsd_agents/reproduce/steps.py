@@ -343,7 +343,8 @@ def run_plan(
         st.attempts += 1
         st.started, st.finished, st.log = _now(), None, str(log.relative_to(plan.out))
         state.save()
-        running[step.id] = time.monotonic()
+        # a resumed step is as far along as its earlier attempts took it (a training's budget counts them all)
+        running[step.id] = time.monotonic() - (st.seconds if resume else 0.0)
         ran.append(step.id)
         bar.add(step.id)
         bar.write(f"{'resume' if resume else 'start '} {step.id}")
