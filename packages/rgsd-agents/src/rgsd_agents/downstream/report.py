@@ -23,6 +23,8 @@ EVALUATIONS = "evaluations.jsonl"
 """Per downstream run folder: one JSON line per evaluation (written by ``DownstreamRunner.evaluate``)."""
 SEED_METRICS = (("eval/success_rate", "success rate"), ("eval/style_fid", "style FID"))
 """The paper's downstream curves (its Figure 5): success rate and, for sidestep and backward, style FID."""
+NEUTRAL_START = "zero"
+"""The protocol's ``init_skill`` (``DownstreamConfig``'s default): runs from it are named by their method alone."""
 
 
 def plot_curves(history: list[dict[str, float]], initial: dict[str, float], out: Path) -> Path:
@@ -157,7 +159,7 @@ class SeedCurves:
 
 def start_label(method: str, start: str) -> str:
     """A downstream curve's name: the method, with its start (``init_skill``) when that is not the neutral one."""
-    return method if start == "zero" else f"{method}, {start} start"
+    return method if start == NEUTRAL_START else f"{method}, {start} start"
 
 
 def _run_identity(run_dir: Path) -> tuple[str, str, str, int]:
@@ -168,7 +170,7 @@ def _run_identity(run_dir: Path) -> tuple[str, str, str, int]:
         raise InputFileError(path, "missing: not a downstream run folder (rgsd downstream writes config.yaml)")
     cfg = yaml.safe_load(path.read_text()) or {}
     style = str((cfg.get("task") or {}).get("style", "freestyle"))
-    start = str(cfg.get("init_skill", "zero"))
+    start = str(cfg.get("init_skill", NEUTRAL_START))
     return style, low_level_method(cfg.get("low_level")), start, int(cfg.get("seed", 0))
 
 
@@ -250,8 +252,8 @@ def plot_seed_curves(groups: Sequence[SeedCurves], out: Path) -> Path:
 
 
 def aggregate_seeds(run_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict[str, Path]:
-    """Group downstream runs by style, method and start (``init_skill``), and write the mean and spread over seeds of success rate and
-    style FID against training steps: ``seeds.json``, ``seeds.csv`` (one row per group, metric and step) and
+    """Group downstream runs by style, method and start (``init_skill``), and write the mean and spread over seeds
+    of success rate and style FID against training steps: ``seeds.json``, ``seeds.csv`` (one row per group, metric and step) and
     ``seeds.png`` (one panel per style and metric); returns their paths."""
     runs = [Path(r) for r in run_dirs]
     by_group: dict[tuple[str, str, str], list[Path]] = {}

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
-from rgsd_agents.downstream.report import EVALUATIONS
+from rgsd_agents.downstream.report import EVALUATIONS, NEUTRAL_START
 from rgsd_agents.rl.loop import TrainingLoop, load_generator_state
 from rgsd_agents.rl.networks import ActorCritic
 from rgsd_agents.rl.ppo import PPO
@@ -63,7 +63,7 @@ from rgsd_eval.fid import GaussianStats, fid
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)
 
-INIT_SKILLS = ("zero", "mean", "style")
+INIT_SKILLS = (NEUTRAL_START, "mean", "style")
 """Values of ``DownstreamConfig.init_skill``."""
 
 
@@ -88,7 +88,7 @@ class DownstreamConfig:
     eval_every: int = 10
     """Iterations between evaluations (success rate, style FID); also one before training."""
     eval_episodes: int = 16
-    init_skill: str = "zero"
+    init_skill: str = NEUTRAL_START
     """Where the high-level policy starts (its output layer's bias, the initial mean skill before normalisation).
 
     "zero" (the default; the neutral start): a zero bias, so the untrained policy's mean is the freshly
@@ -244,7 +244,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
             self.ac = ActorCritic(GOAL_OBS_DIM, SKILL_DIM, cfg.networks)
-        if cfg.init_skill != "zero":
+        if cfg.init_skill != NEUTRAL_START:
             self.ac.set_mean_action(initial_skill(self.env.task, cfg.init_skill))
         self.ac.to(self.device)
         self.ppo = PPO(self.ac, cfg.ppo)

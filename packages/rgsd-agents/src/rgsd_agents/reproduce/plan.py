@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rgsd_agents.downstream.report import NEUTRAL_START, start_label
 from rgsd_agents.reproduce.scale import ReproduceScale
 
 PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT = "pretrain", "train", "eval", "downstream", "aggregate", "report"
@@ -104,9 +105,9 @@ class Plan:
         """The training run folder of (method, seed)."""
         return self.out / "runs" / f"{method}_seed{seed}"
 
-    def downstream_dir(self, style: str, method: str, seed: int, start: str = "zero") -> Path:
+    def downstream_dir(self, style: str, method: str, seed: int, start: str = NEUTRAL_START) -> Path:
         """The downstream run folder of (style, method, seed) from the neutral start (or ``start``: ``init_skill``)."""
-        variant = "" if start == "zero" else f"_{start}_start"
+        variant = "" if start == NEUTRAL_START else f"_{start}_start"
         return self.out / "downstream" / style / f"{method}{variant}_seed{seed}"
 
     @property
@@ -221,24 +222,23 @@ def build_plan(
     ds_budget = f"{ds_cfg.iterations} it" + (f" or {ds_cfg.max_minutes:g} min" if ds_cfg.max_minutes else "")
     ds_budget += f", {ds_cfg.num_envs} worlds x {ds_cfg.horizon}"
     ds_ids: list[str] = []
-    arms = [(method, "zero") for method in chosen] + [(m, "style") for m in d.style_start if m in chosen]
+    arms = [(method, NEUTRAL_START) for method in chosen] + [(m, "style") for m in d.style_start if m in chosen]
     for style in d.styles:
         for method, start in arms:
             best_of_n = method_class(method).LATENT_CHOICE == "best_of_n"
-            name, label = (
-                (method, method) if start == "zero" else (f"{method}-{start}-start", f"{method} ({start} start)")
-            )
+            neutral = start == NEUTRAL_START
+            name = method if neutral else f"{method}-{start}-start"
             for seed in plan.seeds:
                 run, target = plan.run_dir(method, seed), plan.downstream_dir(style, method, seed, start)
                 latents = [f"task.clip_latents={plan.eval_dir / run.name / 'clip_latents.json'}"] if best_of_n else []
-                start_set = [] if start == "zero" else [f"init_skill={start}"]
+                start_set = [] if neutral else [f"init_skill={start}"]
                 argv = ["downstream", "--config", d.preset, "--low-level", str(run), "--style", style,
                         "--out", str(target), "--seed", str(seed), "--device", dev,
                         *_sets(ds_items + latents + start_set)]  # fmt: skip
                 sid = f"{DOWNSTREAM}/{style}/{name}/seed{seed}"
                 plan.steps.append(
                     Step(
-                        sid, DOWNSTREAM, f"downstream {style}, {label}, seed {seed}", ds_budget,
+                        sid, DOWNSTREAM, f"downstream {style}, {start_label(method, start)}, seed {seed}", ds_budget,
                         60.0 * d.estimate_minutes, needs=(f"{TRAIN}/{method}/seed{seed}",) + ((EVAL,) if best_of_n else ()),
                         method=method, seed=seed, style=style, output=target,
                         checkpoint=target / "checkpoints" / "latest.pt",

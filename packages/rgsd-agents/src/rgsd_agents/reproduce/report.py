@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from rgsd_agents.downstream.report import start_label
+from rgsd_agents.downstream.report import NEUTRAL_START, start_label
 from rgsd_agents.reproduce.plan import AGGREGATE, EVAL, Plan
 from rgsd_envs.utils.files import atomic_path
 from rgsd_eval.paper import (
@@ -148,7 +148,7 @@ class ReportData:
                 if curve["step"]:
                     row[metric] = {"step": curve["step"][-1], "mean": curve["mean"][-1], "std": curve["std"][-1],
                                    "seeds": len(g["seeds"])}  # fmt: skip
-            out.setdefault(g["style"], {})[start_label(g["method"], g.get("init_skill", "zero"))] = row
+            out.setdefault(g["style"], {})[start_label(g["method"], g.get("init_skill", NEUTRAL_START))] = row
         return out
 
 

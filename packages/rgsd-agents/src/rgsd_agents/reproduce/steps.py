@@ -344,7 +344,7 @@ def run_plan(
         st.started, st.finished, st.log = _now(), None, str(log.relative_to(plan.out))
         state.save()
         # a resumed step is as far along as its earlier attempts took it (a training's budget counts them all)
-        running[step.id] = time.monotonic() - (st.seconds if resume else 0.0)
+        running[step.id] = time.monotonic() - st.seconds
         ran.append(step.id)
         bar.add(step.id)
         bar.write(f"{'resume' if resume else 'start '} {step.id}")
