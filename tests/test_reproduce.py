@@ -224,6 +224,29 @@ def test_an_interrupted_step_resumes_from_its_checkpoint_and_one_without_starts_
     assert measured["C"] == saved["C"]["seconds"] and measured["D"] == saved["D"]["seconds"]
 
 
+def test_the_plan_says_resume_only_where_the_run_will_resume(tmp_path):
+    """An interrupted step resumes from its checkpoint only with the inputs that wrote it; the plan says so."""
+    from rgsd_agents.commands.reproduce import format_plan
+
+    run_plan(_plan(tmp_path, checkpoint=True), StepsFile.load(tmp_path), FakeRunner(), progress=False, tick=0.05)
+    doc = json.loads((tmp_path / "steps.json").read_text())
+    for name in ("C", "D"):
+        doc["steps"][name]["status"] = "running"
+    (tmp_path / "steps.json").write_text(json.dumps(doc))
+
+    def mark(plan: Plan, name: str) -> str:
+        line = next(x for x in format_plan(plan, StepsFile.load(tmp_path), 1).splitlines() if x.startswith(f"  {name} "))
+        return line.split()[2:5]
+
+    plan = _plan(tmp_path, checkpoint=True)
+    assert mark(plan, "C") == ["interrupted", "->", "resume"] and mark(plan, "D") == ["interrupted", "->", "resume"]
+    plan.step("C").command = lambda done: ["C", "fresh", "--set", "iterations=9"]  # C's inputs changed
+    assert mark(plan, "C") == ["interrupted", "->", "rerun"]
+    runner = FakeRunner()
+    run_plan(plan, StepsFile.load(tmp_path), runner, progress=False, tick=0.05)
+    assert sorted(runner.calls) == [["C", "fresh", "--set", "iterations=9"], ["D", "resume"]]
+
+
 def test_ctrl_c_records_the_running_step_as_interrupted_and_the_next_run_resumes_it(tmp_path):
     outcome = run_plan(
         _plan(tmp_path, checkpoint=True), StepsFile.load(tmp_path), FakeRunner(interrupt="B"), progress=False, tick=0.05

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from rgsd_agents.commands import add_doc_parser
 
 if TYPE_CHECKING:
-    from rgsd_agents.reproduce.plan import Plan
-    from rgsd_agents.reproduce.steps import StepsFile
+    from rgsd_agents.reproduce.plan import Plan, Step
+    from rgsd_agents.reproduce.steps import StepState, StepsFile
 
 
 def register(subparsers: Any) -> None:
@@ -55,6 +55,7 @@ def format_plan(plan: Plan, state: StepsFile, parallel: int) -> str:
     from rgsd_agents.reproduce.steps import DONE, format_seconds, pending_steps
 
     todo = set(pending_steps(plan, state))
+    done = {k for k, v in state.steps.items() if v.status == DONE}
     width = max(len(s.id) for s in plan.steps)
     lines = [
         f"plan: {len(plan.steps)} steps into {plan.out} (scale {plan.scale_file}; methods {', '.join(plan.methods)}; "
@@ -65,7 +66,7 @@ def format_plan(plan: Plan, state: StepsFile, parallel: int) -> str:
         if s.id not in todo:
             mark = "done, skipped"
         elif st is not None and st.status not in (DONE, "pending"):
-            mark = st.status + (" -> resume" if s.checkpoint is not None and s.checkpoint.is_file() else " -> rerun")
+            mark = st.status + (" -> resume" if _resumes(s, st, done) else " -> rerun")
         elif st is not None and st.status == DONE:
             mark = "inputs changed -> rerun"
         else:
@@ -80,6 +81,17 @@ def format_plan(plan: Plan, state: StepsFile, parallel: int) -> str:
         f"of {format_seconds(total)} for the whole plan"
     )
     return "\n".join(lines)
+
+
+def _resumes(step: Step, st: StepState, done: set[str]) -> bool:
+    """Whether the run would resume ``step`` from its checkpoint (its inputs as the run will judge them now)."""
+    from rgsd_agents.reproduce.plan import NothingToDo, fingerprint
+    from rgsd_agents.reproduce.steps import resumes
+
+    try:
+        return resumes(step, st, fingerprint(step.inputs(done), step.extra))
+    except NothingToDo:
+        return False
 
 
 def run(args: argparse.Namespace) -> int:

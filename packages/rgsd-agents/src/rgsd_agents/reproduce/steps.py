@@ -270,6 +270,18 @@ def _clear(step: Step, out: Path) -> None:
     shutil.rmtree(step.output)
 
 
+def resumes(step: Step, st: StepState, fp: str) -> bool:
+    """Whether an unfinished step continues from its checkpoint: only with the inputs (fingerprint ``fp``) of the
+    attempt that wrote it; otherwise it starts afresh in a cleared folder."""
+    return (
+        step.checkpoint is not None
+        and step.resume_command is not None
+        and st.status in (INTERRUPTED, FAILED, RUNNING)
+        and st.fingerprint == fp
+        and step.checkpoint.is_file()
+    )
+
+
 def pending_steps(plan: Plan, state: StepsFile) -> list[str]:
     """The steps that will (probably) run: not done, done with other inputs (judged where they can be now), and an
     in-process step (the report) after any of those."""
@@ -323,13 +335,7 @@ def run_plan(
 
     def start(step: Step, argv: list[str] | None, fp: str) -> None:
         st = state.get(step.id)
-        resume = (
-            step.checkpoint is not None
-            and step.resume_command is not None
-            and st.status in (INTERRUPTED, FAILED, RUNNING)
-            and st.fingerprint == fp
-            and step.checkpoint.is_file()
-        )
+        resume = resumes(step, st, fp)
         if resume:
             argv = step.resume_command()
         else:
