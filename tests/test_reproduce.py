@@ -362,6 +362,11 @@ def test_reproduce_smoke_writes_the_paper_s_report_and_a_second_run_skips_every_
     assert rows[0].startswith("section,method") and any(",paper (quoted)" in r for r in rows)
     state = json.loads((out / "steps.json").read_text())["steps"]
     assert len(state) == 2 + 4 + 1 + 12 + 6 + 2 and all(s["status"] == "done" for s in state.values())
+    # every step's log shows its progress as whole lines (a training's bar), never carriage-return redraws
+    train_log = (out / "logs" / "train__rgsd__seed0.log").read_text()
+    assert "--no-progress" not in train_log.splitlines()[0] and "%|" in train_log
+    for log in (out / "logs").glob("*.log"):
+        assert "\r" not in log.read_text(), log.name
 
     start = time.monotonic()
     assert rgsd(args) == 0

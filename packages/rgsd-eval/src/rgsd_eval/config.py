@@ -77,7 +77,7 @@ class EvalConfig:
     sweep_clips: int = QUICK.sweep_clips
     """Clips shown in the kappa-sweep figure (see ``sweep_categories``)."""
     progress: bool = True
-    """tqdm progress bars on stderr."""
+    """tqdm progress bars on stderr when it is a terminal (none in a log file or pipe)."""
 
     def __post_init__(self) -> None:
         get_protocol(self.protocol)

@@ -144,7 +144,8 @@ def run_rollouts(
     total = sum(int(nf[jobs.clip[c]].max()) - 1 for c in chunks)
     gen = torch.Generator().manual_seed(int(seed))
     with (
-        tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=False) as bar,
+        # on a terminal only (None): in a log file tqdm's in-place redraws pile up as carriage-return noise
+        tqdm(total=total, desc=desc, unit="step", disable=None if progress else True, leave=False) as bar,
         threads.torch_threads(torch_threads),
     ):
         opts = _ChunkOptions(action_noise, gen, fall_height, features, fid_window, on_step, bar)

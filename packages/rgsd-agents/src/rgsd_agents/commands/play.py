@@ -10,6 +10,10 @@ Examples::
     rgsd play runs/demo --clip demo_run --reference       # beside the reference clip
     rgsd play runs/demo --clip demo_walk --kappa 20 --seed 3 --out walk_k20.mp4
     rgsd play runs/demo --clip demo_punch --viewer        # interactive window (needs a display)
+    rgsd play --pretrained --clip walk --reference        # the shipped policy, no training -> play_walk.mp4
+
+--pretrained plays the policy rgsd ships (RGSD on the repository's 13 openly licensed clips, trained on 2 CPU
+cores; its card.json states its error on each clip); its folder is printed, for rgsd eval --run or downstream.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rgsd_agents.commands import add_doc_parser, add_run_folder_argument
+from rgsd_agents.commands import add_doc_parser
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = add_doc_parser(
         subparsers, "play", "render a trained policy performing a clip's skill (mp4, or the MuJoCo viewer)", __doc__
     )
-    add_run_folder_argument(p)
+    p.add_argument("run", metavar="RUN", nargs="?", help="run folder (config.yaml, policy.pt, encoder.pt)")
+    p.add_argument("--pretrained", action="store_true", help="the policy rgsd ships instead of a RUN folder")
     p.add_argument("--clip", help="clip name (default: the first clip; an unknown name lists them)")
     p.add_argument(
         "--kappa", type=float, help="sample z ~ vMF(z_m, kappa) instead of z = z_m (20: varied, 1000: close)"
@@ -34,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the vMF sample (default 0)")
     p.add_argument("--frames", type=int, help="render only the first N frames (default and at most: the whole clip)")
     p.add_argument("--motions", help='clips to choose from: "demo", a clip file or folder (default: the run\'s own)')
-    p.add_argument("--out", help="mp4 path (default: <run>/play_<clip>[_k<kappa>].mp4)")
+    p.add_argument("--out", help="mp4 path (default: <run>/play_<clip>[_k<kappa>].mp4; --pretrained: ./play_<clip>...)")
     p.add_argument("--size", type=int, nargs=2, default=(640, 480), metavar=("W", "H"), help="video size (even)")
     p.add_argument("--reference", action="store_true", help="show the reference clip beside the policy")
     p.add_argument("--viewer", action="store_true", help="replay in mujoco.viewer instead of writing an mp4")
@@ -45,6 +50,19 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd play``."""
     from rgsd_agents.play import NoDisplayError, has_display, label, play_rollout, view, write_play_video
 
+    if (args.run is None) == (not args.pretrained):
+        print("error: give a RUN folder or --pretrained (one of them)", file=sys.stderr)
+        return 2
+    if args.pretrained:
+        from rgsd_agents.pretrained import pretrained_run
+        from rgsd_envs.utils.files import InputFileError
+
+        try:
+            args.run = str(pretrained_run())
+        except InputFileError as err:
+            print(f"error: this install has no pretrained policy: {err}", file=sys.stderr)
+            return 2
+        print(f"pretrained policy: {args.run}")
     if args.viewer and not has_display():  # before the rollout: say it at once
         print(
             "error: --viewer needs a display (neither DISPLAY nor WAYLAND_DISPLAY is set); "
@@ -67,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
         return 0
     kappa = "" if args.kappa is None else f"_k{args.kappa:g}"
-    out = Path(args.out) if args.out else Path(args.run) / f"play_{played.clip}{kappa}.mp4"
+    default_dir = Path(".") if args.pretrained else Path(args.run)  # never into the installed package
+    out = Path(args.out) if args.out else default_dir / f"play_{played.clip}{kappa}.mp4"
     try:
         write_play_video(played, out, tuple(args.size), args.reference)
     except ValueError as err:  # odd size, not .mp4

@@ -198,8 +198,8 @@ def build_plan(
                     tid, TRAIN, f"train {method}, seed {seed} ({preset})", budget, 60.0 * t.estimate_minutes,
                     needs=needs, method=method, seed=seed, output=run,
                     checkpoint=run / "checkpoints" / "latest.pt",
-                    command=lambda done, argv=argv: [*argv, "--no-progress"],
-                    resume_command=lambda run=run: ["train", "--resume", str(run), "--no-progress"],
+                    command=lambda done, argv=argv: list(argv),
+                    resume_command=lambda run=run: ["train", "--resume", str(run)],
                 )
             )  # fmt: skip
             train_ids.append(tid)
@@ -242,8 +242,8 @@ def build_plan(
                         60.0 * d.estimate_minutes, needs=(f"{TRAIN}/{method}/seed{seed}",) + ((EVAL,) if best_of_n else ()),
                         method=method, seed=seed, style=style, output=target,
                         checkpoint=target / "checkpoints" / "latest.pt",
-                        command=lambda done, argv=argv: [*argv, "--no-progress"],
-                        resume_command=lambda target=target: ["downstream", "--resume", str(target), "--no-progress"],
+                        command=lambda done, argv=argv: list(argv),
+                        resume_command=lambda target=target: ["downstream", "--resume", str(target)],
                     )
                 )  # fmt: skip
                 ds_ids.append(sid)
@@ -270,7 +270,7 @@ def _pretrain_command(out: Path, device: str) -> Callable[[set[str]], list[str]]
 
     def command(done: set[str]) -> list[str]:
         path = out.parent / f"{out.name}.yaml"
-        return ["pretrain", "--config", str(path), "--out", str(out), "--device", device, "--no-progress"]
+        return ["pretrain", "--config", str(path), "--out", str(out), "--device", device]
 
     return command
 
@@ -302,7 +302,7 @@ def _eval_command(plan: Plan, device: str) -> Callable[[set[str]], list[str]]:
             "--out",
             str(plan.eval_dir),
         ]
-        return [*argv, "--config", str(plan.out / EVAL_SETTINGS), "--device", device, "--no-progress"]
+        return [*argv, "--config", str(plan.out / EVAL_SETTINGS), "--device", device]
 
     return command
 

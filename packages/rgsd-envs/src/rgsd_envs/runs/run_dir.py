@@ -107,10 +107,14 @@ class RunDir:
         return data
 
     def env_config(self, **overrides: Any) -> EnvConfig:
-        """The EnvConfig the run trained with (``env:`` section), with overrides."""
+        """The EnvConfig the run trained with (``env:`` section), with overrides. A relative ``env.motions`` that
+        names a file or folder inside the run folder is read from there (a shipped run carries its clips)."""
         from rgsd_envs.utils.config import from_dict
 
         data = dict(self.config().get("env", {}))
+        motions = data.get("motions")
+        if isinstance(motions, str) and not Path(motions).is_absolute() and (self.path / motions).exists():
+            data["motions"] = str((self.path / motions).resolve())
         data.update(overrides)
         return from_dict(EnvConfig, data, str(self.config_path), "env.")
 

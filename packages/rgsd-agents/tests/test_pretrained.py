@@ -1,0 +1,80 @@
+"""The shipped policy: ``rgsd play --pretrained`` with no training, a card that states what the policy does, and
+the builder's relocatable, all-or-nothing run folder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+
+from rgsd_agents.cli import main as rgsd
+from rgsd_agents.play import play_rollout
+from rgsd_agents.pretrained import CARD, build_pretrained, pretrained_card, pretrained_run
+from rgsd_envs.motion.demo import write_demo_clips
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.files import InputFileError
+
+pytestmark = pytest.mark.slow
+
+
+def test_play_pretrained_renders_a_clip_into_the_working_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert rgsd(["play", "--pretrained", "--clip", "walk", "--frames", "4", "--size", "64", "48"]) == 0
+    out = capsys.readouterr().out
+    assert f"pretrained policy: {pretrained_run()}" in out and "video: play_walk.mp4" in out
+    assert (tmp_path / "play_walk.mp4").stat().st_size > 0
+
+
+def test_play_takes_a_run_folder_or_pretrained_not_both(demo_run, capsys):
+    assert rgsd(["play"]) == 2
+    assert rgsd(["play", str(demo_run), "--pretrained"]) == 2
+    assert capsys.readouterr().err.count("give a RUN folder or --pretrained") == 2
+
+
+def test_the_card_states_the_shipped_policy_s_error_on_every_clip():
+    run = pretrained_run()
+    card = pretrained_card()
+    names = list(MotionLib(str(run / "clips")).names)
+    assert sorted(card["clips"]) == sorted(names) and len(names) == 13
+    errors = [c["error_cm"] for c in card["clips"].values()]
+    assert card["mean_error_cm"] == pytest.approx(sum(errors) / len(errors), abs=0.01)
+    for clip in ("walk", "demo_run", "punch"):  # a rollout now gives the card's figure
+        played = play_rollout(run, clip)
+        assert played.error_cm == pytest.approx(card["clips"][clip]["error_cm"], abs=0.5), clip
+        assert played.fell == card["clips"][clip]["fell"]
+
+
+def test_build_makes_a_run_folder_that_works_from_anywhere(demo_run, tmp_path):
+    clips = tmp_path / "clips"
+    write_demo_clips(clips)
+    card = build_pretrained(demo_run, clips, tmp_path / "built" / "p", {"trained": "a test"})
+    assert (tmp_path / "built" / "p").stat().st_mode & 0o777 == 0o755  # readable by every user once installed
+    moved = tmp_path / "elsewhere"
+    shutil.move(tmp_path / "built" / "p", moved)
+    shutil.rmtree(clips)  # the folder carries its clips
+    assert yaml.safe_load((moved / "config.yaml").read_text())["env"]["motions"] == "clips"
+    assert RunDir(moved).env_config().motions == str((moved / "clips").resolve())
+    assert card["trained"] == "a test" and json.loads((moved / CARD).read_text()) == card
+    assert sorted(card["clips"]) == sorted(MotionLib("demo").names)
+    played = play_rollout(moved, "demo_walk")
+    assert played.error_cm == pytest.approx(card["clips"]["demo_walk"]["error_cm"], abs=0.01)
+
+
+def test_a_failed_build_leaves_the_previous_folder_and_no_partial_one(demo_run, tmp_path):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "keep").write_text("the previous build")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputFileError, match="no clip files"):
+        build_pretrained(demo_run, empty, out)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "walk.npz").write_bytes(b"not a clip")
+    with pytest.raises(Exception):
+        build_pretrained(demo_run, bad, out)
+    assert (out / "keep").read_text() == "the previous build"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "empty", "p"]  # no temporary folder left
