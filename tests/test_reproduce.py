@@ -348,7 +348,7 @@ def test_reproduce_smoke_writes_the_paper_s_report_and_a_second_run_skips_every_
         "sidestep",
         "backward",
     }
-    # the scale's style-start arm: its own rows beside the neutral start, its own folder
+    # the scale's style-start variant: its own rows beside the neutral start, its own folder
     assert set(doc["downstream"]["final"]["sidestep"]) == {"rgsd", "ase", "rgsd, style start"}
     assert "| sidestep | rgsd, style start |" in report and "`init_skill: style`" in report
     ds_cfg = yaml.safe_load((out / "downstream" / "sidestep" / "rgsd_style_start_seed0" / "config.yaml").read_text())
