@@ -92,6 +92,26 @@ def test_a_scale_names_its_file_and_field_when_wrong(tmp_path):
         load_scale(bad)
     with pytest.raises(InputFileError, match="scales: cpu, gpu, paper, smoke"):
         load_scale("huge")
+    data["downstream"]["style_start"] = []
+    data["seeds"] = "two"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputFileError, match=r"bad.yaml: field 'seeds': expected int, got 'two'"):
+        load_scale(bad)
+    data["seeds"] = 1
+    data["train"]["minutes"] = [25]
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputFileError, match=r"bad.yaml: field 'train.minutes': expected float or null, got '\[25\]'"):
+        load_scale(bad)
+
+
+def test_a_missing_or_empty_motion_folder_ends_before_anything_runs(tmp_path, capsys):
+    out = tmp_path / "r"
+    code = rgsd(["reproduce", "--motions", str(tmp_path / "nowhere"), "--out", str(out), "--plan-only"])
+    assert code == 2 and "nowhere: motions not found" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    code = rgsd(["reproduce", "--motions", str(tmp_path / "empty"), "--out", str(out)])
+    assert code == 2 and "empty: folder holds no .npz motion clips" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_a_copied_scale_file_is_accepted_and_its_overrides_are_checked_before_anything_runs(tmp_path, capsys):

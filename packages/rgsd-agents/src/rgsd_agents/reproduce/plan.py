@@ -150,8 +150,11 @@ def build_plan(
     from rgsd_agents.config import load_config, parse_set, resolve
     from rgsd_agents.downstream.runner import DownstreamConfig
     from rgsd_agents.methods import method_class, method_names
+    from rgsd_envs.motion.library import clip_files
     from rgsd_envs.utils.config import to_dict
 
+    if motions != "demo":
+        clip_files(motions)  # a missing or empty folder ends here, before anything runs
     out = Path(out).resolve()
     known = method_names()
     chosen = list(methods or scale.methods or known)

@@ -51,6 +51,19 @@ _FRAME_FIELDS = tuple(f.name for f in fields(ReferenceState))
 _QUAT_FIELDS = ("root_rot", "body_rot")
 
 
+def clip_files(path: str | os.PathLike) -> list[Path]:
+    """The clip files of a clip file or a folder of clips (without loading them); a clear error if there are none."""
+    path = Path(path)
+    if not path.exists():
+        raise InputFileError(path, "motions not found: give 'demo', an rgsd clip file (.npz) or a folder of clips")
+    if not path.is_dir():
+        return [path]
+    files = sorted(path.glob("*.npz"))
+    if not files:
+        raise InputFileError(path, "folder holds no .npz motion clips")
+    return files
+
+
 def _collect(source: MotionSource) -> list[MotionClip]:
     if isinstance(source, MotionClip):
         return [source]
@@ -59,15 +72,7 @@ def _collect(source: MotionSource) -> list[MotionClip]:
             from rgsd_envs.motion.demo import demo_clips
 
             return demo_clips()
-        path = Path(source)
-        if not path.exists():
-            raise InputFileError(path, "motions not found: give 'demo', an rgsd clip file (.npz) or a folder of clips")
-        if path.is_dir():
-            files = sorted(path.glob("*.npz"))
-            if not files:
-                raise InputFileError(path, "folder holds no .npz motion clips")
-            return [load_clip(f) for f in files]
-        return [load_clip(path)]
+        return [load_clip(f) for f in clip_files(source)]
     clips: list[MotionClip] = []
     for item in source:
         clips += _collect(item)

@@ -45,12 +45,13 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<dict>", prefix
         tp = _unwrap_optional(hints[key])
         if dataclasses.is_dataclass(tp) and isinstance(value, dict):
             kwargs[key] = from_dict(tp, value, source, prefix + key + ".")
-        elif tp is float and isinstance(value, int) and not isinstance(value, bool):
-            kwargs[key] = float(value)
-        elif typing.get_origin(tp) is tuple and isinstance(value, list):
-            kwargs[key] = tuple(value)
-        else:
-            kwargs[key] = value
+            continue
+        try:
+            kwargs[key] = convert_value(hints[key], value)
+        except ValueError:
+            raise InputFileError(
+                source, f"expected {_type_name(hints[key])}, got {_show(value)!r}", prefix + key
+            ) from None
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as err:

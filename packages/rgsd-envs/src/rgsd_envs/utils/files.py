@@ -91,6 +91,10 @@ def read_npz(path: str | os.PathLike, keys: Iterable[str] | None = None) -> NpzA
     path = Path(path)
     if not path.is_file():
         raise InputFileError(path, "no such file")
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if not magic.startswith((b"PK", b"\x93NUMPY")):  # np.load would try pickle and talk of "pickled data"
+        raise InputFileError(path, "not an .npz archive (its first bytes are not those of a zip file)")
     try:
         data = np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as err:
