@@ -104,6 +104,21 @@ def test_a_scale_names_its_file_and_field_when_wrong(tmp_path):
         load_scale(bad)
 
 
+def test_a_second_command_on_a_folder_in_use_stops_before_it_writes(tmp_path, capsys):
+    from rgsd_envs.utils.files import folder_lock
+
+    out = tmp_path / "r"
+    with folder_lock(out, "rgsd reproduce"):
+        code = rgsd(["reproduce", "--motions", "demo", "--out", str(out), "--scale", "smoke", "--methods", "rgsd"])
+        assert code == 2 and "r: in use by pid" in capsys.readouterr().err
+        assert sorted(p.name for p in out.iterdir()) == [".lock"]
+        run = tmp_path / "t"
+        with folder_lock(run, "rgsd train"):
+            code = rgsd(["train", "--config", "demo", "--out", str(run), "--set", "iterations=0", "--no-progress"])
+            assert code == 2 and "t: in use by pid" in capsys.readouterr().err
+            assert sorted(p.name for p in run.iterdir()) == [".lock"]
+
+
 def test_a_missing_or_empty_motion_folder_ends_before_anything_runs(tmp_path, capsys):
     out = tmp_path / "r"
     code = rgsd(["reproduce", "--motions", str(tmp_path / "nowhere"), "--out", str(out), "--plan-only"])
@@ -255,7 +270,9 @@ def test_the_plan_says_resume_only_where_the_run_will_resume(tmp_path):
     (tmp_path / "steps.json").write_text(json.dumps(doc))
 
     def mark(plan: Plan, name: str) -> str:
-        line = next(x for x in format_plan(plan, StepsFile.load(tmp_path), 1).splitlines() if x.startswith(f"  {name} "))
+        line = next(
+            x for x in format_plan(plan, StepsFile.load(tmp_path), 1).splitlines() if x.startswith(f"  {name} ")
+        )
         return line.split()[2:5]
 
     plan = _plan(tmp_path, checkpoint=True)

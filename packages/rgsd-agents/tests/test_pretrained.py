@@ -74,7 +74,7 @@ def test_a_failed_build_leaves_the_previous_folder_and_no_partial_one(demo_run, 
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "walk.npz").write_bytes(b"not a clip")
-    with pytest.raises(Exception):
+    with pytest.raises(InputFileError, match=r"walk.npz: not an \.npz archive"):
         build_pretrained(demo_run, bad, out)
     assert (out / "keep").read_text() == "the previous build"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "empty", "p"]  # no temporary folder left

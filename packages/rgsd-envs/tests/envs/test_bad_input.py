@@ -61,7 +61,7 @@ def test_amass_truncated_file_is_named_as_unreadable(amass_base, tmp_path):
 def test_a_text_file_is_named_as_not_an_archive_not_as_pickled_data(tmp_path):
     path = tmp_path / "notes_poses.npz"
     path.write_text("walk, 30 fps\n")
-    with pytest.raises(InputFileError, match="not an .npz archive") as err:
+    with pytest.raises(InputFileError, match=r"not an \.npz archive") as err:
         read_amass(path)
     assert "pickle" not in str(err.value) and err.value.path == str(path)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -40,17 +41,25 @@ def run(args: argparse.Namespace) -> int:
 
     if (code := refuse_torchrun("downstream")) is not None:
         return code
+    if args.seeds:
+        return _aggregate(args)
+    with contextlib.ExitStack() as stack:  # holds the run folder's lock while the run writes into it
+        return _train(args, stack)
+
+
+def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
+    """``rgsd downstream`` of one style with the run folder held in ``stack``."""
     from rgsd_agents.config import load_config
     from rgsd_agents.downstream.runner import DownstreamConfig, DownstreamRunner
     from rgsd_envs.utils.device import resolve_device
+    from rgsd_envs.utils.files import folder_lock
 
-    if args.seeds:
-        return _aggregate(args)
     overrides = run_overrides(args)
     if args.resume:
         if args.low_level or args.style or args.out:
             print("error: --resume continues a run with its saved config; leave out --low-level, --style and --out")
             return 2
+        stack.enter_context(folder_lock(args.resume, "rgsd downstream", create=False))
         runner = DownstreamRunner.resume(args.resume, overrides, progress=not args.no_progress)
     else:
         if not args.low_level:
@@ -69,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         if (out / "checkpoints" / "latest.pt").exists():
             print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
             return 2
+        stack.enter_context(folder_lock(out, "rgsd downstream"))
         runner = DownstreamRunner(cfg, out, progress=not args.no_progress)
     try:
         runner.learn()

@@ -28,8 +28,11 @@ from typing import TYPE_CHECKING, Any
 from rgsd_agents.commands import add_doc_parser
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rgsd_agents.reproduce.plan import Plan, Step
-    from rgsd_agents.reproduce.steps import StepState, StepsFile
+    from rgsd_agents.reproduce.scale import ReproduceScale
+    from rgsd_agents.reproduce.steps import StepsFile, StepState
 
 
 def register(subparsers: Any) -> None:
@@ -105,8 +108,8 @@ def run(args: argparse.Namespace) -> int:
     from rgsd_agents.reproduce.plan import build_plan
     from rgsd_agents.reproduce.report import report_step
     from rgsd_agents.reproduce.scale import load_scale
-    from rgsd_agents.reproduce.steps import StepsFile, run_plan
-    from rgsd_envs.utils.files import InputFileError
+    from rgsd_agents.reproduce.steps import StepsFile
+    from rgsd_envs.utils.files import InputFileError, folder_lock
 
     if args.seeds is not None and args.seeds < 1:
         print("error: --seeds must be >= 1", file=sys.stderr)
@@ -121,11 +124,20 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         print(f"error: {out} exists and is not a folder", file=sys.stderr)
         return 2
+    if args.plan_only:
+        print(format_plan(plan, StepsFile.load(out), scale.parallel), flush=True)
+        return 0
+    with folder_lock(out, "rgsd reproduce"):  # a second command on this folder stops here, before the plan
+        return _run_plan(args, plan, scale, scale_file)
+
+
+def _run_plan(args: argparse.Namespace, plan: Plan, scale: ReproduceScale, scale_file: Path) -> int:
+    """Print the plan, run its steps (skipping finished ones) and say what became of each."""
+    from rgsd_agents.reproduce.steps import StepsFile, run_plan
+
+    out = plan.out
     state = StepsFile.load(out)
     print(format_plan(plan, state, scale.parallel), flush=True)
-    if args.plan_only:
-        return 0
-    out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(scale_file, out / "scale.yaml")
     state.info = {"scale": str(scale_file), "motions": args.motions, "methods": plan.methods, "seeds": len(plan.seeds)}
     state.save()

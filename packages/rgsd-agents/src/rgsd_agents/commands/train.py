@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -47,6 +48,12 @@ def default_out(config: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd train`` (also one rank of ``torchrun ... -m rgsd_agents.cli train``)."""
+    with contextlib.ExitStack() as stack:  # holds the run folder's lock while the run writes into it
+        return _train(args, stack)
+
+
+def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
+    """``rgsd train`` with the run folder held in ``stack``."""
     from rgsd_agents.config import load_config
     from rgsd_agents.rl.distributed import init_distributed, shutdown
     from rgsd_agents.training.trainers import saved_method, trainer_class
@@ -70,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         extra = _parallel(trainer, dp)
         if extra is None:
             return 2
+        hold(stack, dp, args.resume, create=False)
         runner = trainer.resume(args.resume, overrides, progress=not args.no_progress, **extra)
     else:
         if not args.config:
@@ -92,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
             shutdown(dp)
             return 2
+        hold(stack, dp, out)
         runner = trainer(cfg, out, progress=not args.no_progress, **extra)
     try:
         history = runner.learn()
@@ -104,6 +113,14 @@ def run(args: argparse.Namespace) -> int:
     if runner.is_main:
         print(summary(runner.run.path, history, getattr(runner, "initial_probe", None)))
     return 0
+
+
+def hold(stack: contextlib.ExitStack, dp: DataParallel | None, folder: str | Path, create: bool = True) -> None:
+    """Rank 0 holds the run folder until ``stack`` closes (``folder_lock``): a second ``rgsd train`` on it stops."""
+    from rgsd_envs.utils.files import folder_lock
+
+    if dp is None or dp.rank == 0:
+        stack.enter_context(folder_lock(folder, "rgsd train", create))
 
 
 def _parallel(trainer: type, dp: DataParallel | None) -> dict | None:

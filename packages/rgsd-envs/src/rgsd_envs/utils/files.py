@@ -12,6 +12,7 @@ import contextlib
 import os
 import pickle
 import re
+import shutil
 import tempfile
 import zipfile
 import zlib
@@ -31,6 +32,52 @@ class InputFileError(ValueError):
         self.field = field
         where = f"{self.path}" + (f": field '{field}'" if field else "")
         super().__init__(f"{where}: {message}")
+
+
+LOCK_NAME = ".lock"
+"""The lock file a long command holds in its output folder (``folder_lock``)."""
+
+
+class FolderInUse(InputFileError):
+    """Another process holds the output folder (``folder_lock``)."""
+
+
+@contextlib.contextmanager
+def folder_lock(path: str | os.PathLike, command: str, create: bool = True) -> Iterator[Path]:
+    """Hold ``path`` for one process while ``command`` writes into it; a second one gets FolderInUse.
+
+    Runs resume by running the same command again, so a second command on a folder still in use (under nohup,
+    in another terminal) would otherwise interleave its checkpoints with the first one's. The lock is an advisory
+    ``flock`` on ``<path>/.lock`` that the system drops when the process ends, so a killed run never leaves a stale
+    lock. A folder this call created is removed again if nothing but the lock was written into it; with
+    ``create=False`` a missing folder is not created and not locked (the command's own check names it). No lock on
+    systems without ``fcntl`` (Windows).
+    """
+    path = Path(path)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        fcntl = None
+    if fcntl is None or (not create and not path.is_dir()):
+        yield path
+        return
+    created = not path.exists()
+    path.mkdir(parents=True, exist_ok=True)
+    lock = path / LOCK_NAME
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+            raise FolderInUse(path, f"in use by {holder}; wait for it to end or stop it, then run again") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} ({command})".encode())
+        yield path
+    finally:
+        os.close(fd)  # closing drops the flock
+        if created and [p.name for p in path.iterdir()] == [LOCK_NAME]:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,49 @@
+"""``folder_lock``: one process at a time writes into a run folder; the lock leaves with the process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rgsd_envs.utils.files import LOCK_NAME, FolderInUse, folder_lock
+
+
+def test_a_second_holder_is_refused_with_the_first_one_named(tmp_path):
+    run = tmp_path / "run"
+    in_use = rf"run: in use by pid {os.getpid()} \(rgsd train\)"
+    with folder_lock(run, "rgsd train"):
+        with pytest.raises(FolderInUse, match=in_use) as err, folder_lock(run, "rgsd train"):
+            pass
+        assert err.value.path == str(run)
+        (run / "config.yaml").write_text("seed: 0\n")
+    with folder_lock(run, "rgsd train --resume"):  # released on exit: the next command gets it
+        assert (run / LOCK_NAME).read_text() == f"pid {os.getpid()} (rgsd train --resume)"
+    assert (run / "config.yaml").is_file()
+
+
+def test_a_folder_created_for_nothing_is_removed_and_an_existing_one_kept(tmp_path):
+    with pytest.raises(RuntimeError), folder_lock(tmp_path / "new", "rgsd train"):
+        raise RuntimeError("the trainer failed before writing anything")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "old").mkdir()
+    with folder_lock(tmp_path / "old", "rgsd train"):
+        pass
+    assert (tmp_path / "old").is_dir()
+    with folder_lock(tmp_path / "missing", "rgsd train --resume", create=False) as path:
+        assert not path.exists()
+
+
+def test_the_lock_of_a_killed_process_is_gone(tmp_path):
+    run = tmp_path / "run"
+    code = (
+        "import sys, os; from rgsd_envs.utils.files import folder_lock\n"
+        f"with folder_lock({str(run)!r}, 'rgsd train'):\n"
+        "    print('held', flush=True); os.kill(os.getpid(), 9)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "held" and proc.returncode == -9
+    with folder_lock(run, "rgsd train --resume"):  # the system dropped the dead process's lock
+        pass
