@@ -83,6 +83,8 @@ class Rollouts:
     """(J,) frames recorded, the start frame included."""
     error: np.ndarray
     """(J,) Cartesian error (m), mean over frames 1..length-1."""
+    frame_error: np.ndarray
+    """(J, T_max) Cartesian error (m) of each recorded frame, NaN from ``length`` on."""
     fell: np.ndarray
     """(J,) the pelvis went below the run's fall height or a non-foot body touched the floor."""
     unstable: np.ndarray
@@ -115,8 +117,12 @@ def run_rollouts(
     desc: str = "rollouts",
     on_step: StepHook | None = None,
     torch_threads: int | None = 1,
+    max_frames: int | None = None,
 ) -> Rollouts:
     """Run every job to its clip's end, ``env.num_envs`` worlds at a time (see the module docstring).
+
+    ``max_frames`` (at least 2) stops every rollout after that many frames, the start frame included, when its
+    clip is longer.
 
     ``torch_threads`` bounds the policy's intra-op threads (None: torch's default);
     one is fastest on a few busy cores, where OpenMP workers fight the simulator's.
@@ -130,11 +136,16 @@ def run_rollouts(
     nf = lib.num_frames.cpu().numpy()
     if len(jobs) and (jobs.clip.min() < 0 or jobs.clip.max() >= lib.num_clips):
         raise ValueError(f"job clip indices must be in [0, {lib.num_clips})")
+    if max_frames is not None and max_frames < 2:
+        raise ValueError(f"max_frames must be at least 2 (the start frame and one step), got {max_frames}")
+    if max_frames is not None:
+        nf = np.minimum(nf, max_frames)
     t_max = int(nf[jobs.clip].max()) if len(jobs) else 1
     out = Rollouts(
         jobs=jobs,
         length=np.zeros(len(jobs), dtype=np.int64),
         error=np.full(len(jobs), np.nan),
+        frame_error=np.full((len(jobs), t_max), np.nan),
         fell=np.zeros(len(jobs), dtype=bool),
         unstable=np.zeros(len(jobs), dtype=bool),
         root_pos=np.full((len(jobs), t_max, 3), np.nan, dtype=np.float32),
@@ -148,7 +159,7 @@ def run_rollouts(
         tqdm(total=total, desc=desc, unit="step", disable=None if progress else True, leave=False) as bar,
         threads.torch_threads(torch_threads),
     ):
-        opts = _ChunkOptions(action_noise, gen, fall_height, features, fid_window, on_step, bar)
+        opts = _ChunkOptions(action_noise, gen, fall_height, features, fid_window, on_step, bar, max_frames)
         for k, ids in enumerate(chunks):
             _run_chunk(env, policy, jobs, ids, out, opts, seed + k)
     return out
@@ -172,6 +183,7 @@ class _ChunkOptions:
     fid_window: int
     on_step: StepHook | None
     bar: tqdm
+    max_frames: int | None = None
 
 
 @dataclass
@@ -205,6 +217,8 @@ def _run_chunk(
     clips = jobs.clip[world_jobs]
     nf = lib.num_frames.cpu().numpy()
     steps = int(nf[clips[:m]].max())
+    if opts.max_frames is not None:
+        steps = min(steps, opts.max_frames)
     options = {
         "clip": clips.tolist(),
         "start_frame": [0] * n,
@@ -272,6 +286,7 @@ def _summarise(
     scored = valid & (t >= 1)
     with np.errstate(invalid="ignore"):
         out.error[ids] = np.where(scored.any(0), (err * scored).sum(0) / np.maximum(scored.sum(0), 1), np.nan)
+    out.frame_error[ids, :steps] = np.where(valid, err, np.nan).T
     out.length[ids] = length
     out.fell[ids] = (rec.fell & scored).any(axis=0)
     out.unstable[ids] = rec.unstable
