@@ -28,6 +28,7 @@ from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
 from rgsd_agents.training.runner import Runner
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.utils.host_reads import count_host_reads
+from rgsd_envs.utils.syncs import find_syncs
 
 pytestmark = [
     pytest.mark.cuda,
@@ -116,14 +117,15 @@ def _runner(tmp_path: Path, encoder: str, backend: str = "warp") -> Runner:
 def test_a_rollout_on_cuda_with_warp_synchronises_only_for_its_one_read_per_step(tmp_path, tiny_encoder):
     """torch's sync debug mode reports every synchronising call (blocking copies, stream or device syncs,
     ``.item()``, ``nonzero``): a rollout makes exactly the env's one host read per step (``done_host``) and
-    no other; the CPU-side count of the same reads is rgsd-agents' test_host_reads."""
+    no other; the CPU-side count of the same reads is rgsd-agents' test_host_reads, and its model of the
+    synchronising calls (``find_syncs``, run here beside the debug mode) names the op of each."""
     caught: list[tuple[str, str]] = []
     runner = _runner(tmp_path, tiny_encoder)
     runner.iterate()  # first launches: kernel loads, graph capture, allocations
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("warn")
     try:
-        with warnings.catch_warnings(), count_host_reads() as reads:
+        with warnings.catch_warnings(), count_host_reads() as reads, find_syncs(runner.device) as modelled:
             warnings.simplefilter("always")
             warnings.showwarning = lambda message, *args, **kwargs: caught.append((str(message), _caller()))
             runner.rollout()
@@ -133,7 +135,10 @@ def test_a_rollout_on_cuda_with_warp_synchronises_only_for_its_one_read_per_step
     syncs = Counter(site for message, site in caught if "synchroniz" in message)
     horizon = runner.cfg.horizon
     assert dict(reads) == {"tolist": horizon}, dict(reads)
-    assert sum(syncs.values()) <= horizon, f"synchronising calls in {horizon} steps, by caller: {dict(syncs)}"
+    assert sum(syncs.values()) <= horizon, (
+        f"synchronising calls in {horizon} steps, by caller: {dict(syncs)}; "
+        f"as find_syncs models them, by op and caller: {dict(Counter(modelled))}"
+    )
 
 
 @pytest.mark.parametrize("backend", ["warp", "mujoco"])

@@ -2,7 +2,8 @@
 
 Counted as ``Tensor.numpy/.cpu/.item/.tolist/__bool__`` calls in this process
 (``rgsd_envs.utils.host_reads``), over whole iterations after a warm-up one. Before the torch interface the
-warp path made about 38 per step (16.7 numpy, 16.8 cpu, 1.7 item, 3.0 bool).
+warp path made about 38 per step (16.7 numpy, 16.8 cpu, 1.7 item, 3.0 bool). The reads torch makes inside
+its ops on a GPU (a boolean mask's nonzero, a blocking upload) are found by ``rgsd_envs.utils.syncs``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,16 @@ from rgsd_agents.testing import tiny_encoder_file, tiny_options, tiny_train_conf
 from rgsd_agents.training.runner import Runner
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.utils.host_reads import count_host_reads, read_host_flags
+from rgsd_envs.utils.syncs import Sync, find_syncs
 
 HORIZON = 8
+STEP_READ = "rgsd_envs/utils/host_reads.py"
+"""Where the env's one read per step is made (``read_host_flags``)."""
+
+
+def _unintended(found: list[Sync]) -> list[Sync]:
+    """The calls that would synchronise a GPU other than the env's step reads."""
+    return [s for s in found if not (s.op == "Tensor.tolist" and s.site.startswith(STEP_READ))]
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +48,21 @@ def test_a_warp_rollout_reads_the_device_once_per_env_step(warp_runner):
         warp_runner.rollout()
     # the env's packed flags, one tolist() per step; nothing else (no .cpu(), no mask.any(), no .item())
     assert dict(counts) == {"tolist": HORIZON}
+
+
+def test_a_warp_rollout_makes_no_call_that_would_synchronise_a_gpu_but_its_step_reads(warp_runner):
+    """Nor do torch's ops: no boolean-mask indexing, no ``x[ids] = 0.0`` (a blocking upload of the 0), no
+    ``torch.tensor(data, device=...)`` (what the GPU test's sync debug mode would count)."""
+    with find_syncs() as found:
+        warp_runner.rollout()
+    assert len(found) - len(_unintended(found)) == HORIZON
+    assert _unintended(found) == []
+
+
+def test_a_whole_warp_iteration_synchronises_only_for_its_reads(warp_runner):
+    with find_syncs() as found:
+        warp_runner.iterate()
+    assert [s.op for s in found] == ["Tensor.tolist"] * (HORIZON + 3), _unintended(found)
 
 
 def test_a_whole_warp_iteration_adds_one_read_per_statistics_block(warp_runner):
@@ -64,12 +88,13 @@ def test_a_baseline_s_latents_rewards_and_updates_add_one_read_per_iteration(tmp
     )
     runner = Runner(cfg, tmp_path / "run", progress=False)
     runner.iterate()
-    with count_host_reads() as rollout_reads:
+    with count_host_reads() as rollout_reads, find_syncs() as found:
         runner.rollout()  # latents resampled through set_skills and rewards relabelled: no extra read
     with count_host_reads() as counts:
         runner.iterate()
     runner.close()
     assert dict(rollout_reads) == {"tolist": HORIZON}
+    assert _unintended(found) == []  # nor any that torch would make inside its ops on a GPU
     # per iteration: HORIZON step reads + one each for the PPO, method and episode statistics
     assert sum(counts.values()) == HORIZON + 3, dict(counts)
 

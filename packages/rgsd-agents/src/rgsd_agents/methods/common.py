@@ -27,7 +27,7 @@ Tensor = torch.Tensor
 
 FEATURE_DIM = FRAME_DIM - 1
 """358: a frame's features without the phase."""
-_PHASE = FRAME_LAYOUT["phase"].start
+_PHASE = FRAME_LAYOUT["phase"]
 
 
 def transition_features(encoder_inputs: Tensor, frames: int) -> Tensor:
@@ -35,8 +35,8 @@ def transition_features(encoder_inputs: Tensor, frames: int) -> Tensor:
     if not 1 <= frames <= HISTORY_LEN:
         raise ValueError(f"frames must be in 1..{HISTORY_LEN} (the encoder input's history), got {frames}")
     x = encoder_inputs.reshape(*encoder_inputs.shape[:-1], HISTORY_LEN, FRAME_DIM)[..., -frames:, :]
-    keep = [i for i in range(FRAME_DIM) if i != _PHASE]
-    return x[..., keep].flatten(-2)
+    # slices, not a list of columns: a list indexes through a host tensor, a blocking upload on a GPU
+    return torch.cat((x[..., : _PHASE.start], x[..., _PHASE.stop :]), dim=-1).flatten(-2)
 
 
 @dataclass

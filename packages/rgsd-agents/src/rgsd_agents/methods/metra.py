@@ -147,7 +147,7 @@ class METRA(SkillMethod):
         params = list(self.phi.parameters())
         # every step's rows drawn at once on the CPU generator (the same minibatches on every device), one copy over
         rows = torch.randint(z_all.shape[0], (cfg.phi_steps, cfg.minibatch_size), generator=generator)
-        rows = rows.to(z_all.device)
+        rows = rows.to(z_all.device, non_blocking=True)
         sums: dict[str, Tensor] = {}
         for idx in rows:
             phi_loss, dual_loss, stats = metra_losses(

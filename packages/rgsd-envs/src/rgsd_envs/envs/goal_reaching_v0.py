@@ -256,9 +256,9 @@ class GoalReachingCore:
         self.core.backend.set_state(ids, qpos, qvel)
         self.core.observe(ids)
         self.goal[ids] = torch.tensor(goals, dtype=torch.float32).to(self.device, non_blocking=True)
-        self.steps[ids] = 0
+        self.steps.index_fill_(0, ids, 0)  # ``x[ids] = 0`` would upload the 0 with a blocking copy
         self.steps_host[env_ids] = 0
-        self.success[ids] = False
+        self.success.index_fill_(0, ids, False)
 
     def observation(self) -> Tensor:
         """(N, 364): frame features, goal in the heading frame, style one-hot."""

@@ -227,8 +227,8 @@ class RGSDTorchEnv:
         if stepped is not None:
             moved = core.device_ids(np.flatnonzero(~stepped))
             terminated, truncated = terminated.clone(), truncated.clone()
-            terminated[moved] = False
-            truncated[moved] = False
+            terminated.index_fill_(0, moved, False)  # ``x[moved] = False`` would upload False, a blocking copy
+            truncated.index_fill_(0, moved, False)
             term_host, trunc_host = term_host & stepped, trunc_host & stepped
         core.record_outcomes(term_host, trunc_host, stepped)
         if self.reward_core is not None:

@@ -273,8 +273,9 @@ class WarpBackend(SimBackend):
         self._qpos[ids] = q
         self._qvel[ids] = qvel.detach().to(self.device, torch.float32)
         self._ctrl[ids] = torch.minimum(torch.maximum(q[:, 7:], self._lo), self._hi)
-        self._t["qacc_warmstart"][ids] = 0.0
-        self._unstable_i[ids] = 0
+        # index_fill_ takes its value as a kernel argument; ``x[ids] = 0`` would upload it with a blocking copy
+        self._t["qacc_warmstart"].index_fill_(0, ids, 0.0)
+        self._unstable_i.index_fill_(0, ids, 0)
         self._launch(self._kinematics, self._kinematics_graph)
 
     def step(self, targets: Tensor) -> None:
