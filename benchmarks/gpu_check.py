@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -46,11 +47,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+METHODS = ("rgsd", "ase", "calm", "diayn", "metra", "fb_cpr")
+"""The six methods, each trained from its ``<method>_paper`` preset in the methods step."""
 DEFAULT_MOTIONS = REPO / "motions" / "deepmimic-smpl"
 FULL_N = (1024, 4096, 8192)
-ENV_STEPS_GOAL = 300_000
-"""env steps/s of the warp env at 8192 worlds on one H100."""
-TRAIN_SAMPLES_GOAL = 100_000
+ENV_STEPS_GOAL = 450_000
+"""env steps/s of the warp env at 8192 worlds on one H100 (0.9 of the 500k physics-only rate measured there)."""
+TRAIN_SAMPLES_GOAL = 250_000
 """training samples/s with the paper's networks on one H100."""
 SMOKE_TRAIN = [
     "num_envs=8", "horizon=4", "iterations=2", "probe_every=0", "checkpoint_every=1",
@@ -58,10 +61,41 @@ SMOKE_TRAIN = [
     "ppo.minibatch_size=16", "ppo.epochs=1", "method.options.minibatch_size=16",
 ]  # fmt: skip
 """The paper preset shrunk to seconds on the CPU (``--smoke``)."""
-STEP_NAMES = ("cuda_tests", "demo_motions", "import_motions", "throughput", "train", "eval")
-"""Every step, in the order they run."""
-SECTIONS = ("Machine", "Goals", "Steps", "CUDA tests", "Throughput", "Training", "Evaluation")
+STEP_NAMES = (
+    "cuda_tests",
+    "demo_motions",
+    "import_motions",
+    "throughput",
+    "train",
+    "eval",
+    "methods",
+    "parity",
+    "sharing",
+)
+"""Every step, in the order the full check runs them."""
+QUICK_STEPS = ("demo_motions", "import_motions", "throughput", "methods", "parity", "sharing", "cuda_tests")
+"""``--quick``'s steps in its order: the measurements first (the CUDA tests' compile and runs would crowd them),
+each method's short training before the sharing table that reuses RGSD's encoder."""
+SECTIONS = (
+    "Machine", "Goals", "Steps", "CUDA tests", "Throughput", "Methods", "Sharing", "Backend parity", "Training",
+    "Evaluation",
+)  # fmt: skip
 """The sections of gpu_check.md, in order."""
+QUICK_METHOD_MINUTES = 0.67
+"""Each method's training budget in the quick check's methods step (40 s, the six at once)."""
+QUICK_SHARING_MINUTES = 0.4
+"""Each copy's training budget in the quick check's sharing step."""
+SHARING_COPIES = (1, 2, 4)
+"""Copies of RGSD's paper preset trained at once in the sharing step (the methods step gives six at once)."""
+PEAK_MEMORY_TAGS = {
+    "perf/gpu_peak_allocated_mib": "peak_allocated_mib",
+    "perf/gpu_peak_reserved_mib": "peak_reserved_mib",
+}
+"""TensorBoard tags of a training's peak GPU memory -> the figures' keys."""
+MIN_STEP_SECONDS = 20.0
+"""A step is not started with less time than this left before ``--deadline-minutes``."""
+ENV_PHYSICS_GOAL = 0.9
+"""The warp env's steps/s over the backend's physics-only rate at 8192 worlds."""
 
 
 @dataclass
@@ -183,7 +217,8 @@ def cuda_test_counts(xml: Path) -> dict[str, int]:
 
 
 def training_figures(run: Path) -> dict[str, float]:
-    """From a run's TensorBoard events: iterations, env samples, median and last charts/SPS, last rewards."""
+    """From a run's TensorBoard events: iterations, samples, median and last charts/SPS, peak GPU memory of the
+    process (MiB), last rewards and errors."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(str(run / "tb"), size_guidance={"scalars": 0})
@@ -195,10 +230,13 @@ def training_figures(run: Path) -> dict[str, float]:
     steady = [e.value for e in sps[1:]] or [sps[0].value]  # the first iteration pays kernel loads and captures
     out = {
         "iterations": float(len(sps)),
-        "env_samples": float(sps[-1].step),
+        "samples": float(sps[-1].step),
         "median_sps": statistics.median(steady),
         "last_sps": sps[-1].value,
     }
+    for tag, key in PEAK_MEMORY_TAGS.items():
+        if tag in tags:
+            out[key] = max(e.value for e in acc.Scalars(tag))
     for tag in ("rollout/imitation_reward", "rollout/imitation_cartesian_error", "probe/cartesian_error_cm"):
         if tag in tags:
             out[tag] = acc.Scalars(tag)[-1].value
@@ -256,15 +294,18 @@ def evaluation_section(metrics: Path) -> list[str]:
 
 
 def goals(throughput: dict, train: dict[str, float], smoke: bool) -> list[str]:
-    """The goal table: figure, target, met."""
-    env_8192 = throughput.get("figures", {}).get("8192", {}).get("env", {}).get("warp")
-    train_sps = train.get("median_sps")
+    """The goal table: figure, target, met (the training figure: the run's median, else the throughput row)."""
+    at_8192 = throughput.get("figures", {}).get("8192", {})
+    env_8192 = at_8192.get("env", {}).get("warp")
+    physics_8192 = at_8192.get("physics", {}).get("warp")
+    ratio = env_8192 / physics_8192 if env_8192 and physics_8192 else None
+    train_sps = train.get("median_sps") or at_8192.get("train", {}).get("warp")
 
     def verdict(value: float | None, target: float) -> str:
         if smoke:
             return "not judged (--smoke: CPU)"
         if value is None:
-            return "no figure (step failed)"
+            return "no figure (step failed or not run)"
         return "met" if value >= target else "NOT met"
 
     return [
@@ -272,9 +313,86 @@ def goals(throughput: dict, train: dict[str, float], smoke: bool) -> list[str]:
         "|---|---|---|---|",
         f"| env steps/s, warp, 8192 worlds (gpu_throughput `env` row) | {_fmt(env_8192)} | {ENV_STEPS_GOAL:,} | "
         f"{verdict(env_8192, ENV_STEPS_GOAL)} |",
-        f"| training samples/s, paper networks (median charts/SPS of the paper-preset run) | {_fmt(train_sps)} | "
-        f"{TRAIN_SAMPLES_GOAL:,} | {verdict(train_sps, TRAIN_SAMPLES_GOAL)} |",
+        f"| env steps/s over physics-only steps/s, 8192 worlds | {'-' if ratio is None else f'{ratio:.2f}'} | "
+        f"{ENV_PHYSICS_GOAL} | {verdict(ratio, ENV_PHYSICS_GOAL)} |",
+        f"| training samples/s, paper networks (median charts/SPS of the paper-preset run, else the throughput "
+        f"`train` row at 8192) | {_fmt(train_sps)} | {TRAIN_SAMPLES_GOAL:,} | {verdict(train_sps, TRAIN_SAMPLES_GOAL)} |",
     ]
+
+
+def methods_section(doc: dict) -> list[str]:
+    """Each method's short paper-preset training on CUDA (all six at once), its peak memory and evaluation."""
+    group = doc.get("groups", {}).get("methods")
+    if not group:
+        return ["No methods figures (see the methods step's log)."]
+    lines = [
+        f"`benchmarks/concurrent_trainings.py`: every method's `<method>_paper` preset on {doc.get('device')} with "
+        f"warp worlds, all at once for {doc.get('minutes')} min each, then `rgsd eval --protocol paper` with "
+        "8 rollouts per clip (no video) of each, then 2 downstream iterations on the RGSD run. Samples: rollout "
+        "samples (PPO methods) or env transitions (Meta Motivo). Peak memory: each process's own (torch).",
+        "",
+        "| method | trained | iterations | samples | median samples/s | peak allocated (MiB) | peak reserved (MiB) "
+        "| evaluated | mean ERR (cm) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    evals = group.get("eval", {})
+    for name, r in group["members"].items():
+        e = evals.get(name, {})
+        errs = [v for v in (e.get("err_cm") or {}).values() if v is not None]
+        lines.append(
+            f"| {name} | {'pass' if r.get('exit_code') == 0 else 'FAIL'} | {_fmt(r.get('iterations'))} | "
+            f"{_fmt(r.get('samples'))} | {_fmt(r.get('median_sps'))} | {_fmt(r.get('peak_allocated_mib'))} | "
+            f"{_fmt(r.get('peak_reserved_mib'))} | {'pass' if e.get('exit_code') == 0 else ('FAIL' if e else '-')} "
+            f"| {f'{sum(errs) / len(errs):.1f}' if errs else '-'} |"
+        )
+    lines += ["", f"Sum of the medians: {_fmt(group.get('aggregate_sps'))} samples/s."]
+    if "downstream" in group:
+        d = group["downstream"]
+        lines.append(f"Downstream step: {'pass' if d.get('exit_code') == 0 else 'FAIL'} in {d.get('seconds')} s.")
+    failures = [f"- {n}: {r['error']}" for n, r in {**group["members"], **evals}.items() if r.get("error")]
+    return lines + ([""] + failures if failures else [])
+
+
+def sharing_section(doc: dict) -> list[str]:
+    """Aggregate samples/s of 1, 2, 4 copies of one preset sharing the GPU."""
+    groups = doc.get("groups", {})
+    if not groups:
+        return ["No sharing figures (see the sharing step's log)."]
+    one = groups.get("x1", {}).get("aggregate_sps")
+    lines = [
+        f"Copies of RGSD's `paper` preset training at once on {doc.get('device')} ({doc.get('minutes')} min each, "
+        "one encoder): the sum of their median samples/s, and the largest peak memory of one.",
+        "",
+        "| trainings | all passed | aggregate samples/s | per training | x one alone | peak allocated per training (MiB) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for g in groups.values():
+        k, agg = g["trainings"], g.get("aggregate_sps") or 0.0
+        peak = max((r.get("peak_allocated_mib") or 0.0 for r in g["members"].values()), default=0.0)
+        lines.append(
+            f"| {k} | {'yes' if g.get('passed') else 'NO'} | {_fmt(agg)} | {_fmt(agg / k)} | "
+            f"{f'{agg / one:.2f}' if one else '-'} | {_fmt(peak)} |"
+        )
+    return lines
+
+
+def parity_section(doc: dict) -> list[str]:
+    """The shipped policy's error per clip on MuJoCo and on warp (``benchmarks/backend_parity.py``)."""
+    if not doc:
+        return ["No parity figures (see the parity step's log)."]
+    lines = [
+        f"`benchmarks/backend_parity.py` on warp device {doc.get('device')}: mean gap {doc.get('mean_gap_cm', 0):.3f} "
+        f"cm, largest {doc.get('max_gap_cm', 0):.3f} cm; all clips within tolerance: {doc.get('ok')}.",
+        "",
+        "| clip | mujoco (cm) | warp (cm) | gap (cm) | tolerance (cm) | compared | ok |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in doc.get("clips", []):
+        lines.append(
+            f"| {c['clip']} | {c['error_cm']['mujoco']:.2f} | {c['error_cm']['warp']:.2f} | {c['gap_cm']:.3f} | "
+            f"{c['tolerance_cm']:.2f} | {c['compared']} | {c['ok']} |"
+        )
+    return lines
 
 
 def train_argv(args: argparse.Namespace, out: Path) -> list[str]:
@@ -287,22 +405,39 @@ def train_argv(args: argparse.Namespace, out: Path) -> list[str]:
 
 
 def build_steps(args: argparse.Namespace, out: Path) -> dict[str, Step]:
-    """The commands of every step, in order."""
+    """The commands of every step, in the full check's order."""
     py = sys.executable
     throughput = [py, "benchmarks/gpu_throughput.py", "--json", str(out / "throughput.json")]
-    throughput += ["--smoke"] if args.smoke else ["--device", "cuda", "--num-envs", *map(str, args.num_envs)]
+    if args.smoke:
+        throughput += ["--smoke"]
+    else:
+        throughput += ["--device", "cuda", "--num-envs", *map(str, args.num_envs)]
+    if args.quick:  # the goals' rows: warp alone, and where the env step's time goes
+        throughput += ["--backends", "warp", "--profile", str(out / "profile.txt")]
     evaluation = [py, "-m", "rgsd_agents.cli", "eval", "--run", str(out / "train_run"), "--out", str(out / "eval")]
     evaluation += ["--device", "cpu" if args.smoke else "cuda", "--no-video", "--no-progress"]
     evaluation += ["--rollouts", "1", "--kappas", "20", "--motions", "demo"] if args.smoke else []
     motions = [py, "-m", "rgsd_envs.motion.cli"]
     tests = [py, "-m", "pytest", "-m", "cuda", "-q", "-rs", f"--junitxml={out / 'cuda_tests.xml'}"]
+    concurrent = [py, "benchmarks/concurrent_trainings.py", "--motions", str(out / "motions")]
+    concurrent += ["--smoke"] if args.smoke else ["--device", "cuda"]
+    methods = [*concurrent, "--methods", *args.methods, "--minutes", str(QUICK_METHOD_MINUTES), "--eval"]
+    methods += ["--downstream", "--out", str(out / "methods")]
+    copies = SHARING_COPIES[:2] if args.smoke else SHARING_COPIES  # 2 CPU cores: 4 copies add nothing to the check
+    sharing = [*concurrent, "--copies", *map(str, copies), "--minutes", str(QUICK_SHARING_MINUTES)]
+    sharing += ["--encoder", str(out / "methods" / "methods" / "rgsd" / "encoder.pt"), "--out", str(out / "sharing")]
+    parity = [py, "benchmarks/backend_parity.py", "--device", "cpu" if args.smoke else "cuda"]
+    parity += ["--json", str(out / "parity.json")] + (["--max-frames", "10"] if args.smoke else [])
     steps = [
         Step("cuda_tests", tests, 15 * 60),
         Step("demo_motions", [*motions, "demo", "--out", str(out / "motions")], 120),
         Step("import_motions", [*motions, "import", str(args.motions), "--out", str(out / "motions"), "--quiet"], 300),
-        Step("throughput", throughput, (5 if args.smoke else 15) * 60),
+        Step("throughput", throughput, (5 if args.smoke or args.quick else 15) * 60),
         Step("train", train_argv(args, out), args.train_minutes * 60 + 600),
         Step("eval", evaluation, (5 if args.smoke else 10) * 60),
+        Step("methods", methods, 10 * 60),
+        Step("parity", parity, 5 * 60),
+        Step("sharing", sharing, 10 * 60),
     ]
     assert tuple(s.name for s in steps) == STEP_NAMES
     return {s.name: s for s in steps}
@@ -342,6 +477,14 @@ def parse_steps(text: str) -> list[str]:
     return [n for n in STEP_NAMES if n in names]
 
 
+def _json(path: Path) -> dict:
+    """A JSON file's object, or {} when it is missing or cut short (a step killed mid-write)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def write_report(path: Path, args: argparse.Namespace, steps: dict[str, Step], machine_lines: list[str]) -> None:
     """gpu_check.md: machine, goals, steps, and each step's figures."""
     from rgsd_envs.utils.files import atomic_path
@@ -349,8 +492,13 @@ def write_report(path: Path, args: argparse.Namespace, steps: dict[str, Step], m
     out = path.parent
     throughput = json.loads((out / "throughput.json").read_text()) if (out / "throughput.json").is_file() else {}
     train = training_figures(out / "train_run") if (out / "train_run" / "tb").is_dir() else {}
+    if not train.get("median_sps"):  # the quick check trains no train_run: RGSD's run of the methods step
+        rgsd = _json(out / "methods" / "concurrent.json").get("groups", {}).get("methods", {}).get("members", {})
+        train = {"median_sps": rgsd["rgsd"]["median_sps"]} if rgsd.get("rgsd", {}).get("median_sps") else {}
     counts = cuda_test_counts(out / "cuda_tests.xml")
-    mode = "--smoke (CPU, tiny sizes: checks the script, its figures are not judged)" if args.smoke else "full"
+    mode = "quick" if args.quick else "full"
+    if args.smoke:
+        mode += ", --smoke (CPU, tiny sizes: checks the script, its figures are not judged)"
     sections: dict[str, list[str]] = {
         "Machine": machine_lines,
         "Goals": goals(throughput, train, args.smoke),
@@ -384,6 +532,19 @@ def write_report(path: Path, args: argparse.Namespace, steps: dict[str, Step], m
     else:
         sections["Training"] = ["No training figures (see the train step's log)."]
     sections["Evaluation"] = evaluation_section(out / "eval" / "metrics.json")
+    sections["Methods"] = methods_section(_json(out / "methods" / "concurrent.json"))
+    sections["Sharing"] = sharing_section(_json(out / "sharing" / "concurrent.json"))
+    sections["Backend parity"] = parity_section(_json(out / "parity.json"))
+    profile = out / "profile.txt"
+    if profile.is_file():  # where the env step's time goes (the throughput step's --profile)
+        sections["Throughput"] += [
+            "",
+            "Where the env step's time goes at the largest N (torch profiler, `gpu_throughput.py --profile`):",
+            "",
+            "```",
+            *profile.read_text().strip().splitlines()[:40],
+            "```",
+        ]
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# rgsd GPU check",
@@ -406,14 +567,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-minutes", type=float, default=10.0, help="time budget of the paper-preset training")
     parser.add_argument("--smoke", action="store_true", help="the same steps on the CPU with tiny sizes (minutes)")
     parser.add_argument(
-        "--steps", type=parse_steps, default=list(STEP_NAMES), help=f"comma-separated, of {','.join(STEP_NAMES)} (all)"
+        "--quick", action="store_true", help=f"the check in one 9-minute command: {','.join(QUICK_STEPS)}"
     )
     parser.add_argument(
-        "--num-envs", type=int, nargs="+", default=list(FULL_N), help="world counts of the throughput step"
+        "--steps", type=parse_steps, default=None, help=f"comma-separated, of {','.join(STEP_NAMES)} (all)"
     )
+    parser.add_argument(
+        "--num-envs", type=int, nargs="+", default=None, help="world counts of the throughput step (quick: 8192)"
+    )
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), help="the methods step's methods (all six)")
+    parser.add_argument(
+        "--deadline-minutes", type=float, default=None,
+        help="stop starting steps past this wall-clock time; each step's limit shrinks to what is left (quick: 8.5)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.smoke:
         args.train_minutes = 1.0
+    if args.num_envs is None:
+        args.num_envs = [8192] if args.quick else list(FULL_N)
+    if args.deadline_minutes is None and args.quick and not args.smoke:
+        args.deadline_minutes = 8.5
+    order = list(QUICK_STEPS) if args.quick else list(STEP_NAMES)
+    chosen = [n for n in order if n in (args.steps or order)]
+    deadline = math.inf if args.deadline_minutes is None else time.perf_counter() + 60.0 * args.deadline_minutes
     out = args.out.resolve()
     args.motions = args.motions.resolve()
     (out / "logs").mkdir(parents=True, exist_ok=True)
@@ -423,7 +599,13 @@ def main(argv: list[str] | None = None) -> int:
     load_state(state, steps)
     import torch
 
-    for name in args.steps:
+    for name in chosen:
+        left = deadline - time.perf_counter()
+        if left < MIN_STEP_SECONDS:
+            steps[name].status, steps[name].note = "not run", f"out of time ({max(left, 0):.0f} s left of the deadline)"
+            steps[name].seconds, steps[name].log = 0.0, None
+            continue
+        steps[name].timeout = min(steps[name].timeout, left)
         stopped = steps[name]
         stopped.status, stopped.note = "fail", "the command was stopped before this step ended"
         stopped.seconds, stopped.log = 0.0, out / "logs" / f"{name}.log"
@@ -438,8 +620,10 @@ def main(argv: list[str] | None = None) -> int:
             step.note += "; training on the demo motions alone"
         save_state(state, steps)
         write_report(report, args, steps, machine_lines)  # after each step: a killed command keeps what it measured
+    save_state(state, steps)
+    write_report(report, args, steps, machine_lines)
     print(f"[gpu_check] wrote {report}")
-    return 0 if all(steps[n].status in ("pass", "skipped") for n in args.steps) else 1
+    return 0 if all(steps[n].status in ("pass", "skipped") for n in chosen) else 1
 
 
 if __name__ == "__main__":

@@ -75,8 +75,9 @@ def physics_rate(backend: str, n: int, steps: int, device: torch.device) -> floa
     return rate
 
 
-def env_rate(backend: str, n: int, steps: int, device: torch.device) -> float:
-    """World-steps/s of the torch env (the trainers' interface) with the encoder reward, actions on its device."""
+def env_rate(backend: str, n: int, steps: int, device: torch.device, profile: Path | None = None) -> float:
+    """World-steps/s of the torch env (the trainers' interface) with the encoder reward, actions on its device;
+    with ``profile``, 20 more steps under torch's profiler, its table of ops and kernels written there."""
     dev = torch.device(_env_device(backend, device))
     env = RGSDTorchEnv(n, backend=backend, device=str(dev))
     gen = torch.Generator(dev).manual_seed(0)
@@ -90,8 +91,25 @@ def env_rate(backend: str, n: int, steps: int, device: torch.device) -> float:
         env.step(a)
     _sync(dev)
     rate = n * steps / (time.perf_counter() - start)
+    if profile is not None:
+        write_profile(env, actions[2:22], dev, profile)
     env.close()
     return rate
+
+
+def write_profile(env: RGSDTorchEnv, actions: list[torch.Tensor], dev: torch.device, path: Path) -> None:
+    """torch.profiler over ``len(actions)`` env steps: the ops and kernels by self time (device time on a GPU)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for a in actions:
+            env.step(a)
+        _sync(dev)
+    key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
+    table = prof.key_averages().table(sort_by=key, row_limit=30, max_name_column_width=60)
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(f"{len(actions)} env steps of {env.num_envs} worlds on {dev}, sorted by {key}\n{table}\n")
 
 
 def train_config(backend: str, n: int, device: torch.device, smoke: bool) -> TrainConfig:
@@ -137,6 +155,7 @@ def main() -> None:
     parser.add_argument("--no-train", action="store_true", help="skip the training-loop measurement")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--smoke", action="store_true", help="CPU, N=8, a few steps: checks that it runs (< 1 min)")
+    parser.add_argument("--profile", type=Path, help="write a torch profile of the warp env step at the largest N here")
     parser.add_argument(
         "--json", type=Path, help="also write the figures to this JSON file ({N: {row: {backend: x}}}), kept N added to"
     )
@@ -167,7 +186,10 @@ def main() -> None:
         rows["physics"] = {b: physics_rate(b, n, args.steps, device) for b in args.backends}
         print(_row("physics", rows["physics"], "world-steps/s"), flush=True)
         save()
-        rows["env"] = {b: env_rate(b, n, args.steps, device) for b in args.backends}
+        rows["env"] = {
+            b: env_rate(b, n, args.steps, device, args.profile if b == "warp" and n == max(args.num_envs) else None)
+            for b in args.backends
+        }
         print(_row("env", rows["env"], "env steps/s (with encoder reward)"), flush=True)
         save()
         if not args.no_train:

@@ -22,3 +22,21 @@ def test_rgsd_eval_reports_a_missing_run_in_one_line(tmp_path):
     )  # fmt: skip
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip().startswith("error: ") and "run folder not found" in out.stderr
+
+
+def test_rgsd_eval_is_found_by_import_where_no_entry_point_is_installed(monkeypatch):
+    """Sources on PYTHONPATH (an offline GPU node's bundle) have no entry points: ``rgsd eval`` is still there."""
+    import rgsd_agents.cli as cli
+
+    monkeypatch.setattr(cli, "_plugins", lambda: {})
+    args = cli.build_parser().parse_args(["eval", "--run", "a", "--out", "o"])
+    assert args.func is eval_cli.run_command and args.run == ["a"]
+
+
+def test_a_sibling_package_that_is_not_there_gets_a_command_saying_what_to_install(monkeypatch, capsys):
+    import rgsd_agents.cli as cli
+
+    monkeypatch.setattr(cli, "_plugins", lambda: {})
+    monkeypatch.setattr(cli, "KNOWN_PLUGINS", {"eval": ("rgsd_not_installed.cli:register", "rgsd-not-installed")})
+    args = cli.build_parser().parse_args(["eval"])
+    assert args.func(args) == 2 and "pip install rgsd-not-installed" in capsys.readouterr().err

@@ -1,8 +1,10 @@
-"""``benchmarks/gpu_check.py --smoke``: every step of the GPU check runs on the CPU and gpu_check.md has every section."""
+"""``benchmarks/gpu_check.py --quick --smoke``: the GPU check's one-command form runs every step on the CPU (warp on its
+CPU device) and gpu_check.md has every section, so on a GPU machine it runs the first time."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,10 +12,9 @@ from types import ModuleType
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "gpu_check.py"
+QUICK = ["--quick", "--smoke", "--methods", "rgsd", "fb_cpr"]  # one PPO and one off-policy method: both trainers
 
 
 @pytest.fixture(scope="module")
@@ -21,12 +22,11 @@ def gpu_check(load_benchmark):
     return load_benchmark("gpu_check")
 
 
-def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
+def _run(out: Path, *extra: str, expect: int = 0) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(out), "--smoke", *extra],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        [sys.executable, str(SCRIPT), "--out", str(out), *extra], cwd=REPO, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == expect, proc.stdout[-4000:] + proc.stderr[-2000:]
     return proc
 
 
@@ -38,40 +38,67 @@ def _step_results(md: str) -> dict[str, str]:
     }
 
 
-def test_gpu_check_smoke_split_over_two_commands_runs_every_step_and_reports_every_section(gpu_check, tmp_path):
+@pytest.mark.slow
+def test_the_quick_check_split_over_two_commands_runs_every_step_and_reports_every_section(gpu_check, tmp_path):
     """A lent GPU machine runs 10 minutes a command: ``--steps`` splits the check, steps.json carries the results."""
     out = tmp_path / "gpu_check"
-    _run(out, "--steps", "cuda_tests,demo_motions,import_motions,throughput")
+    _run(out, *QUICK, "--steps", "demo_motions,import_motions,throughput,methods")
     first = _step_results((out / "gpu_check.md").read_text())
-    assert first["throughput"] == "pass" and first["train"] == first["eval"] == "not run"
-    _run(out, "--steps", "eval,train")  # run in the check's order whatever the order given
-    check_report(gpu_check, out)
+    assert first["methods"] == "pass" and first["sharing"] == first["cuda_tests"] == "not run"
+    _run(out, *QUICK, "--steps", "cuda_tests,sharing,parity")
+    md = (out / "gpu_check.md").read_text()
+    headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
+    assert headings == list(gpu_check.SECTIONS)
+    assert _step_results(md) == {
+        "cuda_tests": "skipped",  # CI has no GPU: every cuda test skipped, cleanly
+        "demo_motions": "pass",
+        "import_motions": "pass",
+        "throughput": "pass",
+        "train": "not run",  # the full check's longer training and its evaluation
+        "eval": "not run",
+        "methods": "pass",
+        "parity": "pass",
+        "sharing": "pass",
+    }
+    section = {h: md.split(f"## {h}\n")[1].split("\n## ")[0] for h in headings}
+    assert "| 8 | env (" in section["Throughput"] and "torch profiler" in section["Throughput"]
+    for method in ("rgsd", "fb_cpr"):  # trained, then evaluated under the paper protocol
+        assert f"| {method} | pass |" in section["Methods"]
+    assert section["Methods"].count("| pass |") == 4  # each of the two: trained and evaluated
+    assert "Downstream step: pass" in section["Methods"]
+    assert "| 1 | yes |" in section["Sharing"] and "| 2 | yes |" in section["Sharing"]
+    assert "all clips within tolerance: True" in section["Backend parity"]
+    assert "not judged (--smoke: CPU)" in section["Goals"]
+    methods = json.loads((out / "methods" / "concurrent.json").read_text())["groups"]["methods"]
+    assert set(methods["members"]) == {"rgsd", "fb_cpr"} and methods["passed"]
+    assert all(r["exit_code"] == 0 and r["err_cm"] for r in methods["eval"].values())
 
 
 def test_steps_are_checked_and_put_in_run_order(gpu_check):
     assert gpu_check.parse_steps("eval, train") == ["train", "eval"]
     with pytest.raises(argparse.ArgumentTypeError, match=r"unknown step.*'bogus'.*valid: cuda_tests"):
         gpu_check.parse_steps("train,bogus")
+    assert set(gpu_check.QUICK_STEPS) <= set(gpu_check.STEP_NAMES)
+    assert gpu_check.QUICK_STEPS[-1] == "cuda_tests"  # the measurements first on a machine lent by the minute
 
 
-def check_report(gpu_check: ModuleType, out: Path) -> None:
-    """What a smoke run's gpu_check.md and folder must hold."""
-    md = (out / "gpu_check.md").read_text()
-    headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
-    assert headings == list(gpu_check.SECTIONS)
-    steps = _step_results(md)
-    assert steps == {
-        "cuda_tests": "skipped",  # CI has no GPU: every cuda test skipped, cleanly
-        "demo_motions": "pass",
-        "import_motions": "pass",
-        "throughput": "pass",
-        "train": "pass",
-        "eval": "pass",
-    }
-    assert "10 skipped" in md or "0 failed" in md
-    section = {h: md.split(f"## {h}\n")[1].split("\n## ")[0] for h in headings}
-    assert "| 8 | env (" in section["Throughput"] and "| 8 | train (" in section["Throughput"]
-    assert "| median_sps |" in section["Training"] and "| iterations | 2 |" in section["Training"]
-    assert "| walk |" in section["Evaluation"]
-    assert "not judged (--smoke: CPU)" in section["Goals"]
-    assert (out / "logs" / "train.log").is_file() and (out / "eval" / "metrics.json").is_file()
+def test_a_step_with_no_time_left_is_not_started_and_fails_the_check(tmp_path):
+    """Past ``--deadline-minutes`` no step starts: it is reported as not run, out of time, and the check fails."""
+    out = tmp_path / "late"
+    _run(out, "--smoke", "--steps", "demo_motions", "--deadline-minutes", "0", expect=1)
+    steps = json.loads((out / "steps.json").read_text())
+    assert steps["demo_motions"]["status"] == "not run" and "out of time" in steps["demo_motions"]["note"]
+    assert not (out / "motions").exists()
+
+
+def test_the_concurrent_trainings_smoke_drops_settings_a_method_has_no_field_for(load_benchmark):
+    ct: ModuleType = load_benchmark("concurrent_trainings")
+    args = argparse.Namespace(
+        minutes=0.1, motions=Path("m"), encoder=Path("e.pt"), smoke=True, device="cpu"
+    )  # fmt: skip
+    for method in ct.METHODS:
+        argv = ct.train_argv(method, Path("run"), args)
+        sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
+        assert f"{method}_paper" in argv and "env.backend=warp" in sets
+        assert not set(sets) & set(ct.SMOKE_SKIP.get(method, ()))
+        assert ("encoder=e.pt" in sets) == (method != "fb_cpr")  # the off-policy config has no encoder field

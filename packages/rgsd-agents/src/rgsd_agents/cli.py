@@ -23,6 +23,9 @@ from importlib.metadata import entry_points
 BUILTIN_COMMANDS = ("pretrain", "train", "demo", "downstream", "play", "export", "reproduce")
 """Modules under rgsd_agents.commands, in help order."""
 PLUGIN_GROUP = "rgsd.commands"
+KNOWN_PLUGINS = {"eval": ("rgsd_eval.cli:register", "rgsd-eval")}
+"""The sibling packages' subcommands (name -> entry point, package), found by import where no entry point is
+installed."""
 
 
 def _plugins() -> dict[str, str]:
@@ -41,9 +44,19 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module, _, func = target.partition(":")
         getattr(importlib.import_module(module), func or "register")(sub)
-    if "eval" not in sub.choices:
-        p = sub.add_parser("eval", help="evaluate runs (needs rgsd-eval: pip install rgsd-eval)")
-        p.set_defaults(func=lambda args: _missing("eval", "rgsd-eval"))
+    for name, (target, package) in KNOWN_PLUGINS.items():
+        if name in sub.choices:
+            continue
+        module, _, func = target.partition(":")
+        try:  # importable without its entry point: sources on PYTHONPATH (an offline GPU node's bundle)
+            register = getattr(importlib.import_module(module), func)
+        except ModuleNotFoundError as err:
+            if err.name is None or not module.startswith(err.name):
+                raise  # the package is there but one of its own imports is missing: say which
+            p = sub.add_parser(name, help=f"(needs {package}: pip install {package})")
+            p.set_defaults(func=lambda args, name=name, package=package: _missing(name, package))
+        else:
+            register(sub)
     return parser
 
 

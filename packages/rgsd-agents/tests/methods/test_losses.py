@@ -200,6 +200,15 @@ def test_calm_alignment_and_uniformity_by_hand():
     assert float(uniformity_loss(three)) == pytest.approx(expected, rel=1e-6)
 
 
+def test_calm_uniformity_compares_only_the_first_uniformity_rows():
+    """The pairwise term's memory grows with the square of its rows: it takes the first ``uniformity_rows``."""
+    z = torch.nn.functional.normalize(torch.randn(40, 4, generator=torch.Generator().manual_seed(0)), dim=-1)
+    cfg = CALMConfig(uniformity_rows=16)
+    _, stats = encoder_regularizer(z, z, cfg)
+    assert float(stats["uniformity"]) == pytest.approx(float(uniformity_loss(z[:16])), rel=1e-6)
+    assert float(stats["uniformity"]) != pytest.approx(float(uniformity_loss(z)), rel=1e-3)
+
+
 def test_calm_encoder_regularizer_is_a_tenth_of_alignment_plus_half_uniformity_by_hand():
     z = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     z_near = torch.tensor([[1.0, 0.0], [1.0, 0.0]])

@@ -5,6 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
+# the sb3 extra is a test requirement; a GPU machine's bare image may lack it, and its `pytest -m cuda` collects
+# this module too
+pytest.importorskip("stable_baselines3")
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import VecMonitor
 

@@ -42,6 +42,19 @@ log = logging.getLogger(__name__)
 LATEST = "latest.pt"
 
 
+def gpu_memory_metrics() -> dict[str, float]:
+    """This process's peak CUDA memory so far (MiB, allocated and reserved); empty without CUDA.
+
+    The allocator's counters are host-side bookkeeping: reading them does not wait for the GPU."""
+    if not torch.cuda.is_initialized():
+        return {}
+    mib = float(1 << 20)
+    return {
+        "perf/gpu_peak_allocated_mib": torch.cuda.max_memory_allocated() / mib,
+        "perf/gpu_peak_reserved_mib": torch.cuda.max_memory_reserved() / mib,
+    }
+
+
 class UnreadableCheckpoint(InputFileError):
     """A checkpoint file that does not load; ``why`` says so in a few words."""
 
@@ -216,6 +229,7 @@ class TrainingLoop:
             with deferred_interrupt() as interrupted:
                 while self.iteration < cfg.iterations and not self.agree(main and self.elapsed >= budget):
                     metrics = self.iterate()
+                    metrics.update(gpu_memory_metrics())
                     self.on_iteration(metrics)
                     self.history.append(metrics)
                     if writer is not None and (self.iteration % cfg.log_every == 0 or self.iteration == cfg.iterations):

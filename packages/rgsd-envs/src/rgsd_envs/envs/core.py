@@ -130,7 +130,10 @@ class RGSDCore:
         self.num_envs = num_envs
         self.device = torch.device(cfg.device)
         source = cfg.motions if motions is None else motions
-        self.lib = source if isinstance(source, MotionLib) else MotionLib(source, device=self.device)
+        if isinstance(source, MotionLib):  # a library made elsewhere (often on the CPU) moves to the env's device
+            self.lib = source if source.device == self.device else source.to(self.device)
+        else:
+            self.lib = MotionLib(source, device=self.device)
         offsets = (
             None if np.allclose(self.lib.body_offsets, sk.REST_OFFSETS) else tuple(map(tuple, self.lib.body_offsets))
         )

@@ -55,8 +55,14 @@ def make_backend(
     check_backend(name)
     config = config or HumanoidConfig()
     if name == "warp":
-        from rgsd_envs.sim.warp_backend import WarpBackend
+        from rgsd_envs.sim.warp_backend import WarpBackend, lacks_cpu_compiler
 
+        if lacks_cpu_compiler(device):
+            raise WarpUnavailableError(
+                "backend 'warp' on the CPU needs warp's CPU compiler (warp/bin/warp-clang.so), which this installation "
+                "lacks (benchmarks/gpu_bundle.py leaves it out unless --keep-warp-cpu); run warp on cuda "
+                "(env.device=cuda; downstream: task.device=cuda) or the mujoco backend"
+            )
         return WarpBackend(num_envs, config, device=device, num_threads=num_threads)
     from rgsd_envs.sim.mujoco_backend import MujocoBackend
 

@@ -106,6 +106,12 @@ def graph_unavailable_reason(device: Any) -> str | None:
     return None
 
 
+def lacks_cpu_compiler(device: str | torch.device) -> bool:
+    """Whether warp is asked for its CPU device without its CPU compiler (warp-clang), which an offline GPU bundle
+    may leave out (warp's own error surfaces later, inside the first kernel's compile)."""
+    return wp.get_device(warp_device(torch.device(device))).is_cpu and wp._src.context.runtime.llvm is None
+
+
 def use_cuda_graphs(device: Any) -> bool:
     """Whether to capture the control step on this warp device; a one-line warning when a CUDA device cannot."""
     reason = graph_unavailable_reason(device)

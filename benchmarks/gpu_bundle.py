@@ -1,0 +1,291 @@
+"""An offline bundle for a GPU machine with CUDA torch and no internet: what it lacks, packed in parts.
+
+    python benchmarks/gpu_bundle.py --out bundle/                 # here, with PyPI (or --find-links) at hand
+    bash bundle/unpack.sh /tmp/rgsd                                # there: checks and unpacks the parts
+    . /tmp/rgsd/env.sh && python benchmarks/gpu_check.py --quick --out runs/gpu_check
+
+Many GPU nodes have Python with CUDA torch (and numpy, scipy, matplotlib, tensorboard, ...) but none of MuJoCo,
+MuJoCo Warp or warp-lang, and cannot reach a package index; jobs there may carry only so many megabytes each.
+This script installs ``PACKAGES`` for the target's Python and platform into a staging folder (``pip install
+--target --platform``, no dependencies resolved: the list is what a CUDA torch image lacks), drops what a GPU
+training node does not use (``PRUNE``: tests, examples, MuJoCo's GUI, headers and, unless ``--keep-warp-cpu``,
+warp's CPU compiler), adds the repository's files (tracked and untracked-not-ignored, so no run outputs; skip
+with ``--no-repo`` where the repository travels by other means), and writes one xz-compressed tar in parts of at
+most ``--part-mib`` MiB, with ``MANIFEST.json`` (parts, sizes, sha256, package versions) and ``unpack.sh``.
+
+``unpack.sh DEST`` checks every part's sha256, streams them through Python's ``tarfile`` (no xz program needed)
+into ``DEST`` and writes ``DEST/env.sh``, which puts ``DEST/site`` and the repository's three packages on
+``PYTHONPATH`` and sets ``MUJOCO_GL=disable`` (a GPU node often has no libEGL). Parts may arrive in separate
+jobs: the script only needs them side by side when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = (
+    "warp-lang==1.19.0",
+    "mujoco-warp==4.0.0",
+    "mujoco==4.0.0",
+    "mujoco-core==4.0.0",
+    "mujoco-studio==4.0.0",
+    "gymnasium>=1.0",
+    "farama-notifications",
+    "glfw",
+    "pyopengl",
+    "websockets>=13",
+)
+"""What a CUDA torch image lacks of rgsd's runtime (pinned where rgsd pins them: the warp extra)."""
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+"""Wheel platform tags accepted for the target (x86-64 Linux, glibc 2.28 or newer)."""
+PRUNE = (
+    "warp/tests",
+    "warp/examples",
+    "mujoco/studio",
+    "mujoco/include",
+    "mujoco/doc",
+    "mujoco/testdata",
+    "mujoco_warp/test_data",
+)
+"""Staged folders a GPU training node does not use (test suites, examples, MuJoCo's GUI, C headers)."""
+WARP_CPU = "warp/bin/warp-clang.so"
+"""warp's CPU compiler (69 MB): a CUDA device compiles with NVRTC, inside warp.so; the CPU device needs it."""
+ARCHIVE = "rgsd-gpu-bundle.tar.xz"
+
+UNPACK_SH = r"""#!/usr/bin/env bash
+# Unpack the rgsd GPU bundle beside this script into DEST (default /tmp/rgsd); then: . DEST/env.sh
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+dest="$(mkdir -p "${1:-/tmp/rgsd}" && cd "${1:-/tmp/rgsd}" && pwd)"
+python3 - "$here" "$dest" <<'PY'
+import hashlib, json, sys, tarfile
+from pathlib import Path
+
+here, dest = Path(sys.argv[1]), Path(sys.argv[2])
+manifest = json.loads((here / "MANIFEST.json").read_text())
+parts = []
+for part in manifest["parts"]:
+    path = here / part["name"]
+    if not path.is_file():
+        sys.exit(f"unpack: {path}: missing (the bundle has {len(manifest['parts'])} parts; copy them all beside unpack.sh)")
+    if hashlib.sha256(path.read_bytes()).hexdigest() != part["sha256"]:
+        sys.exit(f"unpack: {path}: sha256 differs from MANIFEST.json (a part was cut short or changed in transit)")
+    parts.append(path)
+
+
+class Joined:
+    # the parts read as one stream
+    def __init__(self, paths):
+        self.files = [open(p, "rb") for p in paths]
+
+    def read(self, n=-1):
+        out = b""
+        while self.files and (n < 0 or len(out) < n):
+            chunk = self.files[0].read(-1 if n < 0 else n - len(out))
+            if not chunk:
+                self.files.pop(0).close()
+            out += chunk
+        return out
+
+
+with tarfile.open(fileobj=Joined(parts), mode="r|xz") as tar:
+    tar.extractall(dest, filter="tar")
+site, repo = dest / "site", dest / "rgsd"
+paths = [str(site)] + [str(repo / "packages" / p / "src") for p in ("rgsd-envs", "rgsd-eval", "rgsd-agents") if repo.is_dir()]
+lines = [f'export PYTHONPATH="{":".join(paths)}${{PYTHONPATH:+:$PYTHONPATH}}"', "export MUJOCO_GL=${MUJOCO_GL:-disable}"]
+(dest / "env.sh").write_text("\n".join(lines) + "\n")
+print(f"unpacked {len(parts)} parts into {dest}: . {dest / 'env.sh'}" + (f"; the repository is {repo}" if repo.is_dir() else ""))
+PY
+"""
+
+
+def stage_packages(site: Path, python: str, find_links: list[Path], packages: tuple[str, ...]) -> None:
+    """``pip install --target site`` of ``packages`` as wheels for CPython ``python`` on x86-64 Linux."""
+    argv = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile", "--target", str(site)]
+    argv += ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
+    argv += [a for tag in PLATFORMS for a in ("--platform", tag)]
+    argv += [a for folder in find_links for a in ("--find-links", str(folder))]
+    subprocess.run([*argv, *packages], check=True)
+
+
+def prune(site: Path, keep_warp_cpu: bool) -> list[str]:
+    """Remove ``PRUNE`` (and warp's CPU compiler unless kept) from the staged packages; the paths removed."""
+    removed = []
+    for rel in (*PRUNE, *(() if keep_warp_cpu else (WARP_CPU,))):
+        path = site / rel
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.is_file():
+            path.unlink()
+        else:
+            continue
+        removed.append(rel)
+    for cache in site.rglob("__pycache__"):
+        shutil.rmtree(cache, ignore_errors=True)
+    return removed
+
+
+def repo_files() -> list[str]:
+    """The repository's tracked and untracked-not-ignored files (no run outputs, no virtual environments)."""
+    out = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    return sorted({f for f in out.decode().split("\0") if f and (REPO / f).is_file()})
+
+
+def versions(site: Path) -> dict[str, str]:
+    """Package name -> version of every staged distribution."""
+    out = {}
+    for info in sorted(site.glob("*.dist-info")):
+        name, _, version = info.name[: -len(".dist-info")].partition("-")
+        out[name] = version
+    return out
+
+
+class PartWriter(io.RawIOBase):
+    """A write stream cut into files ``<stem>.00``, ``.01``, ... of at most ``limit`` bytes each."""
+
+    def __init__(self, folder: Path, stem: str, limit: int):
+        self.folder, self.stem, self.limit = folder, stem, limit
+        self.paths: list[Path] = []
+        self.file: io.BufferedWriter | None = None
+        self.used = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        view = memoryview(data)
+        while view:
+            if self.file is None or self.used == self.limit:
+                self._next()
+            take = min(len(view), self.limit - self.used)
+            self.file.write(view[:take])  # type: ignore[union-attr]
+            self.used += take
+            view = view[take:]
+        return len(data)
+
+    def _next(self) -> None:
+        if self.file is not None:
+            self.file.close()
+        self.paths.append(self.folder / f"{self.stem}.{len(self.paths):02d}")
+        self.file, self.used = self.paths[-1].open("wb"), 0
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        super().close()
+
+
+def members(site: Path, with_repo: bool) -> Iterator[tuple[Path, str]]:
+    """(file on disk, name in the archive): ``site/...`` then ``rgsd/...``."""
+    for path in sorted(p for p in site.rglob("*") if p.is_file()):
+        yield path, f"site/{path.relative_to(site)}"
+    if with_repo:
+        for rel in repo_files():
+            yield REPO / rel, f"rgsd/{rel}"
+
+
+def write_parts(out: Path, site: Path, with_repo: bool, part_bytes: int) -> list[Path]:
+    """The xz tar of the staged packages (and the repository) cut into parts; compressed by the xz program
+    (all cores) when there is one, else by Python's lzma (one core, slower)."""
+    xz = shutil.which("xz")
+    writer = PartWriter(out, ARCHIVE, part_bytes)
+    if xz:
+        proc = subprocess.Popen([xz, "-9", "-T0", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        with tarfile.open(fileobj=proc.stdin, mode="w|") as tar:  # type: ignore[arg-type]
+            pump = _pump_in_thread(proc.stdout, writer)
+            for path, name in members(site, with_repo):
+                tar.add(path, arcname=name, recursive=False)
+        proc.stdin.close()  # type: ignore[union-attr]
+        pump.join()
+        if proc.wait():
+            raise SystemExit(f"gpu_bundle: xz failed with exit code {proc.returncode}")
+    else:
+        with tarfile.open(fileobj=writer, mode="w|xz", preset=9) as tar:  # type: ignore[call-overload]
+            for path, name in members(site, with_repo):
+                tar.add(path, arcname=name, recursive=False)
+    writer.close()
+    return writer.paths
+
+
+def _pump_in_thread(src: IO[bytes], dst: PartWriter) -> threading.Thread:
+    """Copy the compressor's output into the parts while the tar is written into its input."""
+
+    def pump() -> None:
+        while chunk := src.read(1 << 20):
+            dst.write(chunk)
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return thread
+
+
+def sha256(path: Path) -> str:
+    """Hex digest of a file."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def pack(site: Path, out: Path, with_repo: bool, part_bytes: int, meta: dict) -> dict:
+    """Write the parts of ``site`` (and the repository), ``MANIFEST.json`` (``meta`` plus the parts) and
+    ``unpack.sh`` into ``out``; the manifest."""
+    parts = write_parts(out, site, with_repo, part_bytes)
+    manifest = {
+        **meta,
+        "packages": versions(site),
+        "repository": with_repo,
+        "parts": [{"name": p.name, "bytes": p.stat().st_size, "sha256": sha256(p)} for p in parts],
+    }
+    (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    (out / "unpack.sh").write_text(UNPACK_SH)
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stage, prune, compress and cut; write MANIFEST.json and unpack.sh beside the parts."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder of the parts, MANIFEST.json and unpack.sh")
+    parser.add_argument("--python", default="3.12", help="the GPU machine's Python (major.minor; default 3.12)")
+    parser.add_argument("--part-mib", type=float, default=60.0, help="largest part in MiB (default 60)")
+    parser.add_argument("--find-links", type=Path, action="append", default=[], help="a folder of wheels to use")
+    parser.add_argument("--keep-warp-cpu", action="store_true", help="keep warp's CPU compiler (69 MB)")
+    parser.add_argument("--no-repo", action="store_true", help="the packages alone (the repository travels apart)")
+    args = parser.parse_args(argv)
+    if args.out.exists() and any(args.out.iterdir()):
+        parser.error(f"--out {args.out}: not empty (a bundle is written into a new or empty folder)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="rgsd-bundle-") as tmp:
+        site = Path(tmp) / "site"
+        stage_packages(site, args.python, args.find_links, PACKAGES)
+        removed = prune(site, args.keep_warp_cpu)
+        meta = {"python": args.python, "platforms": list(PLATFORMS), "pruned": removed}
+        manifest = pack(site, args.out, not args.no_repo, int(args.part_mib * (1 << 20)), meta)
+    total = sum(p["bytes"] for p in manifest["parts"]) / (1 << 20)
+    print(
+        f"{len(manifest['parts'])} parts, {total:.1f} MiB in all, in {args.out}; there: bash {args.out}/unpack.sh DEST"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
