@@ -1,0 +1,106 @@
+"""Torch operations and warp kernel launches per env step, counted on the CPU warp device.
+
+On a GPU each torch operation is (at least) one kernel launch and each ``wp.launch`` outside a captured graph is
+another; at 8192 worlds the H200 spends 16 ms of GPU work in an env step that takes 25 ms, the rest being the host
+launching them (docs/results/gpu_check_h200/profile.txt). The counts are device-independent, so this runs on a
+CPU: ``RGSDTorchEnv`` with the encoder reward on warp (``--device cpu``), actions already on the device, and for
+``--steps`` steps after a warm-up it counts
+
+- ``torch ops``: aten operations seen by a ``TorchDispatchMode`` (views included: they are host work too);
+- ``warp launches``: ``wp.launch`` calls (on CUDA the physics substeps replay as one graph instead, counted as one
+  ``graph`` launch: ``--device cuda``);
+- the ops by name, most frequent first (``--top``).
+
+Run: ``python benchmarks/env_step_ops.py [--num-envs 64] [--steps 20]`` (seconds once warp has compiled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from rgsd_envs.envs.torch_env import RGSDTorchEnv
+from rgsd_envs.humanoid import skeleton as sk
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts every aten operation dispatched inside the mode, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def counting_warp_launches() -> Iterator[Counter[str]]:
+    """Count ``wp.launch`` and ``wp.capture_launch`` calls inside the block (by kind)."""
+    import warp as wp
+
+    counts: Counter[str] = Counter()
+    originals = {"launch": wp.launch, "capture_launch": wp.capture_launch}
+
+    def counted(kind: str):
+        def wrapper(*args, **kwargs):
+            counts["graph" if kind == "capture_launch" else "kernel"] += 1
+            return originals[kind](*args, **kwargs)
+
+        return wrapper
+
+    for kind in originals:
+        setattr(wp, kind, counted(kind))
+    try:
+        yield counts
+    finally:
+        for kind, fn in originals.items():
+            setattr(wp, kind, fn)
+
+
+def count_per_step(num_envs: int, steps: int, device: str) -> tuple[float, dict[str, float], Counter[str]]:
+    """(torch ops, warp launches by kind, ops by name) per env step of the warp env with the encoder reward."""
+    env = RGSDTorchEnv(num_envs, backend="warp", device=device)
+    gen = torch.Generator(device).manual_seed(0)
+    actions = [0.1 * torch.randn(num_envs, sk.NUM_DOFS, generator=gen, device=device) for _ in range(steps + 3)]
+    env.reset(seed=0)
+    for a in actions[:3]:  # kernel loads, graph captures, first allocations
+        env.step(a)
+    counter = OpCounter()
+    with counting_warp_launches() as launches, counter:
+        for a in actions[3:]:
+            env.step(a)
+    env.close()
+    ops = sum(counter.ops.values()) / steps
+    return ops, {k: v / steps for k, v in launches.items()}, counter.ops
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--device", default="cpu", help="warp's device (cpu, or cuda on a GPU machine)")
+    parser.add_argument("--top", type=int, default=15, help="most frequent ops to list")
+    args = parser.parse_args()
+    ops, launches, by_name = count_per_step(args.num_envs, args.steps, args.device)
+    print(f"warp env with the encoder reward, {args.num_envs} worlds on {args.device}, {args.steps} steps:")
+    print(f"  torch ops per env step:       {ops:.0f}")
+    for kind, n in sorted(launches.items()):
+        print(f"  warp {kind} launches per step: {n:.0f}")
+    print(
+        "  most frequent ops (per step): "
+        + ", ".join(f"{k} {v / args.steps:.0f}" for k, v in by_name.most_common(args.top))
+    )
+
+
+if __name__ == "__main__":
+    main()
