@@ -108,6 +108,26 @@ def test_no_licensed_data_or_shared_files_are_tracked():
     assert not built, built[:5]
 
 
+INTERNAL_SPEC = re.compile(r"SPEC\s*§|SPEC\.md")
+"""A reference to the project's internal working specification, which users do not have: facts live in docs/."""
+
+
+def test_no_tracked_text_cites_the_internal_specification():
+    """Code, presets, CLI help and docs point to the docs page that holds a fact, never to a file users lack."""
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    cited = []
+    for name in filter(None, names):
+        path = ROOT / name.decode()
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:
+            continue  # binary: clips, figures, checkpoints
+        text = data.decode("utf-8", errors="replace")
+        cited += [f"{name.decode()}:{text.count(chr(10), 0, m.start()) + 1}" for m in INTERNAL_SPEC.finditer(text)]
+    assert not cited, cited
+
+
 def test_readme_links_point_to_tracked_files():
     """Every relative link of a README (figures, videos, metrics) resolves to a file a clean clone has."""
     files = set(_tracked_files())

@@ -29,7 +29,7 @@ from rgsd_envs.utils.files import InputFileError
 # -- scales and plans ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["smoke", "cpu", "gpu", "paper"])
+@pytest.mark.parametrize("name", ["smoke", "cpu", "gpu", "full"])
 def test_every_built_in_scale_builds_a_plan_of_every_method(name, tmp_path):
     from rgsd_agents.methods import METHODS, method_class
 
@@ -47,6 +47,28 @@ def test_every_built_in_scale_builds_a_plan_of_every_method(name, tmp_path):
                 assert f"downstream/{style}/{m}/seed{k}" in ids
     assert ids[-3:] == [ids[-3], "aggregate", "report"] and EVAL in ids
     assert len(ids) == len(set(ids))
+
+
+def test_the_full_scale_says_the_paper_states_no_budget_and_paper_still_selects_it():
+    full, path = load_scale("full")
+    assert load_scale("paper")[1] == path and "paper" not in scale_names()
+    assert "our full budget" in full.description and "the paper states no total budget" in full.description
+
+
+def test_the_plan_states_each_training_s_budget_in_its_own_loop_s_terms(tmp_path):
+    """A PPO iteration is 32 steps of 4096 worlds and 20 minibatch steps; Meta Motivo's is one step and 400 updates."""
+    scale, path = load_scale("full")
+    plan = build_plan(scale, path, "demo", tmp_path, methods=["rgsd", "fb_cpr"], seeds=1)
+    assert plan.step("train/rgsd/seed0").budget == (
+        "20000 it, 4096 worlds x 32 steps: 2.62 B transitions, 400 k gradient steps of 32768"
+    )
+    # 82 M transitions; no update until 50,000 random transitions are in, i.e. from the 13th iteration on
+    assert plan.step("train/fb_cpr/seed0").budget == (
+        "20000 it, 4096 worlds x 1 step: 81.9 M transitions, 8.00 M gradient steps of 1024"
+    )
+    cpu, cpu_path = load_scale("cpu")
+    fb = build_plan(cpu, cpu_path, "demo", tmp_path / "cpu", methods=["fb_cpr"], seeds=1).step("train/fb_cpr/seed0")
+    assert fb.budget.startswith("100000 it or 25 min, 16 worlds x 16 steps: at most 25.6 M transitions")
 
 
 def test_rgsd_pretrains_per_seed_and_best_of_n_methods_take_the_eval_s_clip_latents(tmp_path):
@@ -90,7 +112,7 @@ def test_a_scale_names_its_file_and_field_when_wrong(tmp_path):
     bad.write_text(yaml.safe_dump(data))
     with pytest.raises(InputFileError, match=r"bad.yaml: field 'downstream.style_start': unknown method 'rgds'"):
         load_scale(bad)
-    with pytest.raises(InputFileError, match="scales: cpu, gpu, paper, smoke"):
+    with pytest.raises(InputFileError, match="scales: cpu, full, gpu, smoke"):
         load_scale("huge")
     data["downstream"]["style_start"] = []
     data["seeds"] = "two"

@@ -1,7 +1,8 @@
 """Training configuration: dataclasses that load from YAML (``rgsd train --config``).
 
-The defaults are the paper's GPU-scale values (SPEC §5, paper Table
-"Hyperparameters"); the presets in ``rgsd_agents/presets`` override what differs.
+The defaults are the values of the paper's table "Hyperparameters" (its appendix) and, where the paper
+states none, ours: 4096 worlds and 20,000 iterations (docs/training.md, Presets); the presets in
+``rgsd_agents/presets`` override what differs.
 A config names its skill method (``method.name``: ``rgsd_agents.methods``) and
 the method's own options; the method decides the rest of its set-up (its
 encoder, whether imitation episodes are trained). The resolved config is saved as

@@ -2,7 +2,7 @@
 
 The training rollouts' Cartesian error is biased by survival (longer episodes
 drift further before they end), so progress is also measured close to the way
-SPEC §6 evaluates: worlds start at fixed frames of each clip (its first frame
+``rgsd eval`` does (docs/evaluation.md): worlds start at fixed frames of each clip (its first frame
 and ``starts_per_clip - 1`` more, evenly spaced, to average out single
 rollouts) with z = z_m, the mean action is applied until the clip's last frame,
 and no early termination cuts a rollout short (a fall stays in the average with

@@ -261,6 +261,8 @@ def test_a_seeded_run_trains_and_exports_a_policy_and_clip_latents_for_rgsd_eval
     history = runner.learn()
     # past the 8 random steps, updates wait until the buffer holds a batch (32): 16 rows, then 32
     assert [m["charts/updates"] for m in history] == [0.0, 2.0]
+    # the budget rgsd reproduce states counts the updates the runner takes
+    assert runner.loop_cfg.gradient_steps(2, 4, runner.method_cfg.batch_size) == 2
     assert "method/fb_loss" not in history[0] and "method/fb_loss" in history[1]
     assert all(math.isfinite(v) for m in history for v in m.values())
     assert history[-1]["replay/size"] == 32.0

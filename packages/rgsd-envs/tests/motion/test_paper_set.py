@@ -14,7 +14,7 @@ from rgsd_envs.motion.clip import load_clip
 from rgsd_envs.motion.paper_set import PAPER_CLIPS, PaperClip, find_paper_clips, normalise
 
 CATEGORY_COUNTS = {"walk": 5, "run": 6, "sidestep": 2, "backward": 3, "punch": 4}
-"""SPEC §8."""
+"""Clips per category in the paper's appendix list of reference motions."""
 SMPLX_SUBJECTS = ("Male2Running_c3d",)
 """Subjects written in the SMPL-X release's naming; the others in SMPL+H naming."""
 DECOYS = (

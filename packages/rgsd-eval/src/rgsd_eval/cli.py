@@ -95,9 +95,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--protocol",
         choices=list(PROTOCOLS),
         default=None,
-        help="settings to start from: quick (default; minutes on 2 cores) or paper (SPEC §12: 500 stochastic "
-        "rollouts per clip, best-of-500, discovery at kappa 50, the kappa sweep on three motions); --config and "
-        "the flags below override its settings one by one",
+        help="settings to start from: quick (default; minutes on 2 cores) or paper (the paper's, see the Evaluation "
+        "page of the docs: 500 stochastic rollouts per clip, best-of-500, discovery at kappa 50, the kappa sweep on "
+        "three motions); --config and the flags below override its settings one by one",
     )
     p.add_argument(
         "--rollouts", type=_positive_int, default=None, help="rollouts per clip and kappa (quick 16, paper 500)"

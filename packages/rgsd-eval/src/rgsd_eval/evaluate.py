@@ -71,7 +71,8 @@ class EmbeddingData:
     latents: np.ndarray
     """(M, 16) the latents evaluated (z_m, or the best-of-N picks)."""
     alignment: float
-    """Within-motion alignment (SPEC §4)."""
+    """Within-motion alignment: the mean over clips of the mean cosine of each state's embedding to the clip's
+    z_m."""
 
 
 @dataclass

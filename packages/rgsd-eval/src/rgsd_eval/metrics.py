@@ -1,6 +1,6 @@
 """Imitation and diversity metrics on recorded body states (numpy, batched).
 
-* Cartesian error (SPEC §6): mean over frames and bodies of the L2 distance
+* Cartesian error (docs/evaluation.md): mean over frames and bodies of the L2 distance
   between simulated and reference body positions (m; reports show cm).
 * Latent spread: mean angle between skills z and their centre (vMF samples).
 * Dispersion: root-mean-square distance of points from their mean, used for the

@@ -4,7 +4,7 @@
 ``--config`` and the flags then override its settings one by one, and the report
 names the protocol and every setting that differs from it.
 
-The paper's protocol (SPEC §12; paper Sections 5.1-5.3):
+The paper's protocol (paper Sections 5.1-5.3; docs/evaluation.md, Protocols):
 
 - Imitation: 500 stochastic trajectories per motion from its first frame with its
   latent. The paper does not state the action noise; we use the low-level policy's
@@ -86,7 +86,7 @@ PAPER = EvalProtocol(
     sweep_categories=("run", "sidestep", "backward"),
     sweep_all_clips=False,
 )
-"""SPEC §12 (see the module docstring): 500 stochastic rollouts per clip, best-of-500, discovery at kappa 50
+"""The paper's protocol (see the module docstring): 500 stochastic rollouts per clip, best-of-500, discovery at kappa 50
 with FID per category and 150 top-view trajectories, the sweep {20, 100, 1000} on three motions."""
 
 PROTOCOLS = {p.name: p for p in (QUICK, PAPER)}

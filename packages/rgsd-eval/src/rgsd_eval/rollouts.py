@@ -5,9 +5,9 @@ A rollout job is (clip, skill z): the world starts at the clip's first frame
 frame. All jobs are stepped together, ``env.num_envs`` worlds at a time.
 
 The environment must be made for evaluation (``eval_env_config``): no
-termination on deviation or falls, so every rollout reaches the clip's end as
-SPEC §6 asks (a fallen humanoid keeps accruing error; falls are recorded as a
-flag instead). The rollouts step the env's torch interface, which never
+termination on deviation or falls, so every rollout reaches the clip's end, as
+the Cartesian error of docs/evaluation.md needs (a fallen humanoid keeps accruing
+error; falls are recorded as a flag instead). The rollouts step the env's torch interface, which never
 resets a world by itself, so the state after the last step is still the
 episode's own when it is read. Only simulator instability ends a rollout early (flagged ``unstable``; its error covers the frames it had).
 

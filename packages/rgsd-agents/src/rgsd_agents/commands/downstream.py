@@ -17,8 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "downstream",
         help="train a goal-reaching policy with a style command on top of a trained skill policy",
-        description="Train pi_high(z | s, g) with PPO on RGSD-SMPL-GoalReaching-v0 (SPEC §7). Writes <out>/config.yaml, "
-        "policy.pt (the high-level actor), checkpoints/, tb/ and report.md (success rate, style FID, top views).",
+        description="Train pi_high(z | s, g) with PPO on RGSD-SMPL-GoalReaching-v0 (see the Downstream page of the "
+        "docs). Writes <out>/config.yaml, policy.pt (the high-level actor), checkpoints/, tb/ and report.md (success "
+        "rate, style FID, top views).",
     )
     p.add_argument("--low-level", help="run folder of the frozen low-level policy (rgsd train / rgsd demo)")
     p.add_argument("--style", choices=STYLES, help="style command (default: the config's, freestyle)")

@@ -1,4 +1,4 @@
-"""``rgsd pretrain``: contrastive pretraining of the frozen encoder (SPEC §4).
+"""``rgsd pretrain``: contrastive pretraining of the frozen encoder (see the Training page of the docs, Pretraining).
 
 Examples::
 

@@ -3,9 +3,9 @@
 Examples::
 
     rgsd reproduce --motions demo --out runs/repro_smoke --scale smoke            # every step, minutes on 2 cores
-    rgsd reproduce --motions motions/paper --out runs/repro --scale cpu           # about 8 hours on 2 cores
-    rgsd reproduce --motions motions/paper --out runs/repro_gpu --scale gpu       # one H100, about 25 minutes
-    rgsd reproduce --motions motions/paper --out runs/repro_paper --scale paper   # the paper's budgets
+    rgsd reproduce --motions motions/paper --out runs/repro --scale cpu           # about 8 hours on 2 cores, estimated
+    rgsd reproduce --motions motions/paper --out runs/repro_gpu --scale gpu       # ~25 minutes on one H100, estimated
+    rgsd reproduce --motions motions/paper --out runs/repro_full --scale full     # our full budget (the paper has none)
     rgsd reproduce --motions demo --out runs/repro --scale smoke --methods rgsd ase --seeds 2
     rgsd reproduce --motions demo --out runs/repro --scale my_scale.yaml          # a copied, edited scale
     rgsd reproduce --motions demo --out runs/repro --scale smoke --plan-only      # print the plan, run nothing
@@ -15,7 +15,9 @@ Steps: RGSD's encoder pretraining (per seed), `rgsd train` of every method and s
 sidestep and backward on every run, the downstream seed aggregation, then <out>/report.md (Table 1, the
 discovery figure, FID under sampled latents, the kappa sweep, the downstream curves, beside the paper's numbers).
 Run the same command again to skip finished steps, resume interrupted ones from their checkpoints and retry
-failed ones; <out>/steps.json holds each step's state, <out>/logs/ its output.
+failed ones; <out>/steps.json holds each step's state, <out>/logs/ its output. The plan states each training's
+budget in its own loop's terms (iterations, worlds x steps per iteration, transitions, gradient steps). The `full`
+scale was called `paper`, a name --scale still accepts: the paper states no total budget.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--scale",
         default="smoke",
-        help="a built-in scale (smoke, cpu, gpu, paper: rgsd_agents/presets/reproduce) or a YAML file (default smoke)",
+        help="a built-in scale (smoke, cpu, gpu, full; `paper` is full's former name: rgsd_agents/presets/reproduce) "
+        "or a YAML file (default smoke)",
     )
     p.add_argument("--methods", nargs="+", help="methods to run (default: the scale's, else every method)")
     p.add_argument("--seeds", type=int, help="seeds per method (default: the scale's)")

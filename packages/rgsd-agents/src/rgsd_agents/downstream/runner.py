@@ -1,7 +1,7 @@
 """Downstream training: a high-level policy that reaches goals in a style with frozen skills.
 
 ``DownstreamRunner`` trains ``pi_high(z | s, g)`` with PPO on
-``RGSD-SMPL-GoalReaching-v0`` (SPEC §7): its actions are skills z that the frozen
+``RGSD-SMPL-GoalReaching-v0`` (docs/downstream.md): its actions are skills z that the frozen
 low-level policy of an rgsd run turns into joint actions. Every ``eval_every``
 iterations (and before training) it runs ``eval_episodes`` deterministic
 episodes: success rate (within ``task.success_radius`` of the goal at any time),

@@ -1,7 +1,7 @@
 """Pieces the baseline methods share: transition features, reference samples, vMF maths, GAN losses, latents.
 
 Transitions. The rollout storage keeps, for every discovery sample, the
-encoder input of s' (5 stacked 359-D frames ``o_{t-3} .. o_{t+1}``, SPEC §2),
+encoder input of s' (5 stacked 359-D frames ``o_{t-3} .. o_{t+1}``, ``rgsd_envs.envs.observations``),
 so the last ``k`` frames of it are the transition ``(o_{t+2-k} .. o_t, o_{t+1})``;
 ``k = 2`` is ``(s, s')``. The reference library gives the same layout for every
 reference frame (``RGSDCore.ref_inputs``), so policy and reference transitions

@@ -1,4 +1,4 @@
-"""Training of the discovery encoder q_phi'(z|s) (SPEC §5, paper "Discovery of new skills").
+"""Training of the discovery encoder q_phi'(z|s) (paper "Discovery of new skills"; docs/design.md, Learning).
 
 q_phi' starts as a copy of the frozen pretrained encoder and scores the
 discovery worlds' rewards (the env holds the same module, updated in place).

@@ -39,7 +39,7 @@ Where this departs from the paper and its code:
 - Observations are standardised by running statistics over every state the worlds
   visited (Welford, clipped to +-5; the actor's normaliser) instead of BatchNorm
   statistics with momentum 0.01 over the update batches.
-- The state is o_t (SPEC §2) including its phase; episodes start by reference
+- The state is o_t (``rgsd_envs.envs.observations``) including its phase; episodes start by reference
   state initialisation only (no fallen starts, the paper's 20 %).
 - Rollout latents come from a buffer of recent update latents (the paper's
   ``use_mix_rollout``); expert windows are drawn uniformly over clips, then over

@@ -24,7 +24,7 @@
   paper: the RGSD paper's authors ran their skill-discovery baselines with PPO
   on the same massively parallel worlds, and one learner for every method keeps
   the comparison about the objectives.
-* The frame features are in the root's heading frame (SPEC §2): global
+* The frame features are in the root's heading frame (``rgsd_envs.envs.observations``): global
   position and yaw are not in them, so phi can express travel only through
   velocities (METRA's locomotion results use x-y coordinates in the state).
 

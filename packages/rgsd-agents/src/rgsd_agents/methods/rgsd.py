@@ -8,7 +8,7 @@ the rollout (every ``update_every`` iterations); when the env lives on another
 device than the learner, the env scores with its own copy, refreshed after each
 update. Evaluation conditions on the frozen encoder's clip embedding z_m.
 
-DIAYN (SPEC §5) is the same code with a randomly initialised encoder and no
+DIAYN (the paper's ablation, docs/methods.md) is the same code with a randomly initialised encoder and no
 imitation episodes (``IMITATION = False``: the runner sets ``env.p_imitation``
 to 0); evaluation picks the best of N sampled latents, as for the baselines
 without a motion encoder.

@@ -1,4 +1,4 @@
-"""Contrastive encoder pretraining (SPEC §4, paper "Pretraining").
+"""Contrastive encoder pretraining (paper "Pretraining"; docs/training.md).
 
 The encoder ``mu_phi`` (``rgsd_envs.rewards.encoders.MLPEncoder``) maps a reference
 state ``s_t`` (5 stacked frames, 1795-D) to a unit vector in R^16. It is trained
@@ -90,7 +90,8 @@ class PretrainResult:
 
     encoder_path: Path
     alignment: float
-    """Within-motion alignment of the saved encoder (SPEC §4)."""
+    """Within-motion alignment of the saved encoder: the mean over clips of the mean cosine of each state's
+    embedding to the clip's z_m."""
     separation: float
     """Max cosine between different clips' z_m (lower is better separated)."""
     seconds: float

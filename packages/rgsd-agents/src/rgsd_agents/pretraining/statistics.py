@@ -25,7 +25,7 @@ def separation_stats(z: Tensor) -> tuple[float, float]:
 
 
 def alignment_from_embeddings(e: Tensor, clip_of_frame: Tensor, num_clips: int) -> tuple[float, Tensor]:
-    """(within-motion alignment, z_m (M, d)) from state embeddings (F, d) (SPEC §4)."""
+    """(within-motion alignment, z_m (M, d)) from state embeddings (F, d)."""
     z = F.normalize(torch.zeros(num_clips, e.shape[1], dtype=e.dtype).index_add_(0, clip_of_frame, e), dim=-1)
     cos = (e * z[clip_of_frame]).sum(-1)
     per_clip = torch.zeros(num_clips, dtype=cos.dtype).index_add_(0, clip_of_frame, cos)

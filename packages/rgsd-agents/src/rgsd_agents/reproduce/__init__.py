@@ -1,4 +1,4 @@
-"""``rgsd reproduce``: the paper's whole experiment (Section 5, SPEC §12) from one command.
+"""``rgsd reproduce``: the paper's whole experiment (its Section 5; docs/reproduce.md) from one command.
 
 - ``scale``: what a scale file (``presets/reproduce/*.yaml``) fixes: budgets, evaluation settings, seeds,
   device, and the stated time of every step;

@@ -15,8 +15,9 @@ finished, the report whatever there is).
 
 RGSD pretrains its encoder once per seed (its own step, on the seed's ``pretrain`` settings) rather than sharing
 one: the paper's seeds repeat the whole method, and the encoder's initialisation and minibatches are part of what
-a seed varies (a shared encoder would hide that part of the spread). The cost is small next to the trainings
-(the scales state it: 1.5 minutes against 8 hours per seed at the paper's budget, 2.5 against 26 at the cpu one).
+a seed varies (a shared encoder would hide that part of the spread). The cost is small next to the trainings: the
+scales' stated times (estimates) are 1.5 minutes against 8 hours per seed at the full budget and 2.5 against 26 at
+the cpu one, and on 2 cores one took 40 s against 26 minutes (docs/results/reproduce_cpu/report.md).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class Step:
     kind: str
     title: str
     budget: str
-    """The step's budget in words (iterations, minutes, rollouts)."""
+    """The step's budget in words (a training's: ``TrainingBudget.describe``; iterations, minutes, rollouts)."""
     estimate_s: float
     """Stated wall time (the scale's estimate for this kind of step)."""
     needs: tuple[str, ...] = ()
@@ -150,6 +151,7 @@ def build_plan(
     from rgsd_agents.config import load_config, parse_set, resolve
     from rgsd_agents.downstream.runner import DownstreamConfig
     from rgsd_agents.methods import method_class, method_names
+    from rgsd_agents.training.budget import training_budget
     from rgsd_envs.motion.library import clip_files
     from rgsd_envs.utils.config import to_dict
 
@@ -171,8 +173,7 @@ def build_plan(
         preset = t.preset.format(method=method)
         items = [motion_set, f"device={dev}", *t.overrides(method, cls.LOOP)]
         cfg = load_config(preset, parse_set(items))  # checks the preset and every override now
-        budget = f"{cfg.iterations} it" + (f" or {cfg.max_minutes:g} min" if cfg.max_minutes is not None else "")
-        budget += f", {cfg.num_envs} worlds x {cfg.horizon}"
+        budget = training_budget(cfg).describe()  # in the method's loop's terms (Meta Motivo: steps and updates)
         pretrained = cls.ENCODER == "pretrained" and cfg.encoder is None
         for seed in plan.seeds:
             run = plan.run_dir(method, seed)

@@ -22,6 +22,9 @@ from rgsd_envs.utils.files import InputFileError
 
 SCALE_FOLDER = "reproduce"
 """Scales live in ``rgsd_agents/presets/reproduce/<name>.yaml``."""
+SCALE_ALIASES = {"paper": "full"}
+"""Former names that ``--scale`` still accepts: the ``full`` scale was called ``paper``, but the paper states no
+total budget (no iterations, worlds or downstream budget), so its budgets are ours."""
 MAX_PARALLEL = 2
 """Trainings at a time at most (two share a GPU or two cores well; more would only slow each down)."""
 FAMILY_ALL = "all"
@@ -81,8 +84,8 @@ class DownstreamBudget:
     """Goal reaching with a style (``rgsd downstream``) on every method's and seed's policy."""
 
     preset: str = "default"
-    """Downstream preset (``presets/downstream``): "default" is SPEC §7's 20 x 20 m arena, "demo" a 4 x 4 m one
-    for low-level policies that barely travel."""
+    """Downstream preset (``presets/downstream``): "default" is the paper's 20 x 20 m arena (docs/downstream.md),
+    "demo" a 4 x 4 m one for low-level policies that barely travel."""
     styles: list[str] = field(default_factory=lambda: ["freestyle", "sidestep", "backward"])
     minutes: float | None = None
     """``max_minutes`` of every downstream training (None: the preset's)."""
@@ -175,13 +178,14 @@ def scale_names() -> list[str]:
 
 
 def scale_path(spec: str | os.PathLike) -> Path:
-    """The file of a scale: a YAML path, or a built-in scale's name."""
+    """The file of a scale: a YAML path, or a built-in scale's name (or a former name, ``SCALE_ALIASES``)."""
     path = Path(spec)
     if path.is_file():
         return path
     if path.suffix or os.sep in str(spec):
         raise InputFileError(path, f"scale file not found (or give a built-in scale: {', '.join(scale_names())})")
-    builtin = Path(str(resources.files("rgsd_agents") / "presets" / SCALE_FOLDER / f"{spec}.yaml"))
+    name = SCALE_ALIASES.get(str(spec), str(spec))
+    builtin = Path(str(resources.files("rgsd_agents") / "presets" / SCALE_FOLDER / f"{name}.yaml"))
     if not builtin.is_file():
         raise InputFileError(spec, f"no such scale file or built-in scale; scales: {', '.join(scale_names())}")
     return builtin

@@ -1,4 +1,4 @@
-"""Actor-critic networks of the skill-conditioned policy (SPEC §5).
+"""Actor-critic networks of the skill-conditioned policy (docs/design.md, Learning).
 
 The actor's mean network *is* an ``rgsd_envs.runs.policy.PolicyMLP`` (running
 observation normaliser + tanh MLP), so exporting it as ``<run>/policy.pt`` needs

@@ -22,6 +22,11 @@ import torch
 Tensor = torch.Tensor
 
 
+def minibatch_count(samples: int, minibatch_size: int) -> int:
+    """Minibatches a rollout of ``samples`` is split into (``RolloutStorage.minibatch_indices``): at least one."""
+    return max(1, samples // max(1, minibatch_size))
+
+
 class RolloutStorage:
     """Fixed-size buffer of one rollout; tensors are (T, N, ...)."""
 
@@ -129,6 +134,6 @@ class RolloutStorage:
         The permutation is drawn on the generator's device (the CPU for the trainers: the same minibatches on
         every device) and moved to the storage's device."""
         n = self.horizon * self.num_envs
-        count = max(1, n // max(1, minibatch_size))
+        count = minibatch_count(n, minibatch_size)
         perm = torch.randperm(n, generator=generator, device=generator.device).to(self.device)
         yield from perm.chunk(count)

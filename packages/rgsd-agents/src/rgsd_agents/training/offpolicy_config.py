@@ -23,6 +23,15 @@ class OffPolicyConfig:
     """Checkpoints hold the replay rows while they take at most this (exact resume); beyond it a resumed run
     refills the buffer (not bit-identical)."""
 
+    def gradient_steps(self, iterations: int, num_envs: int, batch_size: int) -> int:
+        """Gradient steps of ``iterations`` iterations of ``num_envs`` worlds: ``OffPolicyRunner.iterate`` updates
+        once more than ``random_steps`` transitions are collected and the buffer holds ``batch_size`` of them."""
+        per_iteration = self.steps_per_iteration * num_envs
+        if self.replay_capacity < batch_size:
+            return 0
+        first = max(self.random_steps // per_iteration + 1, -(-batch_size // per_iteration))
+        return self.updates_per_iteration * max(0, iterations - first + 1)
+
     def __post_init__(self) -> None:
         for name in ("steps_per_iteration", "updates_per_iteration", "replay_capacity"):
             if getattr(self, name) < 1:

@@ -15,7 +15,7 @@ DEVIATION_METRICS = ("mean", "max")
 
 @dataclass
 class DeviationConfig:
-    """When an imitation episode ends because it left its reference (``rgsd_envs.envs.termination``, SPEC §3)."""
+    """When an imitation episode ends because it left its reference (``rgsd_envs.envs.termination``)."""
 
     threshold: float = 0.5
     """The episode ends when the body-position error (``metric``) exceeds this (m); with ``adaptive``, the loosest
@@ -113,7 +113,7 @@ class EnvConfig:
 
     def without_early_termination(self, **changes: object) -> EnvConfig:
         """A copy in which only the clip's end (or instability) ends an episode: no deviation,
-        contact or pelvis-height termination, as evaluation and tracking probes need (SPEC §6)."""
+        contact or pelvis-height termination, as evaluation and tracking probes need (docs/evaluation.md)."""
         return dataclasses.replace(
             self, deviation=NO_DEVIATION, contact_termination=False, fall_height=-math.inf, **changes
         )

@@ -41,7 +41,7 @@ from rgsd_envs.sim import make_backend
 Tensor = torch.Tensor
 
 IMITATION, DISCOVERY = 1, 0
-"""Task indicator values c (SPEC §3)."""
+"""Task indicator values c (the paper's c ~ Bernoulli(p): 1 imitation, 0 discovery)."""
 TASK_NAMES = {"imitation": IMITATION, "discovery": DISCOVERY}
 FAILURE_RATE_MEMORY = 100.0
 """Imitation episodes of a clip over which its failure rate (``clip_sampling.mode: failure_weighted``) is

@@ -1,7 +1,7 @@
 """RGSD-SMPL-GoalReaching-v0: reach a goal in a given style with a frozen skill policy.
 
 ## Description
-A downstream task (SPEC §7). A trained low-level policy ``pi_low(a | s, z)``
+A downstream task (the paper's GoalReaching; docs/downstream.md). A trained low-level policy ``pi_low(a | s, z)``
 (an rgsd run folder) is frozen; the agent of this environment is the high-level
 policy ``pi_high(z | s, g)``: its action is a skill ``z`` that the low-level
 policy turns into joint actions. The humanoid starts at the centre of a

@@ -1,4 +1,4 @@
-"""Observation layout and features (SPEC §2): the one place that defines them.
+"""Observation layout and features: the one place that defines them.
 
 Frame features ``o_t`` (359-D), in this order:
 
@@ -125,7 +125,7 @@ def history_indices(frames: Tensor, clip_starts: Tensor) -> Tensor:
     """Indices of the HISTORY_LEN reference frames ending at each frame, clamped to its clip's start.
 
     ``frames`` are global (concatenated) frame indices; frames before the clip's
-    first frame repeat the first frame (SPEC §2: the history repeats o_0).
+    first frame repeat the first frame (the history repeats o_0).
     """
     offsets = torch.arange(-(HISTORY_LEN - 1), 1, device=frames.device)
     idx = frames.unsqueeze(-1) + offsets

@@ -1,6 +1,6 @@
 """Deviation termination of imitation episodes: which body error, over which threshold.
 
-An imitation world deviates when its body error exceeds a threshold (SPEC §3;
+An imitation world deviates when its body error exceeds a threshold (docs/environments.md;
 ``EnvConfig.deviation``, a ``DeviationConfig``):
 
 * ``metric``: "mean" (the mean over the 24 bodies of the distance to the

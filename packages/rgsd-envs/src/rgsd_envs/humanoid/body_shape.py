@@ -1,4 +1,4 @@
-"""Body shape from a user's SMPL model and betas (optional ``smplx`` extra, SPEC §1).
+"""Body shape from a user's SMPL model and betas (optional ``smplx`` extra, docs/body_shape.md).
 
 The neutral joint table (``skeleton.REST_OFFSETS``) is the default body. With
 ``pip install "rgsd-envs[smplx]"`` and a licensed SMPL model folder, the rest

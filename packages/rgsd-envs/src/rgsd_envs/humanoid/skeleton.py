@@ -1,4 +1,4 @@
-"""The SMPL humanoid's joint table (SPEC §1): the one place these facts live.
+"""The SMPL humanoid's joint table: the one place these facts live.
 
 Everything that needs body names, parents, rest offsets, DoF order, PD gains,
 torque limits or joint ranges imports them from here. World frame: z up, metres,

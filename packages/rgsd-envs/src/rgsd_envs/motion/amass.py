@@ -1,4 +1,4 @@
-"""Import AMASS motions (SMPL+H ``*_poses.npz`` and SMPL-X ``*_stageii.npz``, SPEC §9).
+"""Import AMASS motions (SMPL+H ``*_poses.npz`` and SMPL-X ``*_stageii.npz``; docs/motions.md, AMASS import).
 
 Joint j (0..21) is the local axis-angle ``poses[:, 3j:3j+3]`` in SMPL order; the
 hands (22, 23) are identity. SMPL's rest pose is y-up facing +z and

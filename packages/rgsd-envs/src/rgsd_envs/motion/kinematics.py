@@ -197,7 +197,7 @@ def clip_and_fit_from_rotations(
     exact where the ranges allow, continuous from frame to frame, else the in-range
     rotation nearest the source); residuals over ``RESIDUAL_LOG_DEG`` are logged with the
     clip and joint, and all are returned as a JointFit. With ``ground``, the clip is
-    shifted so that its lowest foot point over the whole clip touches the floor (SPEC §9).
+    shifted so that its lowest foot point over the whole clip touches the floor.
     """
     km = kinematics or KinematicModel(offsets)
     root_pos = np.asarray(root_pos, dtype=np.float64)

@@ -1,4 +1,4 @@
-"""The paper's 20 reference clips (AMASS, ACCAD subset; SPEC §8) and how to find them.
+"""The paper's 20 reference clips (AMASS, ACCAD subset, listed in its appendix) and how to find them.
 
 AMASS file names differ between releases ("B10 -  Walk turn left 45_poses.npz"
 in SMPL+H, "..._stageii.npz" in SMPL-X; the paper writes underscores), so clips

@@ -1,4 +1,4 @@
-"""The encoder reward r = C + kappa * mu(s')^T z (SPEC §5): its batched core and the Gymnasium wrappers.
+"""The encoder reward r = C + kappa * mu(s')^T z (docs/environments.md): its batched core and the Gymnasium wrappers.
 
 ``EncoderRewardCore`` is the reward of ``RGSDTorchEnv`` (``encoder_reward=True``); the
 wrappers switch it on in a Gymnasium env's torch env and add it to the bare reward. It keeps each world's last 5 frames, so ``s' = (o_{t-3}, ..., o_{t+1})``,

@@ -3,7 +3,7 @@
 An encoder is any callable with that contract, or a file saved by
 ``MLPEncoder.save``. Two are shipped:
 
-* ``MLPEncoder``: the paper's encoder (SPEC §4), trained by ``rgsd pretrain``.
+* ``MLPEncoder``: the paper's encoder (docs/training.md, Pretraining), trained by ``rgsd pretrain``.
 * ``ReferenceKernelEncoder``: a training-free default built from the reference
   clips. Each clip m gets a fixed direction u_m (orthonormal when there are at
   most 16 clips); a state's embedding is the kernel-weighted mix of the
@@ -36,7 +36,7 @@ EncoderLike = Callable[[Tensor], Tensor]
 ENCODER_FILE_FORMAT = "rgsd-encoder"
 ENCODER_FILE_VERSION = 1
 PAPER_HIDDEN = (1024, 1024, 1024, 512)
-"""SPEC §4 encoder hidden sizes."""
+"""The paper's encoder hidden sizes (its table "Hyperparameters")."""
 DEFAULT_KAPPA = 10.0
 """vMF concentration: InfoNCE temperature 1/kappa and the reward's scale."""
 
@@ -262,7 +262,7 @@ def clip_embeddings(encoder: EncoderLike, reference_inputs: Tensor, clip_of_fram
 def within_motion_alignment(
     encoder: EncoderLike, reference_inputs: Tensor, clip_of_frame: Tensor, num_clips: int
 ) -> float:
-    """Mean over clips of the mean cosine between each state's embedding and z_m (SPEC §4)."""
+    """Mean over clips of the mean cosine between each state's embedding and z_m."""
     e = embed(encoder, reference_inputs).cpu()
     z = clip_embeddings(encoder, reference_inputs, clip_of_frame, num_clips)
     cos = (e * z[clip_of_frame.cpu()]).sum(-1)

@@ -1,4 +1,4 @@
-"""Simulator backends behind one small interface (SPEC §10).
+"""Simulator backends behind one small interface (docs/environments.md, Simulator backends).
 
 ``backend`` holds the interface (``SimBackend``, ``SimState``); each backend is one
 module beside it (``mujoco_backend``: native MuJoCo on CPU threads; ``warp_backend``:

@@ -1,4 +1,4 @@
-"""The interface between the environments and the physics (SPEC §10).
+"""The interface between the environments and the physics (docs/environments.md, Simulator backends).
 
 A backend holds N worlds of one humanoid model. It sets full states for chosen
 worlds, applies PD targets for one control step, and exposes the batched state
