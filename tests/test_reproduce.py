@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import _thread
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,7 +17,7 @@ import pytest
 import yaml
 
 from rgsd_agents.cli import main as rgsd
-from rgsd_agents.reproduce.plan import EVAL, NothingToDo, Plan, Step, build_plan, makespan
+from rgsd_agents.reproduce.plan import NothingToDo, Plan, Step, build_plan, makespan
 from rgsd_agents.reproduce.scale import ReproduceScale, load_scale, scale_names
 from rgsd_agents.reproduce.steps import (
     DONE,
@@ -45,7 +50,7 @@ def test_every_built_in_scale_builds_a_plan_of_every_method(name, tmp_path):
             assert (f"pretrain/{m}/seed{k}" in ids) == (method_class(m).ENCODER == "pretrained")
             for style in ("freestyle", "sidestep", "backward"):
                 assert f"downstream/{style}/{m}/seed{k}" in ids
-    assert ids[-3:] == [ids[-3], "aggregate", "report"] and EVAL in ids
+    assert ids[-2:] == ["aggregate", "report"] and all(f"eval/{m}" in ids for m in METHODS)
     assert len(ids) == len(set(ids))
 
 
@@ -80,19 +85,17 @@ def test_rgsd_pretrains_per_seed_and_best_of_n_methods_take_the_eval_s_clip_late
     assert f"encoder={tmp_path.resolve() / 'pretrain' / 'rgsd_seed1' / 'encoder.pt'}" in argv
     assert argv[argv.index("--seed") + 1] == "1" and "iterations=3" in argv
     ase = plan.step("downstream/backward/ase/seed1")
-    assert set(ase.needs) == {"train/ase/seed1", EVAL}
-    latents = tmp_path.resolve() / "eval" / "ase_seed1" / "clip_latents.json"
+    assert set(ase.needs) == {"train/ase/seed1", "eval/ase"}
+    latents = tmp_path.resolve() / "eval" / "ase" / "ase_seed1" / "clip_latents.json"
     assert f"task.clip_latents={latents}" in ase.command(set())
     own = plan.step("downstream/backward/rgsd/seed1")  # an encoder method: its run's encoder gives the style latent
     assert own.needs == ("train/rgsd/seed1",) and not any("clip_latents" in a for a in own.command(set()))
-    ev = plan.step(EVAL)  # the evaluation takes the runs that trained
+    ev = plan.step("eval/rgsd")  # each method's evaluation takes its runs that trained
     argv = ev.command({"train/ase/seed0", "train/rgsd/seed1"})
-    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--run"] == [
-        str(plan.run_dir("rgsd", 1)),
-        str(plan.run_dir("ase", 0)),
-    ]
-    with pytest.raises(NothingToDo, match="no training finished"):
-        ev.command(set())
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--run"] == [str(plan.run_dir("rgsd", 1))]
+    assert argv[argv.index("--out") + 1] == str(tmp_path.resolve() / "eval" / "rgsd")
+    with pytest.raises(NothingToDo, match="no training of ase finished"):
+        plan.step("eval/ase").command({"train/rgsd/seed1"})
 
 
 def test_a_scale_names_its_file_and_field_when_wrong(tmp_path):
@@ -200,10 +203,12 @@ class FakeRunner:
 
     def __init__(self, fail: tuple[str, ...] = (), interrupt: str | None = None):
         self.calls: list[list[str]] = []
+        self.ids: list[str] = []
         self.fail, self.interrupt = fail, interrupt
 
     def __call__(self, step: Step, argv: list[str], log: Path) -> None:
         self.calls.append(argv)
+        self.ids.append(step.id)
         if step.output is not None:
             step.output.mkdir(parents=True, exist_ok=True)
             (step.output / "latest.pt").write_text("checkpoint")
@@ -319,6 +324,177 @@ def test_ctrl_c_records_the_running_step_as_interrupted_and_the_next_run_resumes
     assert outcome.ok and runner.calls[0] == ["B", "resume"] and ["A", "fresh"] not in runner.calls
 
 
+def test_a_resumed_step_interrupted_again_counts_its_earlier_seconds_once(tmp_path):
+    run_plan(_plan(tmp_path, checkpoint=True), StepsFile.load(tmp_path), FakeRunner(), progress=False, tick=0.05)
+    doc = json.loads((tmp_path / "steps.json").read_text())
+    doc["steps"]["B"].update(status="running", seconds=100.0)  # stopped 100 s into B; its checkpoint is there
+    (tmp_path / "steps.json").write_text(json.dumps(doc))
+    outcome = run_plan(
+        _plan(tmp_path, checkpoint=True), StepsFile.load(tmp_path), FakeRunner(interrupt="B"), progress=False, tick=0.05
+    )
+    assert outcome.interrupted and outcome.ran[0] == "B"
+    saved = json.loads((tmp_path / "steps.json").read_text())["steps"]["B"]
+    assert saved["resumed"] and saved["status"] == INTERRUPTED
+    assert 100.0 <= saved["seconds"] < 110.0  # 100 s before, a moment now: not 200
+
+
+def test_a_step_folder_a_live_process_holds_is_not_cleared(tmp_path):
+    """A training of an earlier command that still runs (its command killed) keeps its folder; the step fails saying
+    who holds it, and runs once that process has ended."""
+    from rgsd_envs.utils.files import folder_lock
+
+    run_plan(_plan(tmp_path), StepsFile.load(tmp_path), FakeRunner(), progress=False, tick=0.05)
+    doc = json.loads((tmp_path / "steps.json").read_text())
+    doc["steps"]["D"]["status"] = "running"  # no checkpoint: the rerun would start D afresh in a cleared folder
+    (tmp_path / "steps.json").write_text(json.dumps(doc))
+    (tmp_path / "D" / "partial").write_text("still being written")
+    runner = FakeRunner()
+    with folder_lock(tmp_path / "D", "rgsd train"):
+        outcome = run_plan(_plan(tmp_path), StepsFile.load(tmp_path), runner, progress=False, tick=0.05)
+    assert outcome.statuses["D"] == FAILED and "D" not in runner.ids
+    assert "in use by pid" in StepsFile.load(tmp_path).steps["D"].error
+    assert (tmp_path / "D" / "partial").read_text() == "still being written"
+    runner = FakeRunner()
+    outcome = run_plan(_plan(tmp_path), StepsFile.load(tmp_path), runner, progress=False, tick=0.05)
+    assert outcome.ok and runner.ids == ["D"] and not (tmp_path / "D" / "partial").exists()
+
+
+# -- fingerprints and folders of several commands ------------------------------------------------------------------
+
+
+def _small_scale(tmp_path: Path) -> tuple[ReproduceScale, Path]:
+    """The smoke scale on one seed and one style, each method's training preset a file of its own in tmp_path."""
+    data = yaml.safe_load(load_scale("smoke")[1].read_text())
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    data["train"]["preset"] = str(presets / "{method}.yaml")
+    data["seeds"] = 1
+    data["downstream"].update(styles=["sidestep"], style_start=[])
+    (presets / "rgsd.yaml").write_text("base: rgsd\n")
+    (presets / "ase.yaml").write_text("base: ase_base.yaml\n")  # ase's settings one base: away
+    (presets / "ase_base.yaml").write_text("base: ase\n")
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_scale(path)
+
+
+def _folder_plan(scale_path: tuple[ReproduceScale, Path], out: Path, methods: list[str]) -> tuple[Plan, StepsFile]:
+    state = StepsFile.load(out)
+    reports: list[set[str]] = []
+    plan = build_plan(
+        *scale_path, "demo", out, methods, report=lambda p, done: reports.append(done), kept=state.methods()
+    )
+    plan.reports = reports  # type: ignore[attr-defined]
+    return plan, state
+
+
+def test_a_preset_edited_between_two_runs_retrains_what_it_changes_and_only_that(tmp_path, monkeypatch):
+    from rgsd_agents.commands.reproduce import format_plan
+    from rgsd_agents.reproduce import plan as plan_module
+    from rgsd_agents.reproduce.steps import pending_steps
+
+    scale = _small_scale(tmp_path)
+    out = tmp_path / "r"
+    plan, state = _folder_plan(scale, out, ["rgsd", "ase"])
+    assert run_plan(plan, state, FakeRunner(), progress=False, tick=0.01).ok
+    plan, state = _folder_plan(scale, out, ["rgsd", "ase"])
+    assert pending_steps(plan, state) == []
+    # ase's base file gets another value: its training, and what reads that training, run again
+    (tmp_path / "presets" / "ase_base.yaml").write_text("base: ase\nkeep_checkpoints: 2\n")
+    plan, state = _folder_plan(scale, out, ["rgsd", "ase"])
+    printed = format_plan(plan, state, 2)
+    assert "train/ase/seed0" in printed.split("inputs changed")[0] and "train/rgsd/seed0" in printed
+    runner = FakeRunner()
+    assert run_plan(plan, state, runner, progress=False, tick=0.01).ok
+    assert runner.ids == ["train/ase/seed0", "eval/ase", "downstream/sidestep/ase/seed0", "aggregate"]
+    assert plan.reports  # the report too
+    # another rgsd version: every step runs again
+    plan, state = _folder_plan(scale, out, ["rgsd", "ase"])
+    assert pending_steps(plan, state) == []
+    monkeypatch.setattr(plan_module, "package_versions", lambda: {"rgsd-agents": "9.9.9"})
+    assert pending_steps(plan, state) == [s.id for s in plan.steps]
+
+
+def test_methods_add_to_a_folder_whose_other_methods_are_kept_as_they_are(tmp_path):
+    scale = _small_scale(tmp_path)
+    out = tmp_path / "r"
+    plan, state = _folder_plan(scale, out, ["rgsd"])
+    assert run_plan(plan, state, FakeRunner(fail=("downstream/sidestep/rgsd/seed0",)), progress=False, tick=0.01)
+    plan, state = _folder_plan(scale, out, ["ase"])
+    assert plan.methods == ["rgsd", "ase"] and plan.kept == ["rgsd"]
+    runner = FakeRunner()
+    outcome = run_plan(plan, state, runner, progress=False, tick=0.01)
+    # ase runs; rgsd's evaluation is not redone and its failed step is not retried (nor counted against this run)
+    assert runner.ids == ["train/ase/seed0", "eval/ase", "downstream/sidestep/ase/seed0", "aggregate"]
+    assert outcome.ok and outcome.statuses["downstream/sidestep/rgsd/seed0"] == FAILED
+    assert {"eval/rgsd", "eval/ase"} <= plan.reports[-1]
+    assert StepsFile.load(out).steps["eval/rgsd"].attempts == 1
+    # naming rgsd again retries its failed step; the aggregation then takes both methods' runs
+    plan, state = _folder_plan(scale, out, ["rgsd"])
+    runner = FakeRunner()
+    assert run_plan(plan, state, runner, progress=False, tick=0.01).ok
+    assert runner.ids == ["downstream/sidestep/rgsd/seed0", "aggregate"]
+    runs = runner.calls[-1][runner.calls[-1].index("--seeds") + 1 : runner.calls[-1].index("--out")]
+    assert [Path(r).name for r in runs] == ["rgsd_seed0", "ase_seed0"]
+
+
+def test_a_report_from_two_folders_takes_each_method_from_its_folder_and_refuses_unlike_ones(tmp_path, monkeypatch):
+    """Methods run on two machines: one report, the downstream seeds aggregated over both folders' runs; folders of
+    another scale, or holding the same method, are refused."""
+    from rgsd_agents.downstream import report as downstream_report
+    from rgsd_agents.reproduce.report import merge_reports
+
+    scale = _small_scale(tmp_path)
+    folders = {}
+    for method in ("rgsd", "ase"):
+        out = tmp_path / method
+        plan, state = _folder_plan(scale, out, [method])
+        assert run_plan(plan, state, FakeRunner(), progress=False, tick=0.01).ok
+        shutil.copyfile(scale[1], out / "scale.yaml")  # as the command does
+        folders[method] = out
+    aggregated: list[list[str]] = []
+    monkeypatch.setattr(downstream_report, "aggregate_seeds", lambda runs, out: aggregated.append(list(runs)))
+    paths = merge_reports([folders["rgsd"], folders["ase"]], tmp_path / "both")
+    assert [Path(r).relative_to(tmp_path).as_posix() for r in aggregated[0]] == [
+        "rgsd/downstream/sidestep/rgsd_seed0",
+        "ase/downstream/sidestep/ase_seed0",
+    ]
+    doc = json.loads(paths["json"].read_text())
+    assert doc["methods"] == ["rgsd", "ase"] and doc["folders"] == ["../rgsd", "../ase"]
+    with pytest.raises(ValueError, match="the same folder twice"):
+        merge_reports([folders["rgsd"], tmp_path / "ase" / ".." / "rgsd"], tmp_path / "x")
+    copy = shutil.copytree(folders["rgsd"], tmp_path / "rgsd_copy")
+    with pytest.raises(ValueError, match="method 'rgsd' is in both"):
+        merge_reports([folders["rgsd"], copy], tmp_path / "x")
+    with pytest.raises(ValueError, match="not one of the --from folders"):
+        merge_reports([folders["rgsd"], folders["ase"]], folders["ase"])
+    data = yaml.safe_load((folders["ase"] / "scale.yaml").read_text())
+    data["train"]["iterations"] = 4
+    (folders["ase"] / "scale.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match="ran another scale"):
+        merge_reports([folders["rgsd"], folders["ase"]], tmp_path / "x")
+
+
+def test_methods_added_to_a_folder_take_its_clips_and_from_goes_with_report_only(tmp_path, capsys):
+    scale = _small_scale(tmp_path)
+    out = tmp_path / "r"
+    plan, state = _folder_plan(scale, out, ["rgsd"])
+    assert run_plan(plan, state, FakeRunner(), progress=False, tick=0.01).ok
+    state = StepsFile.load(out)
+    state.info["motions"] = "demo"  # as the command records it
+    state.save()
+    (tmp_path / "clips").mkdir()
+    (tmp_path / "clips" / "walk.npz").write_bytes(b"")
+    args = ["reproduce", "--out", str(out), "--scale", str(scale[1]), "--methods", "ase", "--plan-only"]
+    assert rgsd([*args, "--motions", str(tmp_path / "clips")]) == 2
+    assert "holds rgsd run on --motions demo: give the same --motions" in capsys.readouterr().err
+    assert rgsd([*args, "--motions", "demo"]) == 0
+    printed = capsys.readouterr().out
+    assert "kept: rgsd" in printed and "train/rgsd/seed0" in printed and "train/ase/seed0" in printed
+    assert rgsd(["reproduce", "--out", str(out), "--from", str(out)]) == 2
+    assert "--from goes with --report-only" in capsys.readouterr().err
+
+
 def test_a_failing_command_s_error_line_becomes_the_step_s_error(tmp_path):
     from rgsd_agents.reproduce.steps import SubprocessRunner
 
@@ -420,7 +596,7 @@ def test_reproduce_smoke_writes_the_paper_s_report_and_a_second_run_skips_every_
     rows = (out / "report.csv").read_text().splitlines()
     assert rows[0].startswith("section,method") and any(",paper (quoted)" in r for r in rows)
     state = json.loads((out / "steps.json").read_text())["steps"]
-    assert len(state) == 2 + 4 + 1 + 12 + 6 + 2 and all(s["status"] == "done" for s in state.values())
+    assert len(state) == 2 + 4 + 2 + 12 + 6 + 2 and all(s["status"] == "done" for s in state.values())
     # every step's log shows its progress as whole lines (a training's bar), never carriage-return redraws
     train_log = (out / "logs" / "train__rgsd__seed0.log").read_text()
     assert "--no-progress" not in train_log.splitlines()[0] and "%|" in train_log
@@ -432,3 +608,108 @@ def test_reproduce_smoke_writes_the_paper_s_report_and_a_second_run_skips_every_
     assert time.monotonic() - start < 30
     printed = capsys.readouterr().out
     assert "0 ran now" in printed and printed.count("done, skipped") == len(state)
+
+
+def _tiny_scale(tmp_path: Path, iterations: int = 3) -> Path:
+    """The smoke scale on one seed without downstream steps (the fake runs above cover their bookkeeping)."""
+    data = yaml.safe_load(load_scale("smoke")[1].read_text())
+    data["seeds"] = 1
+    data["train"]["iterations"] = iterations
+    data["downstream"].update(styles=[], style_start=[])
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _only(folder: Path, method: str, to: Path) -> Path:
+    """A copy of a reproduce folder with ``method``'s steps alone: the folder another machine would have written
+    with ``--methods method`` (cut from one run here rather than trained again)."""
+    shutil.copytree(folder, to)
+    doc = json.loads((to / "steps.json").read_text())
+    other = [s for s in doc["steps"] if s.split("/")[-2 if s.split("/")[-1].startswith("seed") else -1] != method]
+    for step_id in other:
+        output = doc["steps"].pop(step_id).get("output")
+        if output and step_id.split("/")[0] not in ("aggregate", "report"):
+            shutil.rmtree(to / output)
+    doc["info"]["methods"] = [method]
+    (to / "steps.json").write_text(json.dumps(doc))
+    return to
+
+
+@pytest.mark.slow
+def test_methods_run_one_after_the_other_into_one_folder_give_one_report_and_two_folders_one_too(tmp_path, capsys):
+    out = tmp_path / "repro"
+    args = ["reproduce", "--motions", "demo", "--out", str(out), "--scale", str(_tiny_scale(tmp_path)), "--no-progress"]
+    assert rgsd([*args, "--methods", "rgsd"]) == 0
+    rgsd_only = tmp_path / "rgsd_only"
+    shutil.copytree(out, rgsd_only)
+    capsys.readouterr()
+    assert rgsd([*args, "--methods", "ase"]) == 0
+    printed = capsys.readouterr().out
+    assert "kept: rgsd" in printed and "start  eval/rgsd" not in printed
+    report = (out / "report.md").read_text()
+    table = report.split("## Table 1", 1)[1].split("##", 1)[0]
+    assert [ln.split(" | ")[0] for ln in table.splitlines() if "| ours (1 seed)" in ln] == ["| rgsd", "| ase"]
+    doc = json.loads((out / "report.json").read_text())
+    assert list(doc["imitation"]) == ["rgsd", "ase"] and set(doc["kappa_sweep"]["spread"]) == {"rgsd", "ase"}
+    assert json.loads((out / "steps.json").read_text())["steps"]["eval/rgsd"]["attempts"] == 1
+
+    # the two methods as two machines would have run them: one report from both folders, the same numbers
+    ase_only = _only(out, "ase", tmp_path / "ase_only")
+    merged = tmp_path / "merged"
+    assert (
+        rgsd(["reproduce", "--report-only", "--from", str(rgsd_only), "--from", str(ase_only), "--out", str(merged)])
+        == 0
+    )
+    both = json.loads((merged / "report.json").read_text())
+    assert both["imitation"] == doc["imitation"] and both["kappa_sweep"] == doc["kappa_sweep"]
+    assert both["folders"] == ["../rgsd_only", "../ase_only"]
+    assert "(../ase_only/eval/ase/ase_seed0/kappa_sweep.png)" in (merged / "report.md").read_text()
+    capsys.readouterr()
+    code = rgsd(["reproduce", "--report-only", "--from", str(rgsd_only), "--from", str(out), "--out", str(merged)])
+    assert code == 2 and "method 'rgsd' is in both" in capsys.readouterr().err
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.is_file() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
+
+
+@pytest.mark.slow
+def test_sighup_during_a_step_stops_it_at_a_checkpoint_and_leaves_no_process_behind(tmp_path):
+    """The terminal closes while a training runs: the command stops it as on Ctrl-C (it checkpoints) and ends."""
+    out = tmp_path / "repro"
+    argv = ["reproduce", "--motions", "demo", "--out", str(out), "--scale", str(_tiny_scale(tmp_path, 100000))]
+    with open(tmp_path / "reproduce.log", "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rgsd_agents.cli", *argv, "--methods", "ase", "--no-progress"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),  # as from a terminal, even under nohup
+        )
+    child = None
+    try:
+        run = out / "runs" / "ase_seed0"
+        deadline = time.monotonic() + 120
+        while not (run / "checkpoints" / "latest.pt").is_file():  # the training is under way
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "reproduce.log").read_text()
+            time.sleep(0.2)
+        child = int((run / ".lock").read_text().split()[1])
+        assert _alive(child)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=150) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        left = child is not None and _alive(child)
+        if left:  # the failure below: no training left behind by the test either
+            os.kill(child, signal.SIGKILL)
+    assert not left
+    step = json.loads((out / "steps.json").read_text())["steps"]["train/ase/seed0"]
+    assert step["status"] == "interrupted" and step["seconds"] > 0
+    assert "stopped by Ctrl-C after iteration" in (out / step["log"]).read_text()  # with its checkpoint

@@ -9,15 +9,19 @@ Examples::
     rgsd reproduce --motions demo --out runs/repro --scale smoke --methods rgsd ase --seeds 2
     rgsd reproduce --motions demo --out runs/repro --scale my_scale.yaml          # a copied, edited scale
     rgsd reproduce --motions demo --out runs/repro --scale smoke --plan-only      # print the plan, run nothing
+    rgsd reproduce --motions demo --out runs/repro --scale smoke --methods calm   # add a method to the folder
+    rgsd reproduce --report-only --from runs/repro_a --from runs/repro_b --out runs/repro_ab   # one report, 2 folders
 
 Steps: RGSD's encoder pretraining (per seed), `rgsd train` of every method and seed on its preset for the scale,
-`rgsd eval --protocol paper` (scaled down by the scale) on all runs together, `rgsd downstream` for freestyle,
+`rgsd eval --protocol paper` (scaled down by the scale) on each method's runs, `rgsd downstream` for freestyle,
 sidestep and backward on every run, the downstream seed aggregation, then <out>/report.md (Table 1, the
 discovery figure, FID under sampled latents, the kappa sweep, the downstream curves, beside the paper's numbers).
 Run the same command again to skip finished steps, resume interrupted ones from their checkpoints and retry
 failed ones; <out>/steps.json holds each step's state, <out>/logs/ its output. The plan states each training's
 budget in its own loop's terms (iterations, worlds x steps per iteration, transitions, gradient steps). The `full`
-scale was called `paper`, a name --scale still accepts: the paper states no total budget.
+scale was called `paper`, a name --scale still accepts: the paper states no total budget. A step reruns when what
+it runs with changed: its arguments, its preset's contents, the rgsd version, or a step it reads. --methods adds
+methods to a folder: the folder's other methods are kept as they are and the report covers them all.
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ if TYPE_CHECKING:
 def register(subparsers: Any) -> None:
     """Add ``rgsd reproduce`` to the CLI."""
     p = add_doc_parser(subparsers, "reproduce", "run the paper's whole experiment into one report", __doc__)
-    p.add_argument("--motions", required=True, help='reference clips: "demo" or a folder of clips (the paper: 20)')
+    p.add_argument(
+        "--motions", help='reference clips: "demo" or a folder of clips (the paper: 20); required unless --report-only'
+    )
     p.add_argument("--out", required=True, help="folder of every run, the report and steps.json")
     p.add_argument(
         "--scale",
@@ -48,31 +54,60 @@ def register(subparsers: Any) -> None:
         help="a built-in scale (smoke, cpu, gpu, full; `paper` is full's former name: rgsd_agents/presets/reproduce) "
         "or a YAML file (default smoke)",
     )
-    p.add_argument("--methods", nargs="+", help="methods to run (default: the scale's, else every method)")
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        help="methods to run (default: the scale's, else every method); the folder's other methods are kept and "
+        "stay in its report",
+    )
     p.add_argument("--seeds", type=int, help="seeds per method (default: the scale's)")
     p.add_argument("--plan-only", action="store_true", help="print the plan and its expected time, run nothing")
     p.add_argument("--no-progress", action="store_true", help="a line per step instead of the progress bar")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run no step: rewrite --out's report from its finished steps, or with --from, write one report into "
+        "--out from several folders",
+    )
+    p.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        metavar="DIR",
+        help="with --report-only: a reproduce folder whose methods the report takes (repeat it: methods run on two "
+        "machines, one report; the folders must share the scale and clips)",
+    )
     p.set_defaults(func=run)
 
 
 def format_plan(plan: Plan, state: StepsFile, parallel: int) -> str:
     """The plan as printed: each step with its budget, stated time and state, then the expected total."""
     from rgsd_agents.reproduce.plan import plan_seconds
-    from rgsd_agents.reproduce.steps import DONE, format_seconds, pending_steps
+    from rgsd_agents.reproduce.steps import DONE, format_seconds, pending_steps, stale
 
     todo = set(pending_steps(plan, state))
     done = {k for k, v in state.steps.items() if v.status == DONE}
     width = max(len(s.id) for s in plan.steps)
+    kept = plan.kept
+    ran = [m for m in plan.methods if m not in kept]
     lines = [
-        f"plan: {len(plan.steps)} steps into {plan.out} (scale {plan.scale_file}; methods {', '.join(plan.methods)}; "
+        f"plan: {len(plan.steps)} steps into {plan.out} (scale {plan.scale_file}; methods {', '.join(ran)}; "
         f"seeds {len(plan.seeds)}; {parallel} at a time)"
     ]
+    if kept:
+        lines.append(
+            f"kept: {', '.join(kept)} (in this folder, not in --methods: not run; their finished steps stay in the "
+            "downstream aggregation and the report)"
+        )
     for s in plan.steps:
         st = state.steps.get(s.id)
-        if s.id not in todo:
+        if s.kept:
+            status = "pending" if st is None else st.status
+            mark = "kept" + (", inputs changed" if stale(s, state) else "") if status == DONE else f"{status}, kept"
+        elif s.id not in todo:
             mark = "done, skipped"
         elif st is not None and st.status not in (DONE, "pending"):
-            mark = st.status + (" -> resume" if _resumes(s, st, done) else " -> rerun")
+            mark = st.status + (" -> resume" if _resumes(s, st, state, done) else " -> rerun")
         elif st is not None and st.status == DONE:
             mark = "inputs changed -> rerun"
         else:
@@ -80,7 +115,7 @@ def format_plan(plan: Plan, state: StepsFile, parallel: int) -> str:
         lines.append(f"  {s.id:<{width}}  {format_seconds(s.estimate_s):>8}  {mark:<22} {s.budget}")
         if st is not None and st.error and s.id in todo:
             lines.append(f"  {'':<{width}}  last time: {st.error}")
-    total = plan_seconds(plan, parallel)
+    total = plan_seconds(plan, parallel, skip={s.id for s in plan.steps if s.kept})
     left = plan_seconds(plan, parallel, skip={s.id for s in plan.steps if s.id not in todo})
     lines.append(
         f"expected time (the scale's stated per-step estimates, {parallel} at a time): {format_seconds(left)} left "
@@ -89,13 +124,13 @@ def format_plan(plan: Plan, state: StepsFile, parallel: int) -> str:
     return "\n".join(lines)
 
 
-def _resumes(step: Step, st: StepState, done: set[str]) -> bool:
+def _resumes(step: Step, st: StepState, state: StepsFile, done: set[str]) -> bool:
     """Whether the run would resume ``step`` from its checkpoint (its inputs as the run will judge them now)."""
-    from rgsd_agents.reproduce.plan import NothingToDo, fingerprint
+    from rgsd_agents.reproduce.plan import NothingToDo
     from rgsd_agents.reproduce.steps import resumes
 
     try:
-        return resumes(step, st, fingerprint(step.inputs(done), step.extra))
+        return resumes(step, st, state.fingerprint(step, done))
     except NothingToDo:
         return False
 
@@ -114,29 +149,83 @@ def run(args: argparse.Namespace) -> int:
     from rgsd_agents.reproduce.steps import StepsFile
     from rgsd_envs.utils.files import InputFileError, folder_lock
 
+    if args.report_only:
+        return _report_only(args)
+    if args.sources:
+        print("error: --from goes with --report-only (it runs no step)", file=sys.stderr)
+        return 2
+    if args.motions is None:
+        print("error: --motions is required (unless --report-only)", file=sys.stderr)
+        return 2
     if args.seeds is not None and args.seeds < 1:
         print("error: --seeds must be >= 1", file=sys.stderr)
-        return 2
-    try:
-        scale, scale_file = load_scale(args.scale)
-        plan = build_plan(scale, scale_file, args.motions, args.out, args.methods, args.seeds, report=report_step)
-    except (InputFileError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
         return 2
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         print(f"error: {out} exists and is not a folder", file=sys.stderr)
         return 2
+    try:
+        state = StepsFile.load(out)
+        scale, scale_file = load_scale(args.scale)
+        plan = build_plan(
+            scale, scale_file, args.motions, out, args.methods, args.seeds, report=report_step, kept=state.methods()
+        )
+        _check_kept_motions(plan, state)
+    except (InputFileError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.plan_only:
-        print(format_plan(plan, StepsFile.load(out), scale.parallel), flush=True)
+        print(format_plan(plan, state, scale.parallel), flush=True)
         return 0
     with folder_lock(out, "rgsd reproduce"):  # a second command on this folder stops here, before the plan
         return _run_plan(args, plan, scale, scale_file)
 
 
+def _check_kept_motions(plan: Plan, state: StepsFile) -> None:
+    """A ``ValueError`` when the folder's kept methods ran on other clips than this command's: one report would
+    compare methods measured on different motions."""
+    from pathlib import Path
+
+    recorded = state.info.get("motions")
+    if not plan.kept or recorded is None:
+        return
+
+    def same(a: str, b: str) -> bool:
+        return a == b or ("demo" not in (a, b) and Path(a).resolve() == Path(b).resolve())
+
+    if not same(str(recorded), plan.motions):
+        raise ValueError(
+            f"{plan.out} holds {', '.join(plan.kept)} run on --motions {recorded}: give the same --motions to add "
+            "methods to it, or another --out"
+        )
+
+
+def _report_only(args: argparse.Namespace) -> int:
+    """``--report-only``: the report of --out from its finished steps, or with --from, of several folders."""
+    from pathlib import Path
+
+    from rgsd_agents.reproduce.plan import AGGREGATE
+    from rgsd_agents.reproduce.report import merge_reports, recorded_plan, write_report
+    from rgsd_envs.utils.files import InputFileError, folder_lock
+
+    out = Path(args.out)
+    try:
+        if not args.sources or [Path(s).resolve() for s in args.sources] == [out.resolve()]:
+            plan, done = recorded_plan(out)
+            with folder_lock(out, "rgsd reproduce --report-only"):
+                paths = write_report([(plan, done)], plan.out, plan.seeds_dir if AGGREGATE in done else None, False)
+        else:
+            paths = merge_reports(args.sources, out)
+    except (InputFileError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"report: {paths['report']}")
+    return 0
+
+
 def _run_plan(args: argparse.Namespace, plan: Plan, scale: ReproduceScale, scale_file: Path) -> int:
     """Print the plan, run its steps (skipping finished ones) and say what became of each."""
-    from rgsd_agents.reproduce.steps import StepsFile, run_plan
+    from rgsd_agents.reproduce.steps import DONE, StepsFile, run_plan, stale
 
     out = plan.out
     state = StepsFile.load(out)
@@ -146,13 +235,24 @@ def _run_plan(args: argparse.Namespace, plan: Plan, scale: ReproduceScale, scale
     state.save()
     outcome = run_plan(plan, state, parallel=scale.parallel, progress=not args.no_progress)
     counts: dict[str, int] = {}
-    for status in outcome.statuses.values():
-        counts[status] = counts.get(status, 0) + 1
+    for step_id, status in outcome.statuses.items():
+        if step_id not in outcome.kept:
+            counts[status] = counts.get(status, 0) + 1
     print("steps: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + f" ({len(outcome.ran)} ran now)")
     for step_id, status in outcome.statuses.items():
-        if status not in ("done",):
+        if status != DONE and step_id not in outcome.kept:
             err = state.steps[step_id].error if step_id in state.steps else None
             print(f"  {status}: {step_id}" + (f": {err}" if err else ""))
+    if plan.kept:
+        changed = [s.id for s in plan.steps if s.kept and stale(s, state)]
+        print(
+            f"kept as they are: {', '.join(plan.kept)}"
+            + (
+                f" ({len(changed)} steps ran with other inputs: run with --methods {' '.join(plan.kept)} to redo them)"
+                if changed
+                else ""
+            )
+        )
     report = plan.out / "report.md"
     if report.is_file():
         print(f"report: {report}")

@@ -4,7 +4,7 @@ Steps, in order (``<out>`` is the command's folder)::
 
     pretrain/<m>/seed<k>          <out>/pretrain/<m>_seed<k>/     the frozen encoder of a method that imitates (RGSD)
     train/<m>/seed<k>             <out>/runs/<m>_seed<k>/         rgsd train --config <preset of m> (+ the scale's --set)
-    eval                          <out>/eval/                     rgsd eval --protocol paper (scaled) on every finished run
+    eval/<m>                      <out>/eval/<m>/                 rgsd eval --protocol paper (scaled) on m's finished runs
     downstream/<style>/<m>/seed<k> <out>/downstream/<style>/<m>_seed<k>/  rgsd downstream on run (m, k)
     aggregate                     <out>/downstream/seeds/         rgsd downstream --seeds (mean and spread over seeds)
     report                        <out>/report.md                 the paper's tables and figures (``report``)
@@ -12,6 +12,16 @@ Steps, in order (``<out>`` is the command's folder)::
 Dependencies: a step's ``needs`` must have finished successfully, else it is skipped; its ``after`` must have
 finished in any way (the evaluation takes the runs that trained, the aggregation the downstream runs that
 finished, the report whatever there is).
+
+A folder holds the methods of every command run into it: the methods a command names (``--methods``) run, and
+those of the folder it does not name are *kept*: their steps stay in the plan, their finished results feed the
+aggregation and the report, and they do not run (``Step.kept``). Each method's evaluation is its own step, so
+adding a method evaluates that method's runs only.
+
+A step's fingerprint (``step_fingerprint``) covers its arguments, what they do not show (the resolved config a
+training runs with: its preset file after ``base:`` inheritance and every ``--set``), the rgsd packages' versions,
+and the fingerprint and end time of every step it reads: an edited preset retrains that method and reruns what
+reads its runs, and nothing else.
 
 RGSD pretrains its encoder once per seed (its own step, on the seed's ``pretrain`` settings) rather than sharing
 one: the paper's seeds repeat the whole method, and the encoder's initialisation and minibatches are part of what
@@ -22,10 +32,11 @@ the cpu one, and on 2 cores one took 40 s against 26 minutes (docs/results/repro
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +48,26 @@ PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT = "pretrain", "train", "eva
 KINDS = (PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT)
 EVAL_SETTINGS = "eval_settings.yaml"
 """``<out>/eval_settings.yaml``: the scale's evaluation settings, given to ``rgsd eval --config``."""
+PACKAGES = ("rgsd-envs", "rgsd-agents", "rgsd-eval")
+
+
+def eval_id(method: str) -> str:
+    """The id of ``method``'s evaluation step."""
+    return f"{EVAL}/{method}"
+
+
+@functools.cache
+def package_versions() -> dict[str, str]:
+    """The installed version of each rgsd package (in every fingerprint: an upgrade reruns what it may change)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
 
 
 class NothingToDo(Exception):
@@ -71,7 +102,11 @@ class Step:
     prepare: Callable[[], None] | None = None
     """Writes the files the command reads (a settings file), just before the step starts."""
     extra: Any = None
-    """What else the step reads that its arguments do not show (a settings file's content): in its fingerprint."""
+    """What else the step reads that its arguments do not show (a training's resolved config, a settings file's
+    content): in its fingerprint."""
+    kept: bool = False
+    """A step of a method the folder holds but this command does not name (``--methods``): its finished result is
+    used as it is, and it does not run."""
 
     def inputs(self, done: set[str]) -> list[str]:
         """What the step's fingerprint covers: its arguments (in-process steps: the done steps it reads)."""
@@ -81,9 +116,17 @@ class Step:
 
 
 def fingerprint(inputs: Sequence[str], extra: Any = None) -> str:
-    """A short hash of a step's inputs: a finished step whose inputs changed runs again."""
-    text = json.dumps([list(inputs), extra], sort_keys=True, default=str)
+    """A short hash of a step's inputs and the rgsd packages' versions: a finished step whose inputs changed runs
+    again."""
+    text = json.dumps([list(inputs), extra, package_versions()], sort_keys=True, default=str)
     return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def step_fingerprint(step: Step, done: set[str], upstream: Mapping[str, tuple[str, str | None]]) -> str:
+    """The fingerprint a step runs with now: its inputs (``NothingToDo`` if none), its extra, and the (fingerprint,
+    end time) in ``upstream`` of each done step it reads, so a step reruns after what it reads ran again."""
+    read = {d: upstream.get(d) for d in sorted({*step.needs, *step.after}) if d in done}
+    return fingerprint(step.inputs(done), [step.extra, read])
 
 
 @dataclass
@@ -95,12 +138,25 @@ class Plan:
     scale: ReproduceScale
     scale_file: Path
     methods: list[str]
+    """Every method of the folder (those this command runs and those it keeps), in the order the folder got them."""
     seeds: list[int]
+    """The seeds of the methods this command runs."""
     steps: list[Step] = field(default_factory=list)
+    method_seeds: dict[str, list[int]] = field(default_factory=dict)
+    """The seeds of each method where they differ from ``seeds`` (a kept method's, as they ran)."""
 
     def step(self, step_id: str) -> Step:
         """The step called ``step_id``."""
         return next(s for s in self.steps if s.id == step_id)
+
+    def seeds_of(self, method: str) -> list[int]:
+        """The seeds of ``method`` in this folder."""
+        return self.method_seeds.get(method, self.seeds)
+
+    @property
+    def kept(self) -> list[str]:
+        """The folder's methods this command keeps as they are."""
+        return [m for m in self.methods if all(s.kept for s in self.steps if s.method == m)]
 
     def run_dir(self, method: str, seed: int) -> Path:
         """The training run folder of (method, seed)."""
@@ -111,10 +167,9 @@ class Plan:
         variant = "" if start == NEUTRAL_START else f"_{start}_start"
         return self.out / "downstream" / style / f"{method}{variant}_seed{seed}"
 
-    @property
-    def eval_dir(self) -> Path:
-        """The evaluation report folder (``rgsd eval --out``)."""
-        return self.out / "eval"
+    def eval_dir(self, method: str) -> Path:
+        """The evaluation report folder of ``method``'s runs (``rgsd eval --out``)."""
+        return self.out / "eval" / method
 
     @property
     def seeds_dir(self) -> Path:
@@ -144,10 +199,12 @@ def build_plan(
     methods: Sequence[str] | None = None,
     seeds: int | None = None,
     report: Callable[[Plan, set[str]], None] | None = None,
+    kept: Mapping[str, Sequence[int]] | None = None,
 ) -> Plan:
     """The plan of a scale on ``motions`` into ``out`` (methods: ``--methods``, else the scale's, else every method
-    of ``METHODS``; seeds: ``--seeds``, else the scale's). Every training and downstream config is loaded here, so a
-    bad preset or ``--set`` ends before anything runs."""
+    of ``METHODS``; seeds: ``--seeds``, else the scale's). ``kept``: the folder's other methods and their seeds, whose
+    steps join the plan as kept (``Step.kept``). Every training and downstream config is loaded here, so a bad preset
+    or ``--set`` ends before anything runs."""
     from rgsd_agents.config import load_config, parse_set, resolve
     from rgsd_agents.downstream.runner import DownstreamConfig
     from rgsd_agents.methods import method_class, method_names
@@ -159,23 +216,30 @@ def build_plan(
         clip_files(motions)  # a missing or empty folder ends here, before anything runs
     out = Path(out).resolve()
     known = method_names()
-    chosen = list(methods or scale.methods or known)
+    chosen = list(scale.methods or known) if methods is None else list(dict.fromkeys(methods))
     bad = [m for m in chosen if m not in known]
     if bad:
         raise ValueError(f"--methods: unknown method {bad[0]!r}; methods: {', '.join(known)}")
-    plan = Plan(out, motions, scale, Path(scale_file), chosen, list(range(seeds or scale.seeds)))
+    others = {m: list(k) for m, k in (kept or {}).items() if m not in chosen}
+    bad = [m for m in others if m not in known]
+    if bad:
+        raise ValueError(f"{out}: the folder holds method {bad[0]!r}, which this rgsd does not know; use another --out")
+    order = list(dict.fromkeys([*(kept or {}), *chosen]))  # the folder's methods first, as they were run
+    plan = Plan(out, motions, scale, Path(scale_file), order, list(range(seeds or scale.seeds)))
+    plan.method_seeds = others
     t, dev = scale.train, scale.device
     motion_set = f"env.motions={_motions_value(motions)}"
-    train_ids: list[str] = []
+    train_ids: dict[str, list[str]] = {}
 
-    for method in chosen:
+    for method in plan.methods:
         cls = method_class(method)
+        keep = method in others
         preset = t.preset.format(method=method)
         items = [motion_set, f"device={dev}", *t.overrides(method, cls.LOOP)]
         cfg = load_config(preset, parse_set(items))  # checks the preset and every override now
         budget = training_budget(cfg).describe()  # in the method's loop's terms (Meta Motivo: steps and updates)
         pretrained = cls.ENCODER == "pretrained" and cfg.encoder is None
-        for seed in plan.seeds:
+        for seed in plan.seeds_of(method):
             run = plan.run_dir(method, seed)
             needs: tuple[str, ...] = ()
             encoder_set: list[str] = []
@@ -189,7 +253,7 @@ def build_plan(
                         pid, PRETRAIN, f"pretrain {method}'s encoder, seed {seed}",
                         f"{pcfg.steps} steps, hidden {list(pcfg.hidden)}",
                         60.0 * t.pretrain_estimate_minutes, method=method, seed=seed, output=pre_dir,
-                        command=_pretrain_command(pre_dir, dev), extra=to_dict(pcfg),
+                        command=_pretrain_command(pre_dir, dev), extra=to_dict(pcfg), kept=keep,
                         prepare=_write_yaml(to_dict(pcfg), pre_dir.parent / f"{pre_dir.name}.yaml"),
                     )
                 )  # fmt: skip
@@ -197,6 +261,8 @@ def build_plan(
                 encoder_set = [f"encoder={pre_dir / 'encoder.pt'}"]
             tid = f"{TRAIN}/{method}/seed{seed}"
             argv = ["train", "--config", preset, "--out", str(run), "--seed", str(seed), *_sets(items + encoder_set)]
+            # what the training runs with: the preset file's contents after its base:, every --set, the seed
+            resolved = to_dict(load_config(preset, {**parse_set(items + encoder_set), "seed": seed}))
             plan.steps.append(
                 Step(
                     tid, TRAIN, f"train {method}, seed {seed} ({preset})", budget, 60.0 * t.estimate_minutes,
@@ -204,21 +270,24 @@ def build_plan(
                     checkpoint=run / "checkpoints" / "latest.pt",
                     command=lambda done, argv=argv: list(argv),
                     resume_command=lambda run=run: ["train", "--resume", str(run)],
+                    extra=resolved, kept=keep,
                 )
             )  # fmt: skip
-            train_ids.append(tid)
+            train_ids.setdefault(method, []).append(tid)
 
     e = scale.eval
-    n_runs = len(train_ids)
     settings = {"protocol": e.protocol, **e.settings}
-    plan.steps.append(
-        Step(
-            EVAL, EVAL, f"rgsd eval --protocol {e.protocol} on every run",
-            f"{n_runs} runs; " + (", ".join(f"{k} {v}" for k, v in e.settings.items()) or "the protocol's settings"),
-            60.0 * e.estimate_minutes_per_run * n_runs, after=tuple(train_ids), output=plan.eval_dir,
-            command=_eval_command(plan, dev), extra=settings, prepare=_write_yaml(settings, plan.out / EVAL_SETTINGS),
-        )
-    )  # fmt: skip
+    for method in plan.methods:
+        n_runs = len(train_ids[method])
+        plan.steps.append(
+            Step(
+                eval_id(method), EVAL, f"rgsd eval --protocol {e.protocol} on {method}'s runs",
+                f"{n_runs} runs; " + (", ".join(f"{k} {v}" for k, v in e.settings.items()) or "the protocol's settings"),
+                60.0 * e.estimate_minutes_per_run * n_runs, after=tuple(train_ids[method]), method=method,
+                output=plan.eval_dir(method), command=_eval_command(plan, method, dev), extra=settings,
+                prepare=_write_yaml(settings, plan.out / EVAL_SETTINGS), kept=method in others,
+            )
+        )  # fmt: skip
 
     d = scale.downstream
     ds_items = d.overrides()
@@ -226,39 +295,48 @@ def build_plan(
     ds_budget = f"{ds_cfg.iterations} it" + (f" or {ds_cfg.max_minutes:g} min" if ds_cfg.max_minutes else "")
     ds_budget += f", {ds_cfg.num_envs} worlds x {ds_cfg.horizon}"
     ds_ids: list[str] = []
-    arms = [(method, NEUTRAL_START) for method in chosen] + [(m, "style") for m in d.style_start if m in chosen]
+    methods_ = plan.methods
+    arms = [(method, NEUTRAL_START) for method in methods_] + [(m, "style") for m in d.style_start if m in methods_]
     for style in d.styles:
         for method, start in arms:
             best_of_n = method_class(method).LATENT_CHOICE == "best_of_n"
             neutral = start == NEUTRAL_START
             name = method if neutral else f"{method}-{start}-start"
-            for seed in plan.seeds:
+            for seed in plan.seeds_of(method):
                 run, target = plan.run_dir(method, seed), plan.downstream_dir(style, method, seed, start)
-                latents = [f"task.clip_latents={plan.eval_dir / run.name / 'clip_latents.json'}"] if best_of_n else []
+                latents = (
+                    [f"task.clip_latents={plan.eval_dir(method) / run.name / 'clip_latents.json'}"] if best_of_n else []
+                )
                 start_set = [] if neutral else [f"init_skill={start}"]
                 argv = ["downstream", "--config", d.preset, "--low-level", str(run), "--style", style,
                         "--out", str(target), "--seed", str(seed), "--device", dev,
                         *_sets(ds_items + latents + start_set)]  # fmt: skip
                 sid = f"{DOWNSTREAM}/{style}/{name}/seed{seed}"
+                needs = (f"{TRAIN}/{method}/seed{seed}",) + ((eval_id(method),) if best_of_n else ())
+                # what the downstream training runs with: its preset file's contents and every --set
+                resolved = to_dict(
+                    load_config(d.preset, parse_set(ds_items + latents + start_set), DownstreamConfig, "downstream")
+                )
                 plan.steps.append(
                     Step(
                         sid, DOWNSTREAM, f"downstream {style}, {start_label(method, start)}, seed {seed}", ds_budget,
-                        60.0 * d.estimate_minutes, needs=(f"{TRAIN}/{method}/seed{seed}",) + ((EVAL,) if best_of_n else ()),
-                        method=method, seed=seed, style=style, output=target,
+                        60.0 * d.estimate_minutes, needs=needs, method=method, seed=seed, style=style, output=target,
                         checkpoint=target / "checkpoints" / "latest.pt",
                         command=lambda done, argv=argv: list(argv),
                         resume_command=lambda target=target: ["downstream", "--resume", str(target)],
+                        extra=resolved, kept=method in others,
                     )
                 )  # fmt: skip
                 ds_ids.append(sid)
 
-    plan.steps.append(
-        Step(
-            AGGREGATE, AGGREGATE, "mean and spread over seeds of the downstream curves", f"{len(ds_ids)} runs",
-            60.0 * scale.aggregate_estimate_minutes, after=tuple(ds_ids), output=plan.seeds_dir,
-            command=_aggregate_command(plan, ds_ids),
-        )
-    )  # fmt: skip
+    if ds_ids:  # a scale without downstream styles has nothing to aggregate
+        plan.steps.append(
+            Step(
+                AGGREGATE, AGGREGATE, "mean and spread over seeds of the downstream curves", f"{len(ds_ids)} runs",
+                60.0 * scale.aggregate_estimate_minutes, after=tuple(ds_ids), output=plan.seeds_dir,
+                command=_aggregate_command(plan, ds_ids),
+            )
+        )  # fmt: skip
     plan.steps.append(
         Step(
             REPORT, REPORT, "report.md: Table 1, figures, downstream, beside the paper", "-",
@@ -285,28 +363,28 @@ def _write_yaml(data: dict[str, Any], path: Path) -> Callable[[], None]:
     def write() -> None:
         import yaml
 
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        from rgsd_envs.utils.files import atomic_path
+
+        with atomic_path(path) as tmp:  # a step that runs beside this one may be reading it
+            tmp.write_text(yaml.safe_dump(data, sort_keys=False))
 
     return write
 
 
-def _eval_command(plan: Plan, device: str) -> Callable[[set[str]], list[str]]:
-    """``rgsd eval`` on the runs that trained, with the scale's settings file (``EVAL_SETTINGS``)."""
+def _eval_command(plan: Plan, method: str, device: str) -> Callable[[set[str]], list[str]]:
+    """``rgsd eval`` on ``method``'s runs that trained, with the scale's settings file (``EVAL_SETTINGS``)."""
 
     def command(done: set[str]) -> list[str]:
-        runs = [str(plan.run_dir(s.method, s.seed)) for s in plan.steps if s.kind == TRAIN and s.id in done]
-        if not runs:
-            raise NothingToDo("no training finished")
-        argv = [
-            "eval",
-            *(a for r in runs for a in ("--run", r)),
-            "--motions",
-            plan.motions,
-            "--out",
-            str(plan.eval_dir),
+        runs = [
+            str(plan.run_dir(s.method, s.seed))
+            for s in plan.steps
+            if s.kind == TRAIN and s.method == method and s.id in done
         ]
-        return [*argv, "--config", str(plan.out / EVAL_SETTINGS), "--device", device]
+        if not runs:
+            raise NothingToDo(f"no training of {method} finished")
+        argv = ["eval", *(a for r in runs for a in ("--run", r)), "--motions", plan.motions]
+        argv += ["--out", str(plan.eval_dir(method)), "--config", str(plan.out / EVAL_SETTINGS)]
+        return [*argv, "--device", device]
 
     return command
 

@@ -6,6 +6,9 @@ FID per category under sampled latents, the kappa sweep on three motions, the do
 and style FID against training steps, mean and spread over seeds, one panel per style), and every step's
 status. The paper's numbers come from ``rgsd_eval.paper`` and are labelled as quoted. Every number is also in
 ``report.json`` and, one value per row, ``report.csv``; figures are PNG under ``figures/``.
+
+The report covers every method with finished steps in its folder, or in several folders (``merge_reports``: methods
+run on two machines, one report), each method from the one folder that holds it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -21,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from rgsd_agents.downstream.report import NEUTRAL_START, start_label
-from rgsd_agents.reproduce.plan import AGGREGATE, EVAL, Plan
-from rgsd_envs.utils.files import atomic_path
+from rgsd_agents.reproduce.plan import AGGREGATE, DOWNSTREAM, KINDS, Plan, Step, eval_id
+from rgsd_envs.utils.files import InputFileError, atomic_path, folder_lock
 from rgsd_eval.paper import (
     PAPER_CATEGORIES,
     PAPER_DISCOVERY_FID,
@@ -68,22 +72,46 @@ def _read_json(path: Path) -> Any:
 
 
 class ReportData:
-    """The numbers of one reproduce folder, gathered from its evaluation and seed aggregation."""
+    """The numbers of one or more reproduce folders, gathered from each method's evaluation and the seed
+    aggregation of their downstream runs."""
 
-    def __init__(self, plan: Plan, done: set[str]):
-        self.plan = plan
-        self.metrics = _read_json(plan.eval_dir / "metrics.json") if EVAL in done else None
-        self.seeds_doc = _read_json(plan.seeds_dir / "seeds.json") if AGGREGATE in done else None
-        runs = (self.metrics or {}).get("runs", {})
-        self.runs: dict[str, dict[int, dict[str, Any]]] = {
-            m: {k: runs[plan.run_dir(m, k).name] for k in plan.seeds if plan.run_dir(m, k).name in runs}
-            for m in plan.methods
-        }
+    def __init__(self, parts: Sequence[tuple[Plan, set[str]]], out: Path, seeds_doc: dict[str, Any] | None):
+        self.plan = parts[0][0]
+        """The first folder's plan: the scale and motions every folder shares."""
+        self.out = out
+        self.seeds_doc = seeds_doc
+        self.folder: dict[str, Plan] = {}
+        """method -> the plan of the folder that holds it."""
+        self.metrics: dict[str, dict[str, Any]] = {}
+        """method -> its evaluation's metrics.json."""
+        for plan, done in parts:
+            for m in plan.methods:
+                self.folder.setdefault(m, plan)
+                doc = _read_json(plan.eval_dir(m) / "metrics.json") if eval_id(m) in done else None
+                if doc is not None:
+                    self.metrics[m] = doc
+        self.methods = list(self.folder)
+        self.runs: dict[str, dict[int, dict[str, Any]]] = {}
         """method -> seed -> the run's metrics in the evaluation."""
-        self.categories: list[str] = list((self.metrics or {}).get("categories", []))
-        cfg = (self.metrics or {}).get("config", {})
+        for m, plan in self.folder.items():
+            runs = self.metrics.get(m, {}).get("runs", {})
+            self.runs[m] = {
+                k: runs[plan.run_dir(m, k).name] for k in plan.seeds_of(m) if plan.run_dir(m, k).name in runs
+            }
+        first = next(iter(self.metrics.values()), {})
+        self.categories: list[str] = list(first.get("categories", []))
+        cfg = first.get("config", {})
         self.discovery_kappa: float | None = cfg.get("discovery_kappa")
         self.kappas: list[float] = [float(k) for k in cfg.get("kappas", [])]
+        self.rollouts = int(cfg.get("trajectory_rollouts", 150))
+
+    def link(self, path: Path) -> str:
+        """``path`` as the report links it (relative to the report's folder)."""
+        return Path(os.path.relpath(path, self.out)).as_posix()
+
+    def seeds(self) -> list[int]:
+        """Every seed any method ran."""
+        return sorted({k for m, plan in self.folder.items() for k in plan.seeds_of(m)})
 
     def imitation(self) -> dict[str, dict[str, dict[str, Any]]]:
         """method -> category -> {err_cm, fid: summary over seeds}."""
@@ -173,15 +201,14 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
             for c in cats:
                 cells += [f"{x:.1f}" for x in paper[c]] if c in paper else ["-", "-"]
             rows.append([*cells, ""])
-    missing = [m for m in data.plan.methods if m not in table]
+    missing = [m for m in data.methods if m not in table]
     if not rows:
         return ["No evaluation: see the steps below.", ""]
     rows += [[m, "no evaluated run: see the steps below", *["-"] * (2 * len(cats) + 1)] for m in missing]
-    seeds = len(data.plan.seeds)
     return [
-        f"Cartesian error (cm) and motion FID per category, each method's mean ± standard deviation over its "
-        f"{seeds} seed{'s' if seeds != 1 else ''} (one evaluation per seed, `eval/metrics.json`), each under the "
-        f"paper's row ({PAPER_SOURCE}). Lower is better.",
+        "Cartesian error (cm) and motion FID per category, each method's mean ± standard deviation over its seeds "
+        f"(one evaluation per seed, `eval/<method>/metrics.json`), each under the paper's row ({PAPER_SOURCE}). "
+        "Lower is better.",
         "",
         *_table(header, rows),
         "",
@@ -263,9 +290,10 @@ def sweep_section(data: ReportData, clips: list[str], sweep: dict[str, Any], fig
     tops = []
     for m in sweep:
         seed = min(data.runs[m])
-        rel = f"eval/{data.plan.run_dir(m, seed).name}/kappa_sweep.png"
-        if (data.plan.out / rel).is_file():
-            tops.append(f"- {m} (seed {seed}): [top views at every κ]({rel})")
+        plan = data.folder[m]
+        png = plan.eval_dir(m) / plan.run_dir(m, seed).name / "kappa_sweep.png"
+        if png.is_file():
+            tops.append(f"- {m} (seed {seed}): [top views at every κ]({data.link(png)})")
     return lines + tops + ([""] if tops else [])
 
 
@@ -312,8 +340,8 @@ def downstream_section(data: ReportData, final: dict[str, dict[str, dict[str, An
     return lines
 
 
-def steps_section(plan: Plan) -> list[str]:
-    """Every step's status, time and error (``steps.json``)."""
+def steps_section(plan: Plan, this_report: bool = True) -> list[str]:
+    """Every step's status, time and error (``steps.json``); ``this_report``: the report step is this one."""
     from rgsd_agents.reproduce.steps import StepsFile, format_seconds
 
     state = StepsFile.load(plan.out)
@@ -323,7 +351,9 @@ def steps_section(plan: Plan) -> list[str]:
         if st is None:
             rows.append([f"`{s.id}`", "pending", s.budget, "-", "", ""])
             continue
-        status = "running (this report)" if s.kind == "report" else st.status
+        status = "running (this report)" if s.kind == "report" and this_report else st.status
+        if s.kept:
+            status += " (an earlier command's)"
         rows.append(
             [f"`{s.id}`", status, s.budget, format_seconds(st.seconds) if st.seconds else "-", str(st.attempts),
              (st.error or "").replace("|", "\\|")]
@@ -372,26 +402,34 @@ def _csv_rows(doc: dict[str, Any]) -> Iterable[dict[str, Any]]:
                     yield {**base, "stat": stat, "value": r[stat]}
 
 
-def write_report(plan: Plan, done: set[str]) -> dict[str, Path]:
-    """Write report.md, report.json, report.csv and the figures into the reproduce folder; returns their paths."""
+def write_report(
+    parts: Sequence[tuple[Plan, set[str]]], out: Path, seeds_dir: Path | None = None, this_report: bool = True
+) -> dict[str, Path]:
+    """Write report.md, report.json, report.csv and the figures into ``out`` from ``parts`` (each folder's plan and
+    its done steps; the first folder's scale and motions stand for all) and the seed aggregation in ``seeds_dir``;
+    returns their paths."""
     from rgsd_eval.plots import plot_discovery_grid
     from rgsd_eval.topviews import TOP_VIEWS, load_top_views
 
-    out = plan.out
     figures_dir = out / FIGURES
     figures_dir.mkdir(parents=True, exist_ok=True)
-    data = ReportData(plan, done)
+    seeds_doc = _read_json(seeds_dir / "seeds.json") if seeds_dir is not None else None
+    data = ReportData(parts, out, seeds_doc)
+    plan = data.plan
     figures: dict[str, str] = {}
 
     table = data.imitation()
     views = {
-        m: [load_top_views(p) for k in seeds if (p := plan.eval_dir / plan.run_dir(m, k).name / TOP_VIEWS).is_file()]
+        m: [
+            load_top_views(p)
+            for k in seeds
+            if (p := data.folder[m].eval_dir(m) / data.folder[m].run_dir(m, k).name / TOP_VIEWS).is_file()
+        ]
         for m, seeds in data.runs.items()
     }
     views = {m: v for m, v in views.items() if v}
     if views:
-        rollouts = int((data.metrics or {}).get("config", {}).get("trajectory_rollouts", 150))
-        plot_discovery_grid(views, data.categories, figures_dir / "discovery.png", rollouts)
+        plot_discovery_grid(views, data.categories, figures_dir / "discovery.png", data.rollouts)
         figures["discovery"] = f"{FIGURES}/discovery.png"
     kappa = data.discovery_kappa
     sampled = data.sampled_fid(kappa) if kappa is not None else {}
@@ -400,19 +438,29 @@ def write_report(plan: Plan, done: set[str]) -> dict[str, Path]:
         plot_sweep(clips, sweep, figures_dir / "kappa_sweep.png")
         figures["kappa_sweep"] = f"{FIGURES}/kappa_sweep.png"
     final = data.downstream()
-    seeds_png = plan.seeds_dir / "seeds.png"
-    if AGGREGATE in done and seeds_png.is_file():
+    seeds_png = None if seeds_dir is None else seeds_dir / "seeds.png"
+    if seeds_doc is not None and seeds_png is not None and seeds_png.is_file():
         with atomic_path(figures_dir / "downstream.png") as tmp:
             shutil.copyfile(seeds_png, tmp)
         figures["downstream"] = f"{FIGURES}/downstream.png"
 
     scale = plan.scale
+    seeds = data.seeds()
+    if len(parts) == 1:
+        command = (
+            f"`rgsd reproduce --motions {plan.motions} --scale {plan.scale_file.stem}` (scale file "
+            f"`{plan.scale_file}`, copied to `scale.yaml`)"
+        )
+    else:
+        froms = " ".join(f"--from {data.link(p.out)}" for p, _ in parts)
+        command = (
+            f"`rgsd reproduce --report-only {froms}`: {len(parts)} folders run with `--motions {plan.motions}` and one "
+            f"scale (`scale.yaml` in each)"
+        )
     lines = [
         "# Reproducing the RGSD paper's experiments",
         "",
-        f"`rgsd reproduce --motions {plan.motions} --scale {plan.scale_file.stem}` (scale file `{plan.scale_file}`, "
-        f"copied to `scale.yaml`): methods {', '.join(plan.methods)}; {len(plan.seeds)} seed(s); device "
-        f"{scale.device}.",
+        f"{command}: methods {', '.join(data.methods)}; {len(seeds)} seed(s); device {scale.device}.",
         "",
         f"> {scale.description.strip()}" if scale.description.strip() else "",
         "",
@@ -450,9 +498,16 @@ def write_report(plan: Plan, done: set[str]) -> dict[str, Path]:
         "Each step's state is in `steps.json`, its output in `logs/`; run the same command again to retry failed "
         "steps and resume interrupted ones.",
         "",
-        *steps_section(plan),
-        "Files: `eval/report.md` (the full evaluation: per clip, every κ, embeddings), `downstream/<style>/` (each "
-        "downstream run's own report), `report.json` and `report.csv` (every number here).",
+    ]
+    if len(parts) == 1:
+        lines += steps_section(plan, this_report)
+    else:
+        for p, _ in parts:
+            lines += [f"### `{data.link(p.out)}`", "", *steps_section(p, this_report=False)]
+    lines += [
+        "Files: `eval/<method>/report.md` (each method's full evaluation: per clip, every κ, embeddings), "
+        "`downstream/<style>/` (each downstream run's own report), `report.json` and `report.csv` (every number "
+        "here).",
         "",
     ]
 
@@ -461,20 +516,21 @@ def write_report(plan: Plan, done: set[str]) -> dict[str, Path]:
         "version": REPORT_VERSION,
         "motions": plan.motions,
         "scale": str(plan.scale_file),
-        "methods": plan.methods,
-        "seeds": plan.seeds,
+        "folders": [data.link(p.out) for p, _ in parts],
+        "methods": data.methods,
+        "seeds": seeds,
         "categories": data.categories,
         "imitation": table,
         "paper_imitation": {
             m: {c: list(v) for c, v in p.items() if c in PAPER_CATEGORIES}
-            for m in plan.methods
+            for m in data.methods
             if (p := _paper_imitation(m)) is not None
         },
         "paper_source": PAPER_SOURCE,
         "discovery": {
             "kappa": kappa,
             "fid": sampled,
-            "paper_fid": {m: q for m in plan.methods if (q := _paper_sampled(m))},
+            "paper_fid": {m: q for m in data.methods if (q := _paper_sampled(m))},
             "paper_source": PAPER_DISCOVERY_SOURCE,
         },
         "kappa_sweep": {"clips": clips, "spread": sweep},
@@ -494,5 +550,99 @@ def write_report(plan: Plan, done: set[str]) -> dict[str, Path]:
 
 
 def report_step(plan: Plan, done: set[str]) -> None:
-    """The plan's report step (``build_plan(report=...)``)."""
-    write_report(plan, done)
+    """The plan's report step (``build_plan(report=...)``): the folder's report."""
+    write_report([(plan, done)], plan.out, plan.seeds_dir if AGGREGATE in done else None)
+
+
+def _step_of(step_id: str, out: Path, budget: str | None, output: str | None) -> Step:
+    """A recorded step as far as a report reads it (kind, method, seed, style, folder) from its id."""
+    parts = step_id.split("/")
+    kind = parts[0] if parts[0] in KINDS else step_id
+    seed = int(parts[-1][4:]) if parts[-1].startswith("seed") and parts[-1][4:].isdigit() else None
+    method = style = None
+    if kind == DOWNSTREAM and len(parts) == 4:
+        style, method = parts[1], parts[2].split("-", 1)[0]
+    elif kind != DOWNSTREAM and len(parts) >= 2:
+        method = parts[1]
+    return Step(
+        step_id, kind, step_id, budget or "-", 0.0, method=method, seed=seed, style=style,
+        output=None if output is None else out / output,
+    )  # fmt: skip
+
+
+def recorded_plan(folder: str | os.PathLike) -> tuple[Plan, set[str]]:
+    """A reproduce folder as its ``steps.json`` and ``scale.yaml`` record it (no preset or clip read: the folder may
+    come from another machine), and its done steps."""
+    from rgsd_agents.reproduce.scale import load_scale
+    from rgsd_agents.reproduce.steps import STEPS_FILE, StepsFile
+
+    out = Path(folder).resolve()
+    state = StepsFile.load(out)
+    if not state.path.is_file():
+        raise InputFileError(out / STEPS_FILE, "not found: not an `rgsd reproduce` folder")
+    methods = state.methods()
+    if not methods:
+        raise InputFileError(state.path, "records no training: nothing to report")
+    scale, _ = load_scale(out / "scale.yaml")
+    motions = str(state.info.get("motions", "?"))
+    steps = [_step_of(k, out, v.budget, v.output) for k, v in state.steps.items()]
+    scale_file = Path(state.info.get("scale", out / "scale.yaml"))  # as the command named it (the report says so)
+    plan = Plan(out, motions, scale, scale_file, list(methods), [], steps, method_seeds=methods)
+    return plan, state.done()
+
+
+def merge_reports(folders: Sequence[str | os.PathLike], out: str | os.PathLike) -> dict[str, Path]:
+    """One report in ``out`` over the methods of several reproduce folders (each method from the one folder that
+    holds it): their evaluations, and the seed aggregation of all their downstream runs redone in ``out``. The
+    folders must share one scale and one clip set, so the report compares methods measured alike."""
+    from rgsd_agents.downstream.report import aggregate_seeds
+
+    out = Path(out).resolve()
+    parts = [recorded_plan(f) for f in folders]
+    if len({p.out for p, _ in parts}) < len(parts):
+        raise ValueError("--from: the same folder twice")
+    if out in {p.out for p, _ in parts}:
+        raise ValueError(f"--out {out}: give a new folder for the combined report, not one of the --from folders")
+    first, _ = parts[0]
+    owner: dict[str, Path] = {}
+    for plan, _ in parts:
+        for m in plan.methods:
+            if m in owner:
+                raise ValueError(
+                    f"method {m!r} is in both {owner[m]} and {plan.out}: a report takes each method from one folder"
+                )
+            owner[m] = plan.out
+        if yaml_data(plan.out / "scale.yaml") != yaml_data(first.out / "scale.yaml"):
+            raise ValueError(
+                f"{plan.out} ran another scale than {first.out} (their scale.yaml differ): a report compares methods "
+                "run alike"
+            )
+    clips = {p.out: c for p, done in parts if (c := _clips(p, done)) is not None}
+    if len({json.dumps(c) for c in clips.values()}) > 1:
+        a, b = list(clips)[:2]
+        raise ValueError(f"{a} and {b} were evaluated on different clips: a report compares methods measured alike")
+    with folder_lock(out, "rgsd reproduce --report-only"):
+        runs = [
+            str(s.output) for p, done in parts for s in p.steps if s.kind == DOWNSTREAM and s.id in done and s.output
+        ]
+        seeds_dir = None
+        if runs:
+            seeds_dir = out / "downstream" / "seeds"
+            aggregate_seeds(runs, seeds_dir)
+        return write_report(parts, out, seeds_dir, this_report=False)
+
+
+def yaml_data(path: Path) -> Any:
+    """The data of a YAML file (comments and layout aside)."""
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+def _clips(plan: Plan, done: set[str]) -> list[Any] | None:
+    """The clips (name, category, frames) of the folder's first finished evaluation."""
+    for m in plan.methods:
+        doc = _read_json(plan.eval_dir(m) / "metrics.json") if eval_id(m) in done else None
+        if doc is not None:
+            return doc.get("clips")
+    return None

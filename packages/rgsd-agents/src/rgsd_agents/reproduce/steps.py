@@ -7,17 +7,24 @@ again:
 - a ``done`` step whose inputs are unchanged is skipped;
 - a step left ``running`` (the command was stopped) or ``failed`` resumes from its checkpoint
   (``rgsd train --resume``, ``rgsd downstream --resume``) if it has one, else starts afresh in a cleared folder;
-- a step whose inputs changed (another scale, more runs to evaluate) starts afresh.
+- a step whose inputs changed (another scale, an edited preset, another rgsd version, more runs to evaluate, a
+  step it reads that ran again) starts afresh;
+- a kept step (a method of the folder this command does not name) stays as it is: done or not, it does not run.
+
+A step's folder is cleared for a fresh start only while no process holds its lock (``<folder>/.lock``: a training
+of an earlier command that still runs), else the step fails saying which process holds it.
 
 A failed step is recorded with its error (the last ``error:`` line or exception of its log, ``<out>/logs/``)
 and the others go on; a step whose ``needs`` failed or were skipped is skipped, with the reason. Steps run as
 ``python -m rgsd_agents.cli ...`` subprocesses (a crash or a full memory ends the step, not the plan), at most
-``parallel`` at a time; Ctrl-C (or SIGTERM) asks the running ones to stop (they checkpoint, as on their own
-Ctrl-C), records them as interrupted and returns 130.
+``parallel`` at a time; Ctrl-C, SIGTERM or SIGHUP (the terminal closed) asks the running ones to stop (they
+checkpoint, as on their own Ctrl-C), waits for them, records them as interrupted and returns 130. A step's
+``seconds`` add up its attempts, each counted once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -33,9 +40,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from rgsd_agents.reproduce.plan import NothingToDo, Plan, Step, fingerprint, makespan, step_label
+from rgsd_agents.reproduce.plan import NothingToDo, Plan, Step, makespan, step_fingerprint, step_label
 from rgsd_agents.rl.progress import StatusBar, clock
-from rgsd_envs.utils.files import InputFileError, atomic_path
+from rgsd_envs.utils.files import LOCK_NAME, FolderInUse, InputFileError, atomic_path, folder_lock
 
 STEPS_FILE = "steps.json"
 STEPS_FORMAT = "rgsd-reproduce-steps"
@@ -65,6 +72,10 @@ class StepState:
     resumed: bool = False
     """Whether the last attempt continued from a checkpoint."""
     log: str | None = None
+    budget: str | None = None
+    """The step's budget in words, as it last ran."""
+    output: str | None = None
+    """The folder the step writes, relative to the reproduce folder (a report from several folders reads it)."""
 
 
 @dataclass
@@ -96,6 +107,28 @@ class StepsFile:
     def get(self, step_id: str) -> StepState:
         """The state of a step (created pending)."""
         return self.steps.setdefault(step_id, StepState())
+
+    def done(self) -> set[str]:
+        """The steps that finished successfully."""
+        return {k for k, v in self.steps.items() if v.status == DONE}
+
+    def upstream(self) -> dict[str, tuple[str, str | None]]:
+        """Each step's (fingerprint, end time): what a step that reads it puts in its own fingerprint."""
+        return {k: (v.fingerprint, v.finished) for k, v in self.steps.items()}
+
+    def fingerprint(self, step: Step, done: set[str] | None = None) -> str:
+        """The fingerprint ``step`` runs with now (``plan.step_fingerprint``; ``NothingToDo`` if it has no input)."""
+        return step_fingerprint(step, self.done() if done is None else done, self.upstream())
+
+    def methods(self) -> dict[str, list[int]]:
+        """The methods whose trainings this folder records, with their seeds, in the folder's order (``info``)."""
+        out: dict[str, list[int]] = {}
+        for step_id in self.steps:
+            parts = step_id.split("/")
+            if len(parts) == 3 and parts[0] == "train" and parts[2].startswith("seed") and parts[2][4:].isdigit():
+                out.setdefault(parts[1], []).append(int(parts[2][4:]))
+        recorded = [m for m in self.info.get("methods", []) if m in out]
+        return {m: sorted(out[m]) for m in [*recorded, *(m for m in out if m not in recorded)]}
 
     def save(self) -> None:
         """Write the file atomically."""
@@ -146,18 +179,25 @@ class SubprocessRunner:
             raise StepFailed(f"exit status {code}: {last_error(log)}")
 
     def stop(self) -> None:
-        """SIGINT to every running step, SIGKILL to those still running after ``STOP_GRACE_S``."""
+        """SIGINT to every running step, SIGKILL to those still running after ``STOP_GRACE_S`` or at a second stop
+        signal: no step outlives the command."""
         with self.lock:
             procs = list(self.procs.values())
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
         deadline = time.monotonic() + STOP_GRACE_S
-        for p in procs:
-            try:
-                p.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
+        try:
+            for p in procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except KeyboardInterrupt:  # a second Ctrl-C (or SIGTERM, SIGHUP): no more waiting for checkpoints
+            pass
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
 
 
 def last_error(log: Path) -> str:
@@ -254,20 +294,33 @@ class Outcome:
     ran: list[str]
     """Steps that ran in this command."""
     interrupted: bool = False
+    kept: frozenset[str] = frozenset()
+    """Kept steps (methods this command does not name): in ``statuses`` as they were, not in ``ok``."""
 
     @property
     def ok(self) -> bool:
-        """Every step done."""
-        return all(s == DONE for s in self.statuses.values())
+        """Every step this command was to run done."""
+        return all(s == DONE for k, s in self.statuses.items() if k not in self.kept)
 
 
 def _clear(step: Step, out: Path) -> None:
-    """Remove a step's output folder before a fresh start (only inside the reproduce folder)."""
+    """Empty a step's output folder before a fresh start (only inside the reproduce folder), holding its lock:
+    ``FolderInUse`` while another process (a step of an earlier command that still runs) holds it."""
     if step.output is None or not step.output.exists():
         return
     if not step.output.resolve().is_relative_to(out.resolve()):
         raise RuntimeError(f"refusing to clear {step.output}: outside {out}")
-    shutil.rmtree(step.output)
+    if not step.output.is_dir():
+        step.output.unlink()
+        return
+    with folder_lock(step.output, "rgsd reproduce, clearing the folder"):
+        for p in step.output.iterdir():
+            if p.name == LOCK_NAME:
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
 
 
 def resumes(step: Step, st: StepState, fp: str) -> bool:
@@ -283,24 +336,34 @@ def resumes(step: Step, st: StepState, fp: str) -> bool:
 
 
 def pending_steps(plan: Plan, state: StepsFile) -> list[str]:
-    """The steps that will (probably) run: not done, done with other inputs (judged where they can be now), and an
-    in-process step (the report) after any of those."""
-    done = {k for k, v in state.steps.items() if v.status == DONE}
-    out = []
+    """The steps that will (probably) run: not done, done with other inputs (judged where they can be now), and those
+    that read a step that will run (it ends with new results). Kept steps never run."""
+    done = state.done()
+    out: list[str] = []
     for s in plan.steps:
+        if s.kept:
+            continue
         st = state.steps.get(s.id)
-        if st is None or st.status != DONE:
+        if st is None or st.status != DONE or any(d in out for d in (*s.needs, *s.after)):
             out.append(s.id)
             continue
-        if s.command is not None:
-            try:
-                if fingerprint(s.inputs(done), s.extra) != st.fingerprint:
-                    out.append(s.id)
-            except NothingToDo:
-                pass
-        elif out:  # the report is redone after any step that runs
-            out.append(s.id)
+        try:
+            if state.fingerprint(s, done) != st.fingerprint:
+                out.append(s.id)
+        except NothingToDo:
+            pass
     return out
+
+
+def stale(step: Step, state: StepsFile) -> bool:
+    """Whether a done step's inputs changed since it ran (a kept step then stands for inputs no longer current)."""
+    st = state.steps.get(step.id)
+    if st is None or st.status != DONE:
+        return False
+    try:
+        return state.fingerprint(step) != st.fingerprint
+    except NothingToDo:
+        return False
 
 
 def run_plan(
@@ -313,15 +376,19 @@ def run_plan(
 ) -> Outcome:
     """Run the plan's steps that are not done (see the module docstring); returns what happened."""
     runner = runner if runner is not None else SubprocessRunner()
-    done = {k for k, v in state.steps.items() if v.status == DONE and k in {s.id for s in plan.steps}}
+    done = {k for k in state.done() if k in {s.id for s in plan.steps}}
     this: dict[str, str] = {}
-    """Steps settled in this command: done (ran or skipped as done), failed, skipped."""
+    """Steps settled in this command: done (ran or skipped as done), failed, skipped; kept steps as they were."""
     running: dict[str, float] = {}
+    """Running steps: where the bar counts each one from (monotonic; a resumed one, its earlier attempts back)."""
+    began: dict[str, float] = {}
+    """Running steps: when this attempt began (monotonic)."""
     results: queue.Queue[tuple[str, str | None, float]] = queue.Queue()
     bar = PlanProgress(plan, pending_steps(plan, state), parallel, disable=not progress)
     ran: list[str] = []
     interrupted = False
     log_dir = plan.out / "logs"
+    state.info["methods"] = plan.methods  # the folder's methods in their order: the next command's plan keeps it
 
     def settle(step: Step, status: str, error: str | None = None) -> None:
         st = state.get(step.id)
@@ -339,7 +406,14 @@ def run_plan(
         if resume:
             argv = step.resume_command()
         else:
-            _clear(step, plan.out)
+            try:
+                _clear(step, plan.out)
+            except FolderInUse as err:  # a step of an earlier command still writes there: leave it be
+                st.finished = _now()
+                settle(step, FAILED, str(err))
+                bar.finish(step.id, 0.0, measured=False)
+                bar.write(f"FAILED {step.id}: {err}")
+                return
         if step.prepare is not None:
             step.prepare()
         log = log_dir / f"{step_label(step.id)}.log"
@@ -348,9 +422,13 @@ def run_plan(
             st.seconds = 0.0
         st.attempts += 1
         st.started, st.finished, st.log = _now(), None, str(log.relative_to(plan.out))
+        st.budget = step.budget
+        if step.output is not None and step.output.resolve().is_relative_to(plan.out.resolve()):
+            st.output = str(step.output.resolve().relative_to(plan.out.resolve()))
         state.save()
+        began[step.id] = time.monotonic()
         # a resumed step is as far along as its earlier attempts took it (a training's budget counts them all)
-        running[step.id] = time.monotonic() - st.seconds
+        running[step.id] = began[step.id] - st.seconds
         ran.append(step.id)
         bar.add(step.id)
         bar.write(f"{'resume' if resume else 'start '} {step.id}")
@@ -379,6 +457,7 @@ def run_plan(
     def finish(step_id: str, error: str | None, seconds: float) -> None:
         step = plan.step(step_id)
         running.pop(step_id, None)
+        began.pop(step_id, None)
         st = state.get(step_id)
         st.seconds += seconds
         st.finished = _now()
@@ -394,6 +473,10 @@ def run_plan(
         for step in plan.steps:
             if step.id in this or step.id in running:
                 continue
+            if step.kept:  # a method this command does not name: its steps stay as they are
+                st = state.steps.get(step.id)
+                this[step.id] = st.status if st is not None else PENDING
+                continue
             deps = set(step.needs) | set(step.after)
             if not all(d in this for d in deps):
                 continue
@@ -404,14 +487,11 @@ def run_plan(
                 continue
             try:
                 inputs = step.inputs(done)
+                fp = state.fingerprint(step, done)
             except NothingToDo as why:
                 settle(step, SKIPPED, str(why))
                 bar.finish(step.id, 0.0, measured=False)
                 continue
-            extra = step.extra
-            if step.func is not None:  # the report: redone when anything it reads has run since
-                extra = [extra, {d: (state.get(d).fingerprint, state.get(d).finished) for d in inputs}]
-            fp = fingerprint(inputs, extra)
             st = state.get(step.id)
             if st.status == DONE and st.fingerprint == fp:
                 this[step.id] = DONE
@@ -421,7 +501,7 @@ def run_plan(
                 return
             start(step, inputs if step.command is not None else None, fp)
 
-    previous = _on_sigterm()
+    previous = _on_stop_signals()
     try:
         while True:
             schedule()
@@ -436,37 +516,57 @@ def run_plan(
             bar.refresh(running)
     except KeyboardInterrupt:
         interrupted = True
-        bar.write("stopping: the running steps write their checkpoints; run the same command again to resume")
+        _say(bar, "stopping: the running steps write their checkpoints; run the same command again to resume")
         if isinstance(runner, SubprocessRunner):
             runner.stop()
         for step_id in list(running):
             st = state.get(step_id)
             st.status, st.error, st.finished = INTERRUPTED, "interrupted", _now()
-            st.seconds += time.monotonic() - running.pop(step_id)
+            running.pop(step_id)
+            st.seconds += time.monotonic() - began.pop(step_id)  # this attempt's time, once
             this[step_id] = INTERRUPTED
         state.save()
     finally:
-        _restore_sigterm(previous)
-        bar.refresh(running)
-        bar.close()
+        _restore_signals(previous)
+        try:
+            bar.refresh(running)
+            bar.close()
+        except OSError:  # the terminal is gone (SIGHUP)
+            pass
     statuses = {s.id: this.get(s.id, state.get(s.id).status) for s in plan.steps}
-    return Outcome(statuses, ran, interrupted)
+    return Outcome(statuses, ran, interrupted, frozenset(s.id for s in plan.steps if s.kept))
 
 
-def _on_sigterm() -> Any:
-    """SIGTERM stops the plan as Ctrl-C does (its steps checkpoint); returns the previous handler."""
+def _say(bar: PlanProgress, line: str) -> None:
+    """A line above the bar, where the terminal is still there (after SIGHUP it may be gone)."""
+    with contextlib.suppress(OSError):
+        bar.write(line)
+
+
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+"""Signals that stop the plan as Ctrl-C does (SIGHUP: the terminal closed; not where it is ignored, as by nohup)."""
+
+
+def _on_stop_signals() -> dict[int, Any]:
+    """SIGTERM and SIGHUP stop the plan as Ctrl-C does (its steps checkpoint); returns the previous handlers."""
     if threading.current_thread() is not threading.main_thread():
-        return None
+        return {}
 
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    return signal.signal(signal.SIGTERM, handler)
+    previous = {}
+    for name in STOP_SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is None or signal.getsignal(sig) == signal.SIG_IGN:  # no such signal here, or nohup
+            continue
+        previous[sig] = signal.signal(sig, handler)
+    return previous
 
 
-def _restore_sigterm(previous: Any) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
+def _restore_signals(previous: dict[int, Any]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def format_seconds(seconds: float) -> str:
