@@ -9,13 +9,15 @@ Examples::
     rgsd reproduce --motions demo --out runs/repro --scale smoke --methods rgsd ase --seeds 2
     rgsd reproduce --motions demo --out runs/repro --scale my_scale.yaml          # a copied, edited scale
     rgsd reproduce --motions demo --out runs/repro --scale smoke --plan-only      # print the plan, run nothing
+    rgsd reproduce --motions demo --out runs/repro --scale smoke --set eval.settings.rollouts=2 --set seeds=1
 
 Steps: RGSD's encoder pretraining (per seed), `rgsd train` of every method and seed on its preset for the scale,
 `rgsd eval --protocol paper` (scaled down by the scale) on all runs together, `rgsd downstream` for freestyle,
 sidestep and backward on every run, the downstream seed aggregation, then <out>/report.md (Table 1, the
 discovery figure, FID under sampled latents, the kappa sweep, the downstream curves, beside the paper's numbers).
-Run the same command again to skip finished steps, resume interrupted ones from their checkpoints and retry
-failed ones; <out>/steps.json holds each step's state, <out>/logs/ its output.
+``--set KEY=VALUE`` changes a field of the scale (ReproduceScale, checked and typed as in ``rgsd train``); the
+scale as run is saved as <out>/scale.yaml. Run the same command again to skip finished steps, resume interrupted
+ones from their checkpoints and retry failed ones; <out>/steps.json holds each step's state, <out>/logs/ its output.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rgsd_agents.commands import add_doc_parser
+from rgsd_agents.commands import add_doc_parser, add_set_argument
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,6 +46,9 @@ def register(subparsers: Any) -> None:
         "--scale",
         default="smoke",
         help="a built-in scale (smoke, cpu, gpu, paper: rgsd_agents/presets/reproduce) or a YAML file (default smoke)",
+    )
+    add_set_argument(
+        p, "set a field of the scale, e.g. --set train.minutes=2 --set eval.settings.rollouts=4 (repeatable)"
     )
     p.add_argument("--methods", nargs="+", help="methods to run (default: the scale's, else every method)")
     p.add_argument("--seeds", type=int, help="seeds per method (default: the scale's)")
@@ -107,15 +112,16 @@ def run(args: argparse.Namespace) -> int:
 
     from rgsd_agents.reproduce.plan import build_plan
     from rgsd_agents.reproduce.report import report_step
-    from rgsd_agents.reproduce.scale import load_scale
+    from rgsd_agents.reproduce.scale import ReproduceScale, load_scale
     from rgsd_agents.reproduce.steps import StepsFile
+    from rgsd_envs.utils.config import set_overrides
     from rgsd_envs.utils.files import InputFileError, folder_lock
 
     if args.seeds is not None and args.seeds < 1:
         print("error: --seeds must be >= 1", file=sys.stderr)
         return 2
     try:
-        scale, scale_file = load_scale(args.scale)
+        scale, scale_file = load_scale(args.scale, set_overrides(ReproduceScale, args.overrides))
         plan = build_plan(scale, scale_file, args.motions, args.out, args.methods, args.seeds, report=report_step)
     except (InputFileError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -134,12 +140,18 @@ def run(args: argparse.Namespace) -> int:
 def _run_plan(args: argparse.Namespace, plan: Plan, scale: ReproduceScale, scale_file: Path) -> int:
     """Print the plan, run its steps (skipping finished ones) and say what became of each."""
     from rgsd_agents.reproduce.steps import StepsFile, run_plan
+    from rgsd_envs.utils.config import save_yaml
 
     out = plan.out
     state = StepsFile.load(out)
     print(format_plan(plan, state, scale.parallel), flush=True)
-    shutil.copyfile(scale_file, out / "scale.yaml")
+    if args.overrides:  # the scale as run, its --set applied
+        save_yaml(scale, out / "scale.yaml")
+    else:
+        shutil.copyfile(scale_file, out / "scale.yaml")
     state.info = {"scale": str(scale_file), "motions": args.motions, "methods": plan.methods, "seeds": len(plan.seeds)}
+    if args.overrides:
+        state.info["sets"] = list(args.overrides)
     state.save()
     outcome = run_plan(plan, state, parallel=scale.parallel, progress=not args.no_progress)
     counts: dict[str, int] = {}
