@@ -56,3 +56,60 @@ def test_method_options_pass_the_set_check_and_the_method_checks_them():
     assert cfg.method.options == {"hidden": [16, 8], "beta": 0.25}
     with pytest.raises(ValueError, match=r"method\.options\.bta.*valid keys: beta"):
         load_config("ase", parse_set(["method.options.bta=0.25"]))
+
+
+@pytest.mark.parametrize(
+    ("command", "setting", "message"),
+    [
+        (["pretrain", "--motions", "demo"], "steps=many", "error: --set steps=many: expected int, got 'many'"),
+        (["pretrain", "--motions", "demo"], "nope=1", "error: --set nope=1: unknown key 'nope' in the config"),
+        (["pretrain", "--motions", "demo"], "steps", "error: --set steps: expected key=value"),
+        (["reproduce", "--motions", "demo"], "seeds=two", "error: --set seeds=two: expected int, got 'two'"),
+        (["reproduce", "--motions", "demo"], "eval.nope=1", "error: --set eval.nope=1: unknown key 'nope' in 'eval'"),
+        (["eval", "--run", "missing"], "rollouts=x", "error: --set rollouts=x: expected int, got 'x'"),
+        (["downstream", "--low-level", "missing"], "task.style=3", "error: --set task.style=3: expected"),
+    ],
+)
+def test_every_command_that_takes_a_config_checks_its_set_the_same_way(
+    command, setting, message, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    assert rgsd([*command, "--out", str(tmp_path / "out"), "--set", setting]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_pretrain_set_sets_the_config_and_the_options_win_over_it(tmp_path):
+    from rgsd_agents.cli import build_parser
+    from rgsd_agents.commands.pretrain import config_from_args
+
+    args = build_parser().parse_args(
+        ["pretrain", "--out", str(tmp_path), "--set", "eval_every=7", "--set", "hidden=[8, 4]", "--set", "lr=3e-4",
+         "--set", "steps=9", "--steps", "5"]
+    )  # fmt: skip
+    cfg = config_from_args(args)
+    assert (cfg.eval_every, cfg.hidden, cfg.lr, cfg.steps) == (7, (8, 4), 3e-4, 5)
+
+
+def test_reproduce_set_changes_the_scale_and_saves_it(tmp_path):
+    from rgsd_agents.reproduce.scale import ReproduceScale, load_scale
+    from rgsd_envs.utils.config import set_overrides
+
+    sets = set_overrides(ReproduceScale, ["eval.settings.rollouts=2", "downstream.styles=[sidestep]", "seeds=1"])
+    scale, _ = load_scale("smoke", sets)
+    assert scale.eval.settings["rollouts"] == 2 and scale.downstream.styles == ["sidestep"] and scale.seeds == 1
+
+
+def test_eval_set_sits_between_the_config_file_and_the_flags(tmp_path):
+    from rgsd_agents.cli import build_parser
+    from rgsd_eval.cli import config_from_args
+
+    config = tmp_path / "eval.yaml"
+    config.write_text("rollouts: 3\nvideo_clips: 1\n")
+    args = build_parser().parse_args(
+        ["eval", "--run", "r", "--out", "o", "--config", str(config), "--set", "rollouts=5", "--set", "video_clips=2",
+         "--set", "protocol=paper", "--rollouts", "7"]
+    )  # fmt: skip
+    cfg = config_from_args(args)
+    assert (cfg.protocol, cfg.rollouts, cfg.video_clips) == ("paper", 7, 2)

@@ -12,7 +12,6 @@ encoder, whether imitation episodes are trained). The resolved config is saved a
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -24,11 +23,16 @@ from rgsd_agents.pretraining.config import PretrainConfig, PretrainOptions
 from rgsd_agents.rl.networks import NetworkConfig
 from rgsd_agents.rl.precision import check_bf16_setting
 from rgsd_envs.envs.config import DEVIATION_KEYS, EnvConfig
-from rgsd_envs.utils.config import apply_override, check_overrides, from_dict, to_dict
+from rgsd_envs.utils.config import (
+    apply_override,
+    check_overrides,
+    from_dict,
+    parse_set,  # noqa: F401  (rgsd_agents.config.parse_set, as before)
+    to_dict,
+)
+from rgsd_envs.utils.config import scientific_numbers as _numbers
 from rgsd_envs.utils.files import InputFileError
 
-_SCIENTIFIC = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$")
-"""Numbers like 3e-4 that YAML 1.1 (PyYAML) reads as strings."""
 CURRICULUM_KEYS = tuple(f"env.deviation.{k}" for k in DEVIATION_KEYS)
 """Config keys a training curriculum (``TrainConfig.curriculum``, or ``--resume --set``) may change mid-run: the
 deviation rule of imitation episodes."""
@@ -221,28 +225,6 @@ def preset_path(name: str, folder: str = "") -> Path:
     if not path.is_file():
         raise InputFileError(name, f"no such config file or preset; presets: {', '.join(preset_names(folder))}")
     return path
-
-
-def _numbers(value: Any) -> Any:
-    """``value`` with strings such as "3e-4" (YAML 1.1 reads them as text) turned into floats, recursively."""
-    if isinstance(value, str) and _SCIENTIFIC.match(value.strip()):
-        return float(value)
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    return value
-
-
-def parse_set(items: list[str] | None) -> dict[str, Any]:
-    """``["ppo.epochs=3", "env.motions=[a, b]"]`` -> {dotted key: YAML-parsed value}."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--set expects key=value (e.g. ppo.epochs=3), got {item!r}")
-        out[key.strip()] = _numbers(yaml.safe_load(value))
-    return out
 
 
 def read_config_data(spec: str | os.PathLike, presets: str = "", _seen: tuple[Path, ...] = ()) -> tuple[dict, Path]:

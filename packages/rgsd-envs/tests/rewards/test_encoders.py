@@ -84,6 +84,38 @@ def test_spread_directions_are_orthonormal_up_to_16_and_spread_beyond():
     assert cos.max() < 0.5
 
 
+def _random_max_cosine(num: int, dim: int = 16, draws: int = 20) -> float:
+    """The mean over draws of the largest pairwise cosine of ``num`` random unit vectors: the baseline to beat."""
+    g = torch.Generator().manual_seed(1)
+    out = []
+    for _ in range(draws):
+        u = torch.nn.functional.normalize(torch.randn(num, dim, generator=g), dim=-1)
+        out.append(float((u @ u.T - 2 * torch.eye(num)).max()))
+    return float(np.mean(out))
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode", "grad"])
+@pytest.mark.parametrize("num", [17, 20, 100])
+def test_spread_directions_past_16_work_under_any_grad_mode_and_beat_random(mode, num):
+    """Environments are built under no_grad (and may be under inference_mode): the directions do not care."""
+    context = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode, "grad": torch.enable_grad}[mode]
+    with context():
+        d = spread_directions(num)
+    assert d.shape == (num, 16) and not d.requires_grad and not d.is_inference()
+    np.testing.assert_allclose(d.norm(dim=-1), 1.0, atol=1e-5)
+    torch.testing.assert_close(d, spread_directions(num), atol=0, rtol=0)  # the same as under grad
+    cos = d @ d.T - 2 * torch.eye(num)
+    assert cos.max() < _random_max_cosine(num) - 0.1
+
+
+def test_the_kernel_encoder_builds_on_17_clips_under_no_grad(inputs, lib):
+    clip_of_frame = torch.arange(inputs.shape[0]) % 17  # 17 clips: more than the 16 skill dimensions
+    with torch.no_grad():
+        enc = ReferenceKernelEncoder(inputs, clip_of_frame, 17)
+    assert enc.directions.shape == (17, 16)
+    np.testing.assert_allclose(enc(inputs[:4]).norm(dim=-1), 1.0, atol=1e-5)
+
+
 def test_default_kernel_encoder_maps_reference_states_to_their_clip(lib, inputs):
     enc = ReferenceKernelEncoder(inputs, lib.clip_of_frame, lib.num_clips)
     z = clip_embeddings(enc, inputs, lib.clip_of_frame, lib.num_clips)

@@ -3,6 +3,10 @@
 Example::
 
     rgsd eval --run runs/rgsd --run runs/diayn --motions demo --out reports/demo
+    rgsd eval --run runs/rgsd --out reports/rgsd --protocol paper --set rollouts=50 --set video_clips=2
+
+Settings come from the protocol, then the --config file, then ``--set KEY=VALUE`` (any EvalConfig field, checked
+and typed as in ``rgsd train``), then the flags.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 import yaml
 
 import rgsd_envs  # noqa: F401  (before torch: sets OMP_WAIT_POLICY and MUJOCO_GL)
-from rgsd_envs.utils.config import from_dict, to_dict
+from rgsd_envs.utils.config import add_set_argument, apply_override, from_dict, set_overrides, to_dict
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.latents import parse_latent_mode
@@ -89,8 +93,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--config",
         default=None,
         metavar="YAML",
-        help="evaluation settings (EvalConfig fields); flags below override it",
+        help="evaluation settings (EvalConfig fields); --set and the flags below override it",
     )
+    add_set_argument(p, "set an EvalConfig field, e.g. --set rollouts=50 --set video=false (repeatable)")
     p.add_argument(
         "--protocol",
         choices=list(PROTOCOLS),
@@ -147,16 +152,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> EvalConfig:
-    """EvalConfig of the protocol (--protocol, else the --config file's ``protocol``, else quick), then the
-    --config file's settings, then the flags."""
+    """EvalConfig of the protocol (--protocol, else --set protocol=, else the --config file's ``protocol``, else
+    quick), then the --config file's settings, then --set, then the flags."""
     data = _yaml_settings(args.config) if args.config else {}
-    name = args.protocol or data.get("protocol") or QUICK.name
+    sets = set_overrides(EvalConfig, getattr(args, "overrides", None))
+    name = args.protocol or sets.get("protocol") or data.get("protocol") or QUICK.name
     if name not in PROTOCOLS:
-        raise InputFileError(
-            args.config, f"unknown protocol {name!r}; choose one of: {', '.join(PROTOCOLS)}", "protocol"
-        )
-    base = to_dict(EvalConfig.for_protocol(name))
-    cfg = from_dict(EvalConfig, {**base, **data, "protocol": name}, str(args.config or "--protocol"))
+        where, field = ("--set protocol", None) if "protocol" in sets else (args.config, "protocol")
+        raise InputFileError(where, f"unknown protocol {name!r}; choose one of: {', '.join(PROTOCOLS)}", field)
+    merged = {**to_dict(EvalConfig.for_protocol(name)), **data}
+    for key, value in sets.items():
+        apply_override(merged, key, value)
+    merged["protocol"] = name
+    source = "--set" if sets else str(args.config or "--protocol")
+    cfg = from_dict(EvalConfig, merged, source)
     flags: dict[str, Any] = {
         "rollouts": args.rollouts,
         "kappas": None if args.kappas is None else tuple(args.kappas),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rgsd_envs.utils.config import add_set_argument
+
 
 def add_doc_parser(subparsers: Any, name: str, help_text: str, doc: str) -> argparse.ArgumentParser:
     """Subcommand ``name`` whose ``--help`` shows ``doc`` (a command module's docstring): its first line as the
@@ -22,11 +24,6 @@ def add_doc_parser(subparsers: Any, name: str, help_text: str, doc: str) -> argp
 def add_run_folder_argument(parser: argparse.ArgumentParser) -> None:
     """The positional ``RUN`` folder of a trained policy into ``args.run``."""
     parser.add_argument("run", metavar="RUN", help="run folder (config.yaml, policy.pt, encoder.pt)")
-
-
-def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
-    """``--set KEY=VALUE`` (repeatable) into ``args.overrides``: dotted config keys, YAML values."""
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_text)
 
 
 def add_device_argument(parser: argparse.ArgumentParser) -> None:

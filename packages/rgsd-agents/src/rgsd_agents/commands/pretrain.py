@@ -8,7 +8,10 @@ Examples::
     rgsd pretrain --motions demo --out runs/enc_hard --negatives hard --steps 4000 --lr 3e-4 --hidden 256 256
     rgsd pretrain --motions demo --out runs/enc --device cuda
 
-Command-line options override the YAML config; the resolved config is written
+    rgsd pretrain --motions motions/variants20 --out runs/enc --set eval_every=50 --set num_threads=2
+
+``--set KEY=VALUE`` sets any PretrainConfig field, checked and typed as in ``rgsd train``; the options
+above override ``--set``, which overrides the YAML config. The resolved config is written
 to ``<out>/pretrain.yaml`` beside ``encoder.pt``, ``embeddings.png``, ``tb/`` and
 ``reward_sharpness.json``: the mean cos(mu(s), z_m) per clip of reference states,
 poses held still, wrong phases, time-reversed stacks and other clips' states,
@@ -23,7 +26,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rgsd_agents.commands import add_device_argument, add_doc_parser
+from rgsd_agents.commands import add_device_argument, add_doc_parser, add_set_argument
 
 if TYPE_CHECKING:
     from rgsd_agents.pretraining.config import PretrainConfig
@@ -53,6 +56,7 @@ def register(subparsers: Any) -> None:
         help="infonce: the paper's negatives (other clips); hard: also held-still, phase-shifted and reversed "
         "states of the anchor's own clip (implies --target-alignment -1 unless given)",
     )
+    add_set_argument(p, "set a PretrainConfig field, e.g. --set eval_every=50 --set hidden=[256,256] (repeatable)")
     add_device_argument(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -61,9 +65,9 @@ def register(subparsers: Any) -> None:
 def config_from_args(args: argparse.Namespace) -> PretrainConfig:
     """The PretrainConfig of a YAML file (if any) with the command-line overrides applied."""
     from rgsd_agents.pretraining.config import PretrainConfig
-    from rgsd_envs.utils.config import from_dict, load_yaml
+    from rgsd_envs.utils.config import apply_override, from_dict, load_yaml, set_overrides
 
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = set_overrides(PretrainConfig, args.overrides)
     if args.motions:
         overrides["motions"] = args.motions[0] if len(args.motions) == 1 else list(args.motions)
     if args.seconds is not None:
@@ -81,7 +85,10 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
             overrides[name] = getattr(args, name)
     if args.config:
         return load_yaml(PretrainConfig, args.config, overrides)
-    return from_dict(PretrainConfig, overrides, "command line")
+    data: dict[str, Any] = {}
+    for key, value in overrides.items():
+        apply_override(data, key, value)
+    return from_dict(PretrainConfig, data, "command line")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ Examples::
     rgsd reproduce --motions demo --out runs/repro --scale smoke --plan-only      # print the plan, run nothing
     rgsd reproduce --motions demo --out runs/repro --scale smoke --methods calm   # add a method to the folder
     rgsd reproduce --report-only --from runs/repro_a --from runs/repro_b --out runs/repro_ab   # one report, 2 folders
+    rgsd reproduce --motions demo --out runs/repro --scale smoke --set eval.settings.rollouts=2 --set seeds=1
 
 Steps: RGSD's encoder pretraining (per seed), `rgsd train` of every method and seed on its preset for the scale,
 `rgsd eval --protocol paper` (scaled down by the scale) on each method's runs, `rgsd downstream` for freestyle,
@@ -22,6 +23,8 @@ budget in its own loop's terms (iterations, worlds x steps per iteration, transi
 scale was called `paper`, a name --scale still accepts: the paper states no total budget. A step reruns when what
 it runs with changed: its arguments, its preset's contents, the rgsd version, or a step it reads. --methods adds
 methods to a folder: the folder's other methods are kept as they are and the report covers them all.
+``--set KEY=VALUE`` changes a field of the scale (ReproduceScale, checked and typed as in ``rgsd train``); the
+scale as run is saved as <out>/scale.yaml.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rgsd_agents.commands import add_doc_parser
+from rgsd_agents.commands import add_doc_parser, add_set_argument
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -59,6 +62,9 @@ def register(subparsers: Any) -> None:
         nargs="+",
         help="methods to run (default: the scale's, else every method); the folder's other methods are kept and "
         "stay in its report",
+    )
+    add_set_argument(
+        p, "set a field of the scale, e.g. --set train.minutes=2 --set eval.settings.rollouts=4 (repeatable)"
     )
     p.add_argument("--seeds", type=int, help="seeds per method (default: the scale's)")
     p.add_argument("--plan-only", action="store_true", help="print the plan and its expected time, run nothing")
@@ -145,8 +151,9 @@ def run(args: argparse.Namespace) -> int:
 
     from rgsd_agents.reproduce.plan import build_plan
     from rgsd_agents.reproduce.report import report_step
-    from rgsd_agents.reproduce.scale import load_scale
+    from rgsd_agents.reproduce.scale import ReproduceScale, load_scale
     from rgsd_agents.reproduce.steps import StepsFile
+    from rgsd_envs.utils.config import set_overrides
     from rgsd_envs.utils.files import InputFileError, folder_lock
 
     if args.report_only:
@@ -166,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         state = StepsFile.load(out)
-        scale, scale_file = load_scale(args.scale)
+        scale, scale_file = load_scale(args.scale, set_overrides(ReproduceScale, args.overrides))
         plan = build_plan(
             scale, scale_file, args.motions, out, args.methods, args.seeds, report=report_step, kept=state.methods()
         )
@@ -226,12 +233,18 @@ def _report_only(args: argparse.Namespace) -> int:
 def _run_plan(args: argparse.Namespace, plan: Plan, scale: ReproduceScale, scale_file: Path) -> int:
     """Print the plan, run its steps (skipping finished ones) and say what became of each."""
     from rgsd_agents.reproduce.steps import DONE, StepsFile, run_plan, stale
+    from rgsd_envs.utils.config import save_yaml
 
     out = plan.out
     state = StepsFile.load(out)
     print(format_plan(plan, state, scale.parallel), flush=True)
-    shutil.copyfile(scale_file, out / "scale.yaml")
+    if args.overrides:  # the scale as run, its --set applied
+        save_yaml(scale, out / "scale.yaml")
+    else:
+        shutil.copyfile(scale_file, out / "scale.yaml")
     state.info = {"scale": str(scale_file), "motions": args.motions, "methods": plan.methods, "seeds": len(plan.seeds)}
+    if args.overrides:
+        state.info["sets"] = list(args.overrides)
     state.save()
     outcome = run_plan(plan, state, parallel=scale.parallel, progress=not args.no_progress)
     counts: dict[str, int] = {}

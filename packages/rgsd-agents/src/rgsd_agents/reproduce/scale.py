@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from rgsd_envs.utils.config import from_dict
+from rgsd_envs.utils.config import apply_override, from_dict
 from rgsd_envs.utils.files import InputFileError
 
 SCALE_FOLDER = "reproduce"
@@ -191,13 +191,16 @@ def scale_path(spec: str | os.PathLike) -> Path:
     return builtin
 
 
-def load_scale(spec: str | os.PathLike) -> tuple[ReproduceScale, Path]:
-    """A scale (built-in name or YAML path) and its file; errors name the file and the field."""
+def load_scale(spec: str | os.PathLike, overrides: dict[str, Any] | None = None) -> tuple[ReproduceScale, Path]:
+    """A scale (built-in name or YAML path) and its file, with dotted-key overrides (``--set``, checked by
+    ``set_overrides``) on top; errors name the file and the field."""
     path = scale_path(spec)
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise InputFileError(path, f"not valid YAML: {err}") from None
+    for key, value in (overrides or {}).items():
+        apply_override(data, key, value)
     scale = from_dict(ReproduceScale, data, str(path))
     from rgsd_agents.methods import method_names
 

@@ -60,10 +60,23 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from rgsd_envs.motion.demo import write_demo_clips
+    if args.variants is None:
+        if args.seed is not None:
+            print("error: --seed chooses the variants; give --variants N too", file=sys.stderr)
+            return 2
+        from rgsd_envs.motion.demo import write_demo_clips
 
-    paths = write_demo_clips(args.out)
-    print(f"wrote {len(paths)} demo clip(s) to {args.out}")
+        paths = write_demo_clips(args.out)
+        print(f"wrote {len(paths)} demo clip(s) to {args.out}")
+        return 0
+    if args.variants < 1:
+        print(f"error: --variants must be >= 1, got {args.variants}", file=sys.stderr)
+        return 2
+    from rgsd_envs.motion.variants import write_demo_variants
+
+    seed = 0 if args.seed is None else args.seed
+    paths = write_demo_variants(args.out, args.variants, seed)
+    print(f"wrote {len(paths)} demo variant clip(s) (seed {seed}) to {args.out}")
     return 0
 
 
@@ -134,8 +147,21 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--quiet", action="store_true", help="no progress bar")
     imp.set_defaults(func=_cmd_import)
 
-    demo = sub.add_parser("demo", help="write the built-in demo clips (walk, run, sidestep, backward, punch)")
-    demo.add_argument("--out", required=True)
+    demo = sub.add_parser(
+        "demo",
+        help="write the built-in demo clips (walk, run, sidestep, backward, punch), or N variants of them",
+        description="Write the five built-in demo clips (demo_<kind>.npz), or with --variants N that many distinct "
+        "clips made by the same generator: walks, runs, sidesteps, backward walks and punches in turn, at varied "
+        "speeds, cadences, arm styles, leans, step heights and punch timings, named <kind>_v<NN> with category "
+        "<kind>, the same for the same --seed.",
+        epilog="example:\n  rgsd-motions demo --out motions/demo\n"
+        "  rgsd-motions demo --variants 20 --out motions/variants20   (the paper's clip count)\n"
+        "  rgsd-motions demo --variants 100 --seed 1 --out motions/variants100",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo.add_argument("--out", required=True, help="output folder for the clips")
+    demo.add_argument("--variants", type=int, metavar="N", help="write N distinct variants instead of the five clips")
+    demo.add_argument("--seed", type=int, help="seed of the variants (default 0)")
     demo.set_defaults(func=_cmd_demo)
 
     info = sub.add_parser("info", help="list clips: name, category, frames, duration, source")

@@ -293,10 +293,17 @@ def _trunk(n: int, lean: np.ndarray, twist: np.ndarray, head_pitch: np.ndarray) 
 
 
 def _assemble(name: str, kind: str, root_pos: np.ndarray, root_mat: np.ndarray, parts: dict[str, np.ndarray],
-              kinematics: KinematicModel) -> MotionClip:  # fmt: skip
+              kinematics: KinematicModel, source: str | None = None) -> MotionClip:  # fmt: skip
     joint_rot = _joint_rot(parts, root_pos.shape[0])
     return clip_from_rotations(
-        name, kind, root_pos, _quat(root_mat), joint_rot, CLIP_FPS, source=f"demo:{kind}", kinematics=kinematics
+        name,
+        kind,
+        root_pos,
+        _quat(root_mat),
+        joint_rot,
+        CLIP_FPS,
+        source=source or f"demo:{kind}",
+        kinematics=kinematics,
     )
 
 
@@ -435,8 +442,11 @@ def _joint_rot(parts: dict[str, np.ndarray], n: int) -> np.ndarray:
     return joint_rot
 
 
-def _gait_clip(kind: str, g: Gait, km: KinematicModel) -> MotionClip:
-    """One gait clip: ``g.cycles`` whole cycles starting at phase ``g.start``, from the origin."""
+def _gait_clip(
+    kind: str, g: Gait, km: KinematicModel, name: str | None = None, source: str | None = None
+) -> MotionClip:
+    """One gait clip: ``g.cycles`` whole cycles starting at phase ``g.start``, from the origin (default name
+    ``demo_<kind>``)."""
     duration = g.cycles * g.period
     n = round(duration * CLIP_FPS) + 1
     t = np.arange(n) / CLIP_FPS + g.start * g.period
@@ -474,7 +484,7 @@ def _gait_clip(kind: str, g: Gait, km: KinematicModel) -> MotionClip:
         root_pos[:, :2] += target - com[:, :2]
     parts.update(_legs(root_pos, root_mat, feet, cycle, g.swing_toe_up))
     root_pos[:, :2] -= root_pos[0, :2]  # start at the origin
-    return _assemble(f"demo_{kind}", kind, root_pos, root_mat, parts, km)
+    return _assemble(name or f"demo_{kind}", kind, root_pos, root_mat, parts, km, source)
 
 
 def _keyframes(t: np.ndarray, keys: list[tuple[float, float, np.ndarray]]) -> np.ndarray:
@@ -514,12 +524,43 @@ it 4 cm further back or forward), moving ``com_shift`` of the way towards the
 lead foot during the cross."""
 
 
-def _punch_clip(kinematics: KinematicModel) -> MotionClip:
+@dataclass(frozen=True)
+class Punch:
+    """A punching clip: guard, left jab, guard, right cross, guard, feet planted (``PUNCH`` is the demo's)."""
+
+    arms: dict[str, tuple[float, ...] | float]
+    """Arm key poses, as ``PUNCH_ARMS``."""
+    stance: dict[str, float | tuple[float, float]]
+    """Feet and centre of mass, as ``PUNCH_STANCE``."""
+    duration: float = 3.0
+    """Seconds; a whole number of 30 Hz frames."""
+    jab: tuple[float, float, float, float] = (0.55, 0.8, 0.85, 1.15)
+    """Times (s) the jab starts and ends going out, then starts and ends coming back."""
+    cross: tuple[float, float, float, float] = (1.55, 1.85, 1.9, 2.3)
+    """The same four times for the cross."""
+    sink: tuple[float, float, float] = (0.06, 0.065, 0.075)
+    """How far the pelvis is below its standing height (m) on guard, at the jab and at the cross."""
+    pitch: float = 3 * _DEG
+    """Forward tilt of the pelvis, rad."""
+    twist: tuple[float, float] = (-10 * _DEG, 24 * _DEG)
+    """Trunk twist about z at the jab and at the cross, rad."""
+    lean: tuple[float, float, float] = (2 * _DEG, 3 * _DEG, 6 * _DEG)
+    """Forward lean of the spine on guard, at the jab and at the cross, rad."""
+
+
+PUNCH = Punch(arms=PUNCH_ARMS, stance=PUNCH_STANCE)
+"""The demo punch's parameters."""
+
+
+def _punch_clip(kinematics: KinematicModel, p: Punch = PUNCH, name: str = "demo_punch",
+                source: str | None = None) -> MotionClip:  # fmt: skip
     """Guard, left jab, guard, right cross, guard; feet planted in a staggered stance."""
-    duration = 3.0
-    n = round(duration * CLIP_FPS) + 1
+    n = round(p.duration * CLIP_FPS) + 1
+    if not np.isclose(n - 1, p.duration * CLIP_FPS):
+        raise ValueError(f"{name}: the duration {p.duration} s must be a whole number of {CLIP_FPS:g} Hz frames")
     t = np.arange(n) / CLIP_FPS
-    jab, cross = (0.55, 0.8, 0.85, 1.15), (1.55, 1.85, 1.9, 2.3)  # out start, out end, back start, back end
+    jab, cross = p.jab, p.cross  # out start, out end, back start, back end
+    arms, stance = p.arms, p.stance
 
     def punch_keys(times: tuple[float, ...], guard, hit) -> list:
         return [(0.0, 0.0, guard), (times[0], times[1], hit), (times[2], times[3], guard)]
@@ -529,42 +570,42 @@ def _punch_clip(kinematics: KinematicModel) -> MotionClip:
 
     # feet never move; the pelvis sinks a little into each punch
     flat, planted = np.zeros(n), np.linspace(0.0, 1.0, n)
-    lead_foot, rear_foot = np.array(PUNCH_STANCE["lead_foot"]), np.array(PUNCH_STANCE["rear_foot"])
+    lead_foot, rear_foot = np.array(stance["lead_foot"]), np.array(stance["rear_foot"])
     feet = {
         "L": _FootTrack(np.append(lead_foot, _ankle_height("L")) + np.zeros((n, 3)), flat, planted),
         "R": _FootTrack(np.append(rear_foot, _ankle_height("R")) + np.zeros((n, 3)), flat, planted),
     }
     root_pos = np.zeros((n, 3))
     stand = rest_root_height(sk.REST_OFFSETS)
-    root_pos[:, 2] = two_punches(stand - 0.06, stand - 0.065, stand - 0.075)
-    root_mat = _rot_y(np.full(n, 3 * _DEG))
+    root_pos[:, 2] = two_punches(stand - p.sink[0], stand - p.sink[1], stand - p.sink[2])
+    root_mat = _rot_y(np.full(n, p.pitch))
     # arms (left convention, chest frame): guard = elbows low and out, fists up in front
     parts: dict[str, np.ndarray] = {}
-    guard, guard_flex = np.array(PUNCH_ARMS["guard_dir"]), PUNCH_ARMS["guard_flex"]
-    lead = np.stack([two_punches(g, h, g) for g, h in zip(guard, PUNCH_ARMS["jab_dir"])], -1)
-    lead_flex = two_punches(guard_flex, PUNCH_ARMS["hit_flex"], guard_flex)
-    rear = np.stack([two_punches(g, g, h) for g, h in zip(guard, PUNCH_ARMS["cross_dir"])], -1)
-    rear_flex = two_punches(guard_flex, guard_flex, PUNCH_ARMS["hit_flex"])
-    pole = np.array(PUNCH_ARMS["pole"])
+    guard, guard_flex = np.array(arms["guard_dir"]), arms["guard_flex"]
+    lead = np.stack([two_punches(g, h, g) for g, h in zip(guard, arms["jab_dir"])], -1)
+    lead_flex = two_punches(guard_flex, arms["hit_flex"], guard_flex)
+    rear = np.stack([two_punches(g, g, h) for g, h in zip(guard, arms["cross_dir"])], -1)
+    rear_flex = two_punches(guard_flex, guard_flex, arms["hit_flex"])
+    pole = np.array(arms["pole"])
     for side, direction, flex in (("L", lead, lead_flex), ("R", rear, rear_flex)):
         shoulder, elbow = _arm(direction, pole, flex)
         mirror = _mirror_quat if side == "R" else (lambda q: q)
         parts[f"{side}_Shoulder"] = mirror(shoulder)
         parts[f"{side}_Elbow"] = mirror(elbow)
-    twist = two_punches(0.0, -10 * _DEG, 24 * _DEG)
-    lean = two_punches(2 * _DEG, 3 * _DEG, 6 * _DEG)
-    parts.update(_trunk(n, lean, twist, 3 * _DEG + lean))
+    twist = two_punches(0.0, *p.twist)
+    lean = two_punches(*p.lean)
+    parts.update(_trunk(n, lean, twist, p.pitch + lean))
     # balance: the centre of mass stays over the middle of the stance, shifting a
     # little towards the lead foot into the cross; the pelvis goes where that needs it
-    middle = 0.5 * (lead_foot + rear_foot) + [PUNCH_STANCE["com_ahead"], 0.0]
-    target = middle + np.outer(two_punches(0.0, 0.4, 1.0), lead_foot - rear_foot) * PUNCH_STANCE["com_shift"]
+    middle = 0.5 * (lead_foot + rear_foot) + [stance["com_ahead"], 0.0]
+    target = middle + np.outer(two_punches(0.0, 0.4, 1.0), lead_foot - rear_foot) * stance["com_shift"]
     root_quat = _quat(root_mat)
     for _ in range(3):
         parts.update(_legs(root_pos, root_mat, feet, n))
         com = _com(kinematics, root_pos, root_quat, _joint_rot(parts, n))
         root_pos[:, :2] += target - com[:, :2]
     parts.update(_legs(root_pos, root_mat, feet, n))
-    return _assemble("demo_punch", "punch", root_pos, root_mat, parts, kinematics)
+    return _assemble(name, "punch", root_pos, root_mat, parts, kinematics, source)
 
 
 def make_demo_clip(kind: str, kinematics: KinematicModel | None = None) -> MotionClip:

@@ -130,21 +130,28 @@ def load_encoder(path: str | os.PathLike) -> MLPEncoder:
 
 
 def spread_directions(num: int, dim: int = SKILL_DIM, seed: int = 0) -> Tensor:
-    """num unit vectors in R^dim, orthonormal if num <= dim, else spread apart."""
-    g = torch.Generator().manual_seed(seed)
-    if num <= dim:
-        q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=g, dtype=torch.float64))
-        return q[:num].to(torch.float32)
-    x = F.normalize(torch.randn(num, dim, generator=g, dtype=torch.float64), dim=-1).requires_grad_(True)
-    opt = torch.optim.Adam([x], lr=0.05)
-    for _ in range(300):  # push apart: minimise the soft maximum of pairwise cosines
-        u = F.normalize(x, dim=-1)
-        cos = u @ u.T - 2.0 * torch.eye(num, dtype=u.dtype)
-        loss = torch.logsumexp(20.0 * cos, dim=-1).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return F.normalize(x.detach(), dim=-1).to(torch.float32)
+    """num unit vectors in R^dim, orthonormal if num <= dim, else spread apart.
+
+    The caller's grad mode does not matter: with more clips than dimensions the
+    vectors are optimised with autograd, switched on here (environments are
+    built under ``torch.no_grad()`` too), and the result is a plain tensor even
+    under ``torch.inference_mode()``.
+    """
+    with torch.inference_mode(False), torch.enable_grad():
+        g = torch.Generator().manual_seed(seed)
+        if num <= dim:
+            q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=g, dtype=torch.float64))
+            return q[:num].to(torch.float32)
+        x = F.normalize(torch.randn(num, dim, generator=g, dtype=torch.float64), dim=-1).requires_grad_(True)
+        opt = torch.optim.Adam([x], lr=0.05)
+        for _ in range(300):  # push apart: minimise the soft maximum of pairwise cosines
+            u = F.normalize(x, dim=-1)
+            cos = u @ u.T - 2.0 * torch.eye(num, dtype=u.dtype)
+            loss = torch.logsumexp(20.0 * cos, dim=-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return F.normalize(x.detach(), dim=-1).to(torch.float32)
 
 
 _KEY_SLICES = ("phase", "root_height", "body_pos", "body_lin_vel")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -14,6 +16,8 @@ import yaml
 from rgsd_envs.utils.files import InputFileError, atomic_path
 
 T = TypeVar("T")
+_SCIENTIFIC = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$")
+"""Numbers like 3e-4 that YAML 1.1 (PyYAML) reads as strings."""
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -215,3 +219,36 @@ def save_yaml(obj: Any, path: str | os.PathLike) -> Path:
     with atomic_path(path) as tmp:
         Path(tmp).write_text(yaml.safe_dump(to_dict(obj), sort_keys=False))
     return Path(path)
+
+
+def scientific_numbers(value: Any) -> Any:
+    """``value`` with strings such as "3e-4" (YAML 1.1 reads them as text) turned into floats, recursively."""
+    if isinstance(value, str) and _SCIENTIFIC.match(value.strip()):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: scientific_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scientific_numbers(v) for v in value]
+    return value
+
+
+def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--set KEY=VALUE`` (repeatable) into ``args.overrides``: dotted config keys, YAML values."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_text)
+
+
+def parse_set(items: list[str] | None) -> dict[str, Any]:
+    """``["ppo.epochs=3", "env.motions=[a, b]"]`` -> {dotted key: YAML-parsed value}."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputFileError(f"--set {item}", "expected key=value, e.g. --set ppo.epochs=3")
+        out[key.strip()] = scientific_numbers(yaml.safe_load(value))
+    return out
+
+
+def set_overrides(cls: type, items: list[str] | None) -> dict[str, Any]:
+    """``--set`` items parsed (``parse_set``) and checked against dataclass ``cls`` (``check_overrides``): a key
+    that names no field, or a value that does not fit its type, raises an OverrideError naming it."""
+    return check_overrides(cls, parse_set(items))
