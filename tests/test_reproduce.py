@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from rgsd_agents.cli import main as rgsd
-from rgsd_agents.reproduce.plan import NothingToDo, Plan, Step, build_plan, makespan
+from rgsd_agents.reproduce.plan import NothingToDo, Plan, Step, build_plan, eval_id, makespan
 from rgsd_agents.reproduce.scale import ReproduceScale, load_scale, scale_names
 from rgsd_agents.reproduce.steps import (
     DONE,
@@ -592,7 +592,20 @@ def test_reproduce_smoke_writes_the_paper_s_report_and_a_second_run_skips_every_
         yaml.safe_load((out / "downstream" / "sidestep" / "rgsd_seed0" / "config.yaml").read_text())["init_skill"]
         == "zero"
     )
-    assert doc["paper_imitation"]["rgsd"]["walk"] == [7.4, 4.7]  # rgsd_eval.paper, quoted
+    assert doc["paper_imitation"]["rgsd"]["walk"] == {"err_cm": 7.4, "fid_rank": 2}  # quoted ERR; FID as a rank
+    # the tracking metrics per method and category, no paper FID as a number, the differences box
+    tracking = report.split("### Tracking metrics", 1)[1].split("##", 1)[0]
+    for m in ("rgsd", "ase"):
+        for c in ("walk", "run", "sidestep", "backward", "punch", "all"):
+            assert f"| {m} | {c} |" in tracking, (m, c)
+    for col in ("ERR, world (cm)", "MPJPE (cm)", "Global MPJPE, successful (cm)", "Success rate", "Fall rate"):
+        assert col in tracking, col
+    from rgsd_eval.paper import PAPER_IMITATION
+
+    for m in ("rgsd", "ase"):
+        for _, fid in PAPER_IMITATION[m].values():
+            assert f"| {fid:.1f} |" not in report, fid
+    assert "## How this run differs from the paper" in report and "| simulator | MuJoCo | Isaac Gym |" in report
     rows = (out / "report.csv").read_text().splitlines()
     assert rows[0].startswith("section,method") and any(",paper (quoted)" in r for r in rows)
     state = json.loads((out / "steps.json").read_text())["steps"]
@@ -713,3 +726,73 @@ def test_sighup_during_a_step_stops_it_at_a_checkpoint_and_leaves_no_process_beh
     step = json.loads((out / "steps.json").read_text())["steps"]["train/ase/seed0"]
     assert step["status"] == "interrupted" and step["seconds"] > 0
     assert "stopped by Ctrl-C after iteration" in (out / step["log"]).read_text()  # with its checkpoint
+
+
+# -- the report from an evaluation's numbers ----------------------------------------------------------------------
+
+
+def _run_metrics(err: float, method: str) -> dict:
+    """One run's metrics.json entry: every category's tracking numbers from one ERR (fabricated)."""
+    cats = ("walk", "run", "sidestep", "backward", "punch")
+    scope = {
+        "clips": 1, "rollouts": 4, "err_cm": err, "mpjpe_cm": err / 2, "global_mpjpe_succ_cm": err / 3,
+        "success_rate": 0.75, "fall_rate": 0.25, "fid": err / 10, "unstable": 0,
+    }  # fmt: skip
+    return {
+        "method": method,
+        "simulator": "mujoco",
+        "training_samples": 3 * 16 * 8,
+        "action_noise": {"std": 0.2, "min": 0.2, "max": 0.2, "source": "policy.pt action_std"},
+        "imitation": {
+            "clips": {},
+            "categories": {c: {**scope, "category": c} for c in cats},
+            "all": {**scope, "clips": 5, "rollouts": 20},
+        },
+        "diversity": {},
+    }
+
+
+def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(tmp_path):
+    from rgsd_agents.reproduce.report import write_report
+    from rgsd_eval.paper import FID_NOT_COMPARABLE, PAPER_IMITATION
+
+    scale, path = load_scale("smoke")
+    plan = build_plan(scale, path, "demo", tmp_path, methods=["rgsd", "fb_cpr"], seeds=2)
+    cats = ["walk", "run", "sidestep", "backward", "punch"]
+    for m, e in (("rgsd", 10.0), ("fb_cpr", 20.0)):  # each method's evaluation of its two seeds
+        doc = {
+            "clips": [{"name": f"demo_{c}", "category": c, "frames": 91} for c in cats],
+            "categories": cats,
+            "config": {"action_noise": "policy", "discovery_kappa": 50.0, "kappas": [20.0, 100.0, 1000.0]},
+            "runs": {plan.run_dir(m, k).name: _run_metrics(e + k, m) for k in (0, 1)},
+        }
+        plan.eval_dir(m).mkdir(parents=True)
+        (plan.eval_dir(m) / "metrics.json").write_text(json.dumps(doc))
+    paths = write_report([(plan, {eval_id("rgsd"), eval_id("fb_cpr")})], plan.out)
+    md = paths["report"].read_text()
+    table = md.split("## Table 1", 1)[1].split("###", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("|")]
+    assert rows[0].startswith("| Method | Source | Frame | Rollouts per clip | Walk ERR | Walk FID |")
+    assert rows[2].startswith("| rgsd | ours (2 seeds) | world | 4 | 10.5 ± 0.7 | 1.05 ± 0.07, rank 1 |")
+    # the paper's row: its ERR, and its FID only as a rank among the methods here (Meta Motivo's FID is lower)
+    assert rows[3].startswith("|  | paper (quoted) | not stated | 500 | 7.4 | rank 2 of 2 | 7.7 | rank 2 of 2 |")
+    assert "| fb_cpr | ours (2 seeds) | world | 4 | 20.5 ± 0.7 | 2.05 ± 0.07, rank 2 |" in table
+    assert "| 10.9 | rank 1 of 2 |" in table
+    for method in ("rgsd", "meta-motivo"):
+        for _, fid in PAPER_IMITATION[method].values():
+            assert f"| {fid:.1f} |" not in md, fid
+    assert FID_NOT_COMPARABLE in md
+    tracking = md.split("### Tracking metrics", 1)[1].split("##", 1)[0]
+    assert (
+        "| Method | Category | ERR, world (cm) | MPJPE (cm) | Global MPJPE, successful (cm) | Success rate |"
+        in tracking
+    )
+    assert "| rgsd | walk | 10.5 ± 0.7 | 5.2 ± 0.4 | 3.5 ± 0.2 | 0.75 ± 0.00 | 0.25 ± 0.00 |" in tracking
+    box = md.split("## How this run differs from the paper", 1)[1].split("## Table 1", 1)[0]
+    assert "| simulator | MuJoCo | Isaac Gym |" in box and "rgsd seed 0: 384 samples" in box
+    assert "4 per clip, each run's own policy action std: rgsd 0.2 (policy.pt action_std)" in box
+    report = json.loads(paths["json"].read_text())
+    assert report["paper_imitation"]["rgsd"]["walk"] == {"err_cm": 7.4, "fid_rank": 2}
+    assert report["imitation"]["fb_cpr"]["all"]["success_rate"]["mean"] == 0.75
+    csv_rows = paths["csv"].read_text().splitlines()
+    assert "imitation,rgsd,walk,,,,fid_rank,value,2,paper (quoted)" in csv_rows

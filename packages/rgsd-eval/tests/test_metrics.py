@@ -1,4 +1,5 @@
-"""Cartesian error, dispersion and latent spread: pinned numbers, and zero error for the replayed reference."""
+"""Tracking metrics (ERR, MPJPE, success, global MPJPE, rates) on hand-made arrays, dispersion and latent spread:
+pinned numbers, and zero error for the replayed reference."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_eval.latents import vmf_samples
-from rgsd_eval.metrics import cartesian_error, dispersion, frame_errors, latent_spread, to_start_frame
+from rgsd_eval.metrics import (
+    cartesian_error,
+    dispersion,
+    frame_errors,
+    global_mpjpe,
+    latent_spread,
+    mpjpe,
+    rate,
+    root_relative_frame_errors,
+    to_start_frame,
+    tracking_success,
+)
 from rgsd_eval.rollouts import RolloutJobs, eval_env_config, run_rollouts
 
 
@@ -57,6 +69,71 @@ def test_cartesian_error_rejects_mismatched_shapes(lib):
     ref = lib.clips[0].body_pos
     with pytest.raises(ValueError, match="body positions"):
         cartesian_error(ref[:-1], ref)
+
+
+def _poses(frames: int = 3, bodies: int = 4) -> np.ndarray:
+    """(T, B, 3) a small made-up skeleton moving along x."""
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(bodies, 3))
+    return np.stack([base + np.array([0.1 * t, 0.0, 0.0]) for t in range(frames)])
+
+
+def test_mpjpe_removes_a_root_offset_that_err_counts_in_full():
+    ref = _poses()
+    shifted = ref + np.array([0.3, 0.4, 0.0])  # the whole body 0.5 m off: world error 0.5, posture exact
+    assert cartesian_error(shifted, ref) == pytest.approx(0.5)
+    assert mpjpe(shifted, ref) == pytest.approx(0.0, abs=1e-12)
+    bent = ref.copy()
+    bent[:, 2] += np.array([0.0, 0.0, 0.4])  # one body of 4 raised 0.4 m: 0.1 m on average, in either frame
+    np.testing.assert_allclose(root_relative_frame_errors(bent, ref), 0.1)
+    np.testing.assert_allclose(frame_errors(bent, ref), 0.1)
+    pelvis = ref.copy()
+    pelvis[:, 0] += np.array([0.0, 0.2, 0.0])  # the pelvis 0.2 m off: the other 3 bodies are 0.2 m off relative to it
+    assert cartesian_error(pelvis, ref) == pytest.approx(0.05)
+    assert mpjpe(pelvis, ref) == pytest.approx(3 * 0.2 / 4)
+    with pytest.raises(ValueError, match="body positions"):
+        mpjpe(ref[:-1], ref)
+
+
+def test_success_fails_on_one_frame_above_half_a_metre():
+    err = np.array(
+        [
+            [np.nan, 0.1, 0.5, 0.2],  # 0.5 m is still within
+            [np.nan, 0.1, 0.51, 0.2],  # one frame above: failed even though it came back
+            [np.nan, 0.1, np.nan, np.nan],  # frames not recorded are ignored
+        ]
+    )
+    np.testing.assert_array_equal(tracking_success(err), [True, False, True])
+    np.testing.assert_array_equal(tracking_success(err, completed=[True, True, False]), [True, False, False])
+    assert rate(tracking_success(err)) == pytest.approx(2 / 3)
+
+
+def test_global_mpjpe_averages_the_successful_rollouts_only():
+    errors = np.array([0.1, 0.3, 0.9])
+    assert global_mpjpe(errors, np.array([True, True, False])) == pytest.approx(0.2)
+    assert np.isnan(global_mpjpe(errors, np.zeros(3, dtype=bool)))
+    assert errors.mean() == pytest.approx(0.4333, abs=1e-4)  # ERR over every rollout: the other figure
+
+
+def test_fall_rate_is_the_share_of_fallen_rollouts():
+    assert rate(np.array([True, False, False, True])) == 0.5
+    assert rate(np.zeros(3, dtype=bool)) == 0.0
+    assert np.isnan(rate(np.array([], dtype=bool)))
+
+
+def test_rollouts_record_mpjpe_and_success_beside_err(env, lib):
+    def replay(e, t):
+        core = e.unwrapped.core
+        ref = core.lib.frame_state(core.clip, torch.full_like(core.clip, t))
+        core.backend.set_state(torch.arange(e.unwrapped.num_envs), ref.qpos, ref.qvel)
+
+    jobs = RolloutJobs(np.arange(5), env.unwrapped.core.clip_embeddings.numpy(), 0, False)
+    held = run_rollouts(env, _policy(), jobs, on_step=replay, features=False, max_frames=20)
+    assert held.mpjpe.max() < 1e-5 and held.success.all()
+    free = run_rollouts(env, _policy(1), jobs, features=False)  # a random policy falls: far off, failed
+    assert (free.mpjpe > 0).all() and (free.mpjpe < free.error).all()
+    worst = np.nanmax(free.frame_error[:, 1:], axis=1)
+    np.testing.assert_array_equal(free.success, worst <= 0.5)
 
 
 def test_world_held_at_the_reference_each_step_scores_zero_error(env, lib):

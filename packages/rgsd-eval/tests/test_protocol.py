@@ -23,7 +23,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def test_the_paper_protocol_holds_the_paper_s_numbers():
     cfg = cli.config_from_args(_parse(["--protocol", "paper"]))
     assert cfg.protocol == "paper"
-    assert cfg.rollouts == 500 and cfg.action_noise == pytest.approx(0.055)
+    assert cfg.rollouts == 500 and cfg.action_noise == "policy"  # each run's own policy std
     assert cfg.imitation_rollouts == 500  # stochastic rollouts, so all 500 count
     assert cfg.best_of == 500
     assert cfg.discovery_kappa == 50.0 and cfg.trajectory_kappa_value == 50.0
@@ -44,13 +44,41 @@ def test_flags_override_the_protocol_one_by_one(tmp_path):
     args = _parse(["--protocol", "paper", "--rollouts", "8", "--trajectory-kappa", "20", "--best-of", "9"])
     cfg = cli.config_from_args(args)
     assert (cfg.rollouts, cfg.best_of, cfg.trajectory_kappa) == (8, 9, 20.0)
-    assert cfg.action_noise == pytest.approx(0.055) and cfg.discovery_kappa == 50.0  # the rest stays the paper's
+    assert cfg.action_noise == "policy" and cfg.discovery_kappa == 50.0  # the rest stays the paper's
     assert cfg.overrides() == {"rollouts": 8, "best_of": 9, "trajectory_kappa": 20.0}
     # a --config file starts from its protocol; flags still win
     path = tmp_path / "eval.yaml"
     path.write_text(yaml.safe_dump({"protocol": "paper", "rollouts": 40}))
     cfg = cli.config_from_args(_parse(["--config", str(path), "--action-noise", "0.1"]))
     assert (cfg.protocol, cfg.rollouts, cfg.action_noise, cfg.best_of) == ("paper", 40, 0.1, 500)
+    assert cfg.overrides()["action_noise"] == 0.1  # an explicit override, named in the report
+    assert cli.config_from_args(_parse(["--action-noise", "policy"])).imitation_rollouts == 16
+    with pytest.raises(SystemExit):
+        _parse(["--action-noise", "-0.1"])
+
+
+def test_each_run_acts_with_its_own_policy_std(tmp_path):
+    import math
+
+    from rgsd_envs.runs.policy import PolicyMLP
+    from rgsd_eval.evaluate import action_noise
+    from rgsd_eval.runs import load_run
+
+    plain = load_run(make_fake_run(tmp_path / "plain"))  # no std recorded: the trainer's default
+    assert plain.action_std == pytest.approx(math.exp(-2.9)) and "default" in plain.action_std_source
+    ppo = make_fake_run(tmp_path / "ppo")
+    PolicyMLP(375, 69, (32, 32)).save(ppo / "policy.pt", action_std=[0.1] * 69, global_step=1234)
+    run = load_run(ppo)
+    assert run.action_std == pytest.approx(0.1) and run.training_samples == 1234
+    fb = make_fake_run(tmp_path / "fb", method={"name": "fb_cpr", "latent_choice": "encoder", "encoder": "b.pt"})
+    raw = yaml.safe_load((fb / "config.yaml").read_text())
+    (fb / "config.yaml").write_text(yaml.safe_dump({**raw, "networks": {"init_log_std": -1.0}}))
+    fb_run = load_run(fb)
+    assert fb_run.method == "fb_cpr" and fb_run.action_std == pytest.approx(0.2)  # Meta Motivo's, not the PPO std
+    std, info = action_noise(run, EvalConfig.for_protocol("paper"))
+    assert std == pytest.approx(0.1) and info["source"] == "policy.pt action_std"
+    std, info = action_noise(run, EvalConfig.for_protocol("paper", action_noise=0.3))  # the override wins
+    assert std == 0.3 and info["std"] == 0.3
 
 
 def test_an_unknown_protocol_is_refused_naming_the_choices():
@@ -135,11 +163,11 @@ def test_fid_under_sampled_latents_is_reported_per_category(kappa_outside):
             assert v["fid"] == pytest.approx(clip["fid"], rel=1e-9) and v["fid"] > 0
             assert v["err_cm"] == pytest.approx(clip["err_cm"])
     rows = {
-        (r["kappa"], r["name"], r["metric"]): float(r["value"])
+        (r["kappa"], r["name"], r["metric"]): r["value"]
         for r in kappa_outside["csv"]
         if r["section"] == "diversity" and r["scope"] == "category"
     }
-    assert rows[("50", "walk", "fid")] == pytest.approx(run["diversity"]["50"]["categories"]["walk"]["fid"])
+    assert float(rows[("50", "walk", "fid")]) == pytest.approx(run["diversity"]["50"]["categories"]["walk"]["fid"])
     md = kappa_outside["md"]
     section = md[md.index("FID per category under sampled latents") :]
     header = next(line for line in section.splitlines() if line.startswith("| Run | κ |"))
@@ -181,7 +209,8 @@ def test_a_paper_protocol_report_names_its_protocol_and_what_was_changed(tmp_pat
     assert div["50"]["roles"] == ["discovery", "trajectories"] and len(div["50"]["categories"]) == 5
     md = paths["report"].read_text()
     assert "Protocol: **paper**; changed: rollouts = 2, best_of = 3." in md
-    assert "2 stochastic imitation rollouts per clip (action noise 0.055)" in md
+    assert "2 stochastic imitation rollouts per clip (action noise: each run's policy std)" in md
+    assert m["action_noise"]["std"] == pytest.approx(0.055, abs=1e-3) and "run records no std" in md
     table = md[md.index("FID per category under sampled latents") :].splitlines()
     row = next(line for line in table if line.startswith("| run | 20 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]

@@ -1,4 +1,5 @@
-"""The report from fabricated runs: files, the paper-style table, CSV/JSON agreeing with it, runs side by side."""
+"""The report from fabricated runs: files, the paper-style table, the tracking metrics, the paper's ERR beside ours
+and its FID only as a ranking, CSV/JSON agreeing with the tables, runs side by side."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from rgsd_envs.utils.config import load_yaml
 from rgsd_eval.config import EvalConfig
+from rgsd_eval.paper import FID_NOT_COMPARABLE, PAPER_IMITATION
 from rgsd_eval.pipeline import run_evaluation
 from rgsd_eval.testing import make_fake_run
 
@@ -51,15 +53,89 @@ def _main_table(md: str) -> dict[str, dict[str, str]]:
     return rows
 
 
-def test_table_names_each_run_s_method_and_prints_the_paper_s_figures_labelled_as_quoted(report):
+def _table_after(md: str, prefix: str) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the first table whose header line starts with ``prefix``."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(prefix))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return header, rows
+
+
+def test_table_names_each_run_s_method_and_sets_the_paper_s_err_beside_ours_with_frame_and_rollouts(report):
     table = _main_table(report["md"])
     assert [row["Method"] for row in table.values()] == ["rgsd", "diayn"]
     assert report["json"]["runs"]["diayn"]["method"] == "diayn"
+    header, rows = _table_after(report["md"], "| Source | Method | Frame | Rollouts per clip | Walk ERR")
+    assert [r[:4] for r in rows] == [
+        ["rgsd (ours)", "rgsd", "world", "1"],
+        ["diayn (ours)", "diayn", "world", "1"],
+        ["paper (quoted)", "RGSD", "not stated", "500"],
+        ["paper (quoted)", "DIAYN", "not stated", "500"],
+    ]
+    assert rows[2][4:] == ["7.4", "7.7", "6.7", "6.7", "7.7"]  # the paper's ERR (rgsd_eval.paper)
+    assert float(rows[0][4]) == pytest.approx(
+        report["json"]["runs"]["rgsd"]["imitation"]["categories"]["walk"]["err_cm"], abs=0.05
+    )
     lines = report["md"].splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| Paper | Walk ERR"))
-    assert "quoted, not measured here" in lines[start - 2]
-    assert lines[start + 2].startswith("| DIAYN | 46.7 | 70.1 | 52.8 |")
-    assert lines[start + 3].startswith("| RGSD | 7.4 | 4.7 | 7.7 | 9.4 | 6.7 | 8.0 | 6.7 | 4.0 | 7.7 | 8.8 |")
+    intro = lines[lines.index("| " + " | ".join(header) + " |") - 2]
+    assert "quoted, not measured here" in intro and "no action noise" in intro
+
+
+def test_the_paper_s_fid_appears_only_as_a_ranking_with_the_reason(report):
+    md = report["md"]
+    for method in ("rgsd", "diayn"):  # no FID value of the paper, in any category
+        for _, fid in PAPER_IMITATION[method].values():
+            assert f"| {fid:.1f} |" not in md and f"| {fid:.2f} |" not in md, fid
+    assert FID_NOT_COMPARABLE in md
+    _, rows = _table_after(md, "| Method | Walk FID rank")
+    ranks = {r[0]: r[1:] for r in rows}
+    assert set(ranks) == {"rgsd", "diayn"}
+    assert all(cell.endswith(" / 1") for cell in ranks["rgsd"])  # the paper's RGSD has the lower FID of the two
+    assert all(cell.endswith(" / 2") for cell in ranks["diayn"])
+    paper = report["json"]["paper"]
+    assert paper["fid_rank"]["rgsd"]["walk"] == 1 and paper["err_cm"]["rgsd"]["walk"] == 7.4
+    assert "fid" not in json.dumps(paper["err_cm"])
+
+
+def test_every_report_carries_how_it_differs_from_the_paper(report):
+    md = report["md"]
+    box = md[md.index("## How this run differs from the paper") :].split("\n## ", 1)[0]
+    for item, paper in (("simulator", "Isaac Gym"), ("clips", "20 ACCAD"), ("training budget", "not stated"),
+                        ("rollouts per clip", "500"), ("FID feature", "not defined")):  # fmt: skip
+        row = next(line for line in box.splitlines() if line.startswith(f"| {item} |"))
+        assert paper in row, item
+    assert "| simulator | MuJoCo |" in box and "5 clips from `demo`" in box
+    assert "rgsd: not recorded" in box  # fabricated runs record no training samples
+
+
+def test_tracking_metrics_per_category_agree_with_the_json(report):
+    header, rows = _table_after(report["md"], "| Run | Method | Category | Rollouts | ERR, world (cm) | MPJPE (cm)")
+    assert header[-3:] == ["Global MPJPE, successful (cm)", "Success rate", "Fall rate"]
+    assert len(rows) == 2 * (len(CATEGORIES) + 1)
+    for r in rows:
+        run, cat = r[0], r[2]
+        im = report["json"]["runs"][run]["imitation"]
+        v = im["all"] if cat == "all" else im["categories"][cat]
+        cells = dict(zip(header, r))
+        assert float(cells["ERR, world (cm)"]) == pytest.approx(v["err_cm"], abs=0.05 + 1e-9)
+        assert float(cells["MPJPE (cm)"]) == pytest.approx(v["mpjpe_cm"], abs=0.05 + 1e-9)
+        assert 0 < v["mpjpe_cm"] < v["err_cm"]  # the random policies drift: the root offset adds to ERR
+        assert float(cells["Success rate"]) == pytest.approx(v["success_rate"], abs=0.005 + 1e-9)
+        assert float(cells["Fall rate"]) == pytest.approx(v["fall_rate"], abs=0.005 + 1e-9)
+        expected = "n/a" if v["global_mpjpe_succ_cm"] is None else f"{v['global_mpjpe_succ_cm']:.1f}"
+        assert cells["Global MPJPE, successful (cm)"] == expected
+    assert set(report["json"]["metric_definitions"]) >= {
+        "err_cm",
+        "mpjpe_cm",
+        "global_mpjpe_succ_cm",
+        "success_rate",
+        "fall_rate",
+    }
 
 
 def test_each_run_s_clip_latents_are_written_for_downstream(report):
@@ -123,7 +199,7 @@ def test_csv_holds_the_same_numbers_as_the_json(report):
     checked = 0
     for run, m in doc.items():
         for cat, v in m["imitation"]["categories"].items():
-            for metric in ("err_cm", "fid", "rollouts", "fall_rate"):
+            for metric in ("err_cm", "fid", "rollouts", "fall_rate", "mpjpe_cm", "success_rate"):
                 assert float(got[(run, "imitation", "", "category", cat, metric)]) == pytest.approx(v[metric])
                 checked += 1
         for key, d in m["diversity"].items():
@@ -132,7 +208,7 @@ def test_csv_holds_the_same_numbers_as_the_json(report):
                     v["root_spread_m"]
                 )
                 checked += 1
-    assert checked == 2 * 5 * 4 + 2 * 2 * 5
+    assert checked == 2 * 5 * 6 + 2 * 2 * 5
     assert {r["section"] for r in rows if r["run"] == "diayn"} == {"run", "imitation", "diversity", "search"}
 
 

@@ -25,7 +25,7 @@ from rgsd_envs.utils.config import add_set_argument, apply_override, from_dict, 
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.latents import parse_latent_mode
-from rgsd_eval.protocol import PROTOCOLS, QUICK
+from rgsd_eval.protocol import POLICY_NOISE, PROTOCOLS, QUICK
 
 DESCRIPTION = (
     "Evaluate trained runs: Cartesian error and motion FID per category, vMF diversity, figures, videos, report."
@@ -64,6 +64,16 @@ def _yaml_settings(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputFileError(path, f"expected a mapping of EvalConfig fields, got {type(data).__name__}")
     return data
+
+
+def _action_noise(text: str) -> float | str:
+    """``--action-noise``: "policy" or a std >= 0."""
+    if text == POLICY_NOISE:
+        return POLICY_NOISE
+    return _nonnegative_float(text)
+
+
+_nonnegative_float = _number(float, 0.0, False, f"a number >= 0 or '{POLICY_NOISE}'")
 
 
 def _latent(text: str) -> str:
@@ -138,9 +148,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--action-noise",
-        type=float,
+        type=_action_noise,
         default=None,
-        help="std of Gaussian action noise (quick 0: deterministic, one imitation rollout per clip; paper 0.055)",
+        metavar="STD|policy",
+        help="std of Gaussian action noise for every run, or 'policy': each run's own policy std (quick 0: "
+        "deterministic, one imitation rollout per clip; paper: policy)",
     )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from rgsd_envs.render import DEFAULT_TILE_SIZE
 from rgsd_eval.features import WINDOW
 from rgsd_eval.fid import DEFAULT_EPS
 from rgsd_eval.latents import parse_latent_mode
-from rgsd_eval.protocol import PAPER_KAPPAS, QUICK, get_protocol
+from rgsd_eval.protocol import PAPER_KAPPAS, POLICY_NOISE, QUICK, get_protocol
 from rgsd_eval.protocol import sweep_clip_ids as choose_sweep_clips
 
 __all__ = ["PAPER_KAPPAS", "EvalConfig"]
@@ -24,7 +24,8 @@ class EvalConfig:
     """The protocol the settings started from ("quick" or "paper"; ``rgsd_eval.protocol``); the report names it
     and every setting that differs from it."""
     rollouts: int = QUICK.rollouts
-    """Rollouts per clip and kappa with z ~ vMF(z_m, kappa); also per clip for imitation when action_noise > 0."""
+    """Rollouts per clip and kappa with z ~ vMF(z_m, kappa); also per clip for imitation when the rollouts are
+    stochastic (``action_noise`` "policy" or > 0)."""
     kappas: tuple[float, ...] = QUICK.kappas
     """vMF concentrations of the diversity sweep."""
     discovery_kappa: float | None = QUICK.discovery_kappa
@@ -42,9 +43,11 @@ class EvalConfig:
     encoder init, no encoder.pt), else encoder."""
     best_of: int = QUICK.best_of
     """N of best-of-N when ``latent`` is "auto" (the paper uses 500)."""
-    action_noise: float = QUICK.action_noise
-    """Std of Gaussian noise added to the policy's mean action. With 0 the policy and the simulator are
-    deterministic, so all imitation rollouts of a clip are identical and one is run."""
+    action_noise: float | Literal["policy"] = QUICK.action_noise
+    """Std of Gaussian noise added to the policy's mean action: "policy" (each run's own action std, read from its
+    policy.pt or config: ``runs.action_std``; the paper protocol) or one number for every run (an override). With 0
+    the policy and the simulator are deterministic, so all imitation rollouts of a clip are identical and one is
+    run."""
     seed: int = 0
     device: str = "auto"
     """Torch device of the policy's forward pass: "auto" (cuda when available), "cpu", "cuda" or "cuda:N" (the
@@ -95,7 +98,8 @@ class EvalConfig:
             "trajectory_kappa": self.trajectory_kappa is None or self.trajectory_kappa > 0,
             "video_kappa": self.video_kappa is None or self.video_kappa > 0,
             "best_of": self.best_of >= 1,
-            "action_noise": self.action_noise >= 0,
+            "action_noise": self.action_noise == POLICY_NOISE
+            or (isinstance(self.action_noise, (int, float)) and self.action_noise >= 0),
             "batch_size": self.batch_size >= 1,
             "fid_window": self.fid_window >= 2,
             "fid_eps": self.fid_eps >= 0,
@@ -121,9 +125,14 @@ class EvalConfig:
         return {k: getattr(self, k) for k, v in base.items() if getattr(self, k) != v}
 
     @property
+    def stochastic(self) -> bool:
+        """Whether rollouts add action noise ("policy" or a positive std)."""
+        return self.action_noise == POLICY_NOISE or self.action_noise > 0
+
+    @property
     def imitation_rollouts(self) -> int:
         """Imitation rollouts per clip: ``rollouts`` with action noise, else 1 (they would be identical)."""
-        return self.rollouts if self.action_noise > 0 else 1
+        return self.rollouts if self.stochastic else 1
 
     @property
     def video_kappa_value(self) -> float:

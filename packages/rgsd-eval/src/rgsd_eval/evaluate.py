@@ -31,7 +31,16 @@ from rgsd_eval.config import EvalConfig
 from rgsd_eval.features import FEATURE_DIM, heading_directions, motion_features
 from rgsd_eval.fid import GaussianStats, fid
 from rgsd_eval.latents import search_candidates, select_best, vmf_samples
-from rgsd_eval.metrics import CM_PER_M, angles_deg, dispersion, path_dispersion, to_start_frame
+from rgsd_eval.metrics import (
+    CM_PER_M,
+    angles_deg,
+    dispersion,
+    global_mpjpe,
+    path_dispersion,
+    rate,
+    to_start_frame,
+)
+from rgsd_eval.protocol import POLICY_NOISE
 from rgsd_eval.rollouts import RolloutJobs, Rollouts, run_rollouts
 from rgsd_eval.runs import LoadedRun, representative_clips
 
@@ -102,6 +111,20 @@ def category_order(lib: MotionLib) -> list[str]:
     return [c for c in CATEGORIES if c in present] + [c for c in present if c not in CATEGORIES]
 
 
+def action_noise(loaded: LoadedRun, cfg: EvalConfig) -> tuple[np.ndarray | float, dict[str, Any]]:
+    """The std of the run's rollout action noise (``cfg.action_noise``: "policy", the run's own std, or one number
+    for every run) and its summary for metrics.json (mean, min, max over action dimensions, and its source)."""
+    if cfg.action_noise == POLICY_NOISE:
+        std: np.ndarray | float = loaded.action_std
+        source = loaded.action_std_source
+    else:
+        std = float(cfg.action_noise)
+        source = "action_noise setting (the same for every run)"
+    arr = np.asarray(std, dtype=np.float64)
+    info = {"std": float(arr.mean()), "min": float(arr.min()), "max": float(arr.max()), "source": source}
+    return std, info
+
+
 def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg: EvalConfig) -> RunEvaluation:
     """Roll out and score one run on every clip of ``lib`` (see the module docstring)."""
     start = time.perf_counter()
@@ -117,8 +140,9 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         motions=lib,
         encoder=None if loaded.encoder_path is None else str(loaded.encoder_path),
     )
+    noise, noise_info = action_noise(loaded, cfg)
     common = {
-        "action_noise": cfg.action_noise,
+        "action_noise": noise,
         "seed": cfg.seed,
         "fall_height": loaded.fall_height,
         "fid_window": cfg.fid_window,
@@ -144,6 +168,9 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         "method": loaded.method,
         "latent": str(loaded.latent),
         "within_motion_alignment": None if embedding is None else embedding.alignment,
+        "action_noise": noise_info,
+        "simulator": loaded.env_config.backend,
+        "training_samples": loaded.training_samples,
         "imitation": _imitation_metrics(res, lib, ref, cfg),
         "diversity": _diversity_metrics(res, lib, ref, latents, cfg, plan),
     }
@@ -210,10 +237,15 @@ def _num(x: Any) -> float | None:
 
 
 def _group_summary(res: Rollouts, rows: np.ndarray) -> dict[str, Any]:
+    """The tracking metrics (``metrics.DEFINITIONS``) over some rollouts, pooled."""
+    some = len(rows) > 0
     return {
         "rollouts": len(rows),
-        "err_cm": _num(np.nanmean(res.error[rows]) * CM_PER_M) if len(rows) else None,
-        "fall_rate": _num(res.fell[rows].mean()) if len(rows) else None,
+        "err_cm": _num(np.nanmean(res.error[rows]) * CM_PER_M) if some else None,
+        "mpjpe_cm": _num(np.nanmean(res.mpjpe[rows]) * CM_PER_M) if some else None,
+        "global_mpjpe_succ_cm": _num(global_mpjpe(res.error[rows], res.success[rows]) * CM_PER_M) if some else None,
+        "success_rate": _num(rate(res.success[rows])) if some else None,
+        "fall_rate": _num(rate(res.fell[rows])) if some else None,
         "unstable": int(res.unstable[rows].sum()),
     }
 
@@ -233,15 +265,20 @@ def _pooled(
     clips: dict[str, Any],
     members: list[int],
 ) -> dict[str, Any]:
-    """One group's numbers over several clips: ERR the mean of the clips' ERRs, FID of their pooled windows
-    against the pooled reference windows of the same clips, fall rate and counts over their rollouts."""
-    errs = [clips[lib.names[c]]["err_cm"] for c in members]
-    errs = [e for e in errs if e is not None]
+    """One group's numbers over several clips: ERR and MPJPE the mean of the clips' values, FID of their pooled
+    windows against the pooled reference windows of the same clips; success and fall rates, global MPJPE (over the
+    successful ones) and counts over their rollouts pooled."""
+
+    def clip_mean(key: str) -> float | None:
+        vals = [v for c in members if (v := clips[lib.names[c]][key]) is not None]
+        return _num(np.mean(vals)) if vals else None
+
     rows = np.flatnonzero((res.jobs.group == group) & np.isin(res.jobs.clip, members))
     return {
         "clips": len(members),
         **_group_summary(res, rows),
-        "err_cm": _num(np.mean(errs)) if errs else None,
+        "err_cm": clip_mean("err_cm"),
+        "mpjpe_cm": clip_mean("mpjpe_cm"),
         "fid": _num(fid(ref.pooled(members), _gen_stats(res, group, members), cfg.fid_eps)),
     }
 
@@ -265,7 +302,8 @@ def _by_category(
 
 
 def _imitation_metrics(res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, cfg: EvalConfig) -> dict[str, Any]:
-    """Per clip, per category and over all clips: ERR (cm), FID, fall rate and rollout counts."""
+    """Per clip, per category and over all clips: the tracking metrics (``metrics.DEFINITIONS``), FID and rollout
+    counts."""
     jobs = res.jobs
     clips: dict[str, Any] = {}
     for c in range(lib.num_clips):
@@ -328,13 +366,14 @@ def _diversity_metrics(
         rows = np.flatnonzero(jobs.group == g)
         mean = {
             key: _num(np.nanmean([v[key] if v[key] is not None else np.nan for v in clips.values()]))
-            for key in ("latent_angle_deg", "root_spread_m", "path_spread_m", "pose_spread", "err_cm")
+            for key in ("latent_angle_deg", "root_spread_m", "path_spread_m", "pose_spread", "err_cm", "mpjpe_cm")
         }
         mean.update(
             {
                 "clips": len(members),
                 "rollouts": len(rows),
-                "fall_rate": _num(res.fell[rows].mean()),
+                "success_rate": _num(rate(res.success[rows])),
+                "fall_rate": _num(rate(res.fell[rows])),
                 "unstable": int(res.unstable[rows].sum()),
                 "fid": _num(fid(ref.pooled(members), _gen_stats(res, g, members), cfg.fid_eps)),
             }

@@ -1,7 +1,19 @@
 """Imitation and diversity metrics on recorded body states (numpy, batched).
 
-* Cartesian error (docs/evaluation.md): mean over frames and bodies of the L2 distance
-  between simulated and reference body positions (m; reports show cm).
+Tracking metrics of one rollout, frames t = 1..T-1 (frame 0 is the reference state itself), B = 24 bodies,
+p the simulated and q the reference body positions in the world frame (m; reports show cm):
+
+* ERR, world frame (the paper's "Cartesian error"; docs/evaluation.md): (1/(T-1)) sum_t (1/B) sum_b |p_tb - q_tb|.
+* MPJPE, root-relative: the same after subtracting each frame's pelvis (body 0) from p and from q,
+  (1/(T-1)) sum_t (1/B) sum_b |(p_tb - p_t0) - (q_tb - q_t0)|; the pelvis term is 0 and stays in the mean,
+  as in PHC's ``compute_metrics_lite`` (``mpjpe_l``).
+* Success: the rollout reaches the clip's end and max_t (1/B) sum_b |p_tb - q_tb| <= 0.5 m (PHC's
+  termination distance; ProtoMotions' ``max(gt_err) > 0.5`` failure; HumEnv's ``success_phc_mean``).
+* Global MPJPE (successful): ERR averaged over the successful rollouts only (see ``global_mpjpe``).
+* Fall rate: the share of rollouts flagged as fallen (``rollouts.Rollouts.fell``).
+
+Diversity:
+
 * Latent spread: mean angle between skills z and their centre (vMF samples).
 * Dispersion: root-mean-square distance of points from their mean, used for the
   final root positions (in the clip's start-heading frame, m), for whole pelvis
@@ -14,6 +26,33 @@ from __future__ import annotations
 import numpy as np
 
 CM_PER_M = 100.0
+# The trackers' conventions these metrics follow, read in their code:
+# - ZhengyiLuo/PHC phc/learning/im_amp_players.py: `_termination_distances[:] = 0.5` ends a rollout whose mean body
+#   distance exceeds 0.5 m (a failure); errors are printed over all motions and over the successful ones ("Succ").
+# - ZhengyiLuo/SMPLSim smpl_sim/smpllib/smpl_eval.py `compute_metrics_lite`: mpjpe_g = |gt - pred| per body (world),
+#   mpjpe_l the same after subtracting the root body (index 0) from each, in mm.
+# - NVlabs/ProtoMotions protomotions/envs/mimic/env.py: gt_err = the mean over bodies of |ref - sim| (world, m);
+#   agents/evaluators/mimic_evaluator.py: a motion fails when its largest gt_err over frames exceeds 0.5.
+# - facebookresearch/humenv humenv/bench/utils/metrics.py `phc_metrics`: success_phc_mean, the same 0.5 m test.
+SUCCESS_THRESHOLD_M = 0.5
+"""A rollout fails once its mean body distance exceeds this at any frame (PHC, ProtoMotions, HumEnv)."""
+ROOT_BODY = 0
+"""The pelvis: the body MPJPE subtracts."""
+
+DEFINITIONS = {
+    "err_cm": "ERR, world frame (cm): mean over frames 1..T-1 and the 24 bodies of |p_tb - q_tb| (simulated p, "
+    "reference q), averaged over rollouts; a category's is the mean of its clips'. No termination: a rollout that "
+    "falls keeps accruing error.",
+    "mpjpe_cm": "MPJPE, root-relative (cm): the same mean of |(p_tb - p_t0) - (q_tb - q_t0)|, each frame's pelvis "
+    "(body 0) subtracted from simulated and reference positions (PHC's mpjpe_l).",
+    "global_mpjpe_succ_cm": "Global MPJPE (cm): ERR averaged over the successful rollouts only (PHC's reported "
+    "mpjpe_g, in cm; PHC prints mm); a category pools its clips' successful rollouts; empty where none succeeded.",
+    "success_rate": "Success rate: share of rollouts that reach the clip's end with the mean body distance "
+    "(1/24) sum_b |p_tb - q_tb| at most 0.5 m on every frame (PHC's termination distance).",
+    "fall_rate": "Fall rate: share of rollouts whose pelvis went below the run's fall height or with a body other "
+    "than the feet on the floor at any frame.",
+}
+"""Each tracking metric of ``metrics.json`` (its field name) in words; docs/evaluation.md gives the formulas."""
 
 
 def frame_errors(sim_body_pos: np.ndarray, ref_body_pos: np.ndarray) -> np.ndarray:
@@ -27,6 +66,51 @@ def frame_errors(sim_body_pos: np.ndarray, ref_body_pos: np.ndarray) -> np.ndarr
 def cartesian_error(sim_body_pos: np.ndarray, ref_body_pos: np.ndarray) -> np.ndarray:
     """Cartesian error (m): mean over frames and bodies of |sim - ref|, (..., T, B, 3) -> (...)."""
     return frame_errors(sim_body_pos, ref_body_pos).mean(axis=-1)
+
+
+def root_relative_frame_errors(sim_body_pos: np.ndarray, ref_body_pos: np.ndarray, root: int = ROOT_BODY) -> np.ndarray:
+    """Per-frame root-relative error (m): ``frame_errors`` after subtracting each frame's root body position from
+    the simulated and the reference positions, (..., T, B, 3) -> (..., T)."""
+    sim, ref = np.asarray(sim_body_pos, dtype=np.float64), np.asarray(ref_body_pos, dtype=np.float64)
+    if sim.shape != ref.shape or sim.ndim < 3 or sim.shape[-1] != 3:
+        raise ValueError(f"simulated {sim.shape} and reference {ref.shape} body positions must both be (..., T, B, 3)")
+    return frame_errors(sim - sim[..., root : root + 1, :], ref - ref[..., root : root + 1, :])
+
+
+def mpjpe(sim_body_pos: np.ndarray, ref_body_pos: np.ndarray, root: int = ROOT_BODY) -> np.ndarray:
+    """Root-relative mean per-joint position error (m): mean over frames of ``root_relative_frame_errors``."""
+    return root_relative_frame_errors(sim_body_pos, ref_body_pos, root).mean(axis=-1)
+
+
+def tracking_success(
+    frame_error: np.ndarray, completed: np.ndarray | bool = True, threshold: float = SUCCESS_THRESHOLD_M
+) -> np.ndarray:
+    """Whether each rollout tracked its clip, (..., T) -> (...): it ``completed`` (reached the clip's end) and its
+    per-frame world error (``frame_errors``; NaN frames, those not recorded, are ignored) never exceeds
+    ``threshold`` (m)."""
+    err = np.asarray(frame_error, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        within = np.where(np.isnan(err), True, err <= threshold).all(axis=-1)
+    return within & np.asarray(completed, dtype=bool)
+
+
+def rate(flags: np.ndarray) -> float:
+    """The share of true flags (success rate, fall rate); NaN for no rollouts."""
+    f = np.asarray(flags, dtype=bool).reshape(-1)
+    return float(f.mean()) if f.size else float("nan")
+
+
+def global_mpjpe(errors: np.ndarray, success: np.ndarray) -> float:
+    """Global MPJPE as PHC reports it (m): the world-frame per-rollout error (ERR) averaged over the successful
+    rollouts only; NaN if none succeeded.
+
+    ERR over every rollout is ProtoMotions' ``gt_err`` and PHC's "All" ``mpjpe_g`` by formula; PHC's evaluation
+    (``phc/learning/im_amp_players.py``) also prints them over the successful motions ("Succ"), the figure its
+    tables compare. Failed rollouts, which rgsd keeps simulating after a fall, do not enter it, so it does not
+    depend on what happens after a failure."""
+    e = np.asarray(errors, dtype=np.float64).reshape(-1)
+    ok = np.asarray(success, dtype=bool).reshape(-1) & np.isfinite(e)
+    return float(e[ok].mean()) if ok.any() else float("nan")
 
 
 def masked_mean(values: np.ndarray, mask: np.ndarray, axis: int = 0) -> np.ndarray:

@@ -1,14 +1,24 @@
-"""The RGSD paper's own imitation figures (Table 1), printed beside ours in reports, labelled as quoted.
+"""The RGSD paper's own figures and setup, for the reports' side-by-side rows and their differences box.
 
 The paper trained in Isaac Gym on 20 ACCAD clips in five categories and rolled
 out 500 trajectories per clip; these numbers are quoted from it, not measured
-by rgsd. Meta Motivo is in the paper's table but not in rgsd.
+by rgsd. Its ERR is set beside ours; its FID is not, because the paper does not
+define its FID feature (ours is our own 86-D window feature over 9 bodies,
+``rgsd_eval.features``), so the two FIDs measure different things. Only the
+paper's ordering of methods by FID is shown (``paper_fid_ranks``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 PAPER_CATEGORIES = ("walk", "run", "sidestep", "backward", "punch")
 PAPER_SOURCE = "RGSD paper, Table 1 (Isaac Gym, 20 ACCAD clips, 500 rollouts per clip): quoted, not measured here"
+PAPER_ROLLOUTS = 500
+"""Trajectories per motion of the paper's imitation evaluation (Section 5.1)."""
+PAPER_ERR_FRAME = "not stated"
+"""The frame of the paper's Cartesian error: "the average l2 distance between corresponding body-part positions per
+frame, averaged over the trajectory" (Section 5.1) names none."""
 
 PAPER_IMITATION: dict[str, dict[str, tuple[float, float]]] = {
     name: dict(zip(PAPER_CATEGORIES, zip(row[::2], row[1::2])))
@@ -21,7 +31,8 @@ PAPER_IMITATION: dict[str, dict[str, tuple[float, float]]] = {
         "rgsd": (7.4, 4.7, 7.7, 9.4, 6.7, 8.0, 6.7, 4.0, 7.7, 8.8),
     }.items()
 }
-"""method -> category -> (Cartesian ERR in cm, FID) from the paper's Table 1."""
+"""method -> category -> (Cartesian ERR in cm, FID) from the paper's Table 1. Reports print the ERR and only the
+FID's ranking (``paper_fid_ranks``)."""
 
 PAPER_LABELS = {
     "diayn": "DIAYN",
@@ -32,11 +43,21 @@ PAPER_LABELS = {
     "rgsd": "RGSD",
 }
 
+FID_NOT_COMPARABLE = (
+    "The paper's FID values are not printed: the paper does not define its FID feature, and ours is our own "
+    "(86 numbers per 0.5 s window from 9 bodies' positions), so the two FIDs are on different scales. Only the "
+    "order of methods within a category can be set side by side."
+)
 
-def paper_rows(methods: list[str]) -> list[tuple[str, dict[str, tuple[float, float]]]]:
-    """(label, per-category figures) of the paper's rows for ``methods`` (in the paper's order, each once)."""
-    wanted = set(methods)
-    return [(PAPER_LABELS[m], PAPER_IMITATION[m]) for m in PAPER_IMITATION if m in wanted]
+PAPER_SETUP = {
+    "simulator": "Isaac Gym",
+    "clips": "20 ACCAD clips (AMASS), 2 to 6 per category: walk, run, sidestep, backward, punch",
+    "training budget": "not stated (PPO, minibatch 32,768, horizon 32; no iteration or world count)",
+    "rollouts per clip": f"{PAPER_ROLLOUTS}, action noise not stated",
+    "ERR frame": PAPER_ERR_FRAME,
+    "FID feature": "not defined",
+}
+"""What the paper states about each item of the reports' "How this run differs from the paper" box."""
 
 
 PAPER_METHOD_KEYS = {"fb_cpr": "meta-motivo"}
@@ -48,11 +69,32 @@ def paper_key(method: str) -> str:
     return PAPER_METHOD_KEYS.get(method, method)
 
 
+def paper_err(method: str) -> dict[str, float] | None:
+    """The paper's ERR (cm) per category for an rgsd method name, or None if the paper has no row for it."""
+    row = PAPER_IMITATION.get(paper_key(method))
+    return None if row is None else {c: err for c, (err, _) in row.items()}
+
+
+def rank(values: dict[str, float | None]) -> dict[str, int]:
+    """1 for the lowest value, 2 for the next, ... (ties share the better rank; None values are left out)."""
+    known = {k: v for k, v in values.items() if v is not None}
+    return {k: 1 + sum(1 for w in known.values() if w < v) for k, v in known.items()}
+
+
+def paper_fid_ranks(methods: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Per paper category, each of ``methods`` (rgsd names; those the paper has, each once) ranked by the paper's
+    FID among those methods only (1 = lowest FID): method -> category -> rank."""
+    known = [m for m in dict.fromkeys(methods) if paper_key(m) in PAPER_IMITATION]
+    out: dict[str, dict[str, int]] = {m: {} for m in known}
+    for c in PAPER_CATEGORIES:
+        for m, r in rank({m: PAPER_IMITATION[paper_key(m)][c][1] for m in known}).items():
+            out[m][c] = r
+    return out
+
+
 PAPER_DISCOVERY_KAPPA = 50.0
 """kappa of the paper's discovery evaluation (Section 5.2: z ~ vMF(z_m, 50))."""
-PAPER_DISCOVERY_SOURCE = (
-    "RGSD paper, Section 5.2 text (z ~ vMF(z_m, 50)): quoted, not measured here; it states these two numbers only"
+PAPER_DISCOVERY_NOTE = (
+    "The paper (Section 5.2) reports FID under these latents in words and a figure: RGSD's stays level while "
+    "CALM's rises from its Table 1 value (walk, run). Its FID numbers are not printed here, for the reason above."
 )
-PAPER_DISCOVERY_FID: dict[str, dict[str, float]] = {"calm": {"walk": 15.5, "run": 26.7}}
-"""method -> category -> FID under z ~ vMF(z_m, 50), as the paper's text gives them (CALM's rise from its Table 1
-FID at z_m: walk 1.4 -> 15.5, run 13.9 -> 26.7); the paper's figure has the others, without numbers."""

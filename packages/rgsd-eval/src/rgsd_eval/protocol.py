@@ -7,8 +7,10 @@ names the protocol and every setting that differs from it.
 The paper's protocol (paper Sections 5.1-5.3; docs/evaluation.md, Protocols):
 
 - Imitation: 500 stochastic trajectories per motion from its first frame with its
-  latent. The paper does not state the action noise; we use the low-level policy's
-  own fixed action std, exp(-2.9) = 0.055 (ASE's, the ``paper`` training preset's).
+  latent. The paper does not state the action noise; each run acts with its own
+  policy's action distribution (``POLICY_NOISE``: the std its trainer sampled with,
+  ``runs.action_std``: the PPO actors' exp(log_std), 0.055 in the presets; Meta
+  Motivo's fixed 0.2), so no method is scored under another's exploration noise.
   Methods without a motion encoder take the best of 500 uniform latents by ERR.
 - Discovery: z ~ vMF(z_m, 50) on every motion, ERR and FID per motion category under
   those latents, and top views of 150 pelvis trajectories beside the references.
@@ -25,14 +27,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 from rgsd_eval.latents import DEFAULT_BEST_OF
 
 PAPER_KAPPAS = (20.0, 100.0, 1000.0)
 """The paper's diversity sweep."""
-PAPER_ACTION_NOISE = 0.055
-"""exp(-2.9): the fixed action std of the policies (ASE's), the noise of the paper protocol's stochastic rollouts."""
+POLICY_NOISE: Literal["policy"] = "policy"
+"""``action_noise`` value: each run's own policy std (``runs.action_std``), the paper protocol's choice."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class EvalProtocol:
 
     name: str
     rollouts: int
-    action_noise: float
+    action_noise: float | Literal["policy"]
     best_of: int
     kappas: tuple[float, ...]
     discovery_kappa: float | None
@@ -76,7 +78,7 @@ best-of-64 latents, the kappa sweep on every clip (five shown)."""
 PAPER = EvalProtocol(
     name="paper",
     rollouts=500,
-    action_noise=PAPER_ACTION_NOISE,
+    action_noise=POLICY_NOISE,
     best_of=500,
     kappas=PAPER_KAPPAS,
     discovery_kappa=50.0,

@@ -2,7 +2,10 @@
 
 ``metrics.json`` holds every number (``runs.<label>`` is ``RunEvaluation.metrics``);
 ``metrics.csv`` holds the same numbers in long form (one value per row); the
-Markdown tables print them rounded (ERR 1 decimal, FID 2).
+Markdown tables print them rounded (errors in cm 1 decimal, rates and FID 2).
+The paper's ERR stands beside ours with each row's frame and rollout count; its
+FID only as an order of methods (``rgsd_eval.paper``); a box lists how the run
+differs from the paper's setup.
 """
 
 from __future__ import annotations
@@ -20,12 +23,26 @@ from rgsd_envs.utils.files import atomic_path
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import RunEvaluation
 from rgsd_eval.features import FEATURE_BODIES, FEATURE_DIM
-from rgsd_eval.paper import PAPER_CATEGORIES, PAPER_SOURCE, paper_rows
+from rgsd_eval.metrics import DEFINITIONS
+from rgsd_eval.paper import (
+    FID_NOT_COMPARABLE,
+    PAPER_CATEGORIES,
+    PAPER_ERR_FRAME,
+    PAPER_LABELS,
+    PAPER_ROLLOUTS,
+    PAPER_SETUP,
+    PAPER_SOURCE,
+    paper_err,
+    paper_fid_ranks,
+    paper_key,
+    rank,
+)
+from rgsd_eval.protocol import POLICY_NOISE
 
 CLIP_LATENTS = "clip_latents.json"
 """Per run folder of a report: {clip name: its latent (16 floats)}, the latent each clip was evaluated with."""
 REPORT_FORMAT = "rgsd-eval-report"
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 ERR_DECIMALS, FID_DECIMALS = 1, 2
 CSV_COLUMNS = ("run", "section", "kappa", "scope", "name", "category", "metric", "value")
 FID_FEATURE_DOC = (
@@ -36,6 +53,17 @@ FID_FEATURE_DOC = (
     "velocities in the heading frame and the mean yaw rate (86 numbers; m, m/s, rad/s, not standardised). "
     "Covariances get eps*I on the diagonal; the matrix square root is the symmetric PSD one (eigh)."
 )
+OUR_ERR_FRAME = "world"
+"""The frame of our ERR: body positions as simulated, pelvis translation included."""
+TRACKING_COLUMNS = (
+    ("err_cm", "ERR, world (cm)", ERR_DECIMALS),
+    ("mpjpe_cm", "MPJPE (cm)", ERR_DECIMALS),
+    ("global_mpjpe_succ_cm", "Global MPJPE, successful (cm)", ERR_DECIMALS),
+    ("success_rate", "Success rate", 2),
+    ("fall_rate", "Fall rate", 2),
+)
+"""The tracking metrics of every report table (``metrics.DEFINITIONS``): field, column, decimals."""
+SIMULATORS = {"mujoco": "MuJoCo", "warp": "MuJoCo Warp"}
 
 
 @dataclass
@@ -87,16 +115,138 @@ def imitation_table(inputs: ReportInputs) -> list[str]:
     return _table(header, rows)
 
 
-def paper_table(inputs: ReportInputs) -> list[str]:
-    """The paper's own ERR/FID rows for the methods evaluated here, in the categories both tables have."""
-    methods = [ev.metrics.get("method", "rgsd") for ev in inputs.runs]
-    rows = paper_rows(methods)
+def tracking_table(inputs: ReportInputs) -> list[str]:
+    """The tracking metrics (``TRACKING_COLUMNS``) per run and category, then over all clips."""
+    rows = []
+    for ev in inputs.runs:
+        im = ev.metrics["imitation"]
+        for name, scope in [*((c, im["categories"][c]) for c in inputs.categories), ("all", im["all"])]:
+            rows.append(
+                [ev.label, ev.metrics.get("method", "rgsd"), name, str(scope["rollouts"])]
+                + [_fmt(scope.get(key), dec) for key, _, dec in TRACKING_COLUMNS]
+            )
+    return _table(["Run", "Method", "Category", "Rollouts", *(col for _, col, _ in TRACKING_COLUMNS)], rows)
+
+
+def noise_text(action_noise: float | str, runs: dict[str, dict[str, Any]]) -> str:
+    """The rollouts' action noise in words: none, one std for every run, or each run's own std (``runs``: label ->
+    its metrics, ``action_noise`` read there) and where it was read."""
+    if action_noise != POLICY_NOISE and not action_noise > 0:
+        return "no action noise (the policy's mean action; deterministic)"
+    if action_noise != POLICY_NOISE:
+        return f"action noise std {_show(action_noise)} for every run (set by action_noise)"
+    parts = []
+    for label, m in runs.items():
+        n = m.get("action_noise") or {}
+        if "std" not in n:
+            parts.append(f"{label} unknown")
+            continue
+        std = f"{n['std']:.3g}" if n["min"] == n["max"] else f"{n['min']:.3g}-{n['max']:.3g}"
+        parts.append(f"{label} {std} ({n['source']})")
+    return "each run's own policy action std: " + "; ".join(parts)
+
+
+def rollouts_text(cfg: EvalConfig, runs: Sequence[RunEvaluation]) -> str:
+    """Imitation rollouts per clip and their noise, as the report states it on every row that needs it."""
+    return f"{cfg.imitation_rollouts} per clip, {noise_text(cfg.action_noise, {ev.label: ev.metrics for ev in runs})}"
+
+
+def paper_err_table(inputs: ReportInputs) -> list[str]:
+    """ERR per category, ours beside the paper's for the methods evaluated here, each row with its frame and its
+    rollouts per clip; in the categories both have."""
     cats = [c for c in inputs.categories if c in PAPER_CATEGORIES]
-    if not rows or not cats:
+    methods = list(dict.fromkeys(ev.metrics.get("method", "rgsd") for ev in inputs.runs))
+    quoted = [(m, e) for m in methods if (e := paper_err(m)) is not None]
+    if not quoted or not cats:
         return []
-    header = ["Paper"] + [f"{c.capitalize()} {k}" for c in cats for k in ("ERR", "FID")]
-    body = [[label] + [f"{x:.1f}" for c in cats for x in figures[c]] for label, figures in rows]
-    return [f"Beside ours, the paper's figures ({PAPER_SOURCE}):", "", *_table(header, body), ""]
+    k = inputs.config.imitation_rollouts
+    rows = [
+        [f"{ev.label} (ours)", ev.metrics.get("method", "rgsd"), OUR_ERR_FRAME, str(k)]
+        + [_fmt(ev.metrics["imitation"]["categories"][c]["err_cm"], ERR_DECIMALS) for c in cats]
+        for ev in inputs.runs
+    ]
+    rows += [
+        ["paper (quoted)", PAPER_LABELS[paper_key(m)], PAPER_ERR_FRAME, str(PAPER_ROLLOUTS)]
+        + [f"{e[c]:.1f}" for c in cats]
+        for m, e in quoted
+    ]
+    return [
+        f"ERR (cm) beside the paper's ({PAPER_SOURCE}). Ours: {rollouts_text(inputs.config, inputs.runs)}. The "
+        "paper does not state the frame of its error nor its action noise, and its setup differs (box above), so "
+        "the rows are set side by side, not matched.",
+        "",
+        *_table(["Source", "Method", "Frame", "Rollouts per clip", *(f"{c.capitalize()} ERR" for c in cats)], rows),
+        "",
+    ]
+
+
+def fid_rank_table(inputs: ReportInputs) -> list[str]:
+    """The order of methods by FID per category, ours beside the paper's (never the paper's FID values): for two
+    or more methods of this report that the paper has; else the reason alone."""
+    cats = [c for c in inputs.categories if c in PAPER_CATEGORIES]
+    by_method: dict[str, list[RunEvaluation]] = {}
+    for ev in inputs.runs:
+        by_method.setdefault(ev.metrics.get("method", "rgsd"), []).append(ev)
+    paper = paper_fid_ranks(list(by_method))
+    if len(paper) < 2 or not cats:
+        return [f"{FID_NOT_COMPARABLE} This report has fewer than two of the paper's methods to order.", ""]
+    ours: dict[str, dict[str, int]] = {m: {} for m in paper}
+    for c in cats:
+        fids = {}
+        for m in paper:
+            vals = [v for ev in by_method[m] if (v := ev.metrics["imitation"]["categories"][c]["fid"]) is not None]
+            fids[m] = sum(vals) / len(vals) if vals else None
+        for m, r in rank(fids).items():
+            ours[m][c] = r
+    rows = [[m, *(f"{ours[m].get(c, '-')} / {paper[m][c]}" for c in cats)] for m in paper]
+    return [
+        f"{FID_NOT_COMPARABLE} Rank by FID per category among the {len(paper)} methods here (1 = lowest FID; ours: "
+        "the mean over the method's runs), ours / the paper's:",
+        "",
+        *_table(["Method", *(f"{c.capitalize()} FID rank" for c in cats)], rows),
+        "",
+    ]
+
+
+def differences_table(ours: dict[str, str], heading: str = "##") -> list[str]:
+    """The "How this run differs from the paper" box: each item of ``PAPER_SETUP`` with ours beside the paper's."""
+    rows = [[item, ours.get(item, "-").replace("|", "\\|"), paper] for item, paper in PAPER_SETUP.items()]
+    return [
+        f"{heading} How this run differs from the paper",
+        "",
+        *_table(["", "This report", "The paper"], rows),
+        "",
+    ]
+
+
+def simulators_text(backends: Sequence[str | None]) -> str:
+    """The simulators of some runs in words ("MuJoCo", "MuJoCo Warp")."""
+    names = [SIMULATORS.get(b or "mujoco", str(b)) for b in dict.fromkeys(backends)]
+    return ", ".join(names)
+
+
+def clips_text(motions: str, clips: Sequence[dict[str, Any]], categories: Sequence[str]) -> str:
+    """How many clips from which source, per category."""
+    counts = ", ".join(f"{c} {sum(1 for x in clips if x['category'] == c)}" for c in categories)
+    demo = " (the built-in demo clips: made by code, not motion capture)" if motions == "demo" else ""
+    return f"{len(clips)} clips from `{motions}`{demo}: {counts}"
+
+
+def samples_text(runs: dict[str, int | None]) -> str:
+    """Training samples (environment transitions) per run label."""
+    return "; ".join(f"{label}: " + ("not recorded" if n is None else f"{n:,} samples") for label, n in runs.items())
+
+
+def our_setup(inputs: ReportInputs) -> dict[str, str]:
+    """This report's side of the differences box (keys of ``PAPER_SETUP``)."""
+    return {
+        "simulator": simulators_text([ev.metrics.get("simulator") for ev in inputs.runs]),
+        "clips": clips_text(inputs.motions, inputs.clips, inputs.categories),
+        "training budget": samples_text({ev.label: ev.metrics.get("training_samples") for ev in inputs.runs}),
+        "rollouts per clip": rollouts_text(inputs.config, inputs.runs),
+        "ERR frame": f"{OUR_ERR_FRAME}; no termination (a fall keeps accruing error)",
+        "FID feature": "ours: 86 numbers per 0.5 s window from 9 bodies' positions (Method below)",
+    }
 
 
 def _counts_line(inputs: ReportInputs) -> str:
@@ -121,24 +271,36 @@ def render_markdown(inputs: ReportInputs) -> str:
         + ", ".join(f"**{ev.label}** (latent: {ev.metrics['latent']}, `{ev.metrics['run_dir']}`)" for ev in inputs.runs)
         + ".",
         "",
-        "## Imitation: Cartesian error (cm) and motion FID",
+        *differences_table(our_setup(inputs)),
+        "## Imitation: tracking error and motion FID",
         "",
         "Each clip starts from its first reference frame with its latent and runs to the clip's end "
-        "(no early termination). ERR: mean over frames and bodies of the distance between simulated and "
-        "reference body positions, averaged over rollouts, then over the category's clips. FID: pooled "
+        "(no early termination). ERR: mean over frames and bodies of the world-frame distance between simulated and "
+        "reference body positions, averaged over rollouts, then over the category's clips. FID: ours, pooled "
         "feature windows of the category's rollouts against its reference clips. Lower is better.",
         "",
         *imitation_table(inputs),
         "",
-        *paper_table(inputs),
         _counts_line(inputs)
         + (
             " The policy acts with its mean action and the simulator is deterministic, so one rollout per clip "
-            "stands for all (use --action-noise for stochastic rollouts)."
-            if cfg.action_noise == 0
-            else f" Action noise std {cfg.action_noise:g}."
+            "stands for all (use --action-noise or --protocol paper for stochastic rollouts)."
+            if not cfg.stochastic
+            else f" Action noise: {noise_text(cfg.action_noise, {ev.label: ev.metrics for ev in inputs.runs})}."
         ),
         "",
+        "### Tracking metrics",
+        "",
+        "ERR (world frame), MPJPE (root-relative), global MPJPE over the successful rollouts, success rate (no frame "
+        "with a mean body distance above 0.5 m) and fall rate, per category and over all clips; definitions under "
+        "Method below.",
+        "",
+        *tracking_table(inputs),
+        "",
+        "### Beside the paper",
+        "",
+        *paper_err_table(inputs),
+        *fid_rank_table(inputs),
         "### Per clip",
         "",
     ]
@@ -153,6 +315,9 @@ def render_markdown(inputs: ReportInputs) -> str:
                     str(c["rollouts"]),
                     _fmt(c["err_cm"], ERR_DECIMALS),
                     _fmt(c["err_cm_std"], ERR_DECIMALS),
+                    _fmt(c.get("mpjpe_cm"), ERR_DECIMALS),
+                    _fmt(c.get("global_mpjpe_succ_cm"), ERR_DECIMALS),
+                    _fmt(c.get("success_rate"), 2),
                     _fmt(c["fid"], FID_DECIMALS),
                     _fmt(c["fall_rate"], 2),
                     f"{_fmt(c.get('travel_m'), 2)} / {_fmt(c.get('ref_travel_m'), 2)}",
@@ -165,8 +330,11 @@ def render_markdown(inputs: ReportInputs) -> str:
             "Clip",
             "Category",
             "Rollouts",
-            "ERR (cm)",
+            "ERR, world (cm)",
             "ERR std",
+            "MPJPE (cm)",
+            "Global MPJPE, successful (cm)",
+            "Success rate",
             "FID",
             "Fall rate",
             "Pelvis travel / reference (m)",
@@ -294,6 +462,12 @@ def render_markdown(inputs: ReportInputs) -> str:
         "- Evaluation environment: the run's env config with deviation and fall termination off and NextStep "
         "autoreset, so every rollout reaches the clip's end; a fall (pelvis below the run's fall height or a "
         "non-foot body on the floor) is counted in the fall rate. Only simulator instability ends a rollout early.",
+        *(f"- {text}" for text in DEFINITIONS.values()),
+        "- Sources of the conventions: PHC (`phc/learning/im_amp_players.py`, `smpl_sim` `compute_metrics_lite`: "
+        "0.5 m termination, mpjpe_g, mpjpe_l, errors over all and over successful motions), ProtoMotions "
+        "(`gt_err` and the `max(gt_err) > 0.5` failure), HumEnv (`success_phc_mean`). ERR over every rollout is "
+        "ProtoMotions' gt_err and PHC's all-motion mpjpe_g by formula, so it is printed once; the global MPJPE "
+        "column is PHC's figure over successful rollouts.",
         f"- FID feature: {FID_FEATURE_DOC}",
         f"- Settings: `{json.dumps(to_dict(cfg))}`.",
         "- Every number is in `metrics.json` and `metrics.csv`; `eval_config.yaml` repeats the settings (`--config`).",
@@ -310,9 +484,10 @@ def protocol_line(cfg: EvalConfig) -> str:
         if changed
         else " (its settings unchanged)"
     )
+    noise = "each run's policy std" if cfg.action_noise == POLICY_NOISE else f"std {_show(cfg.action_noise)}"
     imitation = (
-        f"{cfg.imitation_rollouts} stochastic imitation rollouts per clip (action noise {cfg.action_noise:g})"
-        if cfg.action_noise > 0
+        f"{cfg.imitation_rollouts} stochastic imitation rollouts per clip (action noise: {noise})"
+        if cfg.stochastic
         else "1 deterministic imitation rollout per clip"
     )
     discovery = "none" if cfg.discovery_kappa is None else f"κ = {cfg.discovery_kappa:g} on every clip"
@@ -360,6 +535,8 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         "categories": inputs.categories,
         "protocol": {"name": inputs.config.protocol, "changed": to_dict_values(inputs.config.overrides())},
         "config": to_dict(inputs.config),
+        "metric_definitions": {**DEFINITIONS, "fid": "our motion FID; feature: fid_feature"},
+        "paper": paper_document([ev.metrics.get("method", "rgsd") for ev in inputs.runs]),
         "fid_feature": {
             "definition": FID_FEATURE_DOC,
             "dim": FEATURE_DIM,
@@ -369,6 +546,20 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         "runs": {ev.label: ev.metrics for ev in inputs.runs},
         "figures": {"all": inputs.figures, **{k: a.figures for k, a in inputs.artifacts.items()}},
         "videos": {k: [{"caption": c, "path": p} for c, p in a.videos] for k, a in inputs.artifacts.items()},
+    }
+
+
+def paper_document(methods: Sequence[str]) -> dict[str, Any]:
+    """The paper's side for ``methods``: its ERR per category (frame and rollouts stated) and its FID only as an order
+    of these methods, with the reason."""
+    return {
+        "source": PAPER_SOURCE,
+        "err_frame": PAPER_ERR_FRAME,
+        "rollouts_per_clip": PAPER_ROLLOUTS,
+        "err_cm": {m: e for m in dict.fromkeys(methods) if (e := paper_err(m)) is not None},
+        "fid_rank": paper_fid_ranks(methods),
+        "fid_note": FID_NOT_COMPARABLE,
+        "setup": PAPER_SETUP,
     }
 
 
@@ -406,7 +597,14 @@ def csv_rows(runs: dict[str, dict[str, Any]]) -> Iterator[dict[str, Any]]:
             "",
             "run",
             run,
-            {k: v for k, v in m.items() if k in ("within_motion_alignment", "rollout_seconds")},
+            {
+                **{
+                    k: v
+                    for k, v in m.items()
+                    if k in ("within_motion_alignment", "rollout_seconds", "training_samples")
+                },
+                "action_noise_std": (m.get("action_noise") or {}).get("std"),
+            },
         )
         im = m["imitation"]
         for name, v in im["clips"].items():

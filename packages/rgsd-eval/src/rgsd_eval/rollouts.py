@@ -11,8 +11,9 @@ error; falls are recorded as a flag instead). The rollouts step the env's torch 
 resets a world by itself, so the state after the last step is still the
 episode's own when it is read. Only simulator instability ends a rollout early (flagged ``unstable``; its error covers the frames it had).
 
-Per job the result holds the Cartesian error, fall and instability flags, the
-root trajectory, the mean FID feature, and (on request) qpos for videos; FID
+Per job the result holds the Cartesian error (world frame) and the root-relative
+error (MPJPE) with their per-frame values, fall, instability and tracking-success
+flags, the root trajectory, the mean FID feature, and (on request) qpos for videos; FID
 features are also folded into Gaussian statistics per (group, clip).
 """
 
@@ -32,7 +33,7 @@ from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.utils import threads
 from rgsd_eval.features import FEATURE_DIM, WINDOW, motion_features, num_windows
 from rgsd_eval.fid import GaussianStats
-from rgsd_eval.metrics import frame_errors
+from rgsd_eval.metrics import frame_errors, root_relative_frame_errors, tracking_success
 
 
 class Controller(Protocol):
@@ -85,10 +86,15 @@ class Rollouts:
     """(J,) Cartesian error (m), mean over frames 1..length-1."""
     frame_error: np.ndarray
     """(J, T_max) Cartesian error (m) of each recorded frame, NaN from ``length`` on."""
+    mpjpe: np.ndarray
+    """(J,) root-relative body error (m), mean over frames 1..length-1 (``metrics.root_relative_frame_errors``)."""
     fell: np.ndarray
     """(J,) the pelvis went below the run's fall height or a non-foot body touched the floor."""
     unstable: np.ndarray
     """(J,) the simulator flagged the world; the rollout ended early."""
+    success: np.ndarray
+    """(J,) reached the clip's end with its per-frame error at most 0.5 m on frames 1..length-1
+    (``metrics.tracking_success``)."""
     root_pos: np.ndarray
     """(J, T_max, 3) pelvis positions, NaN after ``length``."""
     mean_feature: np.ndarray
@@ -108,7 +114,7 @@ def run_rollouts(
     policy: Controller,
     jobs: RolloutJobs,
     *,
-    action_noise: float = 0.0,
+    action_noise: float | np.ndarray = 0.0,
     seed: int = 0,
     fall_height: float = 0.35,
     features: bool = True,
@@ -123,6 +129,10 @@ def run_rollouts(
 
     ``max_frames`` (at least 2) stops every rollout after that many frames, the start frame included, when its
     clip is longer.
+
+    ``action_noise``: std of the Gaussian noise added to the mean action, one number or one per action dimension
+    (the run's own policy std: ``runs.action_std``). A policy whose output is squashed by tanh (FB-CPR's) acts
+    inside [-1, 1], so its noisy action is clamped back into that box, as its trainer samples it.
 
     ``torch_threads`` bounds the policy's intra-op threads (None: torch's default);
     one is fastest on a few busy cores, where OpenMP workers fight the simulator's.
@@ -146,8 +156,10 @@ def run_rollouts(
         length=np.zeros(len(jobs), dtype=np.int64),
         error=np.full(len(jobs), np.nan),
         frame_error=np.full((len(jobs), t_max), np.nan),
+        mpjpe=np.full(len(jobs), np.nan),
         fell=np.zeros(len(jobs), dtype=bool),
         unstable=np.zeros(len(jobs), dtype=bool),
+        success=np.zeros(len(jobs), dtype=bool),
         root_pos=np.full((len(jobs), t_max, 3), np.nan, dtype=np.float32),
         mean_feature=np.full((len(jobs), FEATURE_DIM), np.nan),
     )
@@ -159,7 +171,16 @@ def run_rollouts(
         tqdm(total=total, desc=desc, unit="step", disable=None if progress else True, leave=False) as bar,
         threads.torch_threads(torch_threads),
     ):
-        opts = _ChunkOptions(action_noise, gen, fall_height, features, fid_window, on_step, bar, max_frames)
+        noise = torch.as_tensor(np.asarray(action_noise, dtype=np.float32))
+        if noise.dim() > 1 or (noise.dim() == 1 and noise.shape[0] not in (1, sk.NUM_DOFS)):
+            raise ValueError(
+                f"action_noise must be one std or {sk.NUM_DOFS} (one per action), got {tuple(noise.shape)}"
+            )
+        if (noise < 0).any():
+            raise ValueError("action_noise must be >= 0")
+        box = getattr(policy, "output", "linear") == "tanh"
+        noisy = noise if bool((noise > 0).any()) else None
+        opts = _ChunkOptions(noisy, gen, fall_height, features, fid_window, on_step, bar, max_frames, box)
         for k, ids in enumerate(chunks):
             _run_chunk(env, policy, jobs, ids, out, opts, seed + k)
     return out
@@ -176,7 +197,8 @@ def _check_eval_env(cfg: EnvConfig) -> None:
 class _ChunkOptions:
     """What every chunk of one ``run_rollouts`` call shares."""
 
-    action_noise: float
+    action_noise: torch.Tensor | None
+    """() or (act_dim,) std of the Gaussian action noise (None: none)."""
     generator: torch.Generator
     fall_height: float
     features: bool
@@ -184,6 +206,8 @@ class _ChunkOptions:
     on_step: StepHook | None
     bar: tqdm
     max_frames: int | None = None
+    clamp_unit_box: bool = False
+    """Clamp noisy actions into [-1, 1] (policies with a tanh output)."""
 
 
 @dataclass
@@ -248,9 +272,11 @@ def _run_chunk(
     alive = np.ones(m, dtype=bool)
     for t in range(1, steps):
         actions = torch.as_tensor(policy.act(obs), dtype=torch.float32)
-        if opts.action_noise > 0:
-            noise = torch.randn(actions.shape, generator=opts.generator).to(actions.device)
-            actions = actions + opts.action_noise * noise
+        if opts.action_noise is not None:
+            noise = torch.randn(actions.shape, generator=opts.generator) * opts.action_noise
+            actions = actions + noise.to(actions.device)
+            if opts.clamp_unit_box:
+                actions = actions.clamp(-1.0, 1.0)
         tr = tenv.transition(actions.to(dev))
         obs = tenv.observations()
         if opts.on_step is not None:
@@ -282,14 +308,21 @@ def _summarise(
     frame_idx = lib.starts.cpu().numpy()[clips][None, :] + np.minimum(t, nf[None, :] - 1)
     ref = lib.frames("body_pos").cpu().numpy()[frame_idx]  # (steps, m, 24, 3)
     err = frame_errors(body_pos, ref)  # (steps, m)
+    local = root_relative_frame_errors(body_pos, ref)  # (steps, m)
     valid = t < length[None, :]
     scored = valid & (t >= 1)
-    with np.errstate(invalid="ignore"):
-        out.error[ids] = np.where(scored.any(0), (err * scored).sum(0) / np.maximum(scored.sum(0), 1), np.nan)
+
+    def scored_mean(x: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return np.where(scored.any(0), (x * scored).sum(0) / np.maximum(scored.sum(0), 1), np.nan)
+
+    out.error[ids] = scored_mean(err)
+    out.mpjpe[ids] = scored_mean(local)
     out.frame_error[ids, :steps] = np.where(valid, err, np.nan).T
     out.length[ids] = length
     out.fell[ids] = (rec.fell & scored).any(axis=0)
     out.unstable[ids] = rec.unstable
+    out.success[ids] = tracking_success(np.where(scored, err, np.nan).T, ~rec.unstable)
     root = np.where(valid[..., None], body_pos[:, :, 0], np.nan)
     out.root_pos[ids, :steps] = root.transpose(1, 0, 2)
     for k, j in enumerate(ids[rec.keep]):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import POLICY_OBS_DIM
@@ -16,6 +20,11 @@ from rgsd_envs.utils.device import resolve_device
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.latents import LatentMode, auto_latent_mode, parse_latent_mode
 from rgsd_eval.rollouts import eval_env_config
+
+DEFAULT_LOG_STD = -2.9
+"""The trainer's default ``networks.init_log_std`` (ASE's fixed std exp(-2.9) = 0.055), for runs that record none."""
+FB_CPR_ACTOR_STD = 0.2
+"""Meta Motivo's (FB-CPR's) fixed exploration std (``method.options.actor_std``'s default in rgsd-agents)."""
 
 AUTO_MODES = {"encoder": LatentMode("encoder"), "clip_latents": LatentMode("stored")}
 """``--latent auto`` for a run's ``method.json`` ``latent_choice`` (others: best-of-N)."""
@@ -40,6 +49,31 @@ class LoadedRun:
     """The run's skill method (``method.json``; older runs: rgsd, or diayn with a random encoder)."""
     clip_latents: Path | None = None
     """The run's stored per-clip latents (``method.json``'s ``clip_latents``), read by the "stored" mode."""
+    action_std: np.ndarray = field(default_factory=lambda: np.full(sk.NUM_DOFS, math.exp(DEFAULT_LOG_STD)))
+    """(act_dim,) the std of the run's own action distribution (``action_std``)."""
+    action_std_source: str = "default"
+    """Where ``action_std`` was read (the report states it)."""
+    training_samples: int | None = None
+    """Environment transitions the run trained on (``policy.pt``'s ``global_step``; None if not recorded)."""
+
+
+def action_std(policy: PolicyMLP, config: dict[str, Any], method: str) -> tuple[np.ndarray, str]:
+    """(act_dim,) std of the run's own Gaussian action distribution and where it was read: the exported actor's
+    ``action_std`` (the trainer writes its log_std's exp, or FB-CPR's fixed std), else the run config's
+    ``method.options.actor_std`` for FB-CPR (default 0.2) or ``networks.init_log_std`` (exp), else exp(-2.9)."""
+    n = policy.act_dim
+    stored = getattr(policy, "meta", {}).get("action_std")
+    if stored is not None:
+        std = np.broadcast_to(np.asarray(stored, dtype=np.float64), (n,)).copy()
+        return std, "policy.pt action_std"
+    if method == "fb_cpr":
+        options = (config.get("method") or {}).get("options") or {}
+        value = float(options.get("actor_std", FB_CPR_ACTOR_STD))
+        return np.full(n, value), "config.yaml method.options.actor_std, FB-CPR's default 0.2"
+    log_std = (config.get("networks") or {}).get("init_log_std")
+    if log_std is not None:
+        return np.full(n, math.exp(float(log_std))), "config.yaml networks.init_log_std"
+    return np.full(n, math.exp(DEFAULT_LOG_STD)), "the trainer's default exp(-2.9): the run records no std"
 
 
 def load_run(
@@ -84,7 +118,12 @@ def load_run(
     encoder = latent_encoder or (run.encoder_path if run.encoder_path.is_file() else None)
     env_config, fall_height = eval_env_config(base)
     method = info["name"] if info is not None else ("diayn" if raw.get("encoder_init") == "random" else "rgsd")
-    return LoadedRun(run, label or run.name, policy, env_config, fall_height, encoder, mode, method, stored)
+    std, source = action_std(policy, raw, method)
+    samples = getattr(policy, "meta", {}).get("global_step")
+    return LoadedRun(
+        run, label or run.name, policy, env_config, fall_height, encoder, mode, method, stored, std, source,
+        None if samples is None else int(samples),
+    )  # fmt: skip
 
 
 def unique_labels(names: list[str]) -> list[str]:

@@ -1,10 +1,13 @@
 """``<out>/report.md`` of ``rgsd reproduce``: the paper's Section 5 from this folder's runs, beside its numbers.
 
-Sections: Table 1 (ERR and FID per category and method, mean and std over seeds), the discovery figure
+Sections: how this folder's setup differs from the paper's, Table 1 (ERR and FID per category and method, mean
+and std over seeds, beside the paper's ERR and its order of methods by FID; then the tracking metrics: ERR, MPJPE,
+global MPJPE over successful rollouts, success and fall rates), the discovery figure
 (top-view pelvis paths at the discovery kappa, one panel per method and category, beside the references),
 FID per category under sampled latents, the kappa sweep on three motions, the downstream curves (success rate
 and style FID against training steps, mean and spread over seeds, one panel per style), and every step's
-status. The paper's numbers come from ``rgsd_eval.paper`` and are labelled as quoted. Every number is also in
+status. The paper's numbers come from ``rgsd_eval.paper`` and are labelled as quoted; its FID values are not
+printed (its feature is not ours), only its ranking of methods. Every number is also in
 ``report.json`` and, one value per row, ``report.csv``; figures are PNG under ``figures/``.
 
 The report covers every method with finished steps in its folder, or in several folders (``merge_reports``: methods
@@ -27,22 +30,38 @@ import numpy as np
 from rgsd_agents.downstream.report import NEUTRAL_START, start_label
 from rgsd_agents.reproduce.plan import AGGREGATE, DOWNSTREAM, KINDS, Plan, Step, eval_id
 from rgsd_envs.utils.files import InputFileError, atomic_path, folder_lock
+from rgsd_eval.metrics import DEFINITIONS
 from rgsd_eval.paper import (
+    FID_NOT_COMPARABLE,
     PAPER_CATEGORIES,
-    PAPER_DISCOVERY_FID,
     PAPER_DISCOVERY_KAPPA,
-    PAPER_DISCOVERY_SOURCE,
-    PAPER_IMITATION,
+    PAPER_DISCOVERY_NOTE,
+    PAPER_ERR_FRAME,
+    PAPER_ROLLOUTS,
+    PAPER_SETUP,
     PAPER_SOURCE,
-    paper_key,
+    paper_err,
+    paper_fid_ranks,
+    rank,
+)
+from rgsd_eval.report import (
+    OUR_ERR_FRAME,
+    TRACKING_COLUMNS,
+    clips_text,
+    differences_table,
+    noise_text,
+    samples_text,
+    simulators_text,
 )
 
 REPORT_FORMAT = "rgsd-reproduce-report"
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 CSV_COLUMNS = ("section", "method", "category", "kappa", "style", "clip", "metric", "stat", "value", "source")
 MEASURED, QUOTED = "measured", "paper (quoted)"
 FIGURES = "figures"
 DOWNSTREAM_METRICS = (("eval/success_rate", "success rate", 2), ("eval/style_fid", "style FID", 2))
+IMITATION_KEYS = ("err_cm", "fid", *(key for key, _, _ in TRACKING_COLUMNS if key != "err_cm"))
+"""The imitation numbers summarised over seeds per method and category (Table 1 and its tracking metrics)."""
 
 
 def summarise(values: Iterable[float | None]) -> dict[str, Any]:
@@ -114,7 +133,7 @@ class ReportData:
         return sorted({k for m, plan in self.folder.items() for k in plan.seeds_of(m)})
 
     def imitation(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """method -> category -> {err_cm, fid: summary over seeds}."""
+        """method -> category (and "all") -> {err_cm, fid, the other tracking metrics: summary over seeds}."""
         out: dict[str, dict[str, dict[str, Any]]] = {}
         for m, seeds in self.runs.items():
             if not seeds:
@@ -122,13 +141,41 @@ class ReportData:
             out[m] = {
                 c: {
                     key: summarise(r["imitation"]["categories"].get(c, {}).get(key) for r in seeds.values())
-                    for key in ("err_cm", "fid")
+                    for key in IMITATION_KEYS
                 }
-                for c in [*self.categories, "all"]
+                for c in self.categories
             }
-            for key in ("err_cm", "fid"):
-                out[m]["all"][key] = summarise(r["imitation"]["all"].get(key) for r in seeds.values())
+            out[m]["all"] = {
+                key: summarise(r["imitation"]["all"].get(key) for r in seeds.values()) for key in IMITATION_KEYS
+            }
         return out
+
+    def rollouts_per_clip(self) -> int | None:
+        """Imitation rollouts per clip of the evaluation (every run has as many)."""
+        for seeds in self.runs.values():
+            for r in seeds.values():
+                a = r["imitation"]["all"]
+                return a["rollouts"] // max(a["clips"], 1)
+        return None
+
+    def setup(self) -> dict[str, str]:
+        """This folder's side of the "How this run differs from the paper" box (keys of ``PAPER_SETUP``)."""
+        first = {m: seeds[min(seeds)] for m, seeds in self.runs.items() if seeds}
+        doc = next(iter(self.metrics.values()), {})  # every method's evaluation ran with the scale's settings
+        cfg = doc.get("config", {})
+        scale = self.plan.scale
+        samples = {
+            f"{m} seed {k}": r.get("training_samples") for m, seeds in self.runs.items() for k, r in seeds.items()
+        }
+        return {
+            "simulator": simulators_text([r.get("simulator") for r in first.values()]) or "-",
+            "clips": clips_text(self.plan.motions, doc.get("clips", []), self.categories),
+            "training budget": samples_text(samples) or f"{scale.train.iterations} iterations per run (planned)",
+            "rollouts per clip": f"{self.rollouts_per_clip()} per clip, "
+            + noise_text(cfg.get("action_noise", 0.0), first),
+            "ERR frame": f"{OUR_ERR_FRAME}; no termination (a fall keeps accruing error)",
+            "FID feature": "ours: 86 numbers per 0.5 s window from 9 bodies' positions (`eval/<method>/report.md`)",
+        }
 
     def sampled_fid(self, kappa: float) -> dict[str, dict[str, dict[str, Any]]]:
         """method -> category -> FID summary over seeds under z ~ vMF(z_m, kappa)."""
@@ -180,62 +227,74 @@ class ReportData:
         return out
 
 
-def _paper_imitation(method: str) -> dict[str, tuple[float, float]] | None:
-    return PAPER_IMITATION.get(paper_key(method))
-
-
 def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
-    """Table 1: ours (mean ± std over seeds) with the paper's row under each method."""
+    """Table 1: ours (mean ± std over seeds) with the paper's row under each method: its ERR, and its FID only as a
+    rank among the methods here; each row states its frame and rollouts per clip. Then the tracking metrics."""
     cats = data.categories
-    header = ["Method", "Source"] + [f"{c.capitalize()} {k}" for c in cats for k in ("ERR", "FID")] + ["All ERR/FID"]
+    ranks = paper_fid_ranks(list(table))
+    ours = {c: rank({m: table[m][c]["fid"]["mean"] for m in ranks}) for c in cats} if len(ranks) > 1 else {}
+    k = data.rollouts_per_clip()
+    header = (
+        ["Method", "Source", "Frame", "Rollouts per clip"]
+        + [f"{c.capitalize()} {x}" for c in cats for x in ("ERR", "FID")]
+        + ["All ERR/FID"]
+    )
     rows = []
     for m, per in table.items():
         n = max((per[c]["err_cm"]["n"] for c in cats), default=0)
-        cells = [m, f"ours ({n} seed{'s' if n != 1 else ''})"]
+        cells = [m, f"ours ({n} seed{'s' if n != 1 else ''})", OUR_ERR_FRAME, str(k)]
         for c in cats:
-            cells += [_pm(per[c]["err_cm"], 1), _pm(per[c]["fid"], 2)]
+            r = ours.get(c, {}).get(m)
+            cells += [_pm(per[c]["err_cm"], 1), _pm(per[c]["fid"], 2) + ("" if r is None else f", rank {r}")]
         rows.append([*cells, f"{_pm(per['all']['err_cm'], 1)} / {_pm(per['all']['fid'], 2)}"])
-        paper = _paper_imitation(m)
-        if paper is not None:
-            cells = ["", "paper (quoted)"]
+        err = paper_err(m)
+        if err is not None:
+            cells = ["", "paper (quoted)", PAPER_ERR_FRAME, str(PAPER_ROLLOUTS)]
             for c in cats:
-                cells += [f"{x:.1f}" for x in paper[c]] if c in paper else ["-", "-"]
+                r = ranks.get(m, {}).get(c)
+                cells += [f"{err[c]:.1f}", f"rank {r} of {len(ranks)}"] if c in err else ["-", "-"]
             rows.append([*cells, ""])
     missing = [m for m in data.methods if m not in table]
     if not rows:
         return ["No evaluation: see the steps below.", ""]
-    rows += [[m, "no evaluated run: see the steps below", *["-"] * (2 * len(cats) + 1)] for m in missing]
+    rows += [[m, "no evaluated run: see the steps below", *["-"] * (2 * len(cats) + 3)] for m in missing]
+    seeds = len(data.plan.seeds)
+    tracking = [
+        [m, c, *(_pm(per[c][key], dec) for key, _, dec in TRACKING_COLUMNS)]
+        for m, per in table.items()
+        for c in [*cats, "all"]
+    ]
     return [
-        "Cartesian error (cm) and motion FID per category, each method's mean ± standard deviation over its seeds "
-        f"(one evaluation per seed, `eval/<method>/metrics.json`), each under the paper's row ({PAPER_SOURCE}). "
-        "Lower is better.",
+        f"ERR (cm, world frame) and our motion FID per category, each method's mean ± standard deviation over its "
+        f"{seeds} seed{'s' if seeds != 1 else ''} (one evaluation per seed, `eval/<method>/metrics.json`), each under the "
+        f"paper's row ({PAPER_SOURCE}): its ERR, and in the FID columns the rank of its FID among the "
+        f"{len(ranks)} method{'s' if len(ranks) != 1 else ''} here (1 = lowest; ours: the rank of our mean FID). "
+        f"{FID_NOT_COMPARABLE} Lower is better.",
         "",
         *_table(header, rows),
+        "",
+        "### Tracking metrics",
+        "",
+        "Per method and category (mean ± std over seeds): "
+        + " ".join(DEFINITIONS[key] for key, _, _ in TRACKING_COLUMNS),
+        "",
+        *_table(["Method", "Category", *(col for _, col, _ in TRACKING_COLUMNS)], tracking),
         "",
     ]
 
 
-def _paper_sampled(method: str) -> dict[str, float] | None:
-    return PAPER_DISCOVERY_FID.get(paper_key(method))
-
-
 def sampled_section(data: ReportData, fid: dict[str, dict[str, dict[str, Any]]], kappa: float) -> list[str]:
-    """FID per category under z ~ vMF(z_m, kappa), with the paper's quoted numbers where it gives them."""
+    """FID per category under z ~ vMF(z_m, kappa); at the paper's discovery kappa, what the paper says of it."""
     cats = data.categories
-    rows = []
-    for m, per in fid.items():
-        rows.append([m, "ours", *(_pm(per[c], 2) for c in cats)])
-        quoted = _paper_sampled(m) if kappa == PAPER_DISCOVERY_KAPPA else None
-        if quoted:
-            rows.append(["", "paper (quoted)", *(f"{quoted[c]:.1f}" if c in quoted else "-" for c in cats)])
+    rows = [[m, *(_pm(per[c], 2) for c in cats)] for m, per in fid.items()]
     if not rows:
         return []
+    note = f" {PAPER_DISCOVERY_NOTE}" if kappa == PAPER_DISCOVERY_KAPPA else ""
     return [
-        f"Motion FID of each category's rollouts with z ~ vMF(z_m, {kappa:g}) against its references (mean ± std "
-        f"over seeds); compare with the FID at z_m in Table 1: a method whose skills stay in style keeps it. The "
-        f"paper's numbers: {PAPER_DISCOVERY_SOURCE}.",
+        f"Our motion FID of each category's rollouts with z ~ vMF(z_m, {kappa:g}) against its references (mean ± std "
+        f"over seeds); compare with the FID at z_m in Table 1: a method whose skills stay in style keeps it.{note}",
         "",
-        *_table(["Method", "Source", *(f"{c.capitalize()} FID" for c in cats)], rows),
+        *_table(["Method", *(f"{c.capitalize()} FID" for c in cats)], rows),
         "",
     ]
 
@@ -361,6 +420,17 @@ def steps_section(plan: Plan, this_report: bool = True) -> list[str]:
     return [*_table(["Step", "Status", "Budget", "Time", "Attempts", "Error"], rows), ""]
 
 
+def paper_imitation(methods: list[str]) -> dict[str, dict[str, dict[str, float | int]]]:
+    """method -> paper category -> {err_cm: the paper's ERR, fid_rank: its FID's rank among ``methods``} for the
+    methods the paper has (never its FID values: ``rgsd_eval.paper``)."""
+    ranks = paper_fid_ranks(methods)
+    return {
+        m: {c: {"err_cm": e[c], "fid_rank": ranks[m][c]} for c in PAPER_CATEGORIES}
+        for m in methods
+        if (e := paper_err(m)) is not None
+    }
+
+
 def _csv_rows(doc: dict[str, Any]) -> Iterable[dict[str, Any]]:
     """One row per number of ``report.json`` (see CSV_COLUMNS)."""
 
@@ -375,18 +445,14 @@ def _csv_rows(doc: dict[str, Any]) -> Iterable[dict[str, Any]]:
             for key, s in metrics.items():
                 yield from stats({"section": "imitation", "method": m, "category": c, "metric": key}, s)
     for m, per in doc["paper_imitation"].items():
-        for c, (err, fid) in per.items():
+        for c, values in per.items():
             base = {"section": "imitation", "method": m, "category": c, "stat": "value", "source": QUOTED}
-            yield {**base, "metric": "err_cm", "value": err}
-            yield {**base, "metric": "fid", "value": fid}
+            for metric, v in values.items():
+                yield {**base, "metric": metric, "value": v}
     kappa = doc["discovery"]["kappa"]
     for m, per in doc["discovery"]["fid"].items():
         for c, s in per.items():
             yield from stats({"section": "discovery", "method": m, "category": c, "kappa": kappa, "metric": "fid"}, s)
-    for m, per in doc["discovery"]["paper_fid"].items():
-        for c, v in per.items():
-            yield {"section": "discovery", "method": m, "category": c, "kappa": PAPER_DISCOVERY_KAPPA,
-                   "metric": "fid", "stat": "value", "value": v, "source": QUOTED}  # fmt: skip
     for m, per in doc["kappa_sweep"]["spread"].items():
         for clip, ks in per.items():
             for k, metrics in ks.items():
@@ -464,6 +530,7 @@ def write_report(
         "",
         f"> {scale.description.strip()}" if scale.description.strip() else "",
         "",
+        *differences_table(data.setup()),
         "## Table 1: imitation",
         "",
         *imitation_section(data, table),
@@ -520,18 +587,16 @@ def write_report(
         "methods": data.methods,
         "seeds": seeds,
         "categories": data.categories,
+        "metric_definitions": DEFINITIONS,
+        "setup": {"ours": data.setup(), "paper": PAPER_SETUP},
         "imitation": table,
-        "paper_imitation": {
-            m: {c: list(v) for c, v in p.items() if c in PAPER_CATEGORIES}
-            for m in data.methods
-            if (p := _paper_imitation(m)) is not None
-        },
+        "paper_imitation": paper_imitation(list(data.methods)),
         "paper_source": PAPER_SOURCE,
+        "paper_fid_note": FID_NOT_COMPARABLE,
         "discovery": {
             "kappa": kappa,
             "fid": sampled,
-            "paper_fid": {m: q for m in data.methods if (q := _paper_sampled(m))},
-            "paper_source": PAPER_DISCOVERY_SOURCE,
+            "paper_note": PAPER_DISCOVERY_NOTE if kappa == PAPER_DISCOVERY_KAPPA else None,
         },
         "kappa_sweep": {"clips": clips, "spread": sweep},
         "downstream": {"final": final, "curves": (data.seeds_doc or {}).get("groups", [])},
