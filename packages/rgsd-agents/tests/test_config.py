@@ -62,8 +62,12 @@ def test_every_method_has_a_cpu_and_a_paper_preset_that_name_it(name):
     cpu, paper = load_config(name), load_config(f"{name}_paper")
     assert cpu.method.name == paper.method.name == name
     assert (cpu.num_envs, cpu.networks.actor_hidden, cpu.max_minutes) == (128, (256, 256), 150)
-    assert (paper.num_envs, paper.horizon, paper.ppo.minibatch_size) == (4096, 32, 32768)
-    assert paper.networks.actor_hidden == paper.networks.critic_hidden == (1024, 1024, 1024, 512)
+    assert (paper.num_envs, paper.horizon) == (4096, 32)
+    if name in ("ase", "calm"):  # their own code's PPO and policy (tests/methods/test_adversarial_code.py)
+        assert paper.networks.actor_hidden == paper.networks.critic_hidden == (1024, 1024, 512)
+    else:
+        assert paper.ppo.minibatch_size == 32768
+        assert paper.networks.actor_hidden == paper.networks.critic_hidden == (1024, 1024, 1024, 512)
 
 
 def test_meta_motivo_has_a_cpu_and_a_paper_preset_for_the_off_policy_loop():
@@ -172,8 +176,10 @@ def test_resolved_config_is_self_contained_and_round_trips(tmp_path):
     assert to_dict(again) == to_dict(cfg)
 
 
-MAX_OPTIONS = 60
-"""Leaf options a training config may have: an option that measured no gain is deleted, not kept off by default."""
+MAX_OPTIONS = 63
+"""Leaf options a training config may have: an option that measured no gain is deleted, not kept off by default
+(60, and three that set ASE's and CALM's PPO and policy as their code has them: ``networks.latent_branch``,
+``ppo.critic_coef``, ``ppo.bound``)."""
 
 
 def _leaves(cls: type, prefix: str = "") -> dict[str, tuple[type, str]]:
@@ -201,7 +207,7 @@ def _field_docstrings(cls: type) -> dict[str, str]:
     return docs
 
 
-def test_the_training_config_has_at_most_sixty_options():
+def test_the_training_config_has_at_most_sixty_three_options():
     leaves = _leaves(TrainConfig)
     assert "method.options" in leaves and "env.deviation.heading_deg" in leaves and "env.clip_sampling.mode" in leaves
     assert len(leaves) <= MAX_OPTIONS, f"{len(leaves)} options: {sorted(leaves)}"

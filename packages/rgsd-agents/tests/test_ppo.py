@@ -9,7 +9,7 @@ import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
 from rgsd_agents.rl.networks import ActorCritic, ValueNormalizer
-from rgsd_agents.rl.ppo import BOUND, PPO
+from rgsd_agents.rl.ppo import PPO
 from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.runs.policy import PolicyMLP
 
@@ -114,7 +114,7 @@ def test_bounds_loss_pulls_means_back_inside():
     st = _storage(ac, torch.zeros(2))
     st.advantages.zero_()  # no policy gradient: only the bounds loss moves the means
     stats = PPO(ac, cfg).update(st, torch.Generator().manual_seed(0))
-    assert stats["bounds_loss"] == pytest.approx(2 * (3.0 - BOUND) ** 2, rel=0.05)
+    assert stats["bounds_loss"] == pytest.approx(2 * (3.0 - cfg.bound) ** 2, rel=0.05)
     assert ac.actor.net[-1].bias.max().item() < 3.0
 
 
@@ -137,3 +137,62 @@ def test_bf16_forward_keeps_float32_outputs_close_to_the_float32_forward():
     torch.testing.assert_close(mixed, exact, atol=2e-2, rtol=2e-2)
     mixed.sum().backward()
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in ac.actor.net.parameters())
+
+
+def _branch_ac() -> ActorCritic:
+    torch.manual_seed(0)
+    cfg = NetworkConfig(actor_hidden=(16,), critic_hidden=(16,), activation="relu", latent_branch=(8, 6))
+    return ActorCritic(10, 2, cfg, latent=slice(6, 10))
+
+
+def test_a_latent_branch_passes_only_the_latent_through_its_own_mlp_and_saves_as_a_policy_file(tmp_path):
+    from rgsd_envs.runs.policy import LatentBranchMLP, load_policy
+
+    ac = _branch_ac()
+    net = ac.actor.net
+    assert isinstance(net, LatentBranchMLP) and net.latent == slice(6, 10)
+    assert [m.out_features for m in net.branch if isinstance(m, torch.nn.Linear)] == [8, 6, 4]
+    assert net.branch[-1].weight.abs().max() > 0.5  # uniform in +-1, as ASE's and CALM's style layer
+    x = torch.randn(5, 10)
+    style = torch.tanh(net.branch(x[:, 6:]))  # ASE's and CALM's style: tanh of the branch, the latent's size
+    torch.testing.assert_close(net(x), net.trunk(torch.cat([x[:, :6], style], -1)))
+    changed = x.clone()
+    changed[:, 6:] += 1.0
+    assert not torch.equal(net(changed), net(x))  # the latent moves the action through the branch
+    ac.set_mean_action(torch.tensor([0.3, -0.3]))
+    ac.obs_normalizer.update(torch.randn(100, 10) * 3 + 1)
+    ac.actor.save(tmp_path / "policy.pt")
+    loaded = load_policy(tmp_path / "policy.pt")
+    assert loaded.latent_branch == (8, 6) and loaded.latent == slice(6, 10)
+    torch.testing.assert_close(loaded.act(x), ac.actor.act(x))
+
+
+def test_a_latent_branch_trains_and_runs_under_bf16():
+    from rgsd_agents.rl.networks import forward_mixed
+
+    ac = _branch_ac()
+    x = torch.randn(32, 10)
+    torch.testing.assert_close(forward_mixed(ac.actor.net, x, bf16=True), ac.actor.net(x), atol=3e-2, rtol=3e-2)
+    obs = torch.randn(8, 10)
+    actions, log_probs, _ = ac.act(obs)
+    ppo = PPO(ac, PPOConfig(actor_lr=1e-3, critic_lr=1e-3))
+    ppo._step(obs, actions, log_probs, torch.ones(8), torch.zeros(8))
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in ac.actor.net.branch.parameters())
+
+
+def test_critic_coef_weighs_the_squared_value_error_and_no_clip_leaves_gradients_whole():
+    """loss = ... + critic_coef (V_n - R_n)^2 (ASE's and CALM's code: 5); max_grad_norm None clips nothing."""
+    obs, returns = torch.randn(8, 4), torch.randn(8)
+    grads = {}
+    for coef, clip in ((0.5, None), (5.0, None), (5.0, 1e-3)):
+        ac = _ac()
+        ppo = PPO(ac, PPOConfig(critic_coef=coef, max_grad_norm=clip))
+        actions, log_probs, _ = ac.act(obs, torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            expected = float((ac.critic(obs).squeeze(-1) - returns).square().mean())
+        stats = ppo._step(obs, actions, log_probs, torch.zeros(8), returns)
+        assert float(stats["value_loss"]) == pytest.approx(expected, rel=1e-5)
+        grads[coef, clip] = torch.cat([p.grad.flatten() for p in ac.critic.parameters()])
+    torch.testing.assert_close(grads[5.0, None], 10.0 * grads[0.5, None])  # the critic's only loss is the value's
+    assert float(grads[5.0, None].norm()) > 1e-2
+    assert float(grads[5.0, 1e-3].norm()) == pytest.approx(1e-3, rel=1e-3)  # clipped to the norm asked for

@@ -59,8 +59,15 @@ class PPOConfig:
     """Samples per gradient step; the rollout (num_envs x horizon) is split into batch // minibatch_size parts."""
     entropy_coef: float = 0.1
     """Weight of the entropy bonus (no effect with a fixed std: ``networks.learn_std: false``)."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip, applied to the actor and the critic separately."""
+    critic_coef: float = 0.5
+    """Weight of the value loss, the mean squared error of the standardised value (0.5: the usual halved square;
+    ASE's and CALM's code: critic_coef 5)."""
+    bound: float = 1.1
+    """Action means beyond +-bound pay the bounds loss, 10 x their squared excess (ASE's and CALM's code: 1.0; the
+    env clips actions to [-1, 1], so a mean outside gets no policy gradient back)."""
+    max_grad_norm: float | None = 1.0
+    """Gradient-norm clip, applied to the actor and the critic separately; None: no clipping (ASE's and CALM's
+    code: truncate_grads False)."""
     bf16: bool | str = False
     """Run the hidden layers of actor and critic under bf16 autocast in the update (output layers, losses and
     Adam in float32); on CPUs with AVX512-BF16 the GEMMs run 1.4-2x faster. "auto": on for a CPU learner whose
@@ -74,11 +81,14 @@ class PPOConfig:
             "clip": self.clip,
             "epochs": self.epochs,
             "minibatch_size": self.minibatch_size,
-            "max_grad_norm": self.max_grad_norm,
+            "bound": self.bound,
+            **({} if self.max_grad_norm is None else {"max_grad_norm": self.max_grad_norm}),
         }
         bad = [k for k, v in positive.items() if not v > 0]
         if bad:
             raise ValueError(f"ppo.{bad[0]} must be > 0, got {positive[bad[0]]!r}")
+        if self.critic_coef < 0:
+            raise ValueError(f"ppo.critic_coef must be >= 0, got {self.critic_coef}")
         if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0):
             raise ValueError(f"ppo.gamma and ppo.gae_lambda must be in [0, 1], got {self.gamma}, {self.gae_lambda}")
 

@@ -14,7 +14,7 @@ TINY_OPTIONS: dict[str, dict[str, Any]] = {
     "rgsd": {"minibatch_size": 16},
     "diayn": {"minibatch_size": 16},
     "ase": {"hidden": [16, 8]},
-    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "window": 8},
+    "calm": {"encoder_hidden": [16], "disc_hidden": [16], "disc_latent_branch": [8], "window": 8},
     "metra": {"hidden": [16], "minibatch_size": 16},
     "fb_cpr": {
         "batch_size": 32,

@@ -13,6 +13,7 @@ from torch import nn
 from rgsd_agents.methods.ase import ASEConfig, ASENetwork, ase_discriminator_loss, ase_reward, diversity_loss
 from rgsd_agents.methods.calm import (
     CALMConfig,
+    ConditionalDiscriminator,
     alignment_loss,
     conditional_disc_loss,
     conditional_inputs,
@@ -30,7 +31,7 @@ from rgsd_agents.methods.common import (
     vmf_log_prob,
 )
 from rgsd_agents.methods.metra import constraint_slack, metra_losses, metra_reward
-from rgsd_envs.envs.observations import FRAME_DIM
+from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 
 LN2, LN3, LN4 = math.log(2.0), math.log(3.0), math.log(4.0)
 
@@ -223,29 +224,16 @@ def test_calm_encoder_regularizer_is_a_tenth_of_alignment_plus_half_uniformity_b
 
 def test_calm_conditional_discriminator_sees_transition_then_latent_and_penalises_only_the_transition():
     assert torch.equal(conditional_inputs(torch.ones(1, 2), torch.zeros(1, 3)), torch.tensor([[1.0, 1, 0, 0, 0]]))
-
-    class Disc(nn.Module):  # identity standardisation; the logit reads the transition and the latent's first number
-        def __init__(self):
-            super().__init__()
-            self.net = nn.Sequential(nn.Linear(2 + 2, 1, bias=False))
-            self.net[0].weight.data = torch.tensor([[1.0, 2.0, 3.0, 0.0]])
-
-        def forward(self, x):
-            return self.net(x)
-
-        def norm(self, x):
-            return x
-
-        def from_standardized(self, x):
-            return self.net(x)
-
-        def last_layer(self):
-            return self.net[-1]
-
+    # no latent branch, identity standardisation; the logit reads the transition and the latent's first number
+    disc = ConditionalDiscriminator(2, (), ())
+    with torch.no_grad():
+        disc.net[0].weight.copy_(torch.tensor([[1.0, 2.0, 3.0] + [0.0] * (SKILL_DIM - 1)]))
+        disc.net[0].bias.zero_()
     cfg = CALMConfig(grad_penalty=1.0, logit_reg=0.0, weight_decay=0.0)
-    ref_x, ref_z = torch.tensor([[0.0, 0.0]]), torch.tensor([[1.0, 0.0]], requires_grad=True)
-    pol_x, pol_z = torch.tensor([[0.0, 0.0]]), torch.tensor([[0.0, 1.0]], requires_grad=True)
-    loss, stats = conditional_disc_loss(Disc(), pol_x, pol_z, ref_x, ref_z, cfg)
+    e = torch.eye(SKILL_DIM)
+    ref_x, ref_z = torch.tensor([[0.0, 0.0]]), e[:1].clone().requires_grad_(True)
+    pol_x, pol_z = torch.tensor([[0.0, 0.0]]), e[1:2].clone().requires_grad_(True)
+    loss, stats = conditional_disc_loss(disc, pol_x, pol_z, ref_x, ref_z, cfg)
     # reference logit 3 (its latent's first number x 3), policy logit 0; the penalty sees d logit / d x = (1, 2)
     # only (CALM's), not the latent's 3
     expected_gan = 0.5 * (math.log1p(math.exp(-3.0)) + LN2)
@@ -254,6 +242,18 @@ def test_calm_conditional_discriminator_sees_transition_then_latent_and_penalise
     assert float(loss.detach()) == pytest.approx(expected_gan + 5.0, rel=1e-6)
     loss.backward()
     assert ref_z.grad is None and pol_z.grad is None  # no term here trains the encoder
+
+
+def test_calm_conditional_discriminator_joins_its_latent_through_the_branch_as_calm_s_style_mlp():
+    torch.manual_seed(0)
+    disc = ConditionalDiscriminator(3, (8,), (6, 5))
+    x, z = torch.randn(4, 3), torch.nn.functional.normalize(torch.randn(4, SKILL_DIM), dim=-1)
+    style = torch.tanh(disc.branch(z))  # ReLU 6, 5 -> 16 numbers, tanh
+    # (NVlabs/CALM calm/learning/calm_network_builder.py:389-393)
+    assert [m.out_features for m in disc.branch if isinstance(m, nn.Linear)] == [6, 5, SKILL_DIM]
+    torch.testing.assert_close(disc(x, z), disc.net(torch.cat([disc.norm(x), style], -1)).squeeze(-1))
+    # weight decay covers the branch as CALM's covers its whole conditional MLP
+    assert len([m for m in disc.modules() if isinstance(m, nn.Linear)]) == 5
 
 
 def test_metra_reward_and_constraint_by_hand():

@@ -10,7 +10,7 @@ import torch
 from rgsd_agents.config import PPOConfig
 from rgsd_agents.methods import METHODS, build_method, method_config
 from rgsd_agents.methods.base import MethodContext
-from rgsd_agents.methods.common import ReferenceData
+from rgsd_agents.methods.common import ReferenceData, discriminator_reward, transition_features
 from rgsd_agents.rl.networks import ActorCritic, NetworkConfig
 from rgsd_agents.rl.ppo import PPO
 from rgsd_agents.rl.storage import RolloutStorage
@@ -204,6 +204,63 @@ def test_calm_trains_its_encoder_through_the_policy_s_ppo_loss(reference):
     ppo.update(storage, torch.Generator().manual_seed(0), method)
     assert all(g.abs().sum() > 0 for g in seen["grad"])  # PPO's backward left its gradient on the encoder
     assert all(not torch.equal(a, b) for a, b in zip(before, method.encoder.parameters()))
+
+
+def test_reference_frames_are_drawn_clip_first_inside_the_clip_as_ase_s_motion_library():
+    """A clip uniformly, then a frame with ``history - 1`` frames of the clip before it (nv-tlabs/ASE
+    ase/utils/motion_lib.py:100-118, ase/env/tasks/humanoid_amp.py:71-76); the old rule drew a 300-frame clip 100x
+    as often as a 3-frame one."""
+    starts, counts = torch.tensor([0, 3]), torch.tensor([3, 300])
+    ref = ReferenceData(torch.zeros(303, 1), torch.repeat_interleave(torch.arange(2), counts), starts, counts)
+    g = torch.Generator().manual_seed(0)
+    frames = ref.sample_frames(20000, g, history=2)
+    short = frames < 3
+    assert abs(float(short.float().mean()) - 0.5) < 0.02
+    assert set(frames[short].tolist()) == {1, 2}  # (s, s') inside the clip: never its first frame
+    assert int(frames[~short].min()) == 4 and int(frames[~short].max()) == 302
+    uniform = ref.sample_frames(20000, g, clip_first=False)
+    assert float((uniform < 3).float().mean()) < 0.02
+    one = ReferenceData(torch.zeros(1, 1), torch.zeros(1, dtype=torch.long), torch.tensor([0]), torch.tensor([1]))
+    assert set(one.sample_frames(10, g, history=5).tolist()) == {0}  # a clip too short keeps its frame
+
+
+@pytest.mark.parametrize("name", ["ase", "calm"])
+def test_the_discriminator_trains_on_the_minibatch_s_first_disc_minibatch_size_rows(name, reference, monkeypatch):
+    """ASE's and CALM's code: amp_minibatch_size (4096) of each PPO minibatch, and as many reference samples."""
+    method = _method(name, reference, disc_minibatch_size=3)
+    storage = _rollout(reference, 0, method)
+    method.relabel(storage)
+    seen = []
+    if name == "ase":
+        draw = reference.sample_frames
+        monkeypatch.setattr(reference, "sample_frames", lambda n, *a, **k: seen.append(n) or draw(n, *a, **k))
+    else:
+        draw = method.windows.draw
+        monkeypatch.setattr(method.windows, "draw", lambda n, g: seen.append(n) or draw(n, g))
+    idx = torch.randperm(T * N)[:PPO_MINIBATCH]
+    if name == "calm":
+        method.policy_inputs(_ppo().ac, idx, storage.flat("obs")[idx])
+    method.after_policy_step(idx)
+    assert seen == [3]
+    assert method_config(name, {}).disc_minibatch_size == 4096
+
+
+def test_calm_rewards_the_latent_the_policy_acted_with(reference):
+    """NVlabs/CALM calm/learning/calm_agent.py:133-135: the rollout's stored latents, not a re-encoding."""
+    method = _method("calm", reference)
+    storage = _rollout(reference, 0, method)
+    with torch.no_grad():  # the encoder has moved since the worlds drew their latents
+        for p in method.encoder.parameters():
+            p.add_(0.5)
+        method.window_latents = method._encode_windows()
+    method.relabel(storage)
+    x = transition_features(storage.flat("encoder_inputs"), method.cfg.frames)
+    with torch.no_grad():
+        acted = method.cfg.disc_weight * discriminator_reward(method.disc(x, storage.flat("skills")))
+        ends = torch.stack(method._step_windows).reshape(-1)
+        current = method.cfg.disc_weight * discriminator_reward(method.disc(x, method.window_latents[ends]))
+    torch.testing.assert_close(storage.rewards.reshape(-1), acted)
+    assert not torch.allclose(acted, current)
 
 
 def test_method_options_are_checked_naming_the_key():

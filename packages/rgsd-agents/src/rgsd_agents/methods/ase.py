@@ -8,18 +8,24 @@
   as ASE's code.
 * Discriminator D(s, s') on transitions of the 358-D frame features (ASE's own
   discriminator sees 10 frames of its AMP features; here ``frames`` of ours,
-  default 2 = (s, s')); reference transitions are drawn uniformly from the
-  motion library. Loss: binary cross-entropy (reference 1, policy 0), a
+  default 2 = (s, s')); reference transitions are drawn clip first, as ASE's
+  motion library draws them: a clip uniformly, then a time within it with the
+  transition inside the clip. Loss: binary cross-entropy (reference 1, policy 0), a
   gradient penalty on the reference samples (ASE: 5), a logit regulariser on the
   output layer's weights (ASE: 0.01) and weight decay (ASE: 1e-4).
 * Encoder q(z | s, s') = vMF(mu(s, s'), kappa) as a second head on the
   discriminator's trunk (as in ASE); trained by maximising log q(z | s, s') of
   the policy's own transitions, i.e. minimising -kappa mu^T z.
-* Schedule as ASE's code: discriminator and encoder take one Adam step in every
-  PPO minibatch step (``after_policy_step``), on the minibatch's rollout rows and
-  as many uniformly drawn reference transitions, so PPO's ``epochs`` x
-  minibatches steps per rollout (ASE: 6 mini-epochs). The transition features
-  they need are cut once per rollout, in ``relabel``.
+* Schedule as ASE's code: discriminator and encoder take one Adam step (``lr``,
+  ASE's 2e-5) in every PPO minibatch step (``after_policy_step``), on the first
+  ``disc_minibatch_size`` of the minibatch's rollout rows (ASE: 4096) and as many
+  reference transitions, so PPO's ``epochs`` x minibatches steps per rollout
+  (ASE: 6 mini-epochs of 8 minibatches). The transition features they need are
+  cut once per rollout, in ``relabel``.
+* PPO and the policy are the shared runner's; the ``ase_paper`` preset sets them
+  as ASE's code has them (ReLU 1024, 1024, 512 with a latent branch of 512, 256,
+  6 epochs of 16,384, critic coefficient 5, one learning rate 2e-5, no gradient
+  clipping, bounds at 1.0).
 * Reward ``disc_weight * -log(1 - D(s, s')) + beta * max(kappa mu^T z, 0)``:
   beta log q(z | s, s') without the vMF normaliser log C_d(kappa) (a constant
   that would only shift every reward, and negative rewards would pay the policy
@@ -32,8 +38,10 @@
   target 1.0; see ``diversity_loss``).
 
 Not carried over from ASE's code: its replay buffer of older policy samples for
-the discriminator (here the current rollout's transitions only) and its
-fallen-state starts (the RGSD paper left those out for every method).
+the discriminator (here the current rollout's transitions only), its
+fallen-state starts (the RGSD paper left those out for every method) and its
+worlds that act with the mean action (``enable_eps_greedy``; every world samples
+here, and every sample is in PPO's loss).
 
 Evaluation picks a clip's latent as the best of N sampled latents by Cartesian
 error (ASE has no motion encoder for whole clips).
@@ -86,6 +94,7 @@ class ASEConfig(AdversarialConfig):
     diversity_target: float = 1.0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.hidden = tuple(int(h) for h in self.hidden)
         if self.diversity_coef < 0:
             raise ValueError(f"method.options.diversity_coef must be >= 0, got {self.diversity_coef}")
@@ -227,10 +236,12 @@ class ASE(SkillMethod):
         return {"disc_reward": disc.mean(), "encoder_reward": enc.mean(), "reward": reward.mean()}
 
     def after_policy_step(self, idx: Tensor) -> dict[str, Tensor]:
-        """One discriminator/encoder step on the minibatch's rollout rows and as many reference transitions."""
+        """One discriminator/encoder step on the minibatch's first ``disc_minibatch_size`` rollout rows and as many
+        reference transitions, drawn clip first."""
         cfg, ref = self.cfg, self.ctx.reference
         x_all, z_all = self._rollout
-        ref_x = transition_features(ref.inputs[ref.sample_frames(idx.shape[0], self.generator)], cfg.frames)
+        idx = cfg.disc_rows(idx)
+        ref_x = transition_features(ref.inputs[ref.sample_frames(idx.shape[0], self.generator, cfg.frames)], cfg.frames)
         loss, stats = ase_discriminator_loss(self.net, x_all[idx], ref_x, cfg)
         enc_loss = ase_encoder_loss(self.net, x_all[idx], z_all[idx], cfg.kappa)
         self.step_optimizer(self.optimizer, loss + cfg.encoder_coef * enc_loss, self.params)

@@ -22,15 +22,25 @@
   uniformity_weight x uniformity)`` (CALM: 0.1 x (align + 0.5 x uniform), Wang &
   Isola 2020: windows of a clip at most ``align_max_offset`` frames apart, CALM
   0.5 s, map close; latents spread over the sphere) before E's optimiser steps.
-* Conditional discriminator D(s, s' | z), input ``[transition features, z]``.
-  Reference samples: a transition inside a reference window, with the window's
-  latent computed without gradient (the demo latent). Policy samples: the
+* Conditional discriminator D(s, s' | z): the standardised transition features
+  and z through CALM's latent branch (``disc_latent_branch``: a 512, 256 ReLU MLP
+  with a tanh output of z's size), joined into a ReLU MLP. Reference samples: a
+  transition inside a reference window, with the window's latent computed
+  without gradient (the demo latent). Policy samples: the
   minibatch's transitions with their re-encoded latents, detached. Binary
   cross-entropy, gradient penalty on the reference transition features (not on
   the latent, as CALM), logit regulariser and weight decay (as ASE). One step
-  per PPO minibatch step, on the minibatch's rows and as many reference windows.
+  (``lr``, CALM's 2e-5) per PPO minibatch step, on the first
+  ``disc_minibatch_size`` of the minibatch's rows (CALM: 4096) and as many
+  reference windows; the regulariser's alignment pairs and uniformity take the
+  same windows.
 * Reward ``disc_weight x -log(1 - D(s, s' | z))`` (CALM: reward scale 2), z the
-  latent of the transition's window under the current encoder.
+  latent the policy acted with (the rollout's, encoded when its world drew the
+  window), as CALM's code scores it.
+* PPO and the policy are the shared runner's; the ``calm_paper`` preset sets
+  them as CALM's code has them (ReLU 1024, 1024, 512 with a latent branch of
+  512, 256, 6 epochs of 16,384, critic coefficient 5, one learning rate 2e-5,
+  no gradient clipping, bounds at 1.0).
 
 Evaluation and downstream take each clip's latent from ``clip_latents.json``
 (``latent_choice: clip_latents``): E of the clip's first window, the motion the
@@ -42,10 +52,14 @@ Departures from CALM (besides the 16-D latent and PPO on the shared runner):
   not CALM's 10 AMP frames;
 - no replay buffer of older policy samples for the discriminator (the current
   rollout's);
-- E has its own Adam group (``encoder_lr``, CALM's 2e-5) beside the
-  discriminator's (``lr``); CALM steps every network with one Adam;
+- E and D have their own Adam (``encoder_lr``, ``lr``: both CALM's 2e-5), apart
+  from PPO's; CALM steps every network with one Adam, which is the same update
+  while every learning rate is 2e-5 and no gradient is clipped (``calm_paper``);
 - the uniformity term is taken on the alignment pairs' first windows, which are
   also the discriminator's reference windows (CALM draws a third batch);
+- every world samples its actions and every sample is in PPO's loss (CALM's
+  code has some worlds act with the mean action, ``enable_eps_greedy``, and
+  leaves those out of the policy loss);
 - padding frames are zeros after standardisation (the references' mean frame),
   not raw zeros, which would read as a body at height 0;
 - a clip's latent at evaluation is E of its first window (CALM has no per-clip
@@ -73,8 +87,8 @@ from rgsd_agents.methods.common import (
     NORM_CLIP,
     AdversarialConfig,
     LatentSchedule,
-    MLPHead,
     ReferenceData,
+    Standardize,
     StepStats,
     discriminator_regularizer,
     discriminator_reward,
@@ -117,6 +131,9 @@ class CALMConfig(AdversarialConfig):
     """Motion encoder's hidden sizes (CALM: 1024, 1024, 512)."""
     disc_hidden: tuple[int, ...] = (1024, 1024, 512)
     """Conditional discriminator's hidden sizes (CALM: 1024, 1024, 512)."""
+    disc_latent_branch: tuple[int, ...] = (512, 256)
+    """Hidden sizes of the conditional discriminator's latent branch: z passes its own ReLU MLP with a tanh output
+    of z's size before it joins the transition (CALM's style MLP: 512, 256); empty: z joins as it is."""
     window: int = 60
     """Frames of a reference window the encoder reads (CALM: 60, 2 s at 30 Hz)."""
     window_features: str = "full"
@@ -128,9 +145,9 @@ class CALMConfig(AdversarialConfig):
     uniformity_weight: float = 0.5
     """Weight of uniformity beside alignment in the regulariser (CALM: 0.5)."""
     uniformity_rows: int = 4096
-    """Rows of the minibatch the uniformity term compares pairwise: its memory grows with their square (32,768
-    rows, the paper preset's minibatch, make 4 GiB matrices); the rows are random draws, so the first ones are a
-    random subset."""
+    """Most windows the uniformity term compares pairwise (the first of the regulariser's draws, which are random):
+    its memory grows with their square. CALM's code takes it over its amp_minibatch_size draws, 4096 (and so does
+    ``disc_minibatch_size``)."""
     align_max_offset: int = 15
     """The alignment term's second window ends up to this many frames after the first (CALM: 0.5 s)."""
     disc_weight: float = 2.0
@@ -139,8 +156,10 @@ class CALMConfig(AdversarialConfig):
     """With ``resample``: fewest steps a latent is held (CALM: 10)."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.encoder_hidden = tuple(int(h) for h in self.encoder_hidden)
         self.disc_hidden = tuple(int(h) for h in self.disc_hidden)
+        self.disc_latent_branch = tuple(int(h) for h in self.disc_latent_branch)
         if self.window_features not in WINDOW_FEATURES:
             raise ValueError(
                 f"method.options.window_features must be one of {', '.join(WINDOW_FEATURES)}, "
@@ -214,8 +233,36 @@ class WindowEncoder(nn.Module):
 
 
 def conditional_inputs(x: Tensor, z: Tensor) -> Tensor:
-    """The conditional discriminator's input: transition features then the latent, (B, dim + 16)."""
+    """The conditional discriminator's trunk input: transition features then the latent (or its branch's output),
+    (B, dim + 16)."""
     return torch.cat([x, z], dim=-1)
+
+
+class ConditionalDiscriminator(nn.Module):
+    """D(s, s' | z): the standardised transition and the latent, through CALM's latent branch (``branch``: a ReLU
+    MLP with a tanh output of the latent's size) or as it is, into a ReLU MLP -> logit."""
+
+    def __init__(self, in_dim: int, hidden: tuple[int, ...], branch: tuple[int, ...]):
+        super().__init__()
+        self.norm = Standardize(in_dim)
+        """The transition's standardisation (the references' statistics); the unit latent is left as it is."""
+        self.branch = mlp(SKILL_DIM, branch, SKILL_DIM, "relu") if branch else None
+        if self.branch is not None:
+            nn.init.uniform_(self.branch[-1].weight, -1.0, 1.0)  # CALM's style layer
+        self.net = mlp(in_dim + SKILL_DIM, hidden, 1, "relu")
+
+    def from_standardized(self, x_n: Tensor, z: Tensor) -> Tensor:
+        """Logits (B,) of standardised transitions (the gradient penalty is taken with respect to them)."""
+        style = z if self.branch is None else torch.tanh(self.branch(z))
+        return self.net(conditional_inputs(x_n, style)).squeeze(-1)
+
+    def forward(self, x: Tensor, z: Tensor) -> Tensor:
+        """Logits (B,) of transitions ``x`` with their latents ``z``."""
+        return self.from_standardized(self.norm(x), z)
+
+    def last_layer(self) -> nn.Linear:
+        """The output layer (the logit regulariser acts on its weights)."""
+        return self.net[-1]
 
 
 def alignment_loss(a: Tensor, b: Tensor) -> Tensor:
@@ -246,16 +293,15 @@ def encoder_regularizer(z: Tensor, z_near: Tensor, cfg: CALMConfig) -> tuple[Ten
 
 
 def conditional_disc_loss(
-    disc: MLPHead, policy_x: Tensor, policy_z: Tensor, ref_x: Tensor, ref_z: Tensor, cfg: CALMConfig
+    disc: ConditionalDiscriminator, policy_x: Tensor, policy_z: Tensor, ref_x: Tensor, ref_z: Tensor, cfg: CALMConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """D's loss on policy transitions (with their latents) and reference transitions (with their window's latent):
     binary cross-entropy, gradient penalty on the standardised reference transition features, logit regulariser
-    and weight decay. The latents come without gradient (no term here trains the encoder)."""
-    dx = ref_x.shape[-1]
-    ref_n = disc.norm(conditional_inputs(ref_x, ref_z.detach()))
-    ref_xn = ref_n[:, :dx].detach().requires_grad_(True)
-    ref_logits = disc.from_standardized(torch.cat([ref_xn, ref_n[:, dx:]], dim=-1)).squeeze(-1)
-    pol_logits = disc(conditional_inputs(policy_x, policy_z.detach())).squeeze(-1)
+    and weight decay (on every layer, the latent branch's too, as CALM's). The latents come without gradient (no
+    term here trains the encoder)."""
+    ref_xn = disc.norm(ref_x).detach().requires_grad_(True)
+    ref_logits = disc.from_standardized(ref_xn, ref_z.detach())
+    pol_logits = disc(policy_x, policy_z.detach())
     gan = gan_loss(pol_logits, ref_logits)
     gp = gradient_penalty(ref_logits, ref_xn)
     loss = gan + cfg.grad_penalty * gp + discriminator_regularizer(disc, disc.last_layer(), cfg)
@@ -283,8 +329,8 @@ class CALM(SkillMethod):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(ctx.seed + 202)
             self.encoder = WindowEncoder(self.windows.dim, cfg.encoder_hidden)
-            self.disc = MLPHead(cfg.frames * FEATURE_DIM + SKILL_DIM, cfg.disc_hidden, 1)
-        self._fit_disc_norm(ref.inputs.cpu())
+            self.disc = ConditionalDiscriminator(cfg.frames * FEATURE_DIM, cfg.disc_hidden, cfg.disc_latent_branch)
+        self.disc.norm.fit(transition_features(ref.inputs.cpu(), cfg.frames))
         self.encoder.to(self.device)
         self.disc.to(self.device)
         self.params = [*self.encoder.parameters(), *self.disc.parameters()]
@@ -307,14 +353,6 @@ class CALM(SkillMethod):
         """(transition features, window ends) of the rollout's rows, cut in ``relabel`` for PPO's minibatches."""
         self._minibatch_latents: Tensor | None = None
         self.step_stats = StepStats()
-
-    def _fit_disc_norm(self, inputs: Tensor) -> None:
-        """Standardise the transition part by the references' statistics; the unit latent part is left as is."""
-        x = transition_features(inputs, self.cfg.frames)
-        mean = torch.cat([x.mean(0), torch.zeros(SKILL_DIM)])
-        std = torch.cat([x.std(0).clamp_min(1e-3), torch.ones(SKILL_DIM)])
-        self.disc.norm.mean.copy_(mean)
-        self.disc.norm.std.copy_(std)
 
     @torch.no_grad()
     def _encode_windows(self) -> Tensor:
@@ -346,8 +384,8 @@ class CALM(SkillMethod):
         self._step_windows = self._step_windows[-horizon:]  # the rollout's steps (kept: relabel may run again)
         ends = torch.stack(self._step_windows).reshape(-1)
         x = transition_features(storage.flat("encoder_inputs"), self.cfg.frames)
-        logits = self.disc(conditional_inputs(x, self.window_latents[ends])).squeeze(-1)
-        disc = discriminator_reward(logits)
+        # the latent each step was taken with (encoded when its world drew the window), as CALM's code scores it
+        disc = discriminator_reward(self.disc(x, storage.flat("skills")))
         reward = self.cfg.disc_weight * disc
         storage.rewards.copy_(reward.view_as(storage.rewards))
         self._rollout = (x, ends)
@@ -366,11 +404,13 @@ class CALM(SkillMethod):
         return torch.cat([obs_n[:, : _SKILL.start], z_n, obs_n[:, _SKILL.stop :]], dim=-1)
 
     def after_policy_step(self, idx: Tensor) -> dict[str, Tensor]:
-        """E's step on the gradient PPO's backward left plus the regulariser's; D's step on the minibatch's rows
-        (their re-encoded latents, detached) and as many reference windows (their latents without gradient)."""
+        """E's step on the gradient PPO's backward left plus the regulariser's; D's step on the minibatch's first
+        ``disc_minibatch_size`` rows (their re-encoded latents, detached) and as many reference windows (their
+        latents without gradient), which the regulariser also takes."""
         cfg, g = self.cfg, self.generator
         x_all, _ = self._rollout
-        policy_z, self._minibatch_latents = self._minibatch_latents, None
+        idx = cfg.disc_rows(idx)
+        policy_z, self._minibatch_latents = self._minibatch_latents[: idx.shape[0]], None
         ends = self.windows.draw(idx.shape[0], g)
         z = self.encoder(self.windows.gather(ends))
         z_near = self.encoder(self.windows.gather(self.windows.later(ends, cfg.align_max_offset, g)))
@@ -427,6 +467,7 @@ __all__ = [
     "CALM",
     "WINDOW_FEATURES",
     "CALMConfig",
+    "ConditionalDiscriminator",
     "ReferenceWindows",
     "WindowEncoder",
     "alignment_loss",

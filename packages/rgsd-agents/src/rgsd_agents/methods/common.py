@@ -68,9 +68,22 @@ class ReferenceData:
         """Total reference frames F."""
         return int(self.inputs.shape[0])
 
-    def sample_frames(self, n: int, generator: torch.Generator) -> Tensor:
-        """(n,) reference frame indices, uniform over all frames (drawn on the generator's device)."""
-        return torch.randint(self.num_total, (n,), generator=generator, device=generator.device).to(self.inputs.device)
+    def sample_frames(self, n: int, generator: torch.Generator, history: int = 1, clip_first: bool = True) -> Tensor:
+        """(n,) reference frame indices, drawn on the generator's device.
+
+        ``clip_first`` (as ASE's and CALM's motion libraries draw, by their dataset file's weights; rgsd's clips have
+        none): a clip uniformly, then a frame uniformly among its frames that have ``history - 1`` frames of the
+        clip before them (ASE's ``truncate_time``: a sample of ``history`` frames lies inside the clip; a clip too
+        short keeps its last frame). Otherwise uniform over all frames, so that a long clip is drawn in proportion
+        to its length."""
+        g, dev = generator, self.inputs.device
+        if not clip_first:
+            return torch.randint(self.num_total, (n,), generator=g, device=g.device).to(dev)
+        clip = torch.randint(self.starts.shape[0], (n,), generator=g, device=g.device).to(dev)
+        skip = (self.num_frames[clip] - 1).clamp(max=history - 1)
+        count = self.num_frames[clip] - skip
+        u = torch.rand(n, generator=g, device=g.device).to(dev)
+        return self.starts[clip] + skip + torch.minimum((u * count).long(), count - 1)
 
     def nearby_frames(self, frames: Tensor, max_offset: int, generator: torch.Generator) -> Tensor:
         """For each frame, a frame of the same clip at most ``max_offset`` frames away (clamped to the clip)."""
@@ -163,13 +176,18 @@ def unit_sphere(n: int, generator: torch.Generator, dim: int = SKILL_DIM) -> Ten
 class AdversarialConfig:
     """What ASE and CALM share: the discriminator's input, its update and regularisers, the latent schedule.
 
-    The discriminator trains in every PPO minibatch step (``SkillMethod.after_policy_step``), on that minibatch's
-    policy transitions and as many reference transitions, as ASE's and CALM's code do: PPO's ``epochs`` and
-    ``minibatch_size`` set how many steps it takes per rollout."""
+    The discriminator trains in every PPO minibatch step (``SkillMethod.after_policy_step``), on the first
+    ``disc_minibatch_size`` of that minibatch's policy transitions and as many reference transitions, as ASE's and
+    CALM's code do: PPO's ``epochs`` and ``minibatch_size`` set how many steps it takes per rollout (their code: 6
+    epochs of 8 minibatches of 16,384 samples, so 48 discriminator steps of 4,096)."""
 
     frames: int = 2
     """Frames of a transition the discriminator sees (2: (s, s'); at most 5)."""
-    lr: float = 1e-4
+    lr: float = 2e-5
+    """Adam learning rate of the discriminator (ASE's and CALM's code: their one learning_rate, 2e-5)."""
+    disc_minibatch_size: int | None = 4096
+    """Policy samples per discriminator step: the first ones of the PPO minibatch (its rows are drawn at random),
+    with as many reference samples (ASE's and CALM's code: amp_minibatch_size 4096); None: the whole minibatch."""
     grad_penalty: float = 5.0
     """Weight of the gradient penalty on the reference samples (ASE: 5)."""
     logit_reg: float = 0.01
@@ -184,6 +202,14 @@ class AdversarialConfig:
     latent_steps_min: int = 1
     latent_steps_max: int = 150
     max_grad_norm: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.disc_minibatch_size is not None and self.disc_minibatch_size < 1:
+            raise ValueError(f"method.options.disc_minibatch_size must be >= 1 or null, got {self.disc_minibatch_size}")
+
+    def disc_rows(self, idx: Tensor) -> Tensor:
+        """The rows of PPO's minibatch ``idx`` the discriminator trains on: its first ``disc_minibatch_size``."""
+        return idx if self.disc_minibatch_size is None else idx[: self.disc_minibatch_size]
 
 
 class StepStats:

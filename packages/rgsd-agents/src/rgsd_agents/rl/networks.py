@@ -1,8 +1,9 @@
 """Actor-critic networks of the skill-conditioned policy (docs/design.md, Learning).
 
 The actor's mean network *is* an ``rgsd_envs.runs.policy.PolicyMLP`` (running
-observation normaliser + tanh MLP), so exporting it as ``<run>/policy.pt`` needs
-no conversion and evaluation needs only rgsd-envs. The Gaussian's log standard
+observation normaliser + MLP, optionally with ASE's and CALM's latent branch),
+so exporting it as ``<run>/policy.pt`` needs no conversion and evaluation needs
+only rgsd-envs. The Gaussian's log standard
 deviation is a separate, state-independent parameter (fixed or learned). The
 critic is a separate MLP on the same normalised observation; with value
 normalisation it predicts standardised returns (``ValueNormalizer``).
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from rgsd_envs.envs.observations import POLICY_LAYOUT
 from rgsd_envs.rewards.encoders import PAPER_HIDDEN
-from rgsd_envs.runs.policy import Moments, PolicyMLP, fold_batch_stats, mlp
+from rgsd_envs.runs.policy import LatentBranchMLP, Moments, PolicyMLP, fold_batch_stats, mlp
 
 Tensor = torch.Tensor
 LOG_2PI = math.log(2.0 * math.pi)
@@ -33,6 +35,11 @@ class NetworkConfig:
     """Hidden sizes of the critic (same input: normalised observation)."""
     activation: str = "tanh"
     """Hidden-layer activation of actor and critic (paper: tanh; ``rgsd_envs.runs.policy.mlp``)."""
+    latent_branch: tuple[int, ...] = ()
+    """Hidden sizes of the actor's latent branch: the observation's skill slice passes its own MLP with a tanh
+    output of the skill's size before it joins the rest (``rgsd_envs.runs.policy.LatentBranchMLP``; ASE's and
+    CALM's code: 512, 256). Empty: the skill is one more input (the RGSD paper's policy). The critic always
+    takes the skill as one more input, as ASE's and CALM's critics do."""
     init_log_std: float = -2.9
     """Initial log standard deviation of the (state-independent) Gaussian; ASE's fixed exp(-2.9) = 0.055."""
     learn_std: bool = False
@@ -44,8 +51,13 @@ class NetworkConfig:
     def __post_init__(self) -> None:
         self.actor_hidden = tuple(int(h) for h in self.actor_hidden)
         self.critic_hidden = tuple(int(h) for h in self.critic_hidden)
+        self.latent_branch = tuple(int(h) for h in self.latent_branch)
         if not self.actor_hidden or not self.critic_hidden or min(self.actor_hidden + self.critic_hidden) < 1:
             raise ValueError("actor_hidden and critic_hidden must be non-empty lists of positive sizes")
+        if self.latent_branch and min(self.latent_branch) < 1:
+            raise ValueError(
+                f"networks.latent_branch must be positive sizes (or empty), got {list(self.latent_branch)}"
+            )
         if self.init_mean_action not in ("reference", "zero"):
             raise ValueError(f"networks.init_mean_action must be 'reference' or 'zero', got {self.init_mean_action!r}")
 
@@ -73,15 +85,20 @@ class ValueNormalizer(nn.Module):
         return x * (self.var + self.eps).sqrt().to(x.dtype) + self.mean.to(x.dtype)
 
 
-def _init_linear(net: nn.Sequential, last_gain: float) -> None:
-    """Orthogonal weights (gain sqrt 2 hidden, ``last_gain`` output), zero biases (CleanRL)."""
+def _init_linear(net: nn.Module, last_gain: float) -> None:
+    """Orthogonal weights (gain sqrt 2 hidden, ``last_gain`` output), zero biases (CleanRL); a latent branch's
+    output layer uniform in +-1, as ASE's and CALM's style layer."""
+    if isinstance(net, LatentBranchMLP):
+        _init_linear(net.branch, math.sqrt(2.0))
+        nn.init.uniform_(net.branch[-1].weight, -1.0, 1.0)
+        net = net.trunk
     linears = [m for m in net if isinstance(m, nn.Linear)]
     for i, layer in enumerate(linears):
         nn.init.orthogonal_(layer.weight, last_gain if i == len(linears) - 1 else math.sqrt(2.0))
         nn.init.zeros_(layer.bias)
 
 
-def forward_mixed(net: nn.Sequential, x: Tensor, bf16: bool = False) -> Tensor:
+def forward_mixed(net: nn.Module, x: Tensor, bf16: bool = False) -> Tensor:
     """``net(x)``; with ``bf16`` the hidden layers run under bf16 autocast and the output layer in float32.
 
     The output layer stays in float32 because the policy's log-probabilities divide
@@ -91,16 +108,21 @@ def forward_mixed(net: nn.Sequential, x: Tensor, bf16: bool = False) -> Tensor:
     if not bf16:
         return net(x)
     with torch.autocast(x.device.type, dtype=torch.bfloat16):
+        if isinstance(net, LatentBranchMLP):
+            x, net = net.join(x), net.trunk
         h = net[:-1](x)
     return net[-1](h.float())
 
 
 class ActorCritic(nn.Module):
-    """Gaussian actor (``PolicyMLP`` mean, state-independent log std) and a critic MLP."""
+    """Gaussian actor (``PolicyMLP`` mean, state-independent log std) and a critic MLP; ``latent`` is the
+    observation's skill slice, which the actor's latent branch takes (``NetworkConfig.latent_branch``)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, cfg: NetworkConfig):
+    def __init__(self, obs_dim: int, act_dim: int, cfg: NetworkConfig, latent: slice = POLICY_LAYOUT["skill"]):
         super().__init__()
-        self.actor = PolicyMLP(obs_dim, act_dim, cfg.actor_hidden, cfg.activation)
+        self.actor = PolicyMLP(
+            obs_dim, act_dim, cfg.actor_hidden, cfg.activation, latent=latent, latent_branch=cfg.latent_branch
+        )
         self.critic = mlp(obs_dim, cfg.critic_hidden, 1, cfg.activation)
         _init_linear(self.actor.net, 0.01)
         _init_linear(self.critic, 1.0)
@@ -110,7 +132,7 @@ class ActorCritic(nn.Module):
     @torch.no_grad()
     def set_mean_action(self, action: Tensor) -> None:
         """Make ``action`` (A,) the initial mean action (the bias of the actor's output layer)."""
-        self.actor.net[-1].bias.copy_(action)
+        self.actor.output_layer().bias.copy_(action)
 
     @property
     def obs_normalizer(self) -> nn.Module:

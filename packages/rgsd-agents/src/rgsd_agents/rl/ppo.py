@@ -1,12 +1,13 @@
 """PPO's update rule (clipped surrogate), separate from the loop and the storage.
 
-Per minibatch: ``loss = policy + value - entropy_coef * entropy + BOUNDS_COEF * bounds``
+Per minibatch: ``loss = policy + critic_coef * value - entropy_coef * entropy + BOUNDS_COEF * bounds``
 with
 
 * policy: ``-min(ratio * A, clip(ratio, 1 +- clip) * A)``, advantages standardised
   over the rollout;
-* value: ``0.5 * (V_n(s) - R_n)^2`` on standardised returns R_n (``ValueNormalizer``);
-* bounds: squared excess of the action means beyond ``+-BOUND`` (ASE's bounds loss:
+* value: ``(V_n(s) - R_n)^2`` on standardised returns R_n (``ValueNormalizer``);
+  ``critic_coef`` 0.5 by default (ASE's and CALM's code: 5);
+* bounds: squared excess of the action means beyond ``+-bound`` (ASE's bounds loss:
   the env clips actions to [-1, 1], so means drifting outside get no policy
   gradient back).
 
@@ -26,6 +27,7 @@ critic's larger gradients cannot shrink the actor's step.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 import torch
@@ -51,9 +53,7 @@ class MinibatchHooks(Protocol):
 
 
 BOUNDS_COEF = 10.0
-"""Weight of the bounds loss (ASE's)."""
-BOUND = 1.1
-"""Action means beyond +-BOUND pay the bounds loss (ASE's)."""
+"""Weight of the bounds loss (ASE's and CALM's code: bounds_loss_coef 10)."""
 
 
 class PPO:
@@ -128,9 +128,10 @@ class PPO:
         lr64 = log_ratio.detach().double()  # tiny steps: (ratio - 1) - log ratio cancels to 0 in float32
         approx_kl = (torch.expm1(lr64) - lr64).mean().float()
         policy_loss = -torch.min(ratio * adv, ratio.clamp(1.0 - cfg.clip, 1.0 + cfg.clip) * adv).mean()
-        value_loss = 0.5 * (values_n - returns_n).square().mean()
-        bounds_loss = ((means - BOUND).clamp_min(0).square() + (-BOUND - means).clamp_min(0).square()).sum(-1).mean()
-        loss = policy_loss + value_loss - cfg.entropy_coef * entropy + BOUNDS_COEF * bounds_loss
+        value_loss = (values_n - returns_n).square().mean()
+        excess = (means.abs() - cfg.bound).clamp_min(0)
+        bounds_loss = excess.square().sum(-1).mean()
+        loss = policy_loss + cfg.critic_coef * value_loss - cfg.entropy_coef * entropy + BOUNDS_COEF * bounds_loss
         extra: dict[str, Tensor] = {}
         if hooks is not None:
             term, extra = hooks.policy_loss(self.ac, obs)
@@ -140,8 +141,9 @@ class PPO:
         loss.backward()
         if self.dp is not None:
             self.dp.average_gradients(self.actor_params + self.critic_params)
-        actor_norm = nn.utils.clip_grad_norm_(self.actor_params, cfg.max_grad_norm)
-        critic_norm = nn.utils.clip_grad_norm_(self.critic_params, cfg.max_grad_norm)
+        clip = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm  # inf: measure the norms, clip nothing
+        actor_norm = nn.utils.clip_grad_norm_(self.actor_params, clip)
+        critic_norm = nn.utils.clip_grad_norm_(self.critic_params, clip)
         self.optimizer.step()
         with torch.no_grad():
             return {

@@ -2,7 +2,8 @@
 
 A trained controller is saved as ``policy.pt`` (format ``rgsd-policy``): running
 observation statistics and the actor MLP that maps a normalised observation to
-the mean action. It loads without the trainer's code, so evaluation
+the mean action (ASE's and CALM's actors pass the latent through a branch of its
+own first: ``LatentBranchMLP``). It loads without the trainer's code, so evaluation
 (``rgsd-eval``) and downstream tasks depend only on ``rgsd-envs``. The trainer
 (``rgsd-agents``) builds its actor from these same classes.
 """
@@ -87,8 +88,38 @@ class ObsNormalizer(nn.Module):
         return ((x - mean) / std).clamp(-self.clip, self.clip)
 
 
+class LatentBranchMLP(nn.Module):
+    """An MLP whose input's latent slice first passes its own branch: ``trunk([rest, tanh(branch(latent))])``.
+
+    ASE's and CALM's actors (their ``AMPStyleCatNet1``): the latent goes through a small MLP with a tanh output of
+    the latent's size (the "style"), which is joined to the rest of the observation before the main layers."""
+
+    def __init__(
+        self, in_dim: int, hidden: Sequence[int], out_dim: int, activation: str, latent: slice, branch: Sequence[int]
+    ):
+        super().__init__()
+        if not 0 <= latent.start < latent.stop <= in_dim or not branch:
+            raise ValueError(
+                f"a latent branch needs a latent slice inside the input (0..{in_dim}) and hidden sizes, got "
+                f"{latent.start}..{latent.stop} and {list(branch)}"
+            )
+        self.latent = slice(int(latent.start), int(latent.stop))
+        width = self.latent.stop - self.latent.start
+        self.branch = mlp(width, branch, width, activation)
+        self.trunk = mlp(in_dim, hidden, out_dim, activation)
+
+    def join(self, x: Tensor) -> Tensor:
+        """The trunk's input (B, in_dim): the input with its latent slice replaced by the branch's output."""
+        style = torch.tanh(self.branch(x[..., self.latent]))
+        return torch.cat((x[..., : self.latent.start], style, x[..., self.latent.stop :]), dim=-1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, out_dim)."""
+        return self.trunk(self.join(x))
+
+
 class PolicyMLP(nn.Module):
-    """Deterministic part of the actor: normalise, MLP, mean action (B, act_dim)."""
+    """Deterministic part of the actor: normalise, MLP (optionally with a latent branch), mean action (B, act_dim)."""
 
     def __init__(
         self,
@@ -97,14 +128,30 @@ class PolicyMLP(nn.Module):
         hidden: Sequence[int] = (1024, 1024, 1024, 512),
         activation: str = "tanh",
         output: str = "linear",
+        latent: slice | None = None,
+        latent_branch: Sequence[int] = (),
     ):
         super().__init__()
         if output not in OUTPUTS:
             raise ValueError(f"output must be one of {', '.join(OUTPUTS)}, got {output!r}")
         self.obs_dim, self.act_dim = int(obs_dim), int(act_dim)
         self.hidden, self.activation, self.output = tuple(int(h) for h in hidden), activation, output
+        self.latent_branch = tuple(int(h) for h in latent_branch)
+        """Hidden sizes of the latent's own branch (``LatentBranchMLP``); empty: the latent is one more input."""
+        self.latent = latent if self.latent_branch else None
         self.normalizer = ObsNormalizer(obs_dim)
-        self.net = mlp(obs_dim, self.hidden, act_dim, activation)
+        self.net: nn.Module
+        if self.latent_branch:
+            if latent is None:
+                raise ValueError("a policy with a latent branch needs the latent's slice of the observation")
+            self.net = LatentBranchMLP(obs_dim, self.hidden, act_dim, activation, latent, self.latent_branch)
+        else:
+            self.net = mlp(obs_dim, self.hidden, act_dim, activation)
+
+    def output_layer(self) -> nn.Linear:
+        """The mean network's last layer (its bias is the initial mean action)."""
+        net = self.net.trunk if isinstance(self.net, LatentBranchMLP) else self.net
+        return net[-1]
 
     def forward(self, obs: Tensor) -> Tensor:
         """Mean action for raw observations (B, obs_dim)."""
@@ -129,6 +176,11 @@ class PolicyMLP(nn.Module):
             "hidden": list(self.hidden),
             "activation": self.activation,
             "output": self.output,
+            **(
+                {"latent": [self.latent.start, self.latent.stop], "latent_branch": list(self.latent_branch)}
+                if self.latent_branch
+                else {}
+            ),
             "clip": self.normalizer.clip,
             "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
             "meta": meta,
@@ -155,7 +207,11 @@ def load_policy(path: str | os.PathLike) -> PolicyMLP:
     output = payload.get("output", "linear")  # files written before OUTPUTS existed: linear
     if output not in OUTPUTS:
         raise InputFileError(path, f"unknown output {output!r} (this rgsd reads {', '.join(OUTPUTS)})", "output")
-    pol = PolicyMLP(payload["obs_dim"], payload["act_dim"], payload["hidden"], payload["activation"], output)
+    branch = payload.get("latent_branch", [])  # files without a latent branch have neither key
+    latent = slice(*payload["latent"]) if branch else None
+    pol = PolicyMLP(
+        payload["obs_dim"], payload["act_dim"], payload["hidden"], payload["activation"], output, latent, branch
+    )
     pol.normalizer.clip = float(payload.get("clip", 5.0))
     try:
         pol.load_state_dict(payload["state_dict"])
