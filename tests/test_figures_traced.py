@@ -1,0 +1,200 @@
+"""Every figure in the README's and the results page's tables is traced to a committed file that holds it.
+
+A table names its evidence in an HTML comment on one of the lines just above it:
+
+    <!-- source: docs/results/gpu_check_h200/throughput.json docs/results/gpu_check_h200/sharing.json -->
+
+Every number in the table's body (the first column, a row's label, aside) must be one of the numbers of its
+sources as the table rounds it: a JSON value or key, a CSV cell, or a number in a text file, taken as it is or in
+the units tables use (m as cm, a fraction as a percentage, thousands and millions written as k and M). A number
+edited by hand, or a table that outlives the run behind it, then fails here. Tables without a committed source
+are listed in ``UNTRACED`` with the command that would make one; the list only shrinks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = ("README.md", "docs/results.md")
+"""The pages whose tables hold measured figures."""
+SOURCE = re.compile(r"<!--\s*source:\s*(.+?)\s*-->")
+SCALES = (1.0, 100.0, 0.01, 1e-3, 1e-6, 10.0, 0.1)
+"""Unit changes between a source and a table: m -> cm, fraction -> %, -> k, -> M, mm <-> cm."""
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s?[kM](?![a-zA-Z]))?")
+LEADING_FIGURE = re.compile(r"^\**[-+]?\d")
+"""A first cell that starts with a number is a figure, not a row's label."""
+UNTRACED = {
+    ("README.md", "walk | run | sidestep | backward | punch"): "rgsd demo, rgsd train --config cpu, then rgsd eval",
+    ("README.md", "walk | jog | run | stealthy walk | zombie walk | kick | spinkick | punch"): (
+        "examples/real_mocap.sh, then rgsd eval"
+    ),
+    ("docs/results.md", "`rgsd eval`, cm | samples | walk | run | sidestep | backward | punch"): (
+        "rgsd demo / rgsd train --config cpu, then rgsd eval"
+    ),
+    ("docs/results.md", "clip | walk | jog | run | stealthy walk | zombie walk | kick | spinkick | punch"): (
+        "examples/real_mocap.sh, then rgsd eval"
+    ),
+    ("docs/results.md", "method | samples in 45 min | walk | run | sidestep (pelvis travel of 1.08 m) | backward | punch"): (
+        "benchmarks/learning_curves.py over the six methods' 2-core presets"
+    ),
+    ("docs/results.md", " | untrained | 19 minutes | 40 minutes"): "rgsd downstream --seeds over finished runs",
+    ("docs/results.md", "benchmark | result"): "the benchmarks named in each row, with --json",
+    ("docs/results.md", "option | what it does | measured outcome"): "the arms named in each row",
+}  # fmt: skip
+"""(page, header row) -> the command that would give its tables a committed source (one entry serves every table
+of the page with that header)."""
+
+
+@dataclass
+class Table:
+    """One markdown table of a page: where it is, its header, body rows and named sources."""
+
+    page: str
+    line: int
+    header: str
+    rows: list[list[str]]
+    sources: list[str]
+
+
+def tables(page: str) -> Iterator[Table]:
+    """The markdown tables of ``page`` (a header, a ``|---|`` rule, body rows), with the source comment above."""
+    lines = (REPO / page).read_text().splitlines()
+    i = 0
+    while i < len(lines) - 1:
+        if lines[i].startswith("|") and re.match(r"^\|[-:| ]+\|$", lines[i + 1].strip()):
+            header = " | ".join(c.strip() for c in lines[i].strip().strip("|").split("|"))
+            sources = [s for ln in lines[max(0, i - 3) : i] for m in SOURCE.finditer(ln) for s in m.group(1).split()]
+            rows, j = [], i + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                rows.append([c.strip() for c in lines[j].strip().strip("|").split("|")])
+                j += 1
+            yield Table(page, i + 1, header, rows, sources)
+            i = j
+        else:
+            i += 1
+
+
+def _walk(obj: object) -> Iterator[float]:
+    if isinstance(obj, bool) or obj is None:
+        return
+    if isinstance(obj, (int, float)):
+        yield float(obj)
+    elif isinstance(obj, str):
+        yield from _text_numbers(obj)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _text_numbers(str(k))
+            yield from _walk(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _walk(v)
+
+
+def _text_numbers(text: str) -> Iterator[float]:
+    for m in re.finditer(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?", text):
+        try:
+            yield float(m.group().replace(",", ""))
+        except ValueError:
+            continue
+
+
+def source_numbers(paths: list[str]) -> list[float]:
+    """Every number of the committed files: JSON values and keys, or the numbers written in a text file."""
+    out: list[float] = []
+    for rel in paths:
+        path = REPO / rel
+        assert path.is_file(), f"{rel}: named as a source but not committed"
+        text = path.read_text()
+        if path.suffix == ".json":
+            out += list(_walk(json.loads(text)))
+        else:
+            out += list(_text_numbers(text))
+    return out
+
+
+def cell_numbers(cell: str) -> Iterator[tuple[float, int, str]]:
+    """(value, decimals shown, text) of each number in a table cell; "32.4 M" is 32.4e6 shown to 0.1e6."""
+    cell = re.sub(r"\[[^\]]*\]\([^)]*\)|`[^`]*`", "", cell)  # links and code name things, they are not figures
+    for m in NUMBER.finditer(cell.replace("**", "")):
+        text = m.group().strip()
+        suffix = text[-1] if text[-1] in "kM" else ""
+        digits = text.rstrip("kM").strip().replace(",", "")
+        decimals = len(digits.split(".")[1]) if "." in digits else 0
+        scale = {"k": 1e3, "M": 1e6, "": 1.0}[suffix]
+        yield float(digits) * scale, decimals - round(math.log10(scale)), text
+
+
+def traced(value: float, decimals: int, candidates: list[float]) -> bool:
+    """Whether ``value``, shown to ``decimals`` places (negative: to tens, thousands...), is a candidate as rounded,
+    in one of ``SCALES``."""
+    step = 10.0 ** (-decimals)
+    return any(abs(c * s - value) <= step / 2 + 1e-9 * max(1.0, abs(value)) for c in candidates for s in SCALES)
+
+
+def untraced_cells(table: Table) -> list[str]:
+    """The body cells' numbers that no source holds (a first column of row labels is not checked; one of figures
+    is)."""
+    candidates = source_numbers(table.sources)
+    bad = []
+    for row in table.rows:
+        for cell in row if LEADING_FIGURE.match(row[0]) else row[1:]:
+            bad += [text for value, dec, text in cell_numbers(cell) if not traced(value, dec, candidates)]
+    return bad
+
+
+def _has_numbers(cell: str) -> bool:
+    return next(cell_numbers(cell), None) is not None
+
+
+def _all_tables() -> list[Table]:
+    return [t for page in PAGES for t in tables(page) if any(_has_numbers(c) for r in t.rows for c in r[1:])]
+
+
+@pytest.mark.parametrize("table", _all_tables(), ids=lambda t: f"{t.page}:{t.line}")
+def test_every_figure_of_a_results_table_is_in_its_committed_source(table):
+    if not table.sources:
+        assert (table.page, table.header) in UNTRACED, (
+            f"{table.page}:{table.line}: a table of figures with no <!-- source: ... --> comment above it and not "
+            f"listed as untraced: {table.header!r}"
+        )
+        return
+    bad = untraced_cells(table)
+    assert not bad, f"{table.page}:{table.line}: figures not in {table.sources}: {bad}"
+
+
+def test_the_untraced_list_names_only_tables_still_untraced():
+    untraced = {(t.page, t.header) for t in _all_tables() if not t.sources}
+    assert set(UNTRACED) <= untraced, f"traced or gone, drop from UNTRACED: {sorted(set(UNTRACED) - untraced)}"
+
+
+def test_an_edited_figure_is_caught(tmp_path):
+    """The check fails when a number of a traced table is changed by hand."""
+    traced_tables = [t for t in _all_tables() if t.sources]
+    assert traced_tables, "no traced table to check"
+    table = traced_tables[0]
+    assert not untraced_cells(table)
+    row = next(r for r in table.rows if any(_has_numbers(c) for c in r[1:]))
+    col = next(i for i, c in enumerate(row) if i and _has_numbers(c))
+    value, dec, text = next(cell_numbers(row[col]))
+    candidates = source_numbers(table.sources)
+    # a figure typed in by hand (one that no number of the source happens to round to: the check can only see those)
+    edited = next(
+        v for k in range(1, 50) if not traced(v := round(value * (1 + 0.07 * k), max(dec, 0)), dec, candidates)
+    )
+    row[col] = row[col].replace(text, f"{edited:.{max(dec, 0)}f}", 1)
+    assert untraced_cells(table) == [f"{edited:.{max(dec, 0)}f}"]
+
+
+def test_numbers_are_read_as_tables_write_them():
+    assert [(v, d) for v, d, _ in cell_numbers("**181,309** (23,104)")] == [(181309.0, 0), (23104.0, 0)]
+    assert [(v, d) for v, d, _ in cell_numbers("32.4 M")] == [(32.4e6, -5)]
+    assert list(cell_numbers("[link 3](x.md) `--set seed=4`")) == []
+    assert traced(15.7, 1, [0.157]) and traced(32.4e6, -5, [32374784.0]) and not traced(15.8, 1, [0.157])
