@@ -57,7 +57,6 @@ from torch import nn
 
 from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.methods.common import (
-    FEATURE_DIM,
     AdversarialConfig,
     LatentSchedule,
     MLPHead,
@@ -71,10 +70,9 @@ from rgsd_agents.methods.common import (
 )
 from rgsd_agents.rl.networks import ActorCritic
 from rgsd_agents.rl.storage import RolloutStorage
-from rgsd_envs.envs.observations import POLICY_LAYOUT, SKILL_DIM
+from rgsd_envs.envs.observations import SKILL_DIM
 
 Tensor = torch.Tensor
-_SKILL = POLICY_LAYOUT["skill"]
 
 
 @dataclass
@@ -182,11 +180,12 @@ class ASE(SkillMethod):
 
     def __init__(self, cfg: ASEConfig, ctx: MethodContext):
         super().__init__(cfg, ctx)
-        in_dim = cfg.frames * FEATURE_DIM
+        self.layout = ctx.reference.layout
+        in_dim = cfg.frames * self.layout.feature_dim
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(ctx.seed + 101)
             self.net = ASENetwork(in_dim, cfg.hidden)
-        self.net.trunk.norm.fit(transition_features(ctx.reference.inputs, cfg.frames).cpu())
+        self.net.trunk.norm.fit(transition_features(ctx.reference.inputs, cfg.frames, self.layout).cpu())
         self.net.to(self.device)
         self.optimizer = torch.optim.Adam(
             self.net.parameters(), lr=cfg.lr, fused=True
@@ -216,19 +215,19 @@ class ASE(SkillMethod):
         cfg = self.cfg
         if cfg.diversity_coef == 0.0:
             return None, {}
-        norm = ac.obs_normalizer
-        mean = norm.mean[_SKILL].to(obs_n.dtype)
-        std = (norm.var[_SKILL] + norm.eps).sqrt().to(obs_n.dtype)
-        z = F.normalize(obs_n[:, _SKILL] * std + mean, dim=-1)
+        norm, skill = ac.obs_normalizer, self.layout.skill
+        mean = norm.mean[skill].to(obs_n.dtype)
+        std = (norm.var[skill] + norm.eps).sqrt().to(obs_n.dtype)
+        z = F.normalize(obs_n[:, skill] * std + mean, dim=-1)
         z_other = unit_sphere(obs_n.shape[0], self.generator).to(obs_n.device)
         other = obs_n.clone()
-        other[:, _SKILL] = ((z_other - mean) / std).clamp(-norm.clip, norm.clip)
+        other[:, skill] = ((z_other - mean) / std).clamp(-norm.clip, norm.clip)
         loss = diversity_loss(ac.actor.net, obs_n, other, z, z_other, cfg.diversity_target)
         return cfg.diversity_coef * loss, {"diversity_loss": loss.detach()}
 
     @torch.no_grad()
     def relabel(self, storage: RolloutStorage) -> dict[str, Tensor]:
-        x = transition_features(storage.flat("encoder_inputs"), self.cfg.frames)
+        x = transition_features(storage.flat("encoder_inputs"), self.cfg.frames, self.layout)
         z = storage.flat("skills")
         reward, disc, enc = ase_reward(self.net, x, z, self.cfg)
         storage.rewards.copy_(reward.view_as(storage.rewards))
@@ -241,7 +240,9 @@ class ASE(SkillMethod):
         cfg, ref = self.cfg, self.ctx.reference
         x_all, z_all = self._rollout
         idx = cfg.disc_rows(idx)
-        ref_x = transition_features(ref.inputs[ref.sample_frames(idx.shape[0], self.generator, cfg.frames)], cfg.frames)
+        ref_x = transition_features(
+            ref.inputs[ref.sample_frames(idx.shape[0], self.generator, cfg.frames)], cfg.frames, self.layout
+        )
         loss, stats = ase_discriminator_loss(self.net, x_all[idx], ref_x, cfg)
         enc_loss = ase_encoder_loss(self.net, x_all[idx], z_all[idx], cfg.kappa)
         self.step_optimizer(self.optimizer, loss + cfg.encoder_coef * enc_loss, self.params)

@@ -83,7 +83,6 @@ from torch import nn
 
 from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.methods.common import (
-    FEATURE_DIM,
     NORM_CLIP,
     AdversarialConfig,
     LatentSchedule,
@@ -98,12 +97,11 @@ from rgsd_agents.methods.common import (
 )
 from rgsd_agents.methods.fb_cpr import CLIP_LATENTS
 from rgsd_agents.rl.storage import RolloutStorage
-from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, POLICY_LAYOUT, SKILL_DIM
+from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HUMANOID_LAYOUT, SKILL_DIM, ObservationLayout
 from rgsd_envs.runs.policy import mlp
 from rgsd_envs.utils.files import atomic_path
 
 Tensor = torch.Tensor
-_SKILL = POLICY_LAYOUT["skill"]
 _ENCODE_CHUNK = 1024
 """Windows encoded at once when every reference window is encoded (bounds the gathered windows' memory)."""
 
@@ -121,6 +119,17 @@ WINDOW_FEATURES: dict[str, list[int]] = {
 """Columns of the frame features o_t a window keeps per frame: "full" (358: all but the phase, a clock the motion
 does not show) or "compact" (76: root height, body positions, the root's linear and angular velocity; a 60-frame
 window of them is 4,560 numbers instead of 21,480)."""
+
+
+def window_columns(features: str, layout: ObservationLayout) -> list[int]:
+    """``WINDOW_FEATURES[features]`` for the humanoid; another env's "full" is every column of its frame but the
+    phase (its "compact" is not defined)."""
+    if layout == HUMANOID_LAYOUT:
+        return WINDOW_FEATURES[features]
+    if features != "full":
+        raise ValueError(f"method.options.window_features {features!r} names humanoid columns; use 'full' on this env")
+    phase = range(0) if layout.phase is None else range(layout.phase.start, layout.phase.stop)
+    return [i for i in range(layout.frame_dim) if i not in phase]
 
 
 @dataclass
@@ -176,7 +185,8 @@ class ReferenceWindows:
     """The reference clips' windows of ``length`` frames, each named by the index of its last frame."""
 
     def __init__(self, ref: ReferenceData, length: int, features: str):
-        frames = ref.inputs[:, -FRAME_DIM:][:, WINDOW_FEATURES[features]]  # o_t: the last frame of the history
+        width = ref.layout.frame_dim
+        frames = ref.inputs[:, -width:][:, window_columns(features, ref.layout)]  # o_t: the history's last frame
         table = ((frames - frames.mean(0)) / frames.std(0).clamp_min(1e-3)).clamp(-NORM_CLIP, NORM_CLIP)
         self.table = torch.cat([table, table.new_zeros(1, table.shape[1])])
         """(F + 1, D) standardised frames; the last row is the zero frame that pads a window before its clip."""
@@ -325,12 +335,15 @@ class CALM(SkillMethod):
     def __init__(self, cfg: CALMConfig, ctx: MethodContext):
         super().__init__(cfg, ctx)
         ref = ctx.reference
+        self.layout = ref.layout
         self.windows = ReferenceWindows(ref, cfg.window, cfg.window_features)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(ctx.seed + 202)
             self.encoder = WindowEncoder(self.windows.dim, cfg.encoder_hidden)
-            self.disc = ConditionalDiscriminator(cfg.frames * FEATURE_DIM, cfg.disc_hidden, cfg.disc_latent_branch)
-        self.disc.norm.fit(transition_features(ref.inputs.cpu(), cfg.frames))
+            self.disc = ConditionalDiscriminator(
+                cfg.frames * self.layout.feature_dim, cfg.disc_hidden, cfg.disc_latent_branch
+            )
+        self.disc.norm.fit(transition_features(ref.inputs.cpu(), cfg.frames, self.layout))
         self.encoder.to(self.device)
         self.disc.to(self.device)
         self.params = [*self.encoder.parameters(), *self.disc.parameters()]
@@ -383,7 +396,7 @@ class CALM(SkillMethod):
             )
         self._step_windows = self._step_windows[-horizon:]  # the rollout's steps (kept: relabel may run again)
         ends = torch.stack(self._step_windows).reshape(-1)
-        x = transition_features(storage.flat("encoder_inputs"), self.cfg.frames)
+        x = transition_features(storage.flat("encoder_inputs"), self.cfg.frames, self.layout)
         # the latent each step was taken with (encoded when its world drew the window), as CALM's code scores it
         disc = discriminator_reward(self.disc(x, storage.flat("skills")))
         reward = self.cfg.disc_weight * disc
@@ -397,11 +410,11 @@ class CALM(SkillMethod):
         _, ends = self._rollout
         z = self.encoder(self.windows.gather(ends[idx]))
         self._minibatch_latents = z
-        norm = ac.obs_normalizer
-        mean = norm.mean[_SKILL].to(obs_n.dtype)
-        std = (norm.var[_SKILL] + norm.eps).sqrt().to(obs_n.dtype)
+        norm, skill = ac.obs_normalizer, self.layout.skill
+        mean = norm.mean[skill].to(obs_n.dtype)
+        std = (norm.var[skill] + norm.eps).sqrt().to(obs_n.dtype)
         z_n = ((z - mean) / std).clamp(-norm.clip, norm.clip)
-        return torch.cat([obs_n[:, : _SKILL.start], z_n, obs_n[:, _SKILL.stop :]], dim=-1)
+        return torch.cat([obs_n[:, : skill.start], z_n, obs_n[:, skill.stop :]], dim=-1)
 
     def after_policy_step(self, idx: Tensor) -> dict[str, Tensor]:
         """E's step on the gradient PPO's backward left plus the regulariser's; D's step on the minibatch's first
@@ -415,7 +428,7 @@ class CALM(SkillMethod):
         z = self.encoder(self.windows.gather(ends))
         z_near = self.encoder(self.windows.gather(self.windows.later(ends, cfg.align_max_offset, g)))
         reg, reg_stats = encoder_regularizer(z, z_near, cfg)
-        ref_x = transition_features(self.ctx.reference.inputs[self.windows.frame_in(ends, g)], cfg.frames)
+        ref_x = transition_features(self.ctx.reference.inputs[self.windows.frame_in(ends, g)], cfg.frames, self.layout)
         disc_loss, stats = conditional_disc_loss(self.disc, x_all[idx], policy_z, ref_x, z, cfg)
         (reg + disc_loss).backward()  # added to the PPO loss's gradient on E
         if self.ctx.dp is not None:

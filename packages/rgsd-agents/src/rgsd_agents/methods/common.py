@@ -5,7 +5,8 @@ encoder input of s' (5 stacked 359-D frames ``o_{t-3} .. o_{t+1}``, ``rgsd_envs.
 so the last ``k`` frames of it are the transition ``(o_{t+2-k} .. o_t, o_{t+1})``;
 ``k = 2`` is ``(s, s')``. The reference library gives the same layout for every
 reference frame (``RGSDCore.ref_inputs``), so policy and reference transitions
-come from one function. The phase column is dropped: it is a clock the policy
+come from one function. Another env (the toy envs of ``rgsd_envs.envs.toy``) describes its frames with an
+``ObservationLayout``, which ``ReferenceData.layout`` carries to the methods. The phase column is dropped: it is a clock the policy
 does not control (it runs in discovery episodes too), so a discriminator or
 METRA's phi would only spend capacity on it.
 """
@@ -20,23 +21,25 @@ import torch.nn.functional as F
 from scipy import special
 from torch import nn
 
-from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN, SKILL_DIM
+from rgsd_envs.envs.observations import HUMANOID_LAYOUT, SKILL_DIM, ObservationLayout
 from rgsd_envs.runs.policy import mlp
 
 Tensor = torch.Tensor
 
-FEATURE_DIM = FRAME_DIM - 1
-"""358: a frame's features without the phase."""
-_PHASE = FRAME_LAYOUT["phase"]
+FEATURE_DIM = HUMANOID_LAYOUT.feature_dim
+"""358: a humanoid frame's features without the phase (another env's: ``ReferenceData.layout.feature_dim``)."""
 
 
-def transition_features(encoder_inputs: Tensor, frames: int) -> Tensor:
-    """The last ``frames`` frames of 5-frame encoder inputs (..., 1795), phase dropped: (..., frames * 358)."""
-    if not 1 <= frames <= HISTORY_LEN:
-        raise ValueError(f"frames must be in 1..{HISTORY_LEN} (the encoder input's history), got {frames}")
-    x = encoder_inputs.reshape(*encoder_inputs.shape[:-1], HISTORY_LEN, FRAME_DIM)[..., -frames:, :]
-    # slices, not a list of columns: a list indexes through a host tensor, a blocking upload on a GPU
-    return torch.cat((x[..., : _PHASE.start], x[..., _PHASE.stop :]), dim=-1).flatten(-2)
+def transition_features(encoder_inputs: Tensor, frames: int, layout: ObservationLayout = HUMANOID_LAYOUT) -> Tensor:
+    """The last ``frames`` frames of encoder inputs (..., history_len * frame_dim; the humanoid's 5 x 359), phase
+    dropped: (..., frames * layout.feature_dim)."""
+    history, width, phase = layout.history_len, layout.frame_dim, layout.phase
+    if not 1 <= frames <= history:
+        raise ValueError(f"frames must be in 1..{history} (the encoder input's history), got {frames}")
+    x = encoder_inputs.reshape(*encoder_inputs.shape[:-1], history, width)[..., -frames:, :]
+    if phase is not None:  # slices, not a list of columns: a list indexes through a host tensor (a blocking upload)
+        x = torch.cat((x[..., : phase.start], x[..., phase.stop :]), dim=-1)
+    return x.flatten(-2)
 
 
 @dataclass
@@ -51,16 +54,19 @@ class ReferenceData:
     """(clips,) first frame of each clip."""
     num_frames: Tensor
     """(clips,) frames of each clip."""
+    layout: ObservationLayout = HUMANOID_LAYOUT
+    """What the inputs' frames hold (the env's ``layout``): the methods size their networks by it."""
 
     @classmethod
     def from_core(cls, core, device: torch.device | str) -> ReferenceData:
-        """From an ``RGSDCore`` (``core.ref_inputs`` and ``core.lib``)."""
+        """From an ``RGSDCore`` or a toy env's core (``core.ref_inputs``, ``core.lib``, ``core.layout``)."""
         lib = core.lib
         return cls(
             core.ref_inputs.to(device, torch.float32),
             lib.clip_of_frame.to(device),
             lib.starts.to(device),
             lib.num_frames.to(device),
+            getattr(core, "layout", HUMANOID_LAYOUT),
         )
 
     @property

@@ -8,26 +8,26 @@ import numpy as np
 import torch
 
 from rgsd_agents.methods.base import SkillMethod
-from rgsd_envs.envs.observations import POLICY_LAYOUT
+from rgsd_envs.envs.observations import HUMANOID_LAYOUT
 
 Tensor = torch.Tensor
-_SKILL = POLICY_LAYOUT["skill"]
 
 
 class SkillChoosingEnv:
-    """Wraps an ``RGSDTorchEnv``: after each step (and a reset) the method may replace every world's z through
+    """Wraps an ``RGSDTorchEnv`` (or a toy env of ``rgsd_envs.envs.toy``): after each step (and a reset) the method may replace every world's z through
     ``env.set_skills``; the observations returned then hold the new z. Everything else is the env's."""
 
     def __init__(self, env: Any, method: SkillMethod):
         self.env = env
         self.method = method
         self._all = np.arange(env.num_envs)
+        self._skill = getattr(env, "layout", HUMANOID_LAYOUT).skill
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.env, name)
 
     def _choose(self, obs: Tensor, started: Tensor) -> Tensor:
-        skills = self.method.choose_skills(started, obs[:, _SKILL])
+        skills = self.method.choose_skills(started, obs[:, self._skill])
         if skills is None:
             return obs
         self.env.set_skills(self._all, skills)  # every world: no per-world index crosses to the host

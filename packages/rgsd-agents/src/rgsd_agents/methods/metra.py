@@ -39,9 +39,9 @@ import torch
 from torch import nn
 
 from rgsd_agents.methods.base import MethodContext, SkillMethod
-from rgsd_agents.methods.common import FEATURE_DIM, MLPHead, transition_features
+from rgsd_agents.methods.common import MLPHead, transition_features
 from rgsd_agents.rl.storage import RolloutStorage
-from rgsd_envs.envs.observations import SKILL_DIM
+from rgsd_envs.envs.observations import HUMANOID_LAYOUT, SKILL_DIM, ObservationLayout
 
 Tensor = torch.Tensor
 
@@ -69,10 +69,10 @@ class METRAConfig:
             raise ValueError(f"method.options.dual_lambda_init must be > 0, got {self.dual_lambda_init}")
 
 
-def state_pair(encoder_inputs: Tensor) -> tuple[Tensor, Tensor]:
-    """(s, s') frame features (B, 358) each from encoder inputs of s' (B, 1795)."""
-    x = transition_features(encoder_inputs, 2)
-    return x[..., :FEATURE_DIM], x[..., FEATURE_DIM:]
+def state_pair(encoder_inputs: Tensor, layout: ObservationLayout = HUMANOID_LAYOUT) -> tuple[Tensor, Tensor]:
+    """(s, s') frame features (B, 358) each from encoder inputs of s' (B, 1795) (another env: its ``layout``)."""
+    x = transition_features(encoder_inputs, 2, layout)
+    return x[..., : layout.feature_dim], x[..., layout.feature_dim :]
 
 
 @torch.no_grad()
@@ -116,10 +116,11 @@ class METRA(SkillMethod):
 
     def __init__(self, cfg: METRAConfig, ctx: MethodContext):
         super().__init__(cfg, ctx)
+        self.layout = ctx.reference.layout
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(ctx.seed + 303)
-            self.phi = MLPHead(FEATURE_DIM, cfg.hidden, SKILL_DIM)
-        self.phi.norm.fit(transition_features(ctx.reference.inputs.cpu(), 1))
+            self.phi = MLPHead(self.layout.feature_dim, cfg.hidden, SKILL_DIM)
+        self.phi.norm.fit(transition_features(ctx.reference.inputs.cpu(), 1, self.layout))
         self.phi.to(self.device)
         self.log_lambda = nn.Parameter(torch.tensor(float(cfg.dual_lambda_init), device=self.device).log())
         self.optimizer = torch.optim.Adam(
@@ -135,14 +136,14 @@ class METRA(SkillMethod):
 
     @torch.no_grad()
     def relabel(self, storage: RolloutStorage) -> dict[str, Tensor]:
-        s, s_next = state_pair(storage.flat("encoder_inputs"))
+        s, s_next = state_pair(storage.flat("encoder_inputs"), self.layout)
         reward = metra_reward(self.phi, s, s_next, storage.flat("skills"))
         storage.rewards.copy_(reward.view_as(storage.rewards))
         return {"reward": reward.mean()}
 
     def update(self, storage: RolloutStorage, generator: torch.Generator) -> dict[str, Tensor]:
         cfg = self.cfg
-        s_all, next_all = state_pair(storage.flat("encoder_inputs"))
+        s_all, next_all = state_pair(storage.flat("encoder_inputs"), self.layout)
         z_all = storage.flat("skills")
         params = list(self.phi.parameters())
         # every step's rows drawn at once on the CPU generator (the same minibatches on every device), one copy over

@@ -23,6 +23,7 @@ from rgsd_envs.envs.config import DEVIATION_KEYS, EnvConfig
 from rgsd_envs.envs.observations import (
     FRAME_DIM,
     HISTORY_LEN,
+    HUMANOID_LAYOUT,
     SKILL_DIM,
     frame_features,
     history_indices,
@@ -117,6 +118,9 @@ def nonfinite_action_error(actions: Any) -> ValueError:
 
 class RGSDCore:
     """N worlds of RGSD-SMPL-v0: state, episodes and observations as torch tensors."""
+
+    layout = HUMANOID_LAYOUT
+    """What the observations hold (``ObservationLayout``), as the methods read it."""
 
     def __init__(
         self,

@@ -20,6 +20,8 @@ the last 5 frames stacked oldest first, ``s_t = (o_{t-4}, ..., o_t)`` (1795-D).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from rgsd_envs.humanoid import skeleton as sk
@@ -50,6 +52,52 @@ ENCODER_INPUT_DIM = HISTORY_LEN * FRAME_DIM
 """1795."""
 
 assert FRAME_DIM == 359 and FRAME_LAYOUT["body_rot"].start == FRAME_LAYOUT["body_pos"].stop
+
+
+@dataclass(frozen=True)
+class ObservationLayout:
+    """The sizes a method reads off an env's observations: frame o_t, skill z, encoder history, phase column.
+
+    An env describes its observations with one (``env.layout``, ``core.layout``): the policy sees
+    ``[o_t, z]``, the encoder ``history_len`` frames stacked oldest first. ``HUMANOID_LAYOUT`` is RGSD-SMPL-v0's;
+    the toy envs of ``rgsd_envs.envs.toy`` bring their own, which is how the methods run on another env."""
+
+    frame_dim: int = FRAME_DIM
+    """Size of a frame o_t."""
+    phase_columns: tuple[int, int] | None = (FRAME_LAYOUT["phase"].start, FRAME_LAYOUT["phase"].stop)
+    """(start, stop) of the columns of o_t holding the clip's clock (dropped from the methods' transition
+    features); None: no clock."""
+    skill_dim: int = SKILL_DIM
+    history_len: int = HISTORY_LEN
+
+    @property
+    def phase(self) -> slice | None:
+        """The phase's slice of o_t (None: no clock)."""
+        return None if self.phase_columns is None else slice(*self.phase_columns)
+
+    @property
+    def feature_dim(self) -> int:
+        """A frame's size without the phase (358 for the humanoid)."""
+        return self.frame_dim - (0 if self.phase is None else self.phase.stop - self.phase.start)
+
+    @property
+    def policy_obs_dim(self) -> int:
+        """Size of the policy observation ``[o_t, z]``."""
+        return self.frame_dim + self.skill_dim
+
+    @property
+    def skill(self) -> slice:
+        """The skill's slice of the policy observation."""
+        return slice(self.frame_dim, self.policy_obs_dim)
+
+    @property
+    def encoder_input_dim(self) -> int:
+        """Size of the encoder input (``history_len`` stacked frames)."""
+        return self.history_len * self.frame_dim
+
+
+HUMANOID_LAYOUT = ObservationLayout()
+"""RGSD-SMPL-v0's layout (``FRAME_LAYOUT`` above)."""
 
 
 def _axes_map() -> tuple[Tensor, Tensor]:

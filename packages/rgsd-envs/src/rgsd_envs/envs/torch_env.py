@@ -29,7 +29,7 @@ import torch
 
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.core import RGSDCore, StepInfo, as_host_array, as_host_ids, nonfinite_action_error
-from rgsd_envs.envs.observations import POLICY_OBS_DIM, SKILL_DIM
+from rgsd_envs.envs.observations import POLICY_OBS_DIM, SKILL_DIM, ObservationLayout
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards.encoder_reward import EncoderRewardCore
@@ -141,6 +141,11 @@ class RGSDTorchEnv:
             self.enable_encoder_reward(reward_kappa, reward_constant)
         self.obs_dim = POLICY_OBS_DIM
         self.act_dim = sk.NUM_DOFS
+
+    @property
+    def layout(self) -> ObservationLayout:
+        """What the observations hold (``rgsd_envs.envs.observations.HUMANOID_LAYOUT``), as the methods read it."""
+        return self.core.layout
 
     @property
     def motion_lib(self) -> MotionLib:

@@ -23,7 +23,7 @@ import torch
 from gymnasium.vector import VectorEnv, VectorWrapper
 
 from rgsd_envs.envs.core import IMITATION, RGSDCore, as_host_ids
-from rgsd_envs.envs.observations import FRAME_DIM, HISTORY_LEN
+from rgsd_envs.envs.observations import HUMANOID_LAYOUT
 from rgsd_envs.rewards.encoders import EncoderLike, encoder_on, trainable_copy
 from rgsd_envs.utils.threads import env_side
 
@@ -50,7 +50,9 @@ class EncoderRewardCore:
         self.kappa = float(core.kappa if kappa is None else kappa)
         self.constant = float(self.kappa if constant is None else constant)
         n = core.num_envs
-        self.history = torch.zeros(n, HISTORY_LEN, FRAME_DIM, device=core.device)
+        self.layout = getattr(core, "layout", HUMANOID_LAYOUT)
+        """The env's observation layout (the history's frames and their size)."""
+        self.history = torch.zeros(n, self.layout.history_len, self.layout.frame_dim, device=core.device)
         self.skills = torch.zeros(n, core.skill.shape[1], device=core.device)
         """(N, 16) skill of each world's current episode."""
         self.tasks = torch.zeros(n, dtype=torch.long, device=core.device)
@@ -120,7 +122,7 @@ class EncoderRewardCore:
     def set_encoder(self, encoder: EncoderLike | str | os.PathLike) -> None:
         """Replace the trainable (discovery) encoder: an encoder object or file (a module is moved to the env's
         device)."""
-        self.trainable = encoder_on(encoder, self.core.device, "set_encoder's encoder")
+        self.trainable = encoder_on(encoder, self.core.device, "set_encoder's encoder", self.layout.encoder_input_dim)
 
 
 class _EncoderAccess:

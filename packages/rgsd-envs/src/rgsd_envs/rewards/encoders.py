@@ -202,21 +202,24 @@ class ReferenceKernelEncoder(nn.Module):
         return F.normalize(w @ self.directions, dim=-1)
 
 
-def check_encoder(encoder: EncoderLike, name: str = "encoder", device: torch.device | str = "cpu") -> None:
-    """Raise a clear error unless encoder maps float32 (B, 1795) on ``device`` to unit vectors (B, 16)."""
-    x = torch.zeros(2, ENCODER_INPUT_DIM, device=device)
+def check_encoder(
+    encoder: EncoderLike, name: str = "encoder", device: torch.device | str = "cpu", input_dim: int = ENCODER_INPUT_DIM
+) -> None:
+    """Raise a clear error unless encoder maps float32 (B, input_dim) on ``device`` (the humanoid's: 1795) to unit
+    vectors (B, 16)."""
+    x = torch.zeros(2, input_dim, device=device)
     try:
         with torch.no_grad():
             out = encoder(x)
     except Exception as err:
         raise ValueError(
-            f"{name} failed on a float32 (2, {ENCODER_INPUT_DIM}) input: {err}. "
-            f"An encoder maps float32 (B, {ENCODER_INPUT_DIM}) to unit vectors (B, {SKILL_DIM})."
+            f"{name} failed on a float32 (2, {input_dim}) input: {err}. "
+            f"An encoder maps float32 (B, {input_dim}) to unit vectors (B, {SKILL_DIM})."
         ) from None
     if not isinstance(out, Tensor) or tuple(out.shape) != (2, SKILL_DIM):
         shape = tuple(out.shape) if hasattr(out, "shape") else type(out).__name__
         raise ValueError(
-            f"{name} returned {shape} for a (2, {ENCODER_INPUT_DIM}) input; expected (2, {SKILL_DIM}) unit vectors"
+            f"{name} returned {shape} for a (2, {input_dim}) input; expected (2, {SKILL_DIM}) unit vectors"
         )
     norms = out.norm(dim=-1)
     if not torch.allclose(norms, torch.ones_like(norms), atol=1e-3):
@@ -234,13 +237,16 @@ def resolve_encoder(
 
 
 def encoder_on(
-    spec: EncoderLike | str | os.PathLike, device: torch.device | str = "cpu", name: str = "encoder"
+    spec: EncoderLike | str | os.PathLike,
+    device: torch.device | str = "cpu",
+    name: str = "encoder",
+    input_dim: int = ENCODER_INPUT_DIM,
 ) -> EncoderLike:
-    """An encoder object or file on ``device`` (an nn.Module is moved there), checked there."""
+    """An encoder object or file on ``device`` (an nn.Module is moved there), checked there on (2, ``input_dim``)."""
     enc = load_encoder(spec) if isinstance(spec, (str, os.PathLike)) else spec
     if isinstance(enc, nn.Module):
         enc.to(device)
-    check_encoder(enc, name, device)
+    check_encoder(enc, name, device, input_dim)
     return enc
 
 
