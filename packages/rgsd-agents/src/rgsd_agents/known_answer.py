@@ -101,9 +101,25 @@ class OnPolicyToyTrainer:
         self.method: SkillMethod = build_method(name, options, ctx)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            net = NetworkConfig(s.hidden, s.hidden, "tanh", s.init_log_std, False, "zero")
+            net = NetworkConfig(
+                actor_hidden=s.hidden,
+                critic_hidden=s.hidden,
+                activation="tanh",
+                init_log_std=s.init_log_std,
+                learn_std=False,
+                init_mean_action="zero",
+            )
             self.ac = ActorCritic(env.obs_dim, env.act_dim, net)
-        ppo = PPOConfig(s.actor_lr, s.critic_lr, s.gamma, 0.95, 0.2, s.epochs, s.minibatch_size, s.entropy_coef)
+        ppo = PPOConfig(
+            actor_lr=s.actor_lr,
+            critic_lr=s.critic_lr,
+            gamma=s.gamma,
+            gae_lambda=0.95,
+            clip=0.2,
+            epochs=s.epochs,
+            minibatch_size=s.minibatch_size,
+            entropy_coef=s.entropy_coef,
+        )
         self.ppo = PPO(self.ac, ppo)
         lay = env.layout
         self.storage = RolloutStorage(
