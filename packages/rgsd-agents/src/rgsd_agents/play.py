@@ -3,8 +3,10 @@
 The rollout is an evaluation rollout (``rgsd_eval.rollouts``): the humanoid
 starts in the clip's first reference frame and runs the policy's mean action
 with the skill ``z = z_m`` (the clip's embedding under the run's frozen
-encoder, or the clip's latent the run stored: FB-CPR's ``clip_latents.json``) or, with ``kappa``, one sample ``z ~ vMF(z_m, kappa)``, without early
-termination, to the clip's last frame. The camera follows the pelvis
+encoder, or the clip's latent the run stored: CALM's ``clip_latents.json``) or, with ``kappa``, one sample
+``z ~ vMF(z_m, kappa)``, without early termination, to the clip's last frame. A run with per-step latents (Meta
+Motivo's tracking inference, ``tracking_latents.npz``) changes the skill every step along the clip's track, as
+``rgsd eval`` does; ``z_m`` is then the track's mean and ``kappa`` turns the whole track. The camera follows the pelvis
 (``rgsd_envs.render.FollowCamera``).
 """
 
@@ -24,8 +26,8 @@ from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import model_for_clip, render_side_by_side
-from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
-from rgsd_eval.rollouts import RolloutJobs, run_rollouts
+from rgsd_envs.runs.run_dir import RunDir, load_clip_latents, load_tracking_latents
+from rgsd_eval.rollouts import RolloutJobs, SkillTracks, run_rollouts, track_centres
 from rgsd_eval.runs import load_run
 
 
@@ -36,7 +38,7 @@ class PlayedRollout:
     clip: str
     clip_index: int
     skill: np.ndarray
-    """(16,) the z the policy ran with."""
+    """(16,) the z the policy ran with (per-step latents: the z the clip's track was turned to)."""
     kappa: float | None
     qpos: np.ndarray
     """(T, 76) the simulated states, the start frame included."""
@@ -58,8 +60,11 @@ def play_rollout(
     seed: int = 0,
 ) -> PlayedRollout:
     """Roll out ``run``'s policy on ``clip``'s skill (default: the first clip); ``frames`` cuts it short."""
-    stored = RunDir(run).clip_latents_path() if RunDir(run).path.is_dir() else None
-    loaded = load_run(run, latent="encoder" if stored is None else "stored")
+    folder = RunDir(run)
+    tracking = folder.tracking_latents_path() if folder.path.is_dir() else None
+    stored = folder.clip_latents_path() if folder.path.is_dir() and tracking is None else None
+    mode = "tracking" if tracking is not None else "encoder" if stored is None else "stored"
+    loaded = load_run(run, latent=mode)
     source = motions or loaded.env_config.motions
     lib = MotionLib(source)
     c = 0 if clip is None else _clip_index(lib.names, clip, source)
@@ -75,13 +80,20 @@ def play_rollout(
         encoder=None if loaded.encoder_path is None else str(loaded.encoder_path),
     )
     try:
-        if stored is not None:
+        tracks = None
+        if tracking is not None:
+            per_step = load_tracking_latents(tracking, list(lib.names), lib.num_frames.tolist())
+            tracks = SkillTracks(per_step, track_centres(per_step))
+            z_m = tracks.centres[c]
+        elif stored is not None:
             z_m = load_clip_latents(stored, list(lib.names))[c].double().numpy()
         else:
             z_m = env.unwrapped.core.clip_embeddings[c].cpu().double().numpy()
         z = z_m if kappa is None else skills.sample_vmf(np.random.default_rng(seed), z_m, float(kappa))
         jobs = RolloutJobs(clip=[c], skill=z[None], group=0, keep_qpos=True)
-        res = run_rollouts(env, loaded.policy, jobs, seed=seed, fall_height=loaded.fall_height, features=False)
+        res = run_rollouts(
+            env, loaded.policy, jobs, seed=seed, fall_height=loaded.fall_height, features=False, skill_tracks=tracks
+        )
     finally:
         env.close()
     qpos = res.qpos[0] if frames is None else res.qpos[0][:frames]

@@ -58,19 +58,28 @@ class ImitationProbe:
         """Roll out each start once; error in cm, share of frames within the deviation threshold, imitation reward.
 
         ``latents`` (clips, candidates, 16) replace the encoder's z_m; a clip counts with its best candidate (lowest
-        error over its starts), as a best-of-N method picks a clip's latent. Per-step rows stay on the env's device
-        and are read once at the end."""
+        error over its starts), as a best-of-N method picks a clip's latent. Latents (clips, candidates, T, 16) change
+        every step: a world at its clip's frame f acts with row min(f, T - 1) (per-step tracking latents). Per-step
+        rows stay on the env's device and are read once at the end."""
         env = self.env
         n = len(self.clips)
         device = policy.normalizer.mean.device
         options = {"clip": self.clips.tolist(), "start_frame": self.starts.tolist(), "task": "imitation"}
         obs, _ = env.reset(seed=0, options=options)
-        if latents is not None:
+        per_step = latents is not None and latents.dim() == 4
+        if per_step:
+            table = latents.to(env.device)[self.clips, self.candidate]  # (n, T, 16)
+            starts = torch.as_tensor(self.starts, device=env.device)
+            rows = torch.arange(n, device=env.device)
+        elif latents is not None:
             env.set_skills(np.arange(n), latents.to(env.device)[self.clips, self.candidate])
             obs = env.observations()
         alive = torch.ones(n, dtype=torch.bool, device=env.device)
         sums = torch.zeros(4, n, dtype=torch.float64, device=env.device)  # error, within, reward, steps
-        for _ in range(int(self.length.max())):
+        for t in range(int(self.length.max())):
+            if per_step:
+                env.set_skills(np.arange(n), table[rows, (starts + t).clamp(max=table.shape[1] - 1)])
+                obs = env.observations()
             obs, reward, _, _, ex = env.step(policy(obs.to(device)).to(env.device))
             a = alive.to(torch.float64)
             error = ex.cartesian_error.to(torch.float64)
@@ -114,7 +123,8 @@ class ProbeHooks:
         raise NotImplementedError
 
     def probe_candidates(self, num_clips: int) -> torch.Tensor | None:
-        """(clips, candidates, 16) latents to try per clip (a best-of-N method), or None for the encoder's z_m."""
+        """(clips, candidates, 16) latents to try per clip (a best-of-N method), (clips, candidates, T, 16) latents
+        per step (``ImitationProbe.run``), or None for the encoder's z_m."""
         return None
 
     def probe_extras(self) -> dict[str, float]:

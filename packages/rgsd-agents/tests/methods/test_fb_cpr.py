@@ -27,6 +27,7 @@ from rgsd_agents.methods.fb_cpr import (
     noisy_action,
     orthonormality_loss,
     relabel,
+    tracking_inference,
     uniform_z,
     wgan_gradient_penalty,
     window_latents,
@@ -39,7 +40,7 @@ from rgsd_agents.training.offpolicy import OffPolicyRunner
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import FRAME_DIM, POLICY_OBS_DIM
 from rgsd_envs.runs.policy import load_policy
-from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
+from rgsd_envs.runs.run_dir import RunDir, load_clip_latents, load_tracking_latents
 
 T = torch.tensor
 
@@ -76,6 +77,19 @@ def test_fb_q_loss_matches_the_hand_computed_value():
     Fs = T([[[1.0, 0.0], [1.0, 1.0]]])
     target_Fs = T([[[1.0, 1.0], [0.0, 2.0]]])
     assert fb_q_loss(Fs, target_Fs, B, z, T([[0.5], [1.0]])).item() == pytest.approx(0.5 * (2.25 + 4.0) / 2)
+
+
+def test_fb_q_loss_combines_the_target_ensemble_with_the_fb_pessimism():
+    # metamotivo/fb/agent.py:219-220: next_Q = get_targets_uncertainty(target F^T z, fb_pessimism_penalty)
+    B, z = T([[1.0, 0.0], [0.0, 1.0]]), T([[1.0, 0.0], [1.0, 1.0]])
+    Fs = T([[[1.0, 0.0], [1.0, 1.0]], [[1.0, 0.0], [1.0, 1.0]]])  # Q = [1, 2] for both members
+    target_Fs = T([[[1.0, 1.0], [0.0, 2.0]], [[3.0, 0.0], [0.0, 4.0]]])  # next Q [1, 2] and [3, 4]: spread 2
+    discount = T([[0.5], [1.0]])
+    # penalty 0.5: next Q = mean - 0.5 * spread = the minimum [1, 2]; targets [2 + 0.5, 2 + 2] = [2.5, 4]
+    pess = fb_q_loss(Fs, target_Fs, B, z, discount, pessimism=0.5)
+    assert pess.item() == pytest.approx(0.5 * 2 * (2.25 + 4.0) / 2)
+    # penalty 0: the mean [2, 3]; targets [3, 5]; errors 2 and 3
+    assert fb_q_loss(Fs, target_Fs, B, z, discount).item() == pytest.approx(0.5 * 2 * (4.0 + 9.0) / 2)
 
 
 def test_ensemble_pessimism_of_two_members_with_penalty_half_is_their_minimum():
@@ -172,6 +186,42 @@ def test_expert_windows_are_consecutive_frames_of_one_clip_and_their_z_is_b_aver
     z = window_latents(B, 2)  # windows: mean (0.5, 0.5) -> norm sqrt 2; mean (3, 0)
     s2 = math.sqrt(2.0)
     torch.testing.assert_close(z, T([[1.0, 1.0], [1.0, 1.0], [s2, 0.0], [s2, 0.0]]))
+
+
+def test_tracking_inference_gives_each_step_the_projected_mean_of_b_over_the_next_window():
+    # B of the next states o_1 .. o_4 (d = 2, window 2): step t averages rows t and t + 1, the last step row 3 alone
+    B_next = T([[2.0, 0.0], [0.0, 2.0], [0.0, -2.0], [1.0, 0.0]])
+    s2 = math.sqrt(2.0)
+    # means (1, 1), (0, 0) -> projected onto the sphere of radius sqrt(2) (a zero mean stays 0), (0.5, -1), (1, 0)
+    expected = T([[1.0, 1.0], [0.0, 0.0], [0.5, -1.0], [1.0, 0.0]])
+    expected = s2 * torch.nn.functional.normalize(expected, dim=-1)
+    torch.testing.assert_close(tracking_inference(B_next, 2), expected)
+    # metamotivo/fb/model.py:154-159, its loop as written: z[t] = z[t : min(t + L, T)].mean(), then project_z
+    z = B_next.clone()
+    for t in range(z.shape[0]):
+        z[t] = z[t : min(t + 2, z.shape[0])].mean(0)
+    torch.testing.assert_close(tracking_inference(B_next, 2), s2 * torch.nn.functional.normalize(z, dim=-1))
+    # a window longer than the clip averages to its end
+    torch.testing.assert_close(
+        tracking_inference(B_next, 8)[0], s2 * torch.nn.functional.normalize(B_next.mean(0), dim=0)
+    )
+
+
+def test_the_agents_tracking_latents_start_from_the_frame_after_each_step():
+    # metamotivo README.md:235-242: ctx = tracking_inference(next_obs=observation[1:]); step t acts with ctx[t]
+    cfg = FBCPRConfig(
+        **{k: v for k, v in tiny_options(fb_cpr.NAME).items() if k not in ("loop", "batch_size")},
+        batch_size=33,
+        seq_length=3,
+    )
+    agent = fb_cpr.FBCPRAgent(cfg, 69, (16,), "relu", "cpu", seed=0)
+    frames = torch.randn(6, FRAME_DIM)
+    z = agent.tracking_latents(frames)
+    assert z.shape == (5, 16)
+    with torch.no_grad():
+        B = agent.backward_map(agent.normalize(frames))
+    torch.testing.assert_close(z[0], fb_cpr.project_z(B[1:4].mean(0)))
+    torch.testing.assert_close(z[4], fb_cpr.project_z(B[5:6].mean(0)))
 
 
 # -- the replay buffer ----------------------------------------------------------------------------
@@ -273,11 +323,20 @@ def test_a_seeded_run_trains_and_exports_a_policy_and_clip_latents_for_rgsd_eval
     run = RunDir(tmp_path / "run")
     assert run.config()["method"]["options"]["ortho_coef"] == 100.0  # defaults filled in beside the overrides
     info = run.method()
-    assert info == {"name": "fb_cpr", "latent_choice": "clip_latents", "clip_latents": fb_cpr.CLIP_LATENTS}
+    assert info == {
+        "name": "fb_cpr",
+        "latent_choice": "tracking",
+        "tracking_latents": fb_cpr.TRACKING_LATENTS,
+        "clip_latents": fb_cpr.CLIP_LATENTS,
+    }
     lib = runner.env.core.lib
     latents = load_clip_latents(run.clip_latents_path(), list(lib.names))
     first, count = int(lib.starts[1]), int(lib.num_frames[1])
-    torch.testing.assert_close(latents[1] * 4.0, runner.agent.clip_latent(runner.ref_features[first : first + count]))
+    frames = runner.ref_features[first : first + count]
+    torch.testing.assert_close(latents[1] * 4.0, runner.agent.clip_latent(frames))
+    tracks = load_tracking_latents(run.tracking_latents_path(), list(lib.names), lib.num_frames.tolist())
+    assert [t.shape for t in tracks] == [(int(n) - 1, 16) for n in lib.num_frames]
+    torch.testing.assert_close(torch.as_tensor(tracks[1]).float() * 4.0, runner.agent.tracking_latents(frames))
     # policy.pt is the actor: [o_t, z / sqrt(d)] -> tanh mean, as rgsd eval and play load it
     policy = load_policy(run.policy_path)
     assert (policy.obs_dim, policy.output) == (POLICY_OBS_DIM, "tanh")
@@ -290,16 +349,20 @@ def test_a_seeded_run_trains_and_exports_a_policy_and_clip_latents_for_rgsd_eval
     runner.close()
 
 
-def test_the_imitation_probe_rolls_out_the_exported_actor_with_the_clip_latents_evaluation_reads(registered, tmp_path):
+def test_the_imitation_probe_rolls_out_the_exported_actor_with_the_tracking_latents_evaluation_reads(
+    registered, tmp_path
+):
     runner = OffPolicyRunner(dataclasses.replace(tiny_config(2), probe_every=2), tmp_path / "run", progress=False)
     history = runner.learn()
     probed = {k for k in history[1] if k.startswith("probe")}
     assert "probe/cartesian_error_cm" in probed and not any(k.startswith("probe") for k in history[0])
     assert set(runner.initial_probe) == probed  # the untrained policy, logged at step 0
     run, lib = RunDir(tmp_path / "run"), runner.env.core.lib
-    latents = load_clip_latents(run.clip_latents_path(), list(lib.names))
+    tracks = load_tracking_latents(run.tracking_latents_path(), list(lib.names), lib.num_frames.tolist())
+    longest = max(t.shape[0] for t in tracks)
+    table = torch.stack([torch.as_tensor(t[[min(i, len(t) - 1) for i in range(longest)]]) for t in tracks]).float()
     probe = ImitationProbe(runner.env_cfg, lib, str(run.encoder_path))
-    again = probe.run(load_policy(run.policy_path), latents[:, None])
+    again = probe.run(load_policy(run.policy_path), table[:, None])
     probe.close()
     runner.close()
     for key in probed:
@@ -328,3 +391,67 @@ def test_the_config_refuses_a_latent_that_does_not_fit_the_skill_slot():
         FBCPRConfig(z_dim=256)
     with pytest.raises(ValueError, match="multiple of seq_length"):
         FBCPRConfig(batch_size=100)
+
+
+# -- pinned to its authors' code (facebookresearch/metamotivo) -------------------------------------------------
+def test_fb_cpr_defaults_follow_its_code():
+    cfg = FBCPRConfig()
+    # examples/fbcpr_train_humenv.py: the paper's agent config
+    assert cfg.batch_size == 1024  # :429
+    assert cfg.update_z_every == 150  # :431 update_z_every_step
+    assert cfg.actor_std == 0.2  # :432
+    assert cfg.seq_length == 8  # :433
+    assert (cfg.f_hidden, cfg.f_layers) == (1024, 2)  # :436, :443, :447
+    assert (cfg.b_hidden, cfg.b_layers) == (256, 1)  # :444, :448
+    assert (cfg.critic_hidden, cfg.critic_layers) == (1024, 2)  # :436, :446, :450
+    assert (cfg.lr_f, cfg.lr_b, cfg.lr_actor, cfg.lr_critic) == (1e-4, 1e-5, 1e-4, 1e-4)  # :455-458
+    assert cfg.ortho_coef == 100.0  # :459
+    assert cfg.z_mix == (0.2, 0.6, 0.2)  # :460 train_goal_ratio 0.2, :461 expert_asm_ratio 0.6, the rest uniform
+    assert cfg.relabel_ratio == 0.8  # :462
+    assert cfg.reg_coeff == 0.01  # :463
+    assert cfg.q_loss_coef == 0.1  # :464
+    assert cfg.grad_penalty == 10.0  # :466
+    assert cfg.lr_discriminator == 1e-5  # :468
+    assert (cfg.disc_layers, cfg.disc_hidden) == (3, 1024)  # :469-470
+    assert cfg.discount == 0.98  # :473
+    # metamotivo/fb/agent.py TrainConfig, which the script leaves at its defaults
+    assert cfg.fb_target_tau == 0.01  # :27
+    assert cfg.fb_pessimism == 0.0  # :30 fb_pessimism_penalty
+    assert cfg.actor_pessimism == 0.5  # :31
+    assert cfg.stddev_clip == 0.3  # :32
+    assert cfg.z_buffer_size == 10000  # :38
+    # metamotivo/fb_cpr/agent.py TrainConfig
+    assert cfg.critic_target_tau == 0.005  # :24
+    assert cfg.critic_pessimism == 0.5  # :25
+    assert cfg.scale_reg is True  # :27
+    # metamotivo/fb/model.py:35 and fb_cpr/model.py:22 num_parallel
+    assert cfg.ensemble == 2
+    # the loop: examples/fbcpr_train_humenv.py:84 50 worlds, :135 an update round every 10 steps of them, :139
+    # 50 updates, :137 1000 random steps of each world
+    loop = cfg.loop
+    assert (loop.steps_per_iteration, loop.updates_per_iteration, loop.random_steps) == (10, 50, 50 * 1000)
+    # departures (docs/methods.md's table): :440 z_dim 256, :83 a 5 M replay buffer
+    assert cfg.z_dim == 16 and loop.replay_capacity == 1_000_000
+
+
+def test_rollout_latents_are_redrawn_at_each_episode_start_and_every_update_z_every_steps(registered, tmp_path):
+    # metamotivo/fb/agent.py:301-309: a new z where step_count % update_z_every_step == 0; step_count is the time
+    # since the episode began (examples/fbcpr_train_humenv.py:196 TimeAwareObservation, :256 td["time"])
+    options = {**RING, "loop": {**RING["loop"], "steps_per_iteration": 1}}
+    cfg = dataclasses.replace(tiny_config(1), method=MethodConfig(fb_cpr.NAME, tiny_options(fb_cpr.NAME, **options)))
+    runner = OffPolicyRunner(cfg, tmp_path / "run", progress=False)
+    every = runner.method_cfg.update_z_every
+    assert every == 3
+    held = torch.zeros(4, dtype=torch.long)
+    longest = 0
+    for _ in range(12):
+        age, before = runner.episode_steps.clone(), runner.z.clone()
+        runner.collect()
+        z = runner.replay.data["z"][len(runner.replay) - 4 : len(runner.replay)]  # the latents this step acted with
+        redrawn = (z != before).any(-1)
+        assert torch.equal(redrawn, age % every == 0), (age, redrawn)
+        torch.testing.assert_close(z.norm(dim=-1), torch.full((4,), 4.0))
+        held = torch.where(redrawn, 1, held + 1)
+        longest = max(longest, int(held.max()))
+    assert longest == every  # a latent is held for exactly update_z_every steps of an episode
+    runner.close()

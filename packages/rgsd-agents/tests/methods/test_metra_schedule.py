@@ -39,4 +39,13 @@ def test_metra_defaults_follow_its_code():
     from rgsd_agents.methods.metra import METRAConfig
 
     cfg = METRAConfig()
-    assert (cfg.phi_steps, cfg.minibatch_size, cfg.dual_lambda_init, cfg.dual_slack) == (50, 256, 30.0, 1e-3)
+    # seohongpark/METRA tests/main.py
+    assert cfg.minibatch_size == 256  # :82 trans_minibatch_size
+    assert cfg.hidden == (1024, 1024)  # :117 model_master_dim 1024, :118 model_master_num_layers 2
+    assert cfg.lr == 1e-4  # :98 common_lr
+    assert cfg.dual_lr == 1e-4  # :134 dual_lr None, which :412-414 _finalize_lr turns into common_lr
+    assert cfg.dual_lambda_init == 30.0  # :131 dual_lam
+    assert cfg.dual_slack == 1e-3  # :132 dual_slack
+    assert cfg.max_grad_norm is None  # iod/metra.py and iod/iod.py clip no gradients
+    # README.md:26 (ant, state-based) --trans_optimization_epochs 50; :83's default and the pixel runs: 200
+    assert cfg.phi_steps == 50

@@ -134,3 +134,29 @@ def test_env_heading_rule_sees_a_turned_pelvis():
     assert not core.observe().deviation.any()
     with pytest.raises(ValueError, match="only the deviation rule"):
         core.set_deviation_rule(fall_height=0.2)
+
+
+def test_discovery_episodes_run_to_discovery_end_frame_and_imitation_episodes_to_the_clip_end():
+    import numpy as np
+
+    from rgsd_envs.envs.torch_env import RGSDTorchEnv
+
+    cfg = EnvConfig(discovery_end_frame=100).without_early_termination()
+    env = RGSDTorchEnv(3, config=cfg)
+    last = int(env.core.lib.num_frames[0]) - 1  # the demo walk: frame 90
+    options = {"clip": [0, 0, 0], "start_frame": [last - 5] * 3, "task": ["imitation", "discovery", "discovery"]}
+    try:
+        env.reset(seed=0, options=options)
+        ended = np.full(3, -1)
+        for t in range(1, 30):
+            tr = env.transition(torch.zeros(3, env.act_dim))
+            assert tr.truncated.cpu().numpy().tolist() == tr.truncated_host.tolist()  # the host twin agrees
+            done = tr.done_host
+            ended = np.where((ended < 0) & done, t, ended)
+            if done.any():
+                env.restart(np.flatnonzero(done), {"clip": 0, "start_frame": 0, "task": "imitation"})
+    finally:
+        env.close()
+    assert ended.tolist() == [5, 100 - last + 5, 100 - last + 5]  # imitation at the clip's end, discovery later
+    with pytest.raises(ValueError, match="discovery_end_frame"):
+        EnvConfig(discovery_end_frame=0)

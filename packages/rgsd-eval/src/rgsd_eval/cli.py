@@ -142,7 +142,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sweep-clips", type=_positive_int, default=None, help="clips of the kappa sweep (quick 5, paper 3)"
     )
-    p.add_argument("--latent", type=_latent, default=None, help="auto | encoder | stored | best-of-N (default auto)")
+    p.add_argument(
+        "--latent", type=_latent, default=None, help="auto | encoder | stored | tracking | best-of-N (default auto)"
+    )
     p.add_argument(
         "--best-of", type=_positive_int, default=None, help="N when --latent auto picks best-of-N (quick 64, paper 500)"
     )

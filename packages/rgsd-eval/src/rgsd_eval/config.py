@@ -38,7 +38,8 @@ class EvalConfig:
     first clip of every other category follows (``protocol.sweep_clip_ids``)."""
     latent: str = "auto"
     """"encoder" (z_m of the run's encoder), "stored" (the latents the run wrote per clip, method.json's
-    ``clip_latents``), "best-of-N" (lowest-error of N uniform latents per clip), or "auto": what the run's
+    ``clip_latents``), "tracking" (a latent per step the run wrote, method.json's ``tracking_latents``: Meta
+    Motivo's tracking inference), "best-of-N" (lowest-error of N uniform latents per clip), or "auto": what the run's
     method.json says; without one, best-of-``best_of`` for runs without a grounded encoder (p_imitation 0, random
     encoder init, no encoder.pt), else encoder."""
     best_of: int = QUICK.best_of

@@ -1,10 +1,13 @@
 """Evaluate one run on a motion set: latents, batched rollouts, and every number of the report.
 
-For each clip m: the clip latent (z_m, or the best of N sampled latents),
-``imitation_rollouts`` rollouts with it from the clip's first frame, and for each
-kappa of ``EvalConfig.kappa_plan`` (the sweep, the discovery kappa, the top-view
-and video kappas) ``rollouts`` rollouts with z ~ vMF(latent, kappa) on the clips
-that kappa is planned for. All of them run in one batched pass over the vector
+For each clip m: the clip latent (z_m, the run's stored latent, or the best of N
+sampled latents), ``imitation_rollouts`` rollouts with it from the clip's first
+frame, and for each kappa of ``EvalConfig.kappa_plan`` (the sweep, the discovery
+kappa, the top-view and video kappas) ``rollouts`` rollouts with z ~ vMF(latent,
+kappa) on the clips that kappa is planned for. With per-step "tracking" latents
+(Meta Motivo) the clip latent is the normalised mean of the clip's track, the
+imitation rollouts follow the track step by step, and a vMF rollout follows the
+track turned from the clip latent to its z (``rollouts.steer_tracks``). All of them run in one batched pass over the vector
 environment, ``batch_size`` worlds at a time (``rollouts.run_rollouts``), so memory
 grows with the batch, not with the rollout count: the paper protocol's 500 per clip
 only adds rows to the per-rollout summaries (pelvis path, error, mean feature).
@@ -26,7 +29,7 @@ from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.clip import CATEGORIES
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import embed, within_motion_alignment
-from rgsd_envs.runs.run_dir import load_clip_latents
+from rgsd_envs.runs.run_dir import load_clip_latents, load_tracking_latents
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.features import FEATURE_DIM, heading_directions, motion_features
 from rgsd_eval.fid import GaussianStats, fid
@@ -41,7 +44,7 @@ from rgsd_eval.metrics import (
     to_start_frame,
 )
 from rgsd_eval.protocol import POLICY_NOISE
-from rgsd_eval.rollouts import RolloutJobs, Rollouts, run_rollouts
+from rgsd_eval.rollouts import RolloutJobs, Rollouts, SkillTracks, run_rollouts, track_centres
 from rgsd_eval.runs import LoadedRun, representative_clips
 
 IMITATION_GROUP = 0
@@ -153,13 +156,18 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         core = env.unwrapped.core
         z_m = core.clip_embeddings.cpu().double().numpy()
         search: dict[str, Any] | None = None
+        tracks: SkillTracks | None = None
         latents = z_m
         if loaded.latent.kind == "best-of":
             latents, search = _search(env, loaded, lib, cfg, common)
         elif loaded.latent.kind == "stored":
             latents = load_clip_latents(loaded.clip_latents, list(lib.names)).double().numpy()
+        elif loaded.latent.kind == "tracking":
+            per_step = load_tracking_latents(loaded.tracking_latents, list(lib.names), lib.num_frames.tolist())
+            latents = track_centres(per_step)
+            tracks = SkillTracks(per_step, latents)
         jobs = _eval_jobs(lib, latents, cfg, plan)
-        res = run_rollouts(env, loaded.policy, jobs, desc=f"{loaded.label}: rollouts", **common)
+        res = run_rollouts(env, loaded.policy, jobs, desc=f"{loaded.label}: rollouts", skill_tracks=tracks, **common)
         embedding = _embedding(core, lib, latents) if loaded.encoder_path is not None else None
     finally:
         env.close()

@@ -1,4 +1,5 @@
-"""Which skill z each clip is evaluated with: the encoder's z_m, latents the run stored, or the best of N.
+"""Which skill z each clip is evaluated with: the encoder's z_m, latents the run stored (one per clip, or one per
+step: "tracking"), or the best of N.
 
 Baselines without a grounded encoder (the DIAYN ablation) have no meaningful
 z_m; following the paper, N latents are drawn uniformly on the sphere per clip,
@@ -24,8 +25,8 @@ _STREAM_SEARCH, _STREAM_VMF = 1, 2
 
 @dataclass(frozen=True)
 class LatentMode:
-    """How clip latents are chosen: "encoder" (z_m), "stored" (the run's ``clip_latents`` file) or "best-of" with n
-    candidates; "auto" decides per run."""
+    """How clip latents are chosen: "encoder" (z_m), "stored" (the run's ``clip_latents`` file), "tracking" (the
+    run's ``tracking_latents`` file: a latent per step) or "best-of" with n candidates; "auto" decides per run."""
 
     kind: str
     n: int = DEFAULT_BEST_OF
@@ -35,15 +36,16 @@ class LatentMode:
 
 
 def parse_latent_mode(text: str) -> LatentMode:
-    """Parse "auto", "encoder", "stored" or "best-of-N" (N >= 1)."""
+    """Parse "auto", "encoder", "stored", "tracking" or "best-of-N" (N >= 1)."""
     t = str(text).strip().lower()
-    if t in ("auto", "encoder", "stored"):
+    if t in ("auto", "encoder", "stored", "tracking"):
         return LatentMode(t)
     m = re.fullmatch(r"best-of-(\d+)", t)
     if m and int(m.group(1)) >= 1:
         return LatentMode("best-of", int(m.group(1)))
     raise ValueError(
-        f"latent mode must be 'auto', 'encoder', 'stored' or 'best-of-N' with N >= 1 (e.g. best-of-64), got {text!r}"
+        "latent mode must be 'auto', 'encoder', 'stored', 'tracking' or 'best-of-N' with N >= 1 (e.g. best-of-64), "
+        f"got {text!r}"
     )
 
 

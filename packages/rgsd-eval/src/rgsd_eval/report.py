@@ -274,7 +274,8 @@ def render_markdown(inputs: ReportInputs) -> str:
         *differences_table(our_setup(inputs)),
         "## Imitation: tracking error and motion FID",
         "",
-        "Each clip starts from its first reference frame with its latent and runs to the clip's end "
+        "Each clip starts from its first reference frame with its latent (tracking: a latent per step) and runs to "
+        "the clip's end "
         "(no early termination). ERR: mean over frames and bodies of the world-frame distance between simulated and "
         "reference body positions, averaged over rollouts, then over the category's clips. FID: ours, pooled "
         "feature windows of the category's rollouts against its reference clips. Lower is better.",
@@ -347,7 +348,7 @@ def render_markdown(inputs: ReportInputs) -> str:
         "## Diversity: z ~ vMF(z_m, κ)",
         "",
         f"{cfg.rollouts} rollouts per clip and κ (means over the κ's clips), centred on the clip's latent (z_m, or "
-        "the best-of-N pick). Latent angle: mean angle between z and that centre. Final pelvis spread: RMS distance "
+        "the best-of-N pick; tracking: the mean of the clip's per-step latents, the track turned with z). Latent angle: mean angle between z and that centre. Final pelvis spread: RMS distance "
         "of the final pelvis positions (start-heading frame) from their mean (m). Path spread: the same for the "
         "pelvis positions at each frame, averaged over frames (m). Pose spread: RMS distance of the rollouts' mean "
         "FID features from their mean. Spreads should fall as κ grows. Role: sweep (the κ sweep"

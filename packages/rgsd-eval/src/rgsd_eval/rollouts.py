@@ -2,7 +2,12 @@
 
 A rollout job is (clip, skill z): the world starts at the clip's first frame
 (full reference state) with that z and runs the policy until the clip's last
-frame. All jobs are stepped together, ``env.num_envs`` worlds at a time.
+frame. All jobs are stepped together, ``env.num_envs`` worlds at a time. With
+``SkillTracks`` (a latent per step of each clip: Meta Motivo's tracking
+inference) the world's skill changes every step (``env.set_skills``): the step
+from frame t acts with row t of its clip's track, turned by the rotation that
+takes the clip's centre to the job's z (``steer_tracks``), so a job whose z is
+the centre follows the track itself.
 
 The environment must be made for evaluation (``eval_env_config``): no
 termination on deviation or falls, so every rollout reaches the clip's end, as
@@ -105,6 +110,34 @@ class Rollouts:
     """(length, 76) qpos of the jobs with ``keep_qpos``."""
 
 
+@dataclass
+class SkillTracks:
+    """A latent per step of each clip, and each clip's centre latent (the job z that follows the track unturned)."""
+
+    latents: list[np.ndarray]
+    """Per clip (frames - 1, 16) unit latents; row t is the skill of the step from the clip's frame t."""
+    centres: np.ndarray
+    """(clips, 16) unit latents; ``track_centres`` of ``latents`` by default."""
+
+
+def track_centres(latents: list[np.ndarray]) -> np.ndarray:
+    """(clips, 16) each track's normalised mean latent."""
+    mean = np.stack([z.mean(axis=0) for z in latents])
+    return mean / np.maximum(np.linalg.norm(mean, axis=-1, keepdims=True), 1e-12)
+
+
+def steer_tracks(tracks: np.ndarray, centre: np.ndarray, skill: np.ndarray) -> np.ndarray:
+    """(m, T, 16) tracks turned by the rotation in the plane of (centre, skill) that takes each row's unit ``centre``
+    (m, 16) to its unit ``skill`` (m, 16): R = I - (a + b)(a + b)^T / (1 + a.b) + 2 b a^T; R = I where they match."""
+    a, b = centre[:, None, :], skill[:, None, :]
+    c = (a * b).sum(-1, keepdims=True)
+    s = a + b
+    x = tracks
+    out = x - s * (s * x).sum(-1, keepdims=True) / np.maximum(1.0 + c, 1e-9) + 2.0 * b * (a * x).sum(-1, keepdims=True)
+    out = out / np.maximum(np.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
+    return np.where(np.all(a == b, axis=-1, keepdims=True), x, out)
+
+
 StepHook = Callable[[Any, int], None]
 """``hook(env, t)``: called after step t, before the state is recorded."""
 
@@ -124,8 +157,11 @@ def run_rollouts(
     on_step: StepHook | None = None,
     torch_threads: int | None = 1,
     max_frames: int | None = None,
+    skill_tracks: SkillTracks | None = None,
 ) -> Rollouts:
     """Run every job to its clip's end, ``env.num_envs`` worlds at a time (see the module docstring).
+
+    ``skill_tracks``: every job's skill changes per step along its clip's track (module docstring).
 
     ``max_frames`` (at least 2) stops every rollout after that many frames, the start frame included, when its
     clip is longer.
@@ -150,6 +186,14 @@ def run_rollouts(
         raise ValueError(f"max_frames must be at least 2 (the start frame and one step), got {max_frames}")
     if max_frames is not None:
         nf = np.minimum(nf, max_frames)
+    if skill_tracks is not None:
+        counts = [z.shape[0] for z in skill_tracks.latents]
+        expected = (lib.num_frames.cpu().numpy() - 1).tolist()
+        if counts != expected or skill_tracks.centres.shape != (lib.num_clips, jobs.skill.shape[1]):
+            raise ValueError(
+                f"skill_tracks must hold frames - 1 latents per clip ({expected}) and one centre per clip, got "
+                f"{counts} and centres {skill_tracks.centres.shape}"
+            )
     t_max = int(nf[jobs.clip].max()) if len(jobs) else 1
     out = Rollouts(
         jobs=jobs,
@@ -180,7 +224,7 @@ def run_rollouts(
             raise ValueError("action_noise must be >= 0")
         box = getattr(policy, "output", "linear") == "tanh"
         noisy = noise if bool((noise > 0).any()) else None
-        opts = _ChunkOptions(noisy, gen, fall_height, features, fid_window, on_step, bar, max_frames, box)
+        opts = _ChunkOptions(noisy, gen, fall_height, features, fid_window, on_step, bar, max_frames, box, skill_tracks)
         for k, ids in enumerate(chunks):
             _run_chunk(env, policy, jobs, ids, out, opts, seed + k)
     return out
@@ -208,6 +252,8 @@ class _ChunkOptions:
     max_frames: int | None = None
     clamp_unit_box: bool = False
     """Clamp noisy actions into [-1, 1] (policies with a tanh output)."""
+    skill_tracks: SkillTracks | None = None
+    """Per-step skills of every job (None: each job keeps its z)."""
 
 
 @dataclass
@@ -243,13 +289,17 @@ def _run_chunk(
     steps = int(nf[clips[:m]].max())
     if opts.max_frames is not None:
         steps = min(steps, opts.max_frames)
+    track = (
+        None if opts.skill_tracks is None else _world_tracks(opts.skill_tracks, clips, jobs.skill[world_jobs], steps)
+    )
     options = {
         "clip": clips.tolist(),
         "start_frame": [0] * n,
         "task": "imitation",
-        "skill": jobs.skill[world_jobs],
+        "skill": jobs.skill[world_jobs] if track is None else track[:, 0],
     }
     obs, _ = tenv.reset(seed=seed, options=options)
+    everyone = np.arange(n)
     dev = tenv.device
     keep = np.flatnonzero(jobs.keep_qpos[ids])
     keep_idx = core.device_ids(keep)
@@ -271,6 +321,9 @@ def _run_chunk(
     unstable = np.zeros(m, dtype=bool)
     alive = np.ones(m, dtype=bool)
     for t in range(1, steps):
+        if track is not None and t > 1:  # the step from frame t - 1 acts with the track's row t - 1
+            tenv.set_skills(everyone, torch.as_tensor(track[:, t - 1], dtype=torch.float32))
+            obs = tenv.observations()
         actions = torch.as_tensor(policy.act(obs), dtype=torch.float32)
         if opts.action_noise is not None:
             noise = torch.randn(actions.shape, generator=opts.generator) * opts.action_noise
@@ -294,6 +347,14 @@ def _run_chunk(
             break
     recording = _Recording(body_pos.cpu().numpy(), qpos.cpu().numpy(), keep, fell.cpu().numpy(), length, unstable)
     _summarise(out, jobs, ids, lib, recording, opts)
+
+
+def _world_tracks(tracks: SkillTracks, clips: np.ndarray, skills: np.ndarray, steps: int) -> np.ndarray:
+    """(n, max(steps - 1, 1), 16) each world's skill per step: its clip's track (the last row held past the clip's
+    end), steered from the clip's centre to the world's job z."""
+    rows = np.arange(max(steps - 1, 1))
+    per_world = np.stack([tracks.latents[c][np.minimum(rows, tracks.latents[c].shape[0] - 1)] for c in clips])
+    return steer_tracks(per_world, tracks.centres[clips], np.asarray(skills, dtype=np.float64))
 
 
 def _summarise(

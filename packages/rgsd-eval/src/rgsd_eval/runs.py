@@ -26,7 +26,11 @@ DEFAULT_LOG_STD = -2.9
 FB_CPR_ACTOR_STD = 0.2
 """Meta Motivo's (FB-CPR's) fixed exploration std (``method.options.actor_std``'s default in rgsd-agents)."""
 
-AUTO_MODES = {"encoder": LatentMode("encoder"), "clip_latents": LatentMode("stored")}
+AUTO_MODES = {
+    "encoder": LatentMode("encoder"),
+    "clip_latents": LatentMode("stored"),
+    "tracking": LatentMode("tracking"),
+}
 """``--latent auto`` for a run's ``method.json`` ``latent_choice`` (others: best-of-N)."""
 
 
@@ -49,6 +53,8 @@ class LoadedRun:
     """The run's skill method (``method.json``; older runs: rgsd, or diayn with a random encoder)."""
     clip_latents: Path | None = None
     """The run's stored per-clip latents (``method.json``'s ``clip_latents``), read by the "stored" mode."""
+    tracking_latents: Path | None = None
+    """The run's stored per-step latents (``method.json``'s ``tracking_latents``), read by the "tracking" mode."""
     action_std: np.ndarray = field(default_factory=lambda: np.full(sk.NUM_DOFS, math.exp(DEFAULT_LOG_STD)))
     """(act_dim,) the std of the run's own action distribution (``action_std``)."""
     action_std_source: str = "default"
@@ -115,13 +121,20 @@ def load_run(
         raise InputFileError(
             run.file(RunDir.METHOD), "--latent stored needs a run whose method.json names clip_latents", "clip_latents"
         )
+    tracking = run.tracking_latents_path()
+    if mode.kind == "tracking" and tracking is None:
+        raise InputFileError(
+            run.file(RunDir.METHOD),
+            "--latent tracking needs a run whose method.json has latent_choice tracking (Meta Motivo)",
+            "tracking_latents",
+        )
     encoder = latent_encoder or (run.encoder_path if run.encoder_path.is_file() else None)
     env_config, fall_height = eval_env_config(base)
     method = info["name"] if info is not None else ("diayn" if raw.get("encoder_init") == "random" else "rgsd")
     std, source = action_std(policy, raw, method)
     samples = getattr(policy, "meta", {}).get("global_step")
     return LoadedRun(
-        run, label or run.name, policy, env_config, fall_height, encoder, mode, method, stored, std, source,
+        run, label or run.name, policy, env_config, fall_height, encoder, mode, method, stored, tracking, std, source,
         None if samples is None else int(samples),
     )  # fmt: skip
 

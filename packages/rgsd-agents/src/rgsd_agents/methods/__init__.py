@@ -8,7 +8,7 @@ diayn      ``methods.rgsd``     on-policy  best of N sampled latents
 ase        ``methods.ase``      on-policy  best of N sampled latents
 calm       ``methods.calm``     on-policy  stored per clip: E of its first window
 metra      ``methods.metra``    on-policy  best of N sampled latents
-fb_cpr     ``methods.fb_cpr``   off-policy B averaged over the clip (stored per clip)
+fb_cpr     ``methods.fb_cpr``   off-policy one per step: B averaged over the next 8 frames
 =========  ===================  =========  ===========================================
 
 A training config names its method (``method.name``) and its options

@@ -6,7 +6,7 @@ the training command resolves it by ``method.name`` and the loop it names
 (``LOOP``) and never branches on which method it runs (rsl_rl's runner resolving
 its algorithm class is the shape). A method owns its networks and their
 optimisers, the reward the policy is trained on, its update and how it chooses a
-policy's latent z: per step while training (``choose_skills``) and per clip at
+policy's latent z: per step while training (``choose_skills``) and per clip (or per step of a clip) at
 evaluation (``LATENT_CHOICE``, written into the run folder so that rgsd-eval can
 follow it without importing rgsd-agents). Class attributes say how the shared env
 is set up for it: ``ENCODER`` (the frozen encoder the env is built with: a
@@ -74,7 +74,8 @@ class SkillMethod:
     """The method's config dataclass (the ``method.options`` section of the training config)."""
     LATENT_CHOICE: ClassVar[str] = "best_of_n"
     """How evaluation picks a clip's latent (``RunDir.LATENT_CHOICES``): "encoder" (a motion encoder's clip
-    embedding, the file ``export`` names) or "best_of_n" (the best of N sampled latents by Cartesian error)."""
+    embedding, the file ``export`` names), "best_of_n" (the best of N sampled latents by Cartesian error),
+    "clip_latents" (one stored per clip) or "tracking" (one stored per step of each clip)."""
     LOOP: ClassVar[str] = "on_policy"
     """The training loop: "on_policy" (the shared PPO runner) or "off_policy" (a replay-buffer learner)."""
     ENCODER: ClassVar[str] = "random"

@@ -22,17 +22,30 @@ replay samples with the z they were collected with) plus a WGAN gradient penalty
 (10) on interpolates; a z mix for the batch (20 % B of a replay state, 60 %
 expert-window z, the rest uniform on the sphere of radius sqrt(d)); 80 % of the
 batch relabelled with it; the FB temporal-difference loss plus the
-orthonormality of B (100) and the FB Q loss (0.1); the critic's TD loss on the
-discriminator's log-ratio reward; the actor loss -Q_D * reg * |Q_fb| - Q_fb
-(reg 0.01, ensembles combined pessimistically, penalty 0.5); soft target updates.
-A clip's latent at evaluation is B averaged over the clip's frames (the paper's
-tracking inference, one z per clip).
+orthonormality of B (100) and the FB Q loss (0.1), both on targets combined with
+the FB pessimism penalty (0); the critic's TD loss on the discriminator's
+log-ratio reward; the actor loss -Q_D * reg * |Q_fb| - Q_fb (reg 0.01, ensembles
+combined pessimistically, penalty 0.5); soft target updates.
+
+Evaluation tracks a clip with Meta Motivo's tracking inference
+(``tracking_inference``, metamotivo ``FBModel.tracking_inference``): one latent
+per step, z_t = the projection of the mean of B over the next ``seq_length`` (8)
+reference states o_{t+1} .. o_{t+8} (fewer at the clip's end). The run stores them
+in ``tracking_latents.npz`` (method.json's ``latent_choice: tracking``) and rgsd
+eval, rgsd play and the training probe change the world's skill every step.
+``clip_latents.json`` keeps one latent per clip, B averaged over the whole clip:
+downstream's style latents and ``rgsd eval --latent stored`` (an occupancy match,
+not tracking: the comparison in docs/results.md).
 
 Where this departs from the paper and its code:
 
 - z_dim 16 (paper 256): z lives in the env's 16-D skill slot. The slot holds the
   unit direction z / sqrt(d); the actor's observation normaliser scales it back, so
-  every network sees z of norm sqrt(d) as in the paper.
+  every network sees z of norm sqrt(d) as in the paper. The method cannot own a
+  larger latent: the skill is part of the env's observation (``POLICY_LAYOUT``,
+  375-D), which rgsd eval, play, the ONNX export and downstream check a policy
+  file against, and the env carries, samples and rewards it as 16-D. The cost: the
+  successor measure M = F B^T has rank at most 16 (the paper's: 256).
 - The actor is rgsd's ``PolicyMLP`` on ``[o_t, z / sqrt(d)]`` (one MLP of
   ``networks.actor_hidden`` with a tanh output) instead of the paper's two
   embeddings, so ``policy.pt`` loads in rgsd eval and play unchanged.
@@ -69,8 +82,10 @@ NAME = "fb_cpr"
 """``method.name`` of the method."""
 LOOP = "off_policy"
 """The training loop the method runs in (``rgsd_agents.training.offpolicy.OffPolicyRunner``)."""
-LATENT_CHOICE = "clip_latents"
-"""How evaluation picks a clip's latent: the per-clip latents the run writes (``CLIP_LATENTS``)."""
+LATENT_CHOICE = "tracking"
+"""How evaluation picks a clip's latents: one per step, the tracking inference the run writes (``TRACKING_LATENTS``)."""
+TRACKING_LATENTS = "tracking_latents.npz"
+"""Run-folder file of each clip's unit latents, one per step (``rgsd_envs.runs.run_dir.save_tracking_latents``)."""
 CLIP_LATENTS = "clip_latents.json"
 """Run-folder file of each clip's unit latent (B averaged over the clip), ``{clip name: [16 floats]}``."""
 Z_SOURCES = ("goal", "expert", "uniform")
@@ -82,12 +97,12 @@ class FBCPRConfig:
     """FB-CPR's settings (``method.options``); defaults are the paper's code (metamotivo's humenv script)."""
 
     z_dim: int = SKILL_DIM
-    """Latent dimension d; the env's skill slot fixes it at 16 (paper: 256)."""
+    """Latent dimension d; the env's skill slot fixes it at 16 (its code: 256; module docstring)."""
     discount: float = 0.98
     batch_size: int = 1024
     """Replay samples per update (also the frames of expert windows per update); a multiple of ``seq_length``."""
     seq_length: int = 8
-    """Frames of an expert window (its z is the mean of B over them)."""
+    """Frames of an expert window (its z is the mean of B over them), also the window of the tracking inference."""
     lr_f: float = 1e-4
     lr_b: float = 1e-5
     lr_actor: float = 1e-4
@@ -100,7 +115,7 @@ class FBCPRConfig:
     fb_target_tau: float = 0.01
     critic_target_tau: float = 0.005
     fb_pessimism: float = 0.0
-    """Penalty on the ensemble spread of the FB targets."""
+    """Penalty on the ensemble spread of the FB targets: the target M of the FB loss and next Q of the FB Q loss."""
     actor_pessimism: float = 0.5
     critic_pessimism: float = 0.5
     reg_coeff: float = 0.01
@@ -270,10 +285,10 @@ class Discriminator(nn.Module):
 # -- the losses (pure functions) ---------------------------------------------------------
 def ensemble_pessimism(preds: Tensor, penalty: float) -> tuple[Tensor, Tensor, Tensor]:
     """Mean over an ensemble's first dim, its spread (mean |p_i - p_j| over pairs i != j) and mean - penalty *
-    spread (for 2 members and penalty 0.5: the minimum)."""
+    spread (for 2 members and penalty 0.5: the minimum; one member has spread 0)."""
     n = preds.shape[0]
     mean = preds.mean(0)
-    spread = (preds.unsqueeze(0) - preds.unsqueeze(1)).abs().sum((0, 1)) / (n * n - n)
+    spread = (preds.unsqueeze(0) - preds.unsqueeze(1)).abs().sum((0, 1)) / max(n * n - n, 1)
     return mean, spread, mean - penalty * spread
 
 
@@ -300,11 +315,12 @@ def orthonormality_loss(B: Tensor) -> Tensor:
     return 0.5 * (cov * off).square().sum() / off.sum() - cov.diagonal().mean()
 
 
-def fb_q_loss(Fs: Tensor, target_Fs: Tensor, B: Tensor, z: Tensor, discount: Tensor) -> Tensor:
-    """0.5 * n * MSE of F^T z against B's implicit reward B cov(B)^-1 z plus discount * mean_n target F^T z
-    (targets without gradient). Fs, target_Fs (n, B, d), B (B, d), z (B, d), discount (B, 1)."""
+def fb_q_loss(Fs: Tensor, target_Fs: Tensor, B: Tensor, z: Tensor, discount: Tensor, pessimism: float = 0.0) -> Tensor:
+    """0.5 * n * MSE of F^T z against B's implicit reward B cov(B)^-1 z plus discount * next Q, next Q the target
+    ensemble's F^T z combined with ``pessimism`` (``ensemble_pessimism``; targets without gradient). Fs, target_Fs
+    (n, B, d), B (B, d), z (B, d), discount (B, 1)."""
     with torch.no_grad():
-        next_Q = (target_Fs * z).sum(-1).mean(0)
+        _, _, next_Q = ensemble_pessimism((target_Fs * z).sum(-1), pessimism)
         cov = B.T @ B / B.shape[0]
         reward = (B @ torch.linalg.inv(cov) * z).sum(-1)
         target = reward + discount.squeeze(-1) * next_Q
@@ -389,6 +405,17 @@ def window_latents(B_next: Tensor, seq_length: int) -> Tensor:
     contiguous), repeated per frame: (W * L, d)."""
     z = project_z(B_next.view(-1, seq_length, B_next.shape[-1]).mean(1))
     return z.repeat_interleave(seq_length, 0)
+
+
+def tracking_inference(B_next: Tensor, seq_length: int) -> Tensor:
+    """Meta Motivo's tracking inference: row t of (T, d) is the projection of the mean of ``B_next`` rows
+    t .. t + seq_length - 1 (fewer at the end). With ``B_next`` = B(o_1 .. o_T) of a reference, row t is the latent
+    of the step from o_t."""
+    T = B_next.shape[0]
+    csum = torch.cat([B_next.new_zeros(1, B_next.shape[-1]), B_next.cumsum(0)])
+    start = torch.arange(T, device=B_next.device)
+    end = (start + seq_length).clamp(max=T)
+    return project_z((csum[end] - csum[start]) / (end - start).unsqueeze(-1).to(B_next.dtype))
 
 
 # -- expert windows ----------------------------------------------------------------------------
@@ -527,6 +554,12 @@ class FBCPRAgent:
         """A clip's latent of norm sqrt(d) from its raw frame features (T, 359): B averaged over the frames."""
         return project_z(self.backward_map(self.normalize(frames)).mean(0))
 
+    @torch.no_grad()
+    def tracking_latents(self, frames: Tensor) -> Tensor:
+        """(T - 1, d) latents of norm sqrt(d), one per step of a clip from its raw frame features (T, 359): the
+        tracking inference on B of frames 1 .. T - 1 (row t tracks from frame t)."""
+        return tracking_inference(self.backward_map(self.normalize(frames[1:])), self.cfg.seq_length)
+
     # -- the update ---------------------------------------------------------------------------
     def update(
         self, batch: dict[str, Tensor], expert_batch: dict[str, Tensor], generator: torch.Generator
@@ -594,7 +627,7 @@ class FBCPRAgent:
         ortho = orthonormality_loss(B)
         loss = fb + cfg.ortho_coef * ortho
         if cfg.q_loss_coef > 0:
-            q = fb_q_loss(Fs, target_Fs, B, z, discount)
+            q = fb_q_loss(Fs, target_Fs, B, z, discount, cfg.fb_pessimism)
             loss = loss + cfg.q_loss_coef * q
             stats["fb_q_loss"] = q.detach()
         self._step(loss, "forward_map", "backward_map")

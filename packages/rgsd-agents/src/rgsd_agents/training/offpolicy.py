@@ -22,12 +22,14 @@ one busy core, one of the paper's 1024-unit networks on 1024 samples ~6 s.
 
 Everything else is the PPO runner's: the run folder, ``TrainConfig`` (seed,
 device, env, networks.actor_hidden, iterations, checkpoints, max_minutes),
-TensorBoard, the imitation probe every ``probe_every`` iterations (the actor with each clip's latent, as
-evaluation uses it), Ctrl-C, checkpoints and exact resume through ``loop.TrainingLoop``
+TensorBoard, the imitation probe every ``probe_every`` iterations (the actor with each clip's per-step tracking
+latents, as evaluation uses them), Ctrl-C, checkpoints and exact resume through ``loop.TrainingLoop``
 (the replay buffer's rows are in the checkpoint while they take at most
 ``replay_checkpoint_max_gb``; a larger buffer is refilled on resume). Export:
 ``policy.pt`` (the actor, an ``rgsd-policy`` with a tanh output), each clip's
-latent in ``clip_latents.json`` and ``method.json`` naming them for rgsd eval.
+per-step latents in ``tracking_latents.npz`` (the tracking inference), its
+whole-clip latent in ``clip_latents.json``, and ``method.json`` naming them for
+rgsd eval.
 One process: data-parallel training is not supported.
 """
 
@@ -55,7 +57,7 @@ from rgsd_envs.envs.observations import FRAME_DIM
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.runs.policy import PolicyMLP
-from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.runs.run_dir import RunDir, save_tracking_latents
 from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
 from rgsd_envs.utils.device import HostBridge, resolve_device
 from rgsd_envs.utils.files import atomic_path
@@ -108,7 +110,7 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
             self.method_cfg, self.env.act_dim, cfg.networks.actor_hidden, cfg.networks.activation, self.device, cfg.seed
         )
         self.ref_features = core.ref_features.to(self.device, torch.float32)
-        """(F, 359) every reference frame's features (expert windows, clip latents)."""
+        """(F, 359) every reference frame's features (expert windows, clip and tracking latents)."""
         self.expert = fb_cpr.ExpertWindows(
             self.ref_features, lib.starts.to(self.device), lib.num_frames.to(self.device), self.method_cfg.seq_length
         )
@@ -218,8 +220,11 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
         return self.agent.actor
 
     def probe_candidates(self, num_clips: int) -> Tensor:
-        """(clips, 1, 16) each clip's latent as evaluation uses it: B averaged over the clip, unit norm."""
-        return self.clip_latents()[:num_clips].unsqueeze(1)
+        """(clips, 1, T, 16) each clip's unit latents per step as evaluation uses them (the tracking inference; T the
+        longest clip's steps, a shorter clip's last row repeated)."""
+        tracks = self.tracking_latents()[:num_clips]
+        T = max(t.shape[0] for t in tracks)
+        return torch.stack([torch.cat([t, t[-1:].expand(T - t.shape[0], -1)]) for t in tracks]).unsqueeze(1)
 
     def postfix(self, metrics: dict[str, float]) -> str:
         """Progress-bar text: SPS, FB and discriminator losses."""
@@ -271,18 +276,34 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
         z = torch.stack([self.agent.clip_latent(self.ref_features[first : first + count]) for first, count in spans])
         return z / z.norm(dim=-1, keepdim=True)
 
+    @torch.no_grad()
+    def tracking_latents(self) -> list[Tensor]:
+        """Per clip (frames - 1, 16): its unit latents per step (the tracking inference, divided by sqrt(d))."""
+        lib = self.env.core.lib
+        spans = zip(lib.starts.tolist(), lib.num_frames.tolist())
+        tracks = [self.agent.tracking_latents(self.ref_features[first : first + count]) for first, count in spans]
+        return [z / z.norm(dim=-1, keepdim=True) for z in tracks]
+
     def export(self) -> None:
-        """Write policy.pt (the actor), clip_latents.json and method.json."""
+        """Write policy.pt (the actor), tracking_latents.npz, clip_latents.json and method.json."""
         from rgsd_agents.methods.runtime import write_method_file
 
         fb_cpr = self._fb_cpr
         meta = {"env_id": ENV_ID, "iteration": self.iteration, "global_step": self.global_step}
         std = [self.method_cfg.actor_std] * self.env.act_dim
         self.agent.actor.save(self.run.policy_path, **meta, action_std=std)
+        names = self.env.core.lib.names
         with atomic_path(self.run.file(fb_cpr.CLIP_LATENTS)) as tmp:
-            latents = dict(zip(self.env.core.lib.names, self.clip_latents().cpu().tolist()))
+            latents = dict(zip(names, self.clip_latents().cpu().tolist()))
             Path(tmp).write_text(json.dumps(latents, indent=1) + "\n")
-        entries = {"name": fb_cpr.NAME, "latent_choice": fb_cpr.LATENT_CHOICE, "clip_latents": fb_cpr.CLIP_LATENTS}
+        with atomic_path(self.run.file(fb_cpr.TRACKING_LATENTS)) as tmp:
+            save_tracking_latents(tmp, dict(zip(names, self.tracking_latents())))
+        entries = {
+            "name": fb_cpr.NAME,
+            "latent_choice": fb_cpr.LATENT_CHOICE,
+            "tracking_latents": fb_cpr.TRACKING_LATENTS,
+            "clip_latents": fb_cpr.CLIP_LATENTS,
+        }
         write_method_file(self.run, entries)
 
     def close(self) -> None:

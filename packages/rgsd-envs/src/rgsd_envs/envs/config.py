@@ -82,6 +82,10 @@ class EnvConfig:
     """The deviation rule of imitation episodes."""
     clip_sampling: ClipSamplingConfig = field(default_factory=ClipSamplingConfig)
     """How each episode's clip is drawn."""
+    discovery_end_frame: int | None = None
+    """Discovery episodes are truncated when the clip's clock reaches this frame index, past the clip's last
+    frame if it is larger (the observation's phase then holds at 1); None: at the clip's last frame, as every
+    episode. Longer discovery episodes let a latent held for many steps (Meta Motivo's 150) be redrawn within one."""
     fall_height: float = 0.35
     """An episode ends when the pelvis drops below this height (m)..."""
     contact_termination: bool = True
@@ -108,6 +112,8 @@ class EnvConfig:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.eval_kappa is not None and self.eval_kappa < 0:
             raise ValueError(f"eval_kappa must be >= 0, got {self.eval_kappa}")
+        if self.discovery_end_frame is not None and self.discovery_end_frame < 1:
+            raise ValueError(f"discovery_end_frame must be >= 1 or None, got {self.discovery_end_frame}")
         if not self.timestep > 0:
             raise ValueError(f"timestep must be > 0, got {self.timestep}")
 

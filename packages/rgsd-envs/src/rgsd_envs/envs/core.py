@@ -397,14 +397,20 @@ class RGSDCore:
         return StepInfo(task.clone(), clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
 
     def done_flags(self, info: StepInfo) -> tuple[Tensor, Tensor]:
-        """(terminated, truncated) on the device: failure, or the clip's last frame reached (no host read)."""
+        """(terminated, truncated) on the device: failure, or the episode's last frame reached (no host read)."""
         terminated = info.fall | info.deviation | info.unstable
-        truncated = ~terminated & (self.frame >= self.lib.num_frames[self.clip] - 1)
+        last = self.lib.num_frames[self.clip] - 1
+        if self.cfg.discovery_end_frame is not None:
+            last = torch.where(self.task != IMITATION, last.clamp_min(self.cfg.discovery_end_frame), last)
+        truncated = ~terminated & (self.frame >= last)
         return terminated, truncated
 
     def truncated_host(self, terminated: np.ndarray) -> np.ndarray:
-        """(N,) host twin of ``done_flags``' truncation, from the host copies of clip and frame."""
-        return ~terminated & (self.frame_host >= self._num_frames[self.clip_host] - 1)
+        """(N,) host twin of ``done_flags``' truncation, from the host copies of clip, frame and task."""
+        last = self._num_frames[self.clip_host] - 1
+        if self.cfg.discovery_end_frame is not None:
+            last = np.where(self.task_host != IMITATION, np.maximum(last, self.cfg.discovery_end_frame), last)
+        return ~terminated & (self.frame_host >= last)
 
     @property
     def failure_rate(self) -> Tensor:

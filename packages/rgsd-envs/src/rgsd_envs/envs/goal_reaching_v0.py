@@ -28,8 +28,10 @@ skill is rewarded for closeness to the nearest of them, so the style term is at 
 maximum at every style clip's own latent (their mean sits 45-55 degrees from each of
 nearly orthogonal clip latents, where the term was 0.03-0.10). ``freestyle`` uses
 the first term only. The clip latents are the run's: the frozen encoder's
-embeddings, a method's motion encoder named in ``method.json`` (CALM), or
-``clip_latents`` from ``rgsd eval`` for best-of-N methods (ASE, METRA, DIAYN).
+embeddings, a method's motion encoder named in ``method.json`` (CALM), the run's
+``clip_latents.json`` (Meta Motivo: B averaged over the whole clip, one latent per
+style clip where its evaluation tracks with one per step), or ``clip_latents``
+from ``rgsd eval`` for best-of-N methods (ASE, METRA, DIAYN).
 
 ## Episode end
 Truncated after ``episode_seconds`` (20 s); terminated by a fall (pelvis below

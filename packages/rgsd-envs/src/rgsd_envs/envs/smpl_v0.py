@@ -30,7 +30,8 @@ frozen encoder for imitation episodes, trainable encoder for discovery.
 
 ## Episode end
 * truncated: the reference clip's last frame is reached (the phase runs in
-  discovery episodes too);
+  discovery episodes too; ``discovery_end_frame`` lets discovery episodes run on
+  to that frame index, the phase held at 1 past the clip's end);
 * terminated: a fall (the pelvis below ``fall_height`` or a body other than the
   feet/toes touching the floor), in imitation episodes a mean body-position
   error above ``deviation.threshold`` (0.5 m), or simulator instability (the

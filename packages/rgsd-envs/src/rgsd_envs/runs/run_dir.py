@@ -8,9 +8,11 @@
       discovery_encoder.pt    trainable discovery encoder, latest (rgsd-encoder)
       policy.pt               latest exported policy (rgsd-policy)
       method.json             the skill method and how it picks a clip's latent at evaluation (``RunDir.method``)
-      clip_latents.json       each clip's latent, {clip name: [16 floats]} (methods whose latent_choice is
-                              "clip_latents": CALM's encoding of the clip's first window, FB-CPR's B averaged
-                              over the clip)
+      clip_latents.json       each clip's latent, {clip name: [16 floats]} (CALM's encoding of the clip's first
+                              window, its latent_choice "clip_latents"; Meta Motivo's B averaged over the clip, the
+                              one latent per clip that downstream and ``rgsd eval --latent stored`` take)
+      tracking_latents.npz    one latent per step of each clip (latent_choice "tracking": Meta Motivo's tracking
+                              inference; ``save_tracking_latents``)
       checkpoints/            full trainer states for --resume (iter_XXXXXX.pt, latest.pt)
       tb/                     TensorBoard event files
       pretrain/               pretraining outputs when the run pretrained its own encoder
@@ -25,6 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import yaml
 
@@ -43,10 +46,11 @@ class RunDir:
     CHECKPOINTS = "checkpoints"
     TENSORBOARD = "tb"
     METHOD = "method.json"
-    LATENT_CHOICES = ("encoder", "best_of_n", "clip_latents")
+    LATENT_CHOICES = ("encoder", "best_of_n", "clip_latents", "tracking")
     """``method.json``'s ``latent_choice``: a motion encoder's clip embedding (the file named by ``encoder``), the
-    best of N sampled latents by Cartesian error, or latents stored per clip by the run (the JSON file named by
-    ``clip_latents``, ``{clip name: [16 floats]}``)."""
+    best of N sampled latents by Cartesian error, latents stored per clip by the run (the JSON file named by
+    ``clip_latents``, ``{clip name: [16 floats]}``), or a latent per step of each clip stored by the run (the file
+    named by ``tracking_latents``, ``load_tracking_latents``)."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -148,17 +152,23 @@ class RunDir:
             raise InputFileError(
                 path, f"latent_choice must be one of {', '.join(self.LATENT_CHOICES)}", "latent_choice"
             )
-        for key in ("encoder", "clip_latents"):
-            if choice == key and not (self.path / str(data.get(key, ""))).is_file():
-                raise InputFileError(path, f"latent_choice {key!r} needs {key!r}: a file of the run folder", key)
+        key = {"encoder": "encoder", "clip_latents": "clip_latents", "tracking": "tracking_latents"}.get(choice)
+        if key is not None and not (self.path / str(data.get(key, ""))).is_file():
+            raise InputFileError(path, f"latent_choice {choice!r} needs {key!r}: a file of the run folder", key)
         return data
 
     def clip_latents_path(self) -> Path | None:
-        """The run's stored per-clip latents (``method.json``'s ``clip_latents`` file), or None."""
+        """The run's stored per-clip latents (``method.json``'s ``clip_latents`` file, also beside per-step
+        ``tracking`` latents), or None."""
         info = self.method()
-        return (
-            self.path / info["clip_latents"] if info is not None and info["latent_choice"] == "clip_latents" else None
-        )
+        if info is None or info["latent_choice"] not in ("clip_latents", "tracking") or "clip_latents" not in info:
+            return None
+        return self.path / info["clip_latents"]
+
+    def tracking_latents_path(self) -> Path | None:
+        """The run's stored per-step latents (``method.json``'s ``tracking_latents`` file), or None."""
+        info = self.method()
+        return self.path / info["tracking_latents"] if info is not None and info["latent_choice"] == "tracking" else None
 
     def latent_encoder_path(self) -> Path | None:
         """The encoder whose clip embeddings are the run's clip latents: ``method.json``'s, else encoder.pt when
@@ -182,3 +192,44 @@ def load_clip_latents(path: str | os.PathLike, names: list[str], device: torch.d
     if z.shape[1:] != (SKILL_DIM,):
         raise InputFileError(path, f"latents must have {SKILL_DIM} numbers, got {z.shape[1]}")
     return torch.nn.functional.normalize(z, dim=-1)
+
+
+def save_tracking_latents(path: str | os.PathLike, latents: dict[str, torch.Tensor]) -> None:
+    """Write ``{clip name: (steps, 16) unit latents}`` (row t: the latent of the step from the clip's frame t) as
+    an npz of ``names``, ``counts`` (steps per clip) and ``latents`` (all rows, clip after clip)."""
+    names = list(latents)
+    rows = [torch.as_tensor(latents[n], dtype=torch.float32).reshape(-1, SKILL_DIM).cpu() for n in names]
+    with open(path, "wb") as f:
+        np.savez(
+            f,
+            names=np.array(names, dtype=str),
+            counts=np.array([r.shape[0] for r in rows], dtype=np.int64),
+            latents=torch.cat(rows).numpy() if rows else np.zeros((0, SKILL_DIM), np.float32),
+        )
+
+
+def load_tracking_latents(path: str | os.PathLike, names: list[str], num_frames: list[int]) -> list[np.ndarray]:
+    """Per clip of ``names`` (with ``num_frames`` frames each): its (num_frames - 1, 16) unit latents, one per step,
+    from a ``save_tracking_latents`` file (float64 of the stored float32 rows)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            stored, counts, rows = list(data["names"]), data["counts"], data["latents"]
+    except (OSError, ValueError, KeyError) as err:
+        raise InputFileError(path, f"not a readable tracking-latents file: {err}") from None
+    if rows.ndim != 2 or rows.shape[1] != SKILL_DIM:
+        raise InputFileError(path, f"latents must have {SKILL_DIM} numbers a row, got shape {rows.shape}")
+    ends = np.cumsum(counts)
+    by_name = {str(n): rows[e - c : e] for n, c, e in zip(stored, counts, ends)}
+    out = []
+    for name, frames in zip(names, num_frames):
+        if name not in by_name:
+            raise InputFileError(path, f"no latents for clip {name!r} (the clips asked for: {', '.join(names)})")
+        z = by_name[name].astype(np.float64)
+        if z.shape[0] != int(frames) - 1:
+            raise InputFileError(
+                path, f"clip {name!r} has {z.shape[0]} latents, one per step of its {int(frames)} frames needs {frames - 1}"
+            )
+        if z.size and np.abs(np.linalg.norm(z, axis=-1) - 1.0).max() > 1e-4:
+            raise InputFileError(path, f"clip {name!r}: latents must be unit vectors")
+        out.append(z)  # as stored: the run's own probe acted with exactly these
+    return out
