@@ -361,14 +361,13 @@ class FBToyTrainer:
 
     @torch.no_grad()
     def tracking_latents(self, clip: int) -> Tensor:
-        """Meta Motivo's tracking inference (``FBModel.tracking_inference``): per step t the projected mean of B
-        over the next ``seq_length`` reference frames (clamped to the clip's last): (T, d)."""
+        """Meta Motivo's tracking inference (``fb_cpr.tracking_inference``, the method's own) over a clip: (T, d),
+        the last frame, which has no next state, keeping the latent before it."""
         lib = self.env.core.lib
-        first, count, L = int(lib.starts[clip]), int(lib.num_frames[clip]), self.cfg.seq_length
-        t = torch.arange(count)
-        idx = first + (t.unsqueeze(-1) + torch.arange(1, L + 1)).clamp(max=count - 1)
-        B = self.agent.backward_map(self.agent.normalize(self.ref_features[idx.reshape(-1)]))
-        return self.fb.project_z(B.view(count, L, -1).mean(1))
+        first, count = int(lib.starts[clip]), int(lib.num_frames[clip])
+        B_next = self.agent.backward_map(self.agent.normalize(self.ref_features[first + 1 : first + count]))
+        z = self.fb.tracking_inference(B_next, self.cfg.seq_length)
+        return torch.cat([z, z[-1:]])
 
 
 def grid_cells(index: Tensor) -> Tensor:
