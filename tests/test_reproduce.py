@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -205,6 +206,11 @@ class FakeRunner:
         self.calls: list[list[str]] = []
         self.ids: list[str] = []
         self.fail, self.interrupt = fail, interrupt
+        if interrupt is not None:
+            # a shell's background job (`cmd &`) starts Python with SIGINT ignored, and then Ctrl-C, simulated or
+            # not, does nothing: the test gives itself Python's own handler for the interrupt it sends
+            previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+            weakref.finalize(self, signal.signal, signal.SIGINT, previous)
 
     def __call__(self, step: Step, argv: list[str], log: Path) -> None:
         self.calls.append(argv)
