@@ -97,10 +97,60 @@ def env_rate(backend: str, n: int, steps: int, device: torch.device, profile: Pa
     return rate
 
 
+def phase_times(env: RGSDTorchEnv, actions: list[torch.Tensor], dev: torch.device) -> dict[str, float]:
+    """Host milliseconds per env step in each phase of ``RGSDTorchEnv.step`` (wall clock, no added syncs).
+
+    On a GPU the host only queues work until the step's one read, which waits for the device: a short read
+    means the host is the bottleneck, and the phases after it are host time the device sits idle through."""
+    import contextlib
+    from unittest import mock
+
+    from rgsd_envs.envs import torch_env
+
+    totals: dict[str, float] = {}
+
+    def timed(name: str, fn):
+        def run(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                totals[name] = totals.get(name, 0.0) + time.perf_counter() - t
+
+        return run
+
+    core = env.core
+    targets = [
+        (core, "check_actions", "actions check"),
+        (core, "physics_step", "physics launch"),
+        (core, "observe", "observations, termination"),
+        (torch_env, "read_host_flags", "the one read (host waits for the device)"),
+        (env, "restart", "restarts of ended worlds"),
+    ]
+    if env.reward_core is not None:
+        targets.append((env.reward_core, "transition", "encoder reward"))
+    with contextlib.ExitStack() as stack:
+        for owner, attr, name in targets:
+            stack.enter_context(mock.patch.object(owner, attr, timed(name, getattr(owner, attr))))
+        _sync(dev)
+        start = time.perf_counter()
+        for a in actions:
+            env.step(a)
+        _sync(dev)
+        total = time.perf_counter() - start
+    ms = {name: 1e3 * t / len(actions) for name, t in totals.items()}
+    ms["other host work"] = 1e3 * total / len(actions) - sum(ms.values())
+    ms["step"] = 1e3 * total / len(actions)
+    return ms
+
+
 def write_profile(env: RGSDTorchEnv, actions: list[torch.Tensor], dev: torch.device, path: Path) -> None:
-    """torch.profiler over ``len(actions)`` env steps: the ops and kernels by self time (device time on a GPU)."""
+    """The env step's phases (``phase_times``), then torch.profiler over ``len(actions)`` env steps: the ops and
+    kernels by self time (device time on a GPU)."""
     from torch.profiler import ProfilerActivity, profile
 
+    phases = phase_times(env, actions, dev)
+    lines = [f"{'phase':<44s}{'ms per step':>12s}"] + [f"{k:<44s}{v:12.3f}" for k, v in phases.items()]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     with profile(activities=activities) as prof:
         for a in actions:
@@ -109,7 +159,11 @@ def write_profile(env: RGSDTorchEnv, actions: list[torch.Tensor], dev: torch.dev
     key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
     table = prof.key_averages().table(sort_by=key, row_limit=30, max_name_column_width=60)
     with atomic_path(path) as tmp:
-        Path(tmp).write_text(f"{len(actions)} env steps of {env.num_envs} worlds on {dev}, sorted by {key}\n{table}\n")
+        Path(tmp).write_text(
+            f"{len(actions)} env steps of {env.num_envs} worlds on {dev}: host time per phase\n"
+            + "\n".join(lines)
+            + f"\n\nthe same steps under torch's profiler, sorted by {key}\n{table}\n"
+        )
 
 
 def train_config(backend: str, n: int, device: torch.device, smoke: bool) -> TrainConfig:

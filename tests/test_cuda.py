@@ -81,6 +81,22 @@ def _differing(a: dict, b: dict) -> list[str]:
     return out
 
 
+def test_a_warp_run_evaluates_and_drives_goal_reaching_on_cuda(tmp_path, tiny_encoder):
+    """A run trained on warp worlds on the GPU is evaluated there and drives the downstream task there: its
+    config names the CPU for the env, and the policy, motion library and draws must all follow the GPU."""
+    run = tmp_path / "run"
+    base = ["train", "--config", "demo", "--device", "cuda", "--no-progress", "--out", str(run)]
+    assert rgsd([*base, *_sets(["env.backend=warp", f"encoder={tiny_encoder}", "iterations=2", *TINY])]) == 0
+    evaluation = ["eval", "--run", str(run), "--out", str(tmp_path / "eval"), "--device", "cuda", "--no-video"]
+    evaluation += ["--no-progress", "--motions", "demo", "--rollouts", "1", "--best-of", "2", "--kappas", "20"]
+    assert rgsd(evaluation) == 0
+    assert (tmp_path / "eval" / "metrics.json").is_file()
+    sets = ["iterations=2", "max_minutes=null", "eval_every=2", "eval_episodes=4", "checkpoint_every=2"]
+    sets += ["task.device=cuda", "num_envs=8", "horizon=8", "ppo.minibatch_size=16"]
+    downstream = ["downstream", "--low-level", str(run), "--out", str(tmp_path / "down"), "--config", "demo"]
+    assert rgsd([*downstream, "--device", "cuda", "--no-progress", *_sets(sets)]) == 0
+
+
 def test_train_on_cuda_with_warp_then_resume_equals_a_straight_run(tmp_path, tiny_encoder, monkeypatch):
     monkeypatch.setenv(DETERMINISTIC_ENV, "1")  # contact order and atomics fixed: the GPU physics repeats
     base = ["train", "--config", "demo", "--device", "cuda", "--no-progress"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.runs.run_dir import RunDir
-from rgsd_envs.utils.device import resolve_device
+from rgsd_envs.utils.device import env_device, resolve_device
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.latents import LatentMode, auto_latent_mode, parse_latent_mode
 from rgsd_eval.rollouts import eval_env_config
@@ -130,6 +131,10 @@ def load_run(
         )
     encoder = latent_encoder or (run.encoder_path if run.encoder_path.is_file() else None)
     env_config, fall_height = eval_env_config(base)
+    # a warp run's config names the CPU; its env follows the policy's device as it followed the learner's in training
+    env_config = dataclasses.replace(
+        env_config, device=env_device(env_config.backend, env_config.device, resolve_device(device))
+    )
     method = info["name"] if info is not None else ("diayn" if raw.get("encoder_init") == "random" else "rgsd")
     std, source = action_std(policy, raw, method)
     samples = getattr(policy, "meta", {}).get("global_step")

@@ -63,6 +63,7 @@ from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
 from rgsd_envs.utils.device import HostBridge, resolve_device
+from rgsd_envs.utils.device import env_device as device_rule
 from rgsd_envs.utils.files import atomic_path
 from rgsd_envs.utils.threads import torch_threads
 
@@ -406,11 +407,8 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
 
 
 def env_device(env_cfg: EnvConfig, learner: torch.device) -> str:
-    """Device of the env's tensors: the learner's for the warp backend (simulator, observations and networks on
-    one GPU) and for a "cuda" env device (each rank's own GPU); otherwise ``env_cfg.device``."""
-    if env_cfg.backend == "warp" or (learner.type == "cuda" and resolve_device(env_cfg.device).type == "cuda"):
-        return str(learner)
-    return env_cfg.device
+    """Device of the env's tensors for a run whose learner is on ``learner`` (``rgsd_envs.utils.device.env_device``)."""
+    return device_rule(env_cfg.backend, env_cfg.device, learner)
 
 
 def reference_mean_action(lib: MotionLib) -> Tensor:

@@ -190,7 +190,7 @@ class GoalReachingCore:
         latent_encoder = run.latent_encoder_path() or (run.encoder_path if run.encoder_path.exists() else None)
         encoder = None if latent_encoder is None else str(latent_encoder)
         self.core = RGSDCore(num_envs, env_cfg, encoder=encoder)
-        self.policy: PolicyMLP = run.load_policy()
+        self.policy: PolicyMLP = run.load_policy().to(self.core.device)
         self.num_envs = num_envs
         self.device = self.core.device
         stored = self.cfg.clip_latents if self.cfg.clip_latents is not None else run.clip_latents_path()
@@ -251,7 +251,7 @@ class GoalReachingCore:
         ids = self.core.device_ids(env_ids)
         st = self.core.backend.state(ids)
         qpos, qvel = st.qpos.clone().double(), st.qvel.clone().double()
-        turn = rot.yaw_quat(yaw - rot.heading_angle(qpos[:, 3:7]))
+        turn = rot.yaw_quat(yaw.to(qpos.device, non_blocking=True) - rot.heading_angle(qpos[:, 3:7]))
         qpos[:, :2] = 0.0
         qpos[:, 3:7] = rot.quat_mul(turn, qpos[:, 3:7])
         qvel[:, :3] = rot.quat_rotate(turn, qvel[:, :3])  # world linear velocity turns too

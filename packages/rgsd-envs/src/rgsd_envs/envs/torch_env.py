@@ -224,6 +224,11 @@ class RGSDTorchEnv:
         core.physics_step(a)
         info = core.observe()
         terminated, truncated = core.done_flags(info)
+        # the reward's ops are queued before the step's one read, so the device runs them while the host waits
+        if self.reward_core is not None:
+            reward = self.reward_core.transition(core.features, stepped)
+        else:
+            reward = torch.zeros(self.num_envs, device=self.device)
         packet = read_host_flags(torch.stack((terminated, ~torch.isfinite(a).all(dim=-1))))  # the step's one read
         if packet[1].any():
             raise nonfinite_action_error(a)
@@ -236,10 +241,6 @@ class RGSDTorchEnv:
             truncated.index_fill_(0, moved, False)
             term_host, trunc_host = term_host & stepped, trunc_host & stepped
         core.record_outcomes(term_host, trunc_host, stepped)
-        if self.reward_core is not None:
-            reward = self.reward_core.transition(core.features, stepped)
-        else:
-            reward = torch.zeros(self.num_envs, device=self.device)
         return Transition(info, terminated, truncated, reward, term_host, trunc_host)
 
     # -- the torch interface -------------------------------------------------------

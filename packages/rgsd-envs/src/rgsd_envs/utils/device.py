@@ -130,3 +130,11 @@ class HostBridge:
         buf.copy_(x, non_blocking=True)
         torch.cuda.current_stream(x.device).synchronize()
         return buf.numpy()
+
+
+def env_device(backend: str, env_spec: str, learner: torch.device) -> str:
+    """Device of the env's tensors: the learner's for the warp backend (simulator, observations and networks on
+    one GPU) and for a "cuda" env device (each rank's own GPU); otherwise ``env_spec``."""
+    if backend == "warp" or (learner.type == "cuda" and resolve_device(env_spec).type == "cuda"):
+        return str(learner)
+    return env_spec
