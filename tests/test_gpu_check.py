@@ -79,7 +79,9 @@ def test_steps_are_checked_and_put_in_run_order(gpu_check):
     with pytest.raises(argparse.ArgumentTypeError, match=r"unknown step.*'bogus'.*valid: cuda_tests"):
         gpu_check.parse_steps("train,bogus")
     assert set(gpu_check.QUICK_STEPS) <= set(gpu_check.STEP_NAMES)
-    assert gpu_check.QUICK_STEPS[-1] == "cuda_tests"  # the measurements first on a machine lent by the minute
+    # the measurements first on a machine lent by the minute; the sharing table last (a cut loses a figure only)
+    assert gpu_check.QUICK_STEPS.index("throughput") < gpu_check.QUICK_STEPS.index("cuda_tests")
+    assert gpu_check.QUICK_STEPS[-2:] == ("cuda_tests", "sharing")
 
 
 def test_a_step_with_no_time_left_is_not_started_and_fails_the_check(tmp_path):
