@@ -1,0 +1,71 @@
+"""Headless Chromium screenshots, to check pages (HTML replays, the live viewer) as a person would see them.
+
+Chromium draws WebGL with SwiftShader, its software GL, so a page with a 3D scene renders on a machine with no
+GPU and no display. ``--virtual-time-budget`` lets the page run its timers and animation frames for that many
+virtual milliseconds before the shot; open network requests (a viewer's websocket) hold virtual time back, so
+a live page gets real seconds too (``wait_s``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+"""Executables tried in order (Debian's package installs ``chromium``)."""
+
+
+def find_chromium() -> str | None:
+    """The path of a Chromium or Chrome executable on PATH (``RGSD_CHROMIUM`` first), or None."""
+    named = os.environ.get("RGSD_CHROMIUM")
+    if named:
+        return shutil.which(named)
+    return next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
+
+
+def screenshot(
+    url: str,
+    out_png: str | os.PathLike,
+    size: tuple[int, int] = (800, 600),
+    virtual_ms: int = 2000,
+    timeout_s: float = 60.0,
+) -> Path:
+    """Open ``url`` in headless Chromium at ``size`` and write what it shows to ``out_png``; returns the path."""
+    exe = find_chromium()
+    if exe is None:
+        raise FileNotFoundError(
+            "no Chromium to take a screenshot with; install Debian's package (apt-get install chromium) or set "
+            "RGSD_CHROMIUM to a Chrome executable"
+        )
+    out_png = Path(out_png).resolve()
+    with tempfile.TemporaryDirectory(prefix="rgsd-chromium-") as profile:
+        cmd = [
+            exe, "--headless", "--no-sandbox", "--hide-scrollbars", "--no-first-run", "--mute-audio",
+            "--use-angle=swiftshader", "--enable-unsafe-swiftshader", f"--user-data-dir={profile}",
+            f"--window-size={size[0]},{size[1]}", f"--virtual-time-budget={int(virtual_ms)}",
+            f"--screenshot={out_png}", url,
+        ]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if not out_png.is_file():
+        raise RuntimeError(f"Chromium wrote no screenshot of {url} (exit {done.returncode}): {done.stderr[-2000:]}")
+    return out_png
+
+
+def color_fraction(png: str | os.PathLike, rgb: tuple[int, int, int], tolerance: float = 40.0) -> float:
+    """Share of the image's pixels within ``tolerance`` (Euclidean, 0-255 scale) of the colour ``rgb``."""
+    from PIL import Image
+
+    img = np.asarray(Image.open(png).convert("RGB"), dtype=np.float64)
+    dist = np.linalg.norm(img - np.asarray(rgb, dtype=np.float64), axis=-1)
+    return float((dist <= tolerance).mean())
+
+
+def hex_rgb(color: str) -> tuple[int, int, int]:
+    """(r, g, b) of a "#rrggbb" colour."""
+    c = color.lstrip("#")
+    return int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16)
