@@ -3,7 +3,8 @@
 Chromium draws WebGL with SwiftShader, its software GL, so a page with a 3D scene renders on a machine with no
 GPU and no display. ``--virtual-time-budget`` lets the page run its timers and animation frames for that many
 virtual milliseconds before the shot; open network requests (a viewer's websocket) hold virtual time back, so
-a live page gets real seconds too (``wait_s``).
+a live page (a viewer fed over a websocket) is shot by ``live_screenshot`` instead: Chromium's DevTools
+protocol, after ``wait_s`` real seconds.
 """
 
 from __future__ import annotations
@@ -53,6 +54,73 @@ def screenshot(
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if not out_png.is_file():
         raise RuntimeError(f"Chromium wrote no screenshot of {url} (exit {done.returncode}): {done.stderr[-2000:]}")
+    return out_png
+
+
+def live_screenshot(
+    url: str,
+    out_png: str | os.PathLike,
+    size: tuple[int, int] = (800, 600),
+    wait_s: float = 6.0,
+    timeout_s: float = 60.0,
+) -> Path:
+    """Open ``url`` in headless Chromium, wait ``wait_s`` real seconds, write what it shows to ``out_png``."""
+    import base64
+    import json
+    import time
+
+    from websockets.sync.client import connect
+
+    exe = find_chromium()
+    if exe is None:
+        raise FileNotFoundError(
+            "no Chromium for a live screenshot; install Debian's package (apt-get install chromium)"
+        )
+    out_png = Path(out_png).resolve()
+    with tempfile.TemporaryDirectory(prefix="rgsd-chromium-") as profile:
+        cmd = [
+            exe, "--headless", "--no-sandbox", "--hide-scrollbars", "--no-first-run", "--mute-audio",
+            "--use-angle=swiftshader", "--enable-unsafe-swiftshader", f"--user-data-dir={profile}",
+            f"--window-size={size[0]},{size[1]}", "--remote-debugging-port=0", "about:blank",
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + timeout_s
+            port_file = Path(profile) / "DevToolsActivePort"  # Chromium writes its debugging port here
+            while not port_file.is_file() or len(port_file.read_text().split()) < 2:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"Chromium did not start its DevTools endpoint (exit {proc.poll()})")
+                time.sleep(0.1)
+            port = port_file.read_text().split()[0]
+            from urllib.request import Request, urlopen
+
+            with urlopen(Request(f"http://127.0.0.1:{port}/json/list"), timeout=10) as r:
+                page = next(t for t in json.loads(r.read()) if t["type"] == "page")
+            with connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10) as ws:
+                ids = iter(range(1, 1_000_000))
+
+                def call(method: str, **params: object) -> dict:
+                    i = next(ids)
+                    ws.send(json.dumps({"id": i, "method": method, "params": params}))
+                    while True:  # events arrive between answers; skip them
+                        msg = json.loads(ws.recv(timeout=timeout_s))
+                        if msg.get("id") == i:
+                            if "error" in msg:
+                                raise RuntimeError(f"Chromium {method}: {msg['error']}")
+                            return msg["result"]
+
+                call("Page.navigate", url=url)
+                time.sleep(wait_s)
+                shot = call("Page.captureScreenshot", format="png")
+            out_png.write_bytes(base64.b64decode(shot["data"]))
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    if out_png.read_bytes()[:4] != b"\x89PNG":
+        raise RuntimeError(f"Chromium's screenshot of {url} is not a PNG")
     return out_png
 
 
