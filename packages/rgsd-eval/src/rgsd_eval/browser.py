@@ -29,6 +29,21 @@ def find_chromium() -> str | None:
     return next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
 
 
+def chromium_command(profile: str, size: tuple[int, int], *args: str) -> list[str]:
+    """Headless Chromium with a throwaway ``profile`` folder, SwiftShader WebGL and a ``size`` window, then ``args``."""
+    exe = find_chromium()
+    if exe is None:
+        raise FileNotFoundError(
+            "no Chromium to take a screenshot with; install Debian's package (apt-get install chromium) or set "
+            "RGSD_CHROMIUM to a Chrome executable"
+        )
+    return [
+        exe, "--headless", "--no-sandbox", "--hide-scrollbars", "--no-first-run", "--mute-audio",
+        "--use-angle=swiftshader", "--enable-unsafe-swiftshader", f"--user-data-dir={profile}",
+        f"--window-size={size[0]},{size[1]}", *args,
+    ]  # fmt: skip
+
+
 def screenshot(
     url: str,
     out_png: str | os.PathLike,
@@ -37,20 +52,11 @@ def screenshot(
     timeout_s: float = 60.0,
 ) -> Path:
     """Open ``url`` in headless Chromium at ``size`` and write what it shows to ``out_png``; returns the path."""
-    exe = find_chromium()
-    if exe is None:
-        raise FileNotFoundError(
-            "no Chromium to take a screenshot with; install Debian's package (apt-get install chromium) or set "
-            "RGSD_CHROMIUM to a Chrome executable"
-        )
     out_png = Path(out_png).resolve()
     with tempfile.TemporaryDirectory(prefix="rgsd-chromium-") as profile:
-        cmd = [
-            exe, "--headless", "--no-sandbox", "--hide-scrollbars", "--no-first-run", "--mute-audio",
-            "--use-angle=swiftshader", "--enable-unsafe-swiftshader", f"--user-data-dir={profile}",
-            f"--window-size={size[0]},{size[1]}", f"--virtual-time-budget={int(virtual_ms)}",
-            f"--screenshot={out_png}", url,
-        ]  # fmt: skip
+        cmd = chromium_command(
+            profile, size, f"--virtual-time-budget={int(virtual_ms)}", f"--screenshot={out_png}", url
+        )
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if not out_png.is_file():
         raise RuntimeError(f"Chromium wrote no screenshot of {url} (exit {done.returncode}): {done.stderr[-2000:]}")
@@ -61,28 +67,21 @@ def live_screenshot(
     url: str,
     out_png: str | os.PathLike,
     size: tuple[int, int] = (800, 600),
-    wait_s: float = 6.0,
-    timeout_s: float = 60.0,
+    wait_s: float = 3.0,
+    timeout_s: float = 90.0,
+    ready: str = "true",
 ) -> Path:
-    """Open ``url`` in headless Chromium, wait ``wait_s`` real seconds, write what it shows to ``out_png``."""
+    """Open ``url`` in headless Chromium, wait until the JavaScript expression ``ready`` is true on the page and then
+    ``wait_s`` real seconds more, and write what it shows to ``out_png``."""
     import base64
     import json
     import time
 
     from websockets.sync.client import connect
 
-    exe = find_chromium()
-    if exe is None:
-        raise FileNotFoundError(
-            "no Chromium for a live screenshot; install Debian's package (apt-get install chromium)"
-        )
     out_png = Path(out_png).resolve()
     with tempfile.TemporaryDirectory(prefix="rgsd-chromium-") as profile:
-        cmd = [
-            exe, "--headless", "--no-sandbox", "--hide-scrollbars", "--no-first-run", "--mute-audio",
-            "--use-angle=swiftshader", "--enable-unsafe-swiftshader", f"--user-data-dir={profile}",
-            f"--window-size={size[0]},{size[1]}", "--remote-debugging-port=0", "about:blank",
-        ]  # fmt: skip
+        cmd = chromium_command(profile, size, "--remote-debugging-port=0", "about:blank")
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + timeout_s
@@ -110,6 +109,10 @@ def live_screenshot(
                             return msg["result"]
 
                 call("Page.navigate", url=url)
+                while not call("Runtime.evaluate", expression=f"Boolean({ready})")["result"].get("value"):
+                    if time.monotonic() > deadline:  # a loaded machine parses a big page slowly: poll, do not guess
+                        raise TimeoutError(f"{url} was not ready ({ready}) within {timeout_s:g} s")
+                    time.sleep(0.25)
                 time.sleep(wait_s)
                 shot = call("Page.captureScreenshot", format="png")
             out_png.write_bytes(base64.b64decode(shot["data"]))
