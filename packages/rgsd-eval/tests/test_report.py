@@ -153,8 +153,10 @@ def test_report_files_exist(report):
         for fig in ("trajectories.png", "kappa_sweep.png", "embedding.png", "embeddings_cosine.png"):
             assert (out / run / fig).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         videos = sorted(p.name for p in (out / run / "videos").iterdir())
-        assert videos == ["demo_walk_imitation.mp4", "demo_walk_variants_k20.mp4"]
+        assert videos == ["demo_walk_imitation.mp4", "demo_walk_replay.html", "demo_walk_variants_k20.mp4"]
         assert all((out / run / "videos" / v).stat().st_size > 1000 for v in videos)
+        replay = (out / run / "videos" / "demo_walk_replay.html").read_text()
+        assert replay.count('"ghost":true') == 1 and replay.count('"ghost":false') == 1 + report["cfg"].video_variants
     assert not list(out.rglob("*.tmp"))
     assert load_yaml(EvalConfig, out / "eval_config.yaml") == report["cfg"]  # the settings load back
     # everything linked from the report exists

@@ -20,7 +20,7 @@ import logging
 import sys
 from importlib.metadata import entry_points
 
-BUILTIN_COMMANDS = ("pretrain", "train", "demo", "downstream", "play", "export", "reproduce")
+BUILTIN_COMMANDS = ("pretrain", "train", "demo", "downstream", "play", "view", "export", "reproduce")
 """Modules under rgsd_agents.commands, in help order."""
 PLUGIN_GROUP = "rgsd.commands"
 KNOWN_PLUGINS = {"eval": ("rgsd_eval.cli:register", "rgsd-eval")}

@@ -3,7 +3,7 @@
 Output folder::
 
     <out>/report.md  metrics.json  metrics.csv  eval_config.yaml  spread.png  [comparison.png]
-    <out>/<run label>/trajectories.png  kappa_sweep.png  embedding.png  embeddings_cosine.png  videos/*.mp4
+    <out>/<run label>/trajectories.png  kappa_sweep.png  embedding.png  embeddings_cosine.png  videos/*.mp4  videos/*_replay.html
     <out>/<run label>/clip_latents.json  top_views.npz (the top views' pelvis paths as data: rgsd_eval.topviews)
 """
 
@@ -31,7 +31,7 @@ from rgsd_eval.plots import (
 from rgsd_eval.report import ReportInputs, RunArtifacts, write_report
 from rgsd_eval.runs import load_run, representative_clips, unique_labels
 from rgsd_eval.topviews import TOP_VIEWS, save_top_views
-from rgsd_eval.videos import write_run_videos
+from rgsd_eval.videos import write_run_replays, write_run_videos
 
 log = logging.getLogger(__name__)
 
@@ -124,5 +124,7 @@ def _run_artifacts(ev: RunEvaluation, lib, out: Path, cfg: EvalConfig) -> RunArt
     if cosine is not None:
         art.figures["embedding_cosine"] = _rel(cosine, out)
     if cfg.video:
+        # the replays first: they need no OpenGL, so they are there even when a video cannot render
+        art.replays = [(cap, _rel(p, out)) for cap, p in write_run_replays(ev, lib, d / "videos", cfg)]
         art.videos = [(cap, _rel(p, out)) for cap, p in write_run_videos(ev, lib, d / "videos", cfg)]
     return art

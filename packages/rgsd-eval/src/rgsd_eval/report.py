@@ -72,6 +72,8 @@ class RunArtifacts:
 
     figures: dict[str, str] = field(default_factory=dict)
     videos: list[tuple[str, str]] = field(default_factory=list)
+    replays: list[tuple[str, str]] = field(default_factory=list)
+    """(caption, path) of the HTML replays (open from disk in a browser)."""
 
 
 @dataclass
@@ -457,6 +459,18 @@ def render_markdown(inputs: ReportInputs) -> str:
     videos = [(ev.label, v) for ev in inputs.runs for v in inputs.artifacts[ev.label].videos]
     if videos:
         lines += ["## Videos", ""] + [f"- {label}: [{cap}]({path})" for label, (cap, path) in videos] + [""]
+    replays = [(ev.label, r) for ev in inputs.runs for r in inputs.artifacts[ev.label].replays]
+    if replays:
+        lines += (
+            [
+                "## Replays",
+                "",
+                "Each page opens from disk in a browser, with no server and no network: play, scrub, drag to orbit.",
+                "",
+            ]
+            + [f"- {label}: [{cap}]({path})" for label, (cap, path) in replays]
+            + [""]
+        )
     lines += [
         "## Method",
         "",
@@ -547,6 +561,7 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         "runs": {ev.label: ev.metrics for ev in inputs.runs},
         "figures": {"all": inputs.figures, **{k: a.figures for k, a in inputs.artifacts.items()}},
         "videos": {k: [{"caption": c, "path": p} for c, p in a.videos] for k, a in inputs.artifacts.items()},
+        "replays": {k: [{"caption": c, "path": p} for c, p in a.replays] for k, a in inputs.artifacts.items()},
     }
 
 

@@ -1,4 +1,5 @@
-"""Evaluation videos (H.264 mp4 via ``rgsd_envs.render``): imitation beside its reference, vMF variants side by side.
+"""Evaluation videos (H.264 mp4 via ``rgsd_envs.render``): imitation beside its reference, vMF variants side by
+side; and per video clip one HTML replay of the same rollouts (``rgsd_eval.html_replay``) to orbit in a browser.
 
 Tiles are 480 x 360 (``EvalConfig.video_size``) and shadow-free (software GL
 renders them about three times faster); each tile's camera follows its
@@ -21,6 +22,14 @@ from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import DEFAULT_TILE_SIZE, model_for_clip, render_side_by_side
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import RunEvaluation
+from rgsd_eval.html_replay import (
+    POLICY_COLOR,
+    REFERENCE_COLOR,
+    VARIANT_COLORS,
+    ReplayTrack,
+    body_positions,
+    write_replay,
+)
 
 
 def render_tiles(
@@ -79,4 +88,28 @@ def write_run_videos(
             model,
         )
         written.append((f"{name}: reference and {len(qs)} discovered variants, z ~ vMF(z_m, {kappa:g})", path))
+    return written
+
+
+def write_run_replays(
+    ev: RunEvaluation, lib: MotionLib, out_dir: str | os.PathLike, cfg: EvalConfig
+) -> list[tuple[str, Path]]:
+    """One HTML replay per video clip: the policy, its vMF variants and the reference ghost; (caption, path) pairs."""
+    out_dir = Path(out_dir)
+    written: list[tuple[str, Path]] = []
+    kappa = cfg.video_kappa_value
+    for c in sorted(set(ev.imitation_qpos) | set(ev.variant_qpos)):
+        clip = lib.clips[c]
+        tracks = []
+        if c in ev.imitation_qpos:
+            pos = body_positions(ev.imitation_qpos[c], clip.body_offsets)
+            tracks.append(ReplayTrack(f"policy ({ev.metrics['latent']})", pos, POLICY_COLOR))
+        for i, q in enumerate(ev.variant_qpos.get(c, [])):
+            color = VARIANT_COLORS[i % len(VARIANT_COLORS)]
+            tracks.append(ReplayTrack(f"z~vMF k={kappa:g} #{i + 1}", body_positions(q, clip.body_offsets), color))
+        tracks.append(ReplayTrack("reference", clip.body_pos, REFERENCE_COLOR, ghost=True))
+        title = f"{ev.label}: {clip.name}"
+        path = write_replay(tracks, out_dir / f"{clip.name}_replay.html", title, lib.fps, cfg.video_frame_step)
+        variants = len(ev.variant_qpos.get(c, []))
+        written.append((f"{clip.name}: 3D replay of the policy, {variants} variants and the reference", path))
     return written

@@ -122,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"  training curves tensorboard --logdir {out / 'tb'}")
     if report.exists():
         print(f"  evaluation      {report}")
+    replays = sorted(report.glob("*/videos/*_replay.html"))
+    if replays:
+        print(f"  3D replays      {replays[0]}  (and the other *_replay.html: open in a browser, no server)")
+    print(f"  explore live    rgsd view {out}   (a page in your browser: clip, kappa, variants)")
     print(f"  watch a skill   rgsd play {out} --clip demo_walk --reference   (or --viewer with a display)")
     print(f"  ONNX export     rgsd export {out} --onnx {out / 'policy.onnx'}")
     return 0

@@ -1,0 +1,142 @@
+"""Headless Chromium screenshots, to check pages (HTML replays, the live viewer) as a person would see them.
+
+Chromium draws WebGL with SwiftShader, its software GL, so a page with a 3D scene renders on a machine with no
+GPU and no display. ``--virtual-time-budget`` lets the page run its timers and animation frames for that many
+virtual milliseconds before the shot; open network requests (a viewer's websocket) hold virtual time back, so
+a live page (a viewer fed over a websocket) is shot by ``live_screenshot`` instead: Chromium's DevTools
+protocol, after ``wait_s`` real seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+"""Executables tried in order (Debian's package installs ``chromium``)."""
+
+
+def find_chromium() -> str | None:
+    """The path of a Chromium or Chrome executable on PATH (``RGSD_CHROMIUM`` first), or None."""
+    named = os.environ.get("RGSD_CHROMIUM")
+    if named:
+        return shutil.which(named)
+    return next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
+
+
+def chromium_command(profile: str, size: tuple[int, int], *args: str) -> list[str]:
+    """Headless Chromium with a throwaway ``profile`` folder, SwiftShader WebGL and a ``size`` window, then ``args``."""
+    exe = find_chromium()
+    if exe is None:
+        raise FileNotFoundError(
+            "no Chromium to take a screenshot with; install Debian's package (apt-get install chromium) or set "
+            "RGSD_CHROMIUM to a Chrome executable"
+        )
+    return [
+        exe, "--headless", "--no-sandbox", "--hide-scrollbars", "--no-first-run", "--mute-audio",
+        "--use-angle=swiftshader", "--enable-unsafe-swiftshader", f"--user-data-dir={profile}",
+        f"--window-size={size[0]},{size[1]}", *args,
+    ]  # fmt: skip
+
+
+def screenshot(
+    url: str,
+    out_png: str | os.PathLike,
+    size: tuple[int, int] = (800, 600),
+    virtual_ms: int = 2000,
+    timeout_s: float = 60.0,
+) -> Path:
+    """Open ``url`` in headless Chromium at ``size`` and write what it shows to ``out_png``; returns the path."""
+    out_png = Path(out_png).resolve()
+    with tempfile.TemporaryDirectory(prefix="rgsd-chromium-") as profile:
+        cmd = chromium_command(
+            profile, size, f"--virtual-time-budget={int(virtual_ms)}", f"--screenshot={out_png}", url
+        )
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if not out_png.is_file():
+        raise RuntimeError(f"Chromium wrote no screenshot of {url} (exit {done.returncode}): {done.stderr[-2000:]}")
+    return out_png
+
+
+def live_screenshot(
+    url: str,
+    out_png: str | os.PathLike,
+    size: tuple[int, int] = (800, 600),
+    wait_s: float = 3.0,
+    timeout_s: float = 90.0,
+    ready: str = "true",
+) -> Path:
+    """Open ``url`` in headless Chromium, wait until the JavaScript expression ``ready`` is true on the page and then
+    ``wait_s`` real seconds more, and write what it shows to ``out_png``."""
+    import base64
+    import json
+    import time
+
+    from websockets.sync.client import connect
+
+    out_png = Path(out_png).resolve()
+    with tempfile.TemporaryDirectory(prefix="rgsd-chromium-") as profile:
+        cmd = chromium_command(profile, size, "--remote-debugging-port=0", "about:blank")
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + timeout_s
+            port_file = Path(profile) / "DevToolsActivePort"  # Chromium writes its debugging port here
+            while not port_file.is_file() or len(port_file.read_text().split()) < 2:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"Chromium did not start its DevTools endpoint (exit {proc.poll()})")
+                time.sleep(0.1)
+            port = port_file.read_text().split()[0]
+            from urllib.request import Request, urlopen
+
+            with urlopen(Request(f"http://127.0.0.1:{port}/json/list"), timeout=10) as r:
+                page = next(t for t in json.loads(r.read()) if t["type"] == "page")
+            with connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10) as ws:
+                ids = iter(range(1, 1_000_000))
+
+                def call(method: str, **params: object) -> dict:
+                    i = next(ids)
+                    ws.send(json.dumps({"id": i, "method": method, "params": params}))
+                    while True:  # events arrive between answers; skip them
+                        msg = json.loads(ws.recv(timeout=timeout_s))
+                        if msg.get("id") == i:
+                            if "error" in msg:
+                                raise RuntimeError(f"Chromium {method}: {msg['error']}")
+                            return msg["result"]
+
+                call("Page.navigate", url=url)
+                while not call("Runtime.evaluate", expression=f"Boolean({ready})")["result"].get("value"):
+                    if time.monotonic() > deadline:  # a loaded machine parses a big page slowly: poll, do not guess
+                        raise TimeoutError(f"{url} was not ready ({ready}) within {timeout_s:g} s")
+                    time.sleep(0.25)
+                time.sleep(wait_s)
+                shot = call("Page.captureScreenshot", format="png")
+            out_png.write_bytes(base64.b64decode(shot["data"]))
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    if out_png.read_bytes()[:4] != b"\x89PNG":
+        raise RuntimeError(f"Chromium's screenshot of {url} is not a PNG")
+    return out_png
+
+
+def color_fraction(png: str | os.PathLike, rgb: tuple[int, int, int], tolerance: float = 40.0) -> float:
+    """Share of the image's pixels within ``tolerance`` (Euclidean, 0-255 scale) of the colour ``rgb``."""
+    from PIL import Image
+
+    img = np.asarray(Image.open(png).convert("RGB"), dtype=np.float64)
+    dist = np.linalg.norm(img - np.asarray(rgb, dtype=np.float64), axis=-1)
+    return float((dist <= tolerance).mean())
+
+
+def hex_rgb(color: str) -> tuple[int, int, int]:
+    """(r, g, b) of a "#rrggbb" colour."""
+    c = color.lstrip("#")
+    return int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16)
