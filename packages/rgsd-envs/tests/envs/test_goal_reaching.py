@@ -154,6 +154,25 @@ def test_success_is_reaching_the_goal_radius(low_level):
     task.close()
 
 
+def test_set_goal_moves_one_world_s_goal_and_what_its_policy_sees_mid_episode(low_level):
+    task = GoalReachingCore(2, low_level, GoalReachingConfig())
+    task.core.seed([0, 1], [0, 1])
+    task.reset_envs([0, 1])
+    task.step(torch.randn(2, 16))
+    other = task.goal[0].clone()
+    task.success[1] = True
+    task.set_goal([1], (3.0, -2.5))
+    np.testing.assert_allclose(task.goal[1].numpy(), [3.0, -2.5])
+    torch.testing.assert_close(task.goal[0], other)  # the other world keeps its goal
+    assert not bool(task.success[1])  # success is about the new goal
+    st = task.core.backend.state()
+    expected = goal_in_heading_frame(st.body_pos[1:, 0], st.body_rot[1:, 0], torch.tensor([[3.0, -2.5]]))
+    torch.testing.assert_close(task.observation()[1:, GOAL_OBS_LAYOUT["goal"]], expected.float())
+    with pytest.raises(ValueError, match="goal must be finite"):
+        task.set_goal([0, 1], np.zeros((3, 2)))
+    task.close()
+
+
 def test_single_env_passes_check_env_and_vector_env_autoresets(low_level):
     env = gym.make("RGSD-SMPL-GoalReaching-v0", low_level=low_level, disable_env_checker=True)
     check_env(env.unwrapped, skip_render_check=True)

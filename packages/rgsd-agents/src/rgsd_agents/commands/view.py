@@ -4,13 +4,16 @@ Serves a page on this machine (viser) and simulates the policy on the CPU at rea
 the policy beside its translucent reference with the live Cartesian error, move kappa and draw new variants
 z ~ vMF(z_m, kappa), pause, step, change the speed, reset, let the camera follow. Each run's clip latent is its
 method's own (encoder z_m, stored clip latents, Meta Motivo's per-step latents; best-of-N runs: --latents with
-the clip_latents.json rgsd eval wrote). On a remote machine, forward the port and open the URL on your laptop.
+the clip_latents.json rgsd eval wrote). A downstream run (rgsd downstream's folder) plays its goal-reaching
+policy instead: click the floor to move the goal, with the distance to it shown live. On a remote machine,
+forward the port and open the URL on your laptop.
 
 Examples::
 
     rgsd view --pretrained                                # the shipped policy -> http://localhost:8080
     rgsd view runs/demo --clip demo_run --kappa 10 --variants 4
     rgsd view runs/diayn --latents reports/paper/diayn/clip_latents.json
+    rgsd view runs/downstream_sidestep                    # goal reaching: click the floor to set the goal
     ssh -L 8080:localhost:8080 gpu-box                    # on your laptop, then open http://localhost:8080
 
 Needs viser: pip install 'rgsd-agents[viewer]'.
@@ -28,14 +31,16 @@ from rgsd_agents.commands import add_doc_parser
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rgsd view`` to the CLI."""
     p = add_doc_parser(subparsers, "view", "explore a run's skills live in a browser (clip, kappa, variants)", __doc__)
-    p.add_argument("run", metavar="RUN", nargs="?", help="run folder (config.yaml, policy.pt, encoder.pt)")
+    p.add_argument(
+        "run", metavar="RUN", nargs="?", help="run folder (config.yaml, policy.pt, encoder.pt) or a downstream run"
+    )
     p.add_argument("--pretrained", action="store_true", help="the policy rgsd ships instead of a RUN folder")
     p.add_argument("--clip", help="clip to start on (default: the first; an unknown name lists them)")
     p.add_argument("--kappa", type=float, default=20.0, help="initial vMF concentration of the variants (default 20)")
     p.add_argument("--variants", type=int, default=3, help="variants beside the policy (default 3)")
     p.add_argument("--latents", help="a clip_latents.json (rgsd eval's <report>/<run>/) instead of the run's own")
     p.add_argument("--motions", help='clips to choose from: "demo", a clip file or folder (default: the run\'s own)')
-    p.add_argument("--seed", type=int, default=0, help="seed of the first variants (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first variants or episode (default 0)")
     p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1: SSH-forward it)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; the next free one if taken)")
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per second (default 1)")
@@ -74,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:  # InputFileError (not a run, a bad latents file) is a ValueError too
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"rgsd view: {app.url}  ({app.session.latents.source}; Ctrl-C stops)")
+    print(f"rgsd view: {app.url}  ({app.summary}; Ctrl-C stops)")
     print(f"from another machine: {ssh_forward_line(app.port)}   then open http://localhost:{app.port}", flush=True)
     app.start()
     try:

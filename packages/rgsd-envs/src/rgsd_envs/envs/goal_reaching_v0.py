@@ -37,7 +37,8 @@ from ``rgsd eval`` for best-of-N methods (ASE, METRA, DIAYN).
 Truncated after ``episode_seconds`` (20 s); terminated by a fall (pelvis below
 0.35 m or a body other than the feet touching the floor) or simulator
 instability. Episodes do not stop at the goal, so reaching it early never costs
-reward. ``info["success"]``: the pelvis came within ``success_radius`` (0.5 m) of
+reward. ``GoalReachingCore.set_goal`` moves a world's goal mid-episode (``rgsd view``'s
+floor click). ``info["success"]``: the pelvis came within ``success_radius`` (0.5 m) of
 the goal during the episode. Also ``distance``, ``style_cosine`` (the cosine to the
 nearest style clip latent, 0 for freestyle), ``fall``.
 
@@ -261,6 +262,16 @@ class GoalReachingCore:
         self.steps.index_fill_(0, ids, 0)  # ``x[ids] = 0`` would upload the 0 with a blocking copy
         self.steps_host[env_ids] = 0
         self.success.index_fill_(0, ids, False)
+
+    def set_goal(self, env_ids: Any, goal: Any) -> None:
+        """Move the goal of worlds ``env_ids`` to ``goal`` (world x, y in m: (2,) or one row per world) mid-episode."""
+        env_ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
+        g = torch.as_tensor(np.asarray(goal, dtype=np.float32).reshape(-1, 2))
+        if g.shape[0] not in (1, env_ids.size) or not torch.isfinite(g).all():
+            raise ValueError(f"goal must be finite, (2,) or ({env_ids.size}, 2); got {tuple(np.shape(goal))}")
+        ids = self.core.device_ids(env_ids)
+        self.goal[ids] = g.expand(env_ids.size, 2).to(self.device)
+        self.success.index_fill_(0, ids, False)  # success means reaching this goal, not the one before
 
     def observation(self) -> Tensor:
         """(N, 364): frame features, goal in the heading frame, style one-hot."""
