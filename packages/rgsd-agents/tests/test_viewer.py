@@ -1,5 +1,5 @@
 """``rgsd view`` as a person uses it: the page draws the humanoid and its reference, kappa spreads the variants,
-and bad input gets one line."""
+a downstream run's goal moves where the floor is clicked, and bad input gets one line."""
 
 from __future__ import annotations
 
@@ -9,16 +9,19 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 
 pytest.importorskip("viser", reason="rgsd view needs viser: pip install 'rgsd-agents[viewer]'")
 
 from rgsd_agents.cli import main
 from rgsd_agents.pretrained import pretrained_run
-from rgsd_agents.viewer.app import ServeConfig, open_viewer, ssh_forward_line
+from rgsd_agents.viewer.app import GoalViewerApp, ServeConfig, open_viewer, ssh_forward_line
 from rgsd_agents.viewer.session import SessionConfig
+from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_LAYOUT, goal_in_heading_frame
 from rgsd_eval.browser import find_chromium, live_screenshot
 
 SCREENSHOT = Path(__file__).resolve().parents[3] / "docs" / "images" / "rgsd_view.png"
@@ -26,6 +29,11 @@ SCREENSHOT = Path(__file__).resolve().parents[3] / "docs" / "images" / "rgsd_vie
 PAGE_READY = "document.querySelector('canvas') && document.body.innerText.includes('error to the reference')"
 """The page is connected and has the session's readout (the 3D view is drawn within the next frames)."""
 NO_CHROMIUM = "no Chromium (apt-get install chromium; .ci/run installs it)"
+TINY_DOWNSTREAM = [
+    "iterations=1", "num_envs=2", "horizon=2", "eval_episodes=1", "eval_every=100", "task.episode_seconds=0.5",
+    "ppo.minibatch_size=4", "networks.actor_hidden=[16]", "networks.critic_hidden=[16]",
+]  # fmt: skip
+"""One iteration of ``rgsd downstream --config demo`` on two worlds: a real run folder, in seconds."""
 
 
 def _free_port() -> int:
@@ -67,6 +75,31 @@ def viewer():
     app.close()
 
 
+@pytest.fixture(scope="module")
+def downstream_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("downstream") / "goal"
+    sets = [a for kv in TINY_DOWNSTREAM for a in ("--set", kv)]
+    low = str(pretrained_run())
+    assert main(["downstream", "--low-level", low, "--config", "demo", "--out", str(out), "--no-progress", *sets]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def goal_viewer(downstream_run):
+    app = open_viewer(downstream_run, serve=ServeConfig(port=_free_port()))
+    app.set_paused(True)
+    yield app
+    app.close()
+
+
+def _simulated_goal_obs(app) -> tuple[np.ndarray, np.ndarray]:
+    """The observation's goal part, and the goal in the simulated pelvis's heading frame."""
+    task = app.session.task
+    st = task.core.backend.state()
+    expected = goal_in_heading_frame(st.body_pos[:, 0], st.body_rot[:, 0], task.goal)[0].double().numpy()
+    return app.session.observation()[GOAL_OBS_LAYOUT["goal"]], expected
+
+
 @pytest.mark.skipif(find_chromium() is None, reason=NO_CHROMIUM)
 def test_the_page_draws_the_humanoid_and_its_reference_ghost(viewer, tmp_path):
     viewer.start()
@@ -104,6 +137,58 @@ def test_the_error_readout_is_zero_at_the_first_frame_and_grows(viewer):
     assert viewer.session.errors_cm()[0] > 0.1
 
 
+def test_a_downstream_run_opens_the_goal_page_with_the_distance_readout(goal_viewer):
+    assert isinstance(goal_viewer, GoalViewerApp) and "click the floor" in goal_viewer.summary
+    goal_viewer.reset()
+    pelvis = goal_viewer.pelvis_positions()[0]
+    goal_viewer.set_goal(pelvis[0] + 3.0, pelvis[1] + 4.0)
+    assert goal_viewer.distance() == pytest.approx(5.0, abs=0.01)
+    assert "distance to the goal **5.00 m**" in goal_viewer.gui_status.content
+    goal_viewer.step(12)  # the policy decides and the humanoid moves, the goal stays
+    assert goal_viewer.session.frame == 12 and not np.allclose(goal_viewer.pelvis_positions()[0], pelvis)
+    np.testing.assert_allclose(goal_viewer.goal(), pelvis[:2] + (3.0, 4.0), atol=0.01)
+
+
+def test_set_goal_moves_the_task_goal_and_the_observation_s_goal(goal_viewer):
+    goal_viewer.step(7)
+    before, _ = _simulated_goal_obs(goal_viewer)
+    goal_viewer.set_goal(2.5, -1.5)
+    np.testing.assert_allclose(goal_viewer.session.task.goal[0].numpy(), [2.5, -1.5], atol=0.01)
+    np.testing.assert_allclose(goal_viewer.goal(), [2.5, -1.5], atol=0.01)
+    after, expected = _simulated_goal_obs(goal_viewer)
+    np.testing.assert_allclose(after, expected, atol=1e-4)
+    assert np.linalg.norm(after - before) > 0.5
+
+
+def test_a_click_on_the_floor_moves_the_goal_to_the_clicked_point(goal_viewer):
+    goal_viewer.follow = True
+    goal_viewer.step(4)  # the scene is now drawn relative to a pelvis away from the world's origin
+    target = np.array([-1.25, 2.75])
+    scene_target = np.array([*target, 0.0]) - goal_viewer.origin
+    camera = scene_target + (2.0, -3.0, 2.5)  # a camera above the floor, looking down at the point clicked
+    ray = scene_target - camera
+    event = SimpleNamespace(ray_origin=tuple(camera), ray_direction=tuple(ray / np.linalg.norm(ray)))
+    hit = goal_viewer.on_floor_click(event)
+    np.testing.assert_allclose(hit, target, atol=0.01)
+    np.testing.assert_allclose(goal_viewer.session.task.goal[0].numpy(), target, atol=0.01)
+    got, expected = _simulated_goal_obs(goal_viewer)
+    np.testing.assert_allclose(got, expected, atol=1e-4)
+    # a click on the sky misses the floor: the goal stays
+    assert (
+        goal_viewer.on_floor_click(SimpleNamespace(ray_origin=(0.0, 0.0, 1.0), ray_direction=(0.0, 0.6, 0.8))) is None
+    )
+    np.testing.assert_allclose(goal_viewer.goal(), target, atol=0.01)
+
+
+def test_restarting_the_episode_keeps_the_goal(goal_viewer):
+    goal_viewer.set_goal(1.0, 1.0)
+    goal_viewer.step(6)
+    goal_viewer.reset()  # the button; a fall restarts the same way
+    assert goal_viewer.session.frame == 0
+    np.testing.assert_allclose(goal_viewer.pelvis_positions()[0, :2], 0.0, atol=1e-6)  # back at the centre
+    np.testing.assert_allclose(goal_viewer.goal(), (1.0, 1.0), atol=1e-6)
+
+
 def test_bad_input_gets_one_line(tmp_path, capsys):
     assert main(["view", str(tmp_path), "--port", str(_free_port())]) == 2
     err = capsys.readouterr().err.strip()
@@ -111,6 +196,20 @@ def test_bad_input_gets_one_line(tmp_path, capsys):
     assert main(["view", "--pretrained", "--clip", "nope", "--port", str(_free_port())]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "no clip named 'nope'" in err and "walk" in err
+
+
+def test_a_downstream_run_s_bad_input_gets_one_line(downstream_run, tmp_path, capsys):
+    assert main(["view", str(downstream_run), "--clip", "walk", "--port", str(_free_port())]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "downstream run" in err and "--clip" in err
+    moved = tmp_path / "moved"  # a downstream run whose low-level run is gone
+    moved.mkdir()
+    (moved / "policy.pt").write_bytes((downstream_run / "policy.pt").read_bytes())
+    cfg = yaml.safe_load((downstream_run / "config.yaml").read_text())
+    (moved / "config.yaml").write_text(yaml.safe_dump({**cfg, "low_level": str(tmp_path / "gone")}))
+    assert main(["view", str(moved), "--port", str(_free_port())]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(tmp_path / "gone") in err and "not found" in err
 
 
 def test_the_command_prints_the_url_and_the_ssh_forwarding_line():
