@@ -49,6 +49,52 @@ from rgsd_eval.runs import LoadedRun, representative_clips
 
 IMITATION_GROUP = 0
 """Job group of imitation rollouts; kappa i of ``EvalConfig.kappa_plan`` is group i + 1."""
+EVAL_WORLD_STEPS_PER_SECOND = 1500.0
+"""World steps per second of evaluation rollouts on 2 CPU cores shared with two trainings (the cpu preset's
+256x256 policy, 512 worlds at a time; ``benchmarks/clip_scaling.py``): the rate behind the time estimate printed
+before an evaluation starts."""
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """The rollouts one run's evaluation makes and the world steps they cost (idle worlds of a batch included)."""
+
+    clips: int
+    rollouts: int
+    world_steps: int
+
+    def seconds(self, world_steps_per_second: float = EVAL_WORLD_STEPS_PER_SECOND) -> float:
+        """Estimated wall time at a rate of world steps per second."""
+        return self.world_steps / world_steps_per_second
+
+    def summary(self, protocol: str, world_steps_per_second: float = EVAL_WORLD_STEPS_PER_SECOND) -> str:
+        """One line for the user before the evaluation starts."""
+        minutes = self.seconds(world_steps_per_second) / 60.0
+        return (
+            f"{protocol} protocol on {self.clips} clips: {self.rollouts} rollouts, {self.world_steps / 1e6:.2f} M "
+            f"world steps, about {minutes:.0f} min at {world_steps_per_second:.0f} world steps/s (2 shared CPU "
+            f"cores; {minutes / max(self.clips, 1) * 60:.1f} s per clip)"
+        )
+
+
+def _chunked_steps(job_clips: np.ndarray, num_frames: np.ndarray, batch: int) -> int:
+    """World steps of ``run_rollouts`` over jobs on these clips: each batch of worlds runs to its longest clip."""
+    return sum(batch * (int(num_frames[job_clips[i : i + batch]].max()) - 1) for i in range(0, len(job_clips), batch))
+
+
+def eval_plan(lib: MotionLib, cfg: EvalConfig, best_of: int = 0) -> EvalPlan:
+    """The rollouts and world steps of ``evaluate_run`` on ``lib`` (``best_of``: N of a best-of-N latent search, 0:
+    none), computed from the settings alone."""
+    m, nf = lib.num_clips, lib.num_frames.cpu().numpy()
+    plan = cfg.kappa_plan(list(lib.categories), representative_clips(lib, cfg.video_clips) if cfg.video else [])
+    search = np.repeat(np.arange(m), best_of)
+    evals = np.concatenate(
+        [np.repeat(np.arange(m), cfg.imitation_rollouts)]
+        + [np.repeat(np.asarray(clips, dtype=np.int64), cfg.rollouts) for clips in plan.values()]
+    )
+    batch = min(cfg.batch_size, max(len(search), len(evals)))
+    steps = _chunked_steps(search, nf, batch) + _chunked_steps(evals, nf, batch)
+    return EvalPlan(clips=m, rollouts=len(search) + len(evals), world_steps=steps)
 
 
 @dataclass
@@ -134,7 +180,7 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
     m = lib.num_clips
     k_im, k = cfg.imitation_rollouts, cfg.rollouts
     plan = cfg.kappa_plan(list(lib.categories), representative_clips(lib, cfg.video_clips) if cfg.video else [])
-    n_search = m * loaded.latent.n if loaded.latent.kind == "best-of" else 0
+    n_search = m * search_size(loaded)
     n_eval = m * k_im + k * sum(len(clips) for clips in plan.values())
     env = RGSDTorchEnv(
         min(cfg.batch_size, max(n_search, n_eval)),
@@ -188,6 +234,11 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
     out = _plot_data(loaded.label, res, lib, plan, embedding, metrics)
     metrics["rollout_seconds"] = round(time.perf_counter() - start, 1)
     return out
+
+
+def search_size(loaded: LoadedRun) -> int:
+    """Candidate latents per clip of the run's best-of-N search (0: its latents need no search)."""
+    return loaded.latent.n if loaded.latent.kind == "best-of" else 0
 
 
 def _search(

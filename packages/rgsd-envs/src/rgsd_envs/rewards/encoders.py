@@ -163,6 +163,22 @@ def _kernel_keys(x: Tensor) -> Tensor:
     return torch.cat([last[:, FRAME_LAYOUT[k]] for k in _KEY_SLICES], dim=-1)
 
 
+NEAREST_CHUNK = 2048
+"""Rows of the frame-to-frame distance matrix held at once: the full matrix of 500 clips (~45k frames) would
+need 8 GB."""
+
+
+def _nearest_other_distance(keys: Tensor) -> Tensor:
+    """(F,) distance from each row of ``keys`` (F, k) to its nearest other row, ``NEAREST_CHUNK`` rows at a time."""
+    out = torch.empty(keys.shape[0], dtype=keys.dtype, device=keys.device)
+    for start in range(0, keys.shape[0], NEAREST_CHUNK):
+        d = torch.cdist(keys[start : start + NEAREST_CHUNK], keys)
+        rows = torch.arange(d.shape[0], device=keys.device)
+        d[rows, rows + start] = float("inf")
+        out[start : start + d.shape[0]] = d.min(dim=1).values
+    return out
+
+
 class ReferenceKernelEncoder(nn.Module):
     """Training-free default encoder: kernel-weighted mix of per-clip directions."""
 
@@ -178,9 +194,7 @@ class ReferenceKernelEncoder(nn.Module):
         keys = _kernel_keys(reference_inputs.to(torch.float32))
         mean, std = keys.mean(0), keys.std(0).clamp_min(1e-2)
         keys = (keys - mean) / std
-        d2 = torch.cdist(keys, keys).square()
-        d2.fill_diagonal_(float("inf"))
-        nearest = d2.min(dim=1).values.sqrt()
+        nearest = _nearest_other_distance(keys)
         # bandwidth: a few nearest-neighbour spacings, so each state sees its clip's local frames
         self.bandwidth = float(3.0 * nearest[torch.isfinite(nearest)].median().clamp_min(1e-3))
         self.kappa = float(kappa)

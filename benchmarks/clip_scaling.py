@@ -1,0 +1,362 @@
+"""How rgsd's costs grow with the number of reference clips: 20 (the paper's), 100 and 500 generated clips.
+
+For each count N of clips made by ``rgsd-motions demo --variants N`` this measures, on the CPU:
+
+- ``generate s`` and ``load s``: writing the N clips, and reading them into a ``MotionLib``;
+- pretraining (the cpu preset's encoder, hidden [256, 256]): ``step s`` (one InfoNCE step, 256 pairs: its cost
+  does not depend on N), ``align eval s`` (one within-motion alignment over every reference state, done every
+  ``eval_every`` steps: it grows with the frames), and a run of ``--pretrain-seconds`` wall time: steps made,
+  alignment reached (the early stop is at 0.999) and the learned clip directions' separation;
+- separation of the clips on the skill sphere, at each of ``--dims``: the max over clips and the mean over clips of
+  the cosine to the nearest other clip, for the directions the training-free encoder assigns
+  (``spread_directions``: orthonormal while N <= dim) and for the pretrained encoder's z_m;
+- the env at the cpu preset's 128 worlds with the pretrained encoder: build time, resident memory it added, the
+  bytes of its reference tensors (clips, frame features, encoder inputs), a reset of all worlds and a 5 % reset;
+- training samples/s of the cpu preset (``--iterations`` iterations, the first left out: it warms up);
+- evaluation: a tiny evaluation of that run (1 rollout per clip and kappa, one kappa, no video) gives world steps
+  per second; the quick and paper protocols' world steps on N clips (``rgsd_eval.evaluate.eval_plan``) at that
+  rate give their time per clip (extrapolated, not run).
+
+Timings on a shared machine are pessimistic; the ratios between counts hold better than the seconds. The
+figures go to ``--out`` (JSON) and a table on stdout. Run:
+``python benchmarks/clip_scaling.py --out docs/results/clip_scaling.json`` (~20 min on 2 shared cores);
+``--smoke`` runs tiny sizes in about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import json
+import logging
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rgsd_agents.config import load_config
+from rgsd_agents.pretraining.config import PretrainConfig
+from rgsd_agents.pretraining.encoder import build_encoder
+from rgsd_agents.pretraining.loop import pretrain, train_step
+from rgsd_agents.pretraining.reference import load_reference
+from rgsd_agents.pretraining.statistics import alignment_from_embeddings, separation_stats
+from rgsd_agents.training.runner import Runner
+from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.torch_env import RGSDTorchEnv
+from rgsd_envs.motion.cli import main as rgsd_motions
+from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.rewards.encoders import embed, load_encoder, spread_directions
+from rgsd_eval.config import EvalConfig
+from rgsd_eval.evaluate import eval_plan
+from rgsd_eval.pipeline import run_evaluation
+
+COUNTS = (20, 100, 500)
+DIMS = (16, 32, 64)
+
+
+@dataclasses.dataclass
+class Sizes:
+    """How big each measurement is (``--smoke`` shrinks them)."""
+
+    pretrain_hidden: tuple[int, ...] = (256, 256)
+    pretrain_seconds: float = 45.0
+    num_envs: int = 128
+    iterations: int = 3
+    eval_batch: int = 512
+    dims_from: int = 100
+    """Counts below this measure the pretrained separation at the first of ``--dims`` only."""
+
+
+SMOKE = Sizes(pretrain_hidden=(32,), pretrain_seconds=3.0, num_envs=16, iterations=2, eval_batch=64, dims_from=20)
+
+
+def rss_bytes() -> int:
+    """Resident memory of this process."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def tensor_bytes(*objects: Any) -> int:
+    """Bytes of the tensors held as attributes of the objects, or given directly."""
+    total = 0
+    for obj in objects:
+        items = [obj] if isinstance(obj, torch.Tensor) else list(vars(obj).values())
+        total += sum(t.numel() * t.element_size() for t in items if isinstance(t, torch.Tensor))
+    return total
+
+
+def best_of(fn: Any, repeats: int = 3) -> float:
+    """Fastest wall time of ``repeats`` calls (s)."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def separation(z: torch.Tensor) -> dict[str, float]:
+    """Max and mean over clips of the cosine to the nearest other clip."""
+    worst, mean = separation_stats(z.to(torch.float64))
+    return {"max_cos": round(worst, 4), "mean_nearest_cos": round(mean, 4)}
+
+
+def measure_pretraining(folder: Path, out: Path, sizes: Sizes, dims: list[int]) -> dict[str, Any]:
+    """Step and alignment-evaluation costs, then a budgeted pretraining at each dimension."""
+    cfg = PretrainConfig(
+        motions=str(folder),
+        hidden=sizes.pretrain_hidden,
+        device="cpu",
+        max_seconds=sizes.pretrain_seconds,
+        eval_every=25,
+    )
+    lib, inputs = load_reference(cfg)
+    encoder = build_encoder(cfg, inputs)
+    opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
+    gen = torch.Generator().manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as pretraining runs (PretrainConfig.num_threads)
+    try:
+        train_step(encoder, opt, lib, inputs, cfg, gen)  # warm-up
+        step = best_of(lambda: train_step(encoder, opt, lib, inputs, cfg, gen), 5)
+        align = best_of(lambda: alignment_from_embeddings(embed(encoder, inputs), lib.clip_of_frame, lib.num_clips), 2)
+    finally:
+        torch.set_num_threads(threads)
+    runs = {}
+    for dim in dims:
+        r = pretrain(dataclasses.replace(cfg, skill_dim=dim), out / f"pretrain_{dim}", progress=False)
+        z = load_encoder_embeddings(r.encoder_path)
+        runs[str(dim)] = {
+            "steps": r.steps,
+            "seconds": round(r.seconds, 1),
+            "alignment": round(r.alignment, 4),
+            "reached_0.999": r.reached_target,
+            **separation(z),
+            "encoder": str(r.encoder_path),
+        }
+    return {"step_s": round(step, 4), "align_eval_s": round(align, 3), "runs": runs}
+
+
+def load_encoder_embeddings(path: Path) -> torch.Tensor:
+    """The clip embeddings z_m stored in an encoder file."""
+    from rgsd_envs.utils.files import load_plain
+
+    return torch.as_tensor(load_plain(path)["clip_embeddings"])
+
+
+def measure_env(folder: Path, encoder: str, sizes: Sizes) -> dict[str, Any]:
+    """Build time, memory and reset costs of the env at the cpu preset's worlds."""
+    gc.collect()
+    before = rss_bytes()
+    t0 = time.perf_counter()
+    env = RGSDTorchEnv(sizes.num_envs, config=EnvConfig(motions=str(folder)), encoder=encoder)
+    build = time.perf_counter() - t0
+    added = rss_bytes() - before
+    core = env.core
+    try:
+        env.reset(seed=0)
+        full = best_of(lambda: env.reset(seed=0))
+        ids = torch.arange(0, sizes.num_envs, 20)  # 5 %
+
+        def partial() -> None:
+            core.reset_envs(ids)
+            core.observe_reset(ids)
+
+        part = best_of(partial, 5)
+        lib_bytes = tensor_bytes(core.lib)
+        ref_bytes = tensor_bytes(core.ref_features, core.ref_inputs)
+    finally:
+        env.close()
+    return {
+        "build_s": round(build, 2),
+        "rss_added_mb": round(added / 2**20, 1),
+        "motion_lib_mb": round(lib_bytes / 2**20, 1),
+        "reference_features_mb": round(ref_bytes / 2**20, 1),
+        "reset_all_ms": round(1e3 * full, 1),
+        "reset_5pct_ms": round(1e3 * part, 2),
+    }
+
+
+def measure_training(folder: Path, encoder: str, run_dir: Path, sizes: Sizes) -> dict[str, Any]:
+    """Samples/s of a few iterations of the cpu preset (the first left out)."""
+    overrides = {
+        "env.motions": str(folder),
+        "encoder": encoder,
+        "iterations": sizes.iterations,
+        "probe_every": 0,
+        "max_minutes": None,
+        "device": "cpu",
+        "num_envs": sizes.num_envs,
+    }
+    cfg = load_config("cpu", overrides)
+    t0 = time.perf_counter()
+    runner = Runner(cfg, run_dir, progress=False)
+    setup = time.perf_counter() - t0
+    try:
+        history = runner.learn()
+    finally:
+        runner.close()
+    sps = [h["charts/SPS"] for h in history[1:]] or [history[0]["charts/SPS"]]
+    return {"setup_s": round(setup, 1), "samples_per_s": round(statistics.median(sps), 1)}
+
+
+def measure_eval(folder: Path, run_dir: Path, out: Path, sizes: Sizes) -> dict[str, Any]:
+    """World steps/s of a tiny evaluation; the quick and paper protocols' time per clip at that rate."""
+    tiny = EvalConfig(
+        rollouts=1,
+        kappas=(50.0,),
+        trajectory_rollouts=1,
+        sweep_clips=1,
+        video=False,
+        progress=False,
+        batch_size=sizes.eval_batch,
+        device="cpu",
+    )
+    lib = MotionLib(str(folder))
+    steps = eval_plan(lib, tiny).world_steps
+    t0 = time.perf_counter()
+    run_evaluation([run_dir], str(folder), out, tiny)
+    seconds = time.perf_counter() - t0
+    rate = steps / seconds
+    result: dict[str, Any] = {"tiny_world_steps": steps, "tiny_s": round(seconds, 1), "world_steps_per_s": round(rate)}
+    for name in ("quick", "paper"):
+        plan = eval_plan(lib, EvalConfig.for_protocol(name, video=False))
+        result[name] = {
+            "rollouts": plan.rollouts,
+            "world_steps": plan.world_steps,
+            "s_per_clip": round(plan.seconds(rate) / lib.num_clips, 2),
+            "total_min": round(plan.seconds(rate) / 60.0, 1),
+        }
+    return result
+
+
+def measure_count(n: int, tmp: Path, sizes: Sizes, dims: list[int]) -> dict[str, Any]:
+    """Every figure for n clips."""
+    folder = tmp / f"clips{n}"
+    t0 = time.perf_counter()
+    assert rgsd_motions(["demo", "--variants", str(n), "--out", str(folder)]) == 0
+    generate = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    lib = MotionLib(str(folder))
+    load = time.perf_counter() - t0
+    row: dict[str, Any] = {
+        "clips": n,
+        "frames": int(lib.total_frames),
+        "generate_s": round(generate, 1),
+        "load_s": round(load, 2),
+    }
+    del lib
+    row["spread_directions"] = {str(d): separation(spread_directions(n, d)) for d in dims}
+    pre_dims = dims if n >= sizes.dims_from else dims[:1]
+    row["pretrain"] = measure_pretraining(folder, tmp / f"out{n}", sizes, pre_dims)
+    encoder = row["pretrain"]["runs"][str(dims[0])].pop("encoder")
+    for run in row["pretrain"]["runs"].values():
+        run.pop("encoder", None)
+    load_encoder(encoder)
+    row["env"] = measure_env(folder, encoder, sizes)
+    run_dir = tmp / f"run{n}"
+    row["training"] = measure_training(folder, encoder, run_dir, sizes)
+    row["eval"] = measure_eval(folder, run_dir, tmp / f"eval{n}", sizes)
+    gc.collect()
+    return row
+
+
+def print_table(rows: list[dict[str, Any]], dims: list[int]) -> None:
+    """The figures as a plain-text table, one column per clip count."""
+    base = str(dims[0])
+    lines = [
+        ("frames", lambda r: r["frames"]),
+        ("generate s", lambda r: r["generate_s"]),
+        ("load s", lambda r: r["load_s"]),
+        ("pretrain step s", lambda r: r["pretrain"]["step_s"]),
+        ("pretrain align eval s", lambda r: r["pretrain"]["align_eval_s"]),
+        ("pretrain steps in budget", lambda r: r["pretrain"]["runs"][base]["steps"]),
+        ("pretrain alignment", lambda r: r["pretrain"]["runs"][base]["alignment"]),
+    ]
+    for d in dims:
+        lines.append((f"spread max cos, {d}-D", lambda r, d=d: r["spread_directions"][str(d)]["max_cos"]))
+        lines.append((f"spread mean nearest, {d}-D", lambda r, d=d: r["spread_directions"][str(d)]["mean_nearest_cos"]))
+    for d in dims:
+        lines.append(
+            (f"pretrained max cos, {d}-D", lambda r, d=d: r["pretrain"]["runs"].get(str(d), {}).get("max_cos", "-"))
+        )
+        lines.append(
+            (
+                f"pretrained mean nearest, {d}-D",
+                lambda r, d=d: r["pretrain"]["runs"].get(str(d), {}).get("mean_nearest_cos", "-"),
+            )
+        )
+    lines += [
+        ("env build s", lambda r: r["env"]["build_s"]),
+        ("env RSS added MB", lambda r: r["env"]["rss_added_mb"]),
+        ("motion lib MB", lambda r: r["env"]["motion_lib_mb"]),
+        ("reference features MB", lambda r: r["env"]["reference_features_mb"]),
+        ("reset all ms", lambda r: r["env"]["reset_all_ms"]),
+        ("reset 5% ms", lambda r: r["env"]["reset_5pct_ms"]),
+        ("train setup s", lambda r: r["training"]["setup_s"]),
+        ("train samples/s", lambda r: r["training"]["samples_per_s"]),
+        ("eval world steps/s", lambda r: r["eval"]["world_steps_per_s"]),
+        ("quick eval s/clip", lambda r: r["eval"]["quick"]["s_per_clip"]),
+        ("paper eval s/clip", lambda r: r["eval"]["paper"]["s_per_clip"]),
+        ("paper eval total min", lambda r: r["eval"]["paper"]["total_min"]),
+    ]
+    print(f"{'clips':<30}" + "".join(f"{r['clips']:>12}" for r in rows))
+    for label, get in lines:
+        print(f"{label:<30}" + "".join(f"{get(r)!s:>12}" for r in rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", type=int, nargs="+", default=list(COUNTS), help="clip counts (20 100 500)")
+    parser.add_argument("--dims", type=int, nargs="+", default=list(DIMS), help="skill dimensions (16 32 64)")
+    parser.add_argument("--pretrain-seconds", type=float, default=None, help="wall budget of each pretraining")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (a minute): checks the script runs")
+    parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
+    parser.add_argument("--note", default="", help="what else ran on the machine (stored with the figures)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    sizes = SMOKE if args.smoke else Sizes()
+    if args.pretrain_seconds is not None:
+        sizes = dataclasses.replace(sizes, pretrain_seconds=args.pretrain_seconds)
+    counts = [8, 20] if args.smoke and args.counts == list(COUNTS) else args.counts
+    rows = []
+    start = time.perf_counter()
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="rgsd_clip_scaling_") as tmp:
+        for n in counts:
+            t0 = time.perf_counter()
+            rows.append(measure_count(n, Path(tmp), sizes, args.dims))
+            print(f"[{n} clips: {time.perf_counter() - t0:.0f} s]", flush=True)
+    print_table(rows, args.dims)
+    result = {
+        "command": "python benchmarks/clip_scaling.py" + (" --smoke" if args.smoke else ""),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "processor": platform.processor() or platform.machine(),
+            "torch": torch.__version__,
+            "load_average_start": round(load0, 2),
+            "load_average_end": round(os.getloadavg()[0], 2),
+            "note": args.note,
+        },
+        "sizes": dataclasses.asdict(sizes),
+        "dims": args.dims,
+        "seconds": round(time.perf_counter() - start),
+        "rows": rows,
+    }
+    print(f"total {result['seconds']} s")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=4)
+    main()
