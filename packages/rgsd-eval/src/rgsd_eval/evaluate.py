@@ -204,12 +204,13 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         search: dict[str, Any] | None = None
         tracks: SkillTracks | None = None
         latents = z_m
+        dim = loaded.env_config.skill_dim
         if loaded.latent.kind == "best-of":
             latents, search = _search(env, loaded, lib, cfg, common)
         elif loaded.latent.kind == "stored":
-            latents = load_clip_latents(loaded.clip_latents, list(lib.names)).double().numpy()
+            latents = load_clip_latents(loaded.clip_latents, list(lib.names), skill_dim=dim).double().numpy()
         elif loaded.latent.kind == "tracking":
-            per_step = load_tracking_latents(loaded.tracking_latents, list(lib.names), lib.num_frames.tolist())
+            per_step = load_tracking_latents(loaded.tracking_latents, list(lib.names), lib.num_frames.tolist(), dim)
             latents = track_centres(per_step)
             tracks = SkillTracks(per_step, latents)
         jobs = _eval_jobs(lib, latents, cfg, plan)
@@ -246,7 +247,7 @@ def _search(
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Best-of-N latents per clip by Cartesian error."""
     m, n = lib.num_clips, loaded.latent.n
-    cand = search_candidates(m, n, cfg.seed)
+    cand = search_candidates(m, n, cfg.seed, loaded.env_config.skill_dim)
     jobs = RolloutJobs(np.repeat(np.arange(m), n), cand.reshape(m * n, -1), 0, False)
     res = run_rollouts(env, loaded.policy, jobs, features=False, desc=f"{loaded.label}: best-of-{n}", **common)
     err = res.error.reshape(m, n)
