@@ -268,6 +268,43 @@ def measure_count(n: int, tmp: Path, sizes: Sizes, dims: list[int]) -> dict[str,
     return row
 
 
+RATIO_KEYS = {
+    "frames": ("frames",),
+    "generate_s": ("generate_s",),
+    "load_s": ("load_s",),
+    "pretrain_step_s": ("pretrain", "step_s"),
+    "pretrain_align_eval_s": ("pretrain", "align_eval_s"),
+    "env_build_s": ("env", "build_s"),
+    "reference_features_mb": ("env", "reference_features_mb"),
+    "motion_lib_mb": ("env", "motion_lib_mb"),
+    "reset_all_ms": ("env", "reset_all_ms"),
+    "reset_5pct_ms": ("env", "reset_5pct_ms"),
+    "train_setup_s": ("training", "setup_s"),
+    "samples_per_s": ("training", "samples_per_s"),
+    "eval_world_steps_per_s": ("eval", "world_steps_per_s"),
+    "quick_s_per_clip": ("eval", "quick", "s_per_clip"),
+    "paper_s_per_clip": ("eval", "paper", "s_per_clip"),
+    "paper_total_min": ("eval", "paper", "total_min"),
+}
+"""Figures whose growth the ratios to the smallest count show (a ratio holds better than a second on a shared
+machine)."""
+
+
+def add_ratios(rows: list[dict[str, Any]]) -> None:
+    """Each row's ``ratio_to_first``: its figures over the first row's, rounded to 2 decimals."""
+
+    def get(row: dict[str, Any], path: tuple[str, ...]) -> float:
+        for key in path:
+            row = row[key]
+        return float(row)  # type: ignore[arg-type]
+
+    for row in rows:
+        row["ratio_to_first"] = {
+            name: round(get(row, path) / get(rows[0], path), 2) if get(rows[0], path) else None
+            for name, path in RATIO_KEYS.items()
+        }
+
+
 def print_table(rows: list[dict[str, Any]], dims: list[int]) -> None:
     """The figures as a plain-text table, one column per clip count."""
     base = str(dims[0])
@@ -310,6 +347,9 @@ def print_table(rows: list[dict[str, Any]], dims: list[int]) -> None:
     print(f"{'clips':<30}" + "".join(f"{r['clips']:>12}" for r in rows))
     for label, get in lines:
         print(f"{label:<30}" + "".join(f"{get(r)!s:>12}" for r in rows))
+    print(f"ratios to {rows[0]['clips']} clips:")
+    for name in RATIO_KEYS:
+        print(f"  {name:<28}" + "".join(f"{r['ratio_to_first'][name]!s:>12}" for r in rows))
 
 
 def main() -> None:
@@ -320,7 +360,14 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (a minute): checks the script runs")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
     parser.add_argument("--note", default="", help="what else ran on the machine (stored with the figures)")
+    parser.add_argument("--reprint", type=Path, default=None, help="print (and update the ratios of) a saved JSON")
     args = parser.parse_args()
+    if args.reprint is not None:
+        saved = json.loads(args.reprint.read_text())
+        add_ratios(saved["rows"])
+        print_table(saved["rows"], saved["dims"])
+        args.reprint.write_text(json.dumps(saved, indent=2) + "\n")
+        return
     logging.basicConfig(level=logging.WARNING)
     sizes = SMOKE if args.smoke else Sizes()
     if args.pretrain_seconds is not None:
@@ -334,6 +381,7 @@ def main() -> None:
             t0 = time.perf_counter()
             rows.append(measure_count(n, Path(tmp), sizes, args.dims))
             print(f"[{n} clips: {time.perf_counter() - t0:.0f} s]", flush=True)
+    add_ratios(rows)
     print_table(rows, args.dims)
     result = {
         "command": "python benchmarks/clip_scaling.py" + (" --smoke" if args.smoke else ""),
