@@ -20,7 +20,7 @@ from rgsd_envs.utils.files import InputFileError
 def test_the_default_keeps_the_16_d_episode_draws():
     # the per-world random streams must stay where they were, or seeded episodes of existing runs change
     before = {"clip": 0, "start_frame": 1, "task": 2, "skill": slice(4, 20), "vmf_direction": slice(20, 36)}
-    assert EPISODE_SLOTS == before
+    assert before == EPISODE_SLOTS
     assert skills.VMF_ATTEMPT_UNIFORMS == skills.vmf_attempt_uniforms(16) == 31
     assert EnvConfig().skill_dim == 16 and EnvConfig().layout == HUMANOID_LAYOUT
 

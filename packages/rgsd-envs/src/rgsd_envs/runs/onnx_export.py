@@ -196,7 +196,9 @@ def export_onnx(run_dir: str | os.PathLike, out_path: str | os.PathLike) -> Path
             verbose=False,
         )
     proto = program.model_proto
-    proto.doc_string = f"rgsd policy of {run.path.resolve().name}: obs (batch, {policy.obs_dim}) -> action, pd_target (batch, 69)"
+    proto.doc_string = (
+        f"rgsd policy of {run.path.resolve().name}: obs (batch, {policy.obs_dim}) -> action, pd_target (batch, 69)"
+    )
     entry = proto.metadata_props.add()
     entry.key, entry.value = METADATA_KEY, json.dumps(meta)
     onnx.checker.check_model(proto)

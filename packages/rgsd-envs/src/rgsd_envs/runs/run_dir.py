@@ -168,7 +168,9 @@ class RunDir:
     def tracking_latents_path(self) -> Path | None:
         """The run's stored per-step latents (``method.json``'s ``tracking_latents`` file), or None."""
         info = self.method()
-        return self.path / info["tracking_latents"] if info is not None and info["latent_choice"] == "tracking" else None
+        return (
+            self.path / info["tracking_latents"] if info is not None and info["latent_choice"] == "tracking" else None
+        )
 
     def latent_encoder_path(self) -> Path | None:
         """The encoder whose clip embeddings are the run's clip latents: ``method.json``'s, else encoder.pt when
@@ -237,7 +239,8 @@ def load_tracking_latents(
         z = by_name[name].astype(np.float64)
         if z.shape[0] != int(frames) - 1:
             raise InputFileError(
-                path, f"clip {name!r} has {z.shape[0]} latents, one per step of its {int(frames)} frames needs {frames - 1}"
+                path,
+                f"clip {name!r} has {z.shape[0]} latents, one per step of its {int(frames)} frames needs {frames - 1}",
             )
         if z.size and np.abs(np.linalg.norm(z, axis=-1) - 1.0).max() > 1e-4:
             raise InputFileError(path, f"clip {name!r}: latents must be unit vectors")
