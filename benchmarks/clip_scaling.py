@@ -2,25 +2,28 @@
 
 For each count N of clips made by ``rgsd-motions demo --variants N`` this measures, on the CPU:
 
-- ``generate s`` and ``load s``: writing the N clips, and reading them into a ``MotionLib``;
-- pretraining (the cpu preset's encoder, hidden [256, 256]): ``step s`` (one InfoNCE step, 256 pairs: its cost
-  does not depend on N), ``align eval s`` (one within-motion alignment over every reference state, done every
-  ``eval_every`` steps: it grows with the frames), and a run of ``--pretrain-seconds`` wall time: steps made,
-  alignment reached (the early stop is at 0.999) and the learned clip directions' separation;
+- ``generate s`` and ``load s``: writing the N clips (``--clips-dir`` keeps them, with the time it took, for the
+  next run), and reading them into a ``MotionLib``;
+- pretraining (the cpu preset's encoder, hidden [256, 256], one torch thread): ``step s`` (one InfoNCE step, 256
+  pairs), ``align eval s`` (one within-motion alignment over every reference state, done every 25 steps by the
+  early stop), and 400 steps at each dimension: the alignment reached, the learned clip directions' separation and,
+  at the first dimension, the first evaluated step at the 0.999 early stop (None: not within 400);
 - separation of the clips on the skill sphere, at each of ``--dims``: the max over clips and the mean over clips of
   the cosine to the nearest other clip, for the directions the training-free encoder assigns
-  (``spread_directions``: orthonormal while N <= dim) and for the pretrained encoder's z_m;
-- the env at the cpu preset's 128 worlds with the pretrained encoder: build time, resident memory it added, the
-  bytes of its reference tensors (clips, frame features, encoder inputs), a reset of all worlds and a 5 % reset;
-- training samples/s of the cpu preset (``--iterations`` iterations, the first left out: it warms up);
-- evaluation: a tiny evaluation of that run (1 rollout per clip and kappa, one kappa, no video) gives world steps
-  per second; the quick and paper protocols' world steps on N clips (``rgsd_eval.evaluate.eval_plan``) at that
-  rate give their time per clip (extrapolated, not run).
+  (``spread_directions``: orthonormal while N <= dim) and for the pretrained encoder's z_m (at every dimension from
+  100 clips on);
+- the env at the cpu preset's 128 worlds with that encoder: build time, resident memory it added, the bytes of its
+  reference tensors (clips; frame features and encoder inputs), a reset of all worlds and a 5 % reset;
+- training samples/s of the cpu preset (3 iterations, the first left out: it warms up);
+- evaluation: the rollouts of a tiny evaluation of that run (1 rollout per clip and kappa, one kappa, no video; the
+  figures and the report left out) give world steps per second; the quick and paper protocols' world steps on N
+  clips (``rgsd_eval.evaluate.eval_plan``) at that rate give their time per clip (extrapolated, not run).
 
 Timings on a shared machine are pessimistic; the ratios between counts hold better than the seconds. The
 figures go to ``--out`` (JSON) and a table on stdout. Run:
-``python benchmarks/clip_scaling.py --out docs/results/clip_scaling.json`` (~20 min on 2 shared cores);
-``--smoke`` runs tiny sizes in about a minute.
+``python benchmarks/clip_scaling.py --out docs/results/clip_scaling.json`` (~15 min on 2 quiet cores, longer at
+nice 19 beside other jobs); ``--smoke`` runs tiny sizes in a couple of minutes; ``--reprint FILE`` prints a saved
+result.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import torch
 from rgsd_agents.config import load_config
 from rgsd_agents.pretraining.config import PretrainConfig
 from rgsd_agents.pretraining.encoder import build_encoder
-from rgsd_agents.pretraining.loop import pretrain, train_step
+from rgsd_agents.pretraining.loop import train_step
 from rgsd_agents.pretraining.reference import load_reference
 from rgsd_agents.pretraining.statistics import alignment_from_embeddings, separation_stats
 from rgsd_agents.training.runner import Runner
@@ -52,12 +55,16 @@ from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.cli import main as rgsd_motions
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.rewards.encoders import embed, load_encoder, spread_directions
+from rgsd_envs.rewards.encoders import embed, spread_directions
 from rgsd_eval.config import EvalConfig
-from rgsd_eval.evaluate import eval_plan
-from rgsd_eval.pipeline import run_evaluation
+from rgsd_eval.evaluate import ReferenceFeatures, eval_plan, evaluate_run
+from rgsd_eval.runs import load_run
 
 COUNTS = (20, 100, 500)
+EVAL_EVERY = 25
+"""Steps between alignment evaluations of the pretraining runs."""
+TARGET = 0.999
+"""Pretraining's default early stop (``PretrainConfig.target_alignment``)."""
 DIMS = (16, 32, 64)
 
 
@@ -66,7 +73,7 @@ class Sizes:
     """How big each measurement is (``--smoke`` shrinks them)."""
 
     pretrain_hidden: tuple[int, ...] = (256, 256)
-    pretrain_seconds: float = 45.0
+    pretrain_steps: int = 400
     num_envs: int = 128
     iterations: int = 3
     eval_batch: int = 512
@@ -74,7 +81,7 @@ class Sizes:
     """Counts below this measure the pretrained separation at the first of ``--dims`` only."""
 
 
-SMOKE = Sizes(pretrain_hidden=(32,), pretrain_seconds=3.0, num_envs=16, iterations=2, eval_batch=64, dims_from=20)
+SMOKE = Sizes(pretrain_hidden=(32,), pretrain_steps=50, num_envs=16, iterations=2, eval_batch=64, dims_from=20)
 
 
 def rss_bytes() -> int:
@@ -108,47 +115,46 @@ def separation(z: torch.Tensor) -> dict[str, float]:
     return {"max_cos": round(worst, 4), "mean_nearest_cos": round(mean, 4)}
 
 
-def measure_pretraining(folder: Path, out: Path, sizes: Sizes, dims: list[int]) -> dict[str, Any]:
-    """Step and alignment-evaluation costs, then a budgeted pretraining at each dimension."""
-    cfg = PretrainConfig(
-        motions=str(folder),
-        hidden=sizes.pretrain_hidden,
-        device="cpu",
-        max_seconds=sizes.pretrain_seconds,
-        eval_every=25,
-    )
-    lib, inputs = load_reference(cfg)
-    encoder = build_encoder(cfg, inputs)
-    opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
-    gen = torch.Generator().manual_seed(0)
+def measure_pretraining(folder: Path, work: Path, sizes: Sizes, dims: list[int]) -> dict[str, Any]:
+    """Step and alignment-evaluation costs, then ``sizes.pretrain_steps`` steps at each dimension: alignment, the first
+    evaluated step at the 0.999 target, and the learned clip directions' separation."""
+    base = PretrainConfig(motions=str(folder), hidden=sizes.pretrain_hidden, device="cpu")
+    lib, inputs = load_reference(base)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as pretraining runs (PretrainConfig.num_threads)
+    runs: dict[str, Any] = {}
+    step = align = float("nan")
     try:
-        train_step(encoder, opt, lib, inputs, cfg, gen)  # warm-up
-        step = best_of(lambda: train_step(encoder, opt, lib, inputs, cfg, gen), 5)
-        align = best_of(lambda: alignment_from_embeddings(embed(encoder, inputs), lib.clip_of_frame, lib.num_clips), 2)
+        for dim in dims:
+            cfg = dataclasses.replace(base, skill_dim=dim)
+            encoder = build_encoder(cfg, inputs)
+            opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
+            gen = torch.Generator().manual_seed(cfg.seed)
+
+            def evaluate(encoder: Any = encoder) -> tuple[float, torch.Tensor]:
+                return alignment_from_embeddings(embed(encoder, inputs), lib.clip_of_frame, lib.num_clips)
+
+            if dim == dims[0]:
+                align = best_of(evaluate, 2)
+            target_step, t0 = None, time.perf_counter()
+            for k in range(1, sizes.pretrain_steps + 1):
+                train_step(encoder, opt, lib, inputs, cfg, gen)
+                # the step count to the target is taken at the first dimension only: each check embeds every frame
+                if dim == dims[0] and target_step is None and k % EVAL_EVERY == 0 and evaluate()[0] >= TARGET:
+                    target_step = k
+            if dim == dims[0]:
+                evals = sizes.pretrain_steps // EVAL_EVERY if target_step is None else target_step // EVAL_EVERY
+                step = (time.perf_counter() - t0 - evals * align) / sizes.pretrain_steps
+            alignment, z = evaluate()
+            runs[str(dim)] = {"steps": sizes.pretrain_steps, "alignment": round(alignment, 4), **separation(z)}
+            if dim == dims[0]:
+                runs[str(dim)]["steps_to_0.999"] = target_step
+                path = work / "encoder.pt"
+                encoder.cpu().eval().save(path)
+                runs["encoder"] = str(path)
     finally:
         torch.set_num_threads(threads)
-    runs = {}
-    for dim in dims:
-        r = pretrain(dataclasses.replace(cfg, skill_dim=dim), out / f"pretrain_{dim}", progress=False)
-        z = load_encoder_embeddings(r.encoder_path)
-        runs[str(dim)] = {
-            "steps": r.steps,
-            "seconds": round(r.seconds, 1),
-            "alignment": round(r.alignment, 4),
-            "reached_0.999": r.reached_target,
-            **separation(z),
-            "encoder": str(r.encoder_path),
-        }
     return {"step_s": round(step, 4), "align_eval_s": round(align, 3), "runs": runs}
-
-
-def load_encoder_embeddings(path: Path) -> torch.Tensor:
-    """The clip embeddings z_m stored in an encoder file."""
-    from rgsd_envs.utils.files import load_plain
-
-    return torch.as_tensor(load_plain(path)["clip_embeddings"])
 
 
 def measure_env(folder: Path, encoder: str, sizes: Sizes) -> dict[str, Any]:
@@ -199,15 +205,16 @@ def measure_training(folder: Path, encoder: str, run_dir: Path, sizes: Sizes) ->
     t0 = time.perf_counter()
     runner = Runner(cfg, run_dir, progress=False)
     setup = time.perf_counter() - t0
-    try:
-        history = runner.learn()
+    try:  # the iterations alone: the start report and probes are not what grows with the samples
+        history = [runner.iterate() for _ in range(sizes.iterations)]
+        runner.export()
     finally:
         runner.close()
     sps = [h["charts/SPS"] for h in history[1:]] or [history[0]["charts/SPS"]]
     return {"setup_s": round(setup, 1), "samples_per_s": round(statistics.median(sps), 1)}
 
 
-def measure_eval(folder: Path, run_dir: Path, out: Path, sizes: Sizes) -> dict[str, Any]:
+def measure_eval(folder: Path, run_dir: Path, sizes: Sizes) -> dict[str, Any]:
     """World steps/s of a tiny evaluation; the quick and paper protocols' time per clip at that rate."""
     tiny = EvalConfig(
         rollouts=1,
@@ -221,8 +228,10 @@ def measure_eval(folder: Path, run_dir: Path, out: Path, sizes: Sizes) -> dict[s
     )
     lib = MotionLib(str(folder))
     steps = eval_plan(lib, tiny).world_steps
+    loaded = load_run(run_dir, tiny.latent, tiny.best_of, device="cpu")
+    ref = ReferenceFeatures.of(lib, tiny.fid_window)
     t0 = time.perf_counter()
-    run_evaluation([run_dir], str(folder), out, tiny)
+    evaluate_run(loaded, lib, ref, tiny)  # the rollouts and metrics; figures and the report are left out
     seconds = time.perf_counter() - t0
     rate = steps / seconds
     result: dict[str, Any] = {"tiny_world_steps": steps, "tiny_s": round(seconds, 1), "world_steps_per_s": round(rate)}
@@ -237,33 +246,43 @@ def measure_eval(folder: Path, run_dir: Path, out: Path, sizes: Sizes) -> dict[s
     return result
 
 
-def measure_count(n: int, tmp: Path, sizes: Sizes, dims: list[int]) -> dict[str, Any]:
-    """Every figure for n clips."""
-    folder = tmp / f"clips{n}"
+def clip_folder(n: int, root: Path) -> tuple[Path, float | None]:
+    """The folder of n generated clips under ``root`` and the seconds generating them took (generated now unless
+    the folder holds them already; then the time stored beside it, or None)."""
+    folder = root / f"clips{n}"
+    timing = root / f"clips{n}.generate_s"
+    if folder.is_dir() and len(list(folder.glob("*.npz"))) == n:
+        return folder, float(timing.read_text()) if timing.is_file() else None
     t0 = time.perf_counter()
     assert rgsd_motions(["demo", "--variants", str(n), "--out", str(folder)]) == 0
-    generate = time.perf_counter() - t0
+    seconds = round(time.perf_counter() - t0, 1)
+    timing.write_text(str(seconds))
+    return folder, seconds
+
+
+def measure_count(n: int, clips_root: Path, tmp: Path, sizes: Sizes, dims: list[int]) -> dict[str, Any]:
+    """Every figure for n clips."""
+    folder, generate = clip_folder(n, clips_root)
     t0 = time.perf_counter()
     lib = MotionLib(str(folder))
     load = time.perf_counter() - t0
     row: dict[str, Any] = {
         "clips": n,
         "frames": int(lib.total_frames),
-        "generate_s": round(generate, 1),
+        "generate_s": generate,
         "load_s": round(load, 2),
     }
     del lib
     row["spread_directions"] = {str(d): separation(spread_directions(n, d)) for d in dims}
     pre_dims = dims if n >= sizes.dims_from else dims[:1]
-    row["pretrain"] = measure_pretraining(folder, tmp / f"out{n}", sizes, pre_dims)
-    encoder = row["pretrain"]["runs"][str(dims[0])].pop("encoder")
-    for run in row["pretrain"]["runs"].values():
-        run.pop("encoder", None)
-    load_encoder(encoder)
+    work = tmp / f"n{n}"
+    work.mkdir()
+    row["pretrain"] = measure_pretraining(folder, work, sizes, pre_dims)
+    encoder = row["pretrain"]["runs"].pop("encoder")
     row["env"] = measure_env(folder, encoder, sizes)
-    run_dir = tmp / f"run{n}"
+    run_dir = work / "run"
     row["training"] = measure_training(folder, encoder, run_dir, sizes)
-    row["eval"] = measure_eval(folder, run_dir, tmp / f"eval{n}", sizes)
+    row["eval"] = measure_eval(folder, run_dir, sizes)
     gc.collect()
     return row
 
@@ -314,7 +333,7 @@ def print_table(rows: list[dict[str, Any]], dims: list[int]) -> None:
         ("load s", lambda r: r["load_s"]),
         ("pretrain step s", lambda r: r["pretrain"]["step_s"]),
         ("pretrain align eval s", lambda r: r["pretrain"]["align_eval_s"]),
-        ("pretrain steps in budget", lambda r: r["pretrain"]["runs"][base]["steps"]),
+        ("pretrain steps to 0.999", lambda r: r["pretrain"]["runs"][base]["steps_to_0.999"]),
         ("pretrain alignment", lambda r: r["pretrain"]["runs"][base]["alignment"]),
     ]
     for d in dims:
@@ -356,9 +375,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", type=int, nargs="+", default=list(COUNTS), help="clip counts (20 100 500)")
     parser.add_argument("--dims", type=int, nargs="+", default=list(DIMS), help="skill dimensions (16 32 64)")
-    parser.add_argument("--pretrain-seconds", type=float, default=None, help="wall budget of each pretraining")
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes (a minute): checks the script runs")
-    parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (a couple of minutes): checks the script runs")
+    parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures (written after each count)")
+    parser.add_argument("--clips-dir", type=Path, default=None, help="keep the generated clips here and reuse them")
     parser.add_argument("--note", default="", help="what else ran on the machine (stored with the figures)")
     parser.add_argument("--reprint", type=Path, default=None, help="print (and update the ratios of) a saved JSON")
     args = parser.parse_args()
@@ -370,39 +389,38 @@ def main() -> None:
         return
     logging.basicConfig(level=logging.WARNING)
     sizes = SMOKE if args.smoke else Sizes()
-    if args.pretrain_seconds is not None:
-        sizes = dataclasses.replace(sizes, pretrain_seconds=args.pretrain_seconds)
     counts = [8, 20] if args.smoke and args.counts == list(COUNTS) else args.counts
-    rows = []
+    rows: list[dict[str, Any]] = []
     start = time.perf_counter()
     load0 = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="rgsd_clip_scaling_") as tmp:
-        for n in counts:
-            t0 = time.perf_counter()
-            rows.append(measure_count(n, Path(tmp), sizes, args.dims))
-            print(f"[{n} clips: {time.perf_counter() - t0:.0f} s]", flush=True)
-    add_ratios(rows)
-    print_table(rows, args.dims)
-    result = {
+    result: dict[str, Any] = {
         "command": "python benchmarks/clip_scaling.py" + (" --smoke" if args.smoke else ""),
         "machine": {
             "cpus": os.cpu_count(),
             "processor": platform.processor() or platform.machine(),
             "torch": torch.__version__,
             "load_average_start": round(load0, 2),
-            "load_average_end": round(os.getloadavg()[0], 2),
             "note": args.note,
         },
         "sizes": dataclasses.asdict(sizes),
         "dims": args.dims,
-        "seconds": round(time.perf_counter() - start),
         "rows": rows,
     }
-    print(f"total {result['seconds']} s")
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"wrote {args.out}")
+    with tempfile.TemporaryDirectory(prefix="rgsd_clip_scaling_") as tmp:
+        clips_root = args.clips_dir or Path(tmp)
+        clips_root.mkdir(parents=True, exist_ok=True)
+        for n in counts:
+            t0 = time.perf_counter()
+            rows.append(measure_count(n, clips_root, Path(tmp), sizes, args.dims))
+            print(f"[{n} clips: {time.perf_counter() - t0:.0f} s]", flush=True)
+            add_ratios(rows)
+            result["machine"]["load_average_end"] = round(os.getloadavg()[0], 2)
+            result["seconds"] = round(time.perf_counter() - start)
+            if args.out is not None:  # after every count: a long run keeps what it measured
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print_table(rows, args.dims)
+    print(f"total {result['seconds']} s" + (f"; wrote {args.out}" if args.out else ""))
 
 
 if __name__ == "__main__":
