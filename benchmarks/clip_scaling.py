@@ -5,17 +5,19 @@ For each count N of clips made by ``rgsd-motions demo --variants N`` this measur
 - ``generate s`` and ``load s``: writing the N clips (``--clips-dir`` keeps them, with the time it took, for the
   next run), and reading them into a ``MotionLib``;
 - pretraining (the cpu preset's encoder, hidden [256, 256], one torch thread): ``step s`` (one InfoNCE step, 256
-  pairs), ``align eval s`` (one within-motion alignment over every reference state, done every 25 steps by the
-  early stop), and 400 steps at each dimension: the alignment reached, the learned clip directions' separation and,
-  at the first dimension, the first evaluated step at the 0.999 early stop (None: not within 400);
+  pairs), ``align eval s`` (one within-motion alignment over every reference state, done every 10 steps by
+  the early stop; here every 50), and 400 steps at each dimension: the alignment reached, the learned clip
+  directions' separation and, at the first dimension, the first evaluated step at the 0.999 early stop (None: not
+  within 400);
 - separation of the clips on the skill sphere, at each of ``--dims``: the max over clips and the mean over clips of
   the cosine to the nearest other clip, for the directions the training-free encoder assigns
   (``spread_directions``: orthonormal while N <= dim) and for the pretrained encoder's z_m (at every dimension from
   100 clips on);
 - the env at the cpu preset's 128 worlds with that encoder: build time, resident memory it added, the bytes of its
   reference tensors (clips; frame features and encoder inputs), a reset of all worlds and a 5 % reset;
-- training samples/s of the cpu preset (3 iterations, the first left out: it warms up);
-- evaluation: the rollouts of a tiny evaluation of that run (1 rollout per clip and kappa, one kappa, no video; the
+- training samples/s of the cpu preset (2 iterations, the first left out: it warms up);
+- evaluation (``--eval-once``: at the first count only, the rate then applies to every count): the rollouts of a
+  tiny evaluation of that run (1 rollout per clip and kappa, one kappa, no video; the
   figures and the report left out) give world steps per second; the quick and paper protocols' world steps on N
   clips (``rgsd_eval.evaluate.eval_plan``) at that rate give their time per clip (extrapolated, not run).
 
@@ -61,7 +63,7 @@ from rgsd_eval.evaluate import ReferenceFeatures, eval_plan, evaluate_run
 from rgsd_eval.runs import load_run
 
 COUNTS = (20, 100, 500)
-EVAL_EVERY = 25
+EVAL_EVERY = 50
 """Steps between alignment evaluations of the pretraining runs."""
 TARGET = 0.999
 """Pretraining's default early stop (``PretrainConfig.target_alignment``)."""
@@ -75,7 +77,7 @@ class Sizes:
     pretrain_hidden: tuple[int, ...] = (256, 256)
     pretrain_steps: int = 400
     num_envs: int = 128
-    iterations: int = 3
+    iterations: int = 2
     eval_batch: int = 512
     dims_from: int = 100
     """Counts below this measure the pretrained separation at the first of ``--dims`` only."""
@@ -214,8 +216,9 @@ def measure_training(folder: Path, encoder: str, run_dir: Path, sizes: Sizes) ->
     return {"setup_s": round(setup, 1), "samples_per_s": round(statistics.median(sps), 1)}
 
 
-def measure_eval(folder: Path, run_dir: Path, sizes: Sizes) -> dict[str, Any]:
-    """World steps/s of a tiny evaluation; the quick and paper protocols' time per clip at that rate."""
+def measure_eval(folder: Path, run_dir: Path, sizes: Sizes, rate: float | None = None) -> dict[str, Any]:
+    """World steps/s of a tiny evaluation (``rate`` given: that rate, measured at another count; a world step does
+    not touch the other clips); the quick and paper protocols' time per clip at that rate."""
     tiny = EvalConfig(
         rollouts=1,
         kappas=(50.0,),
@@ -227,14 +230,17 @@ def measure_eval(folder: Path, run_dir: Path, sizes: Sizes) -> dict[str, Any]:
         device="cpu",
     )
     lib = MotionLib(str(folder))
-    steps = eval_plan(lib, tiny).world_steps
-    loaded = load_run(run_dir, tiny.latent, tiny.best_of, device="cpu")
-    ref = ReferenceFeatures.of(lib, tiny.fid_window)
-    t0 = time.perf_counter()
-    evaluate_run(loaded, lib, ref, tiny)  # the rollouts and metrics; figures and the report are left out
-    seconds = time.perf_counter() - t0
-    rate = steps / seconds
-    result: dict[str, Any] = {"tiny_world_steps": steps, "tiny_s": round(seconds, 1), "world_steps_per_s": round(rate)}
+    result: dict[str, Any] = {"measured_here": rate is None}
+    if rate is None:
+        steps = eval_plan(lib, tiny).world_steps
+        loaded = load_run(run_dir, tiny.latent, tiny.best_of, device="cpu")
+        ref = ReferenceFeatures.of(lib, tiny.fid_window)
+        t0 = time.perf_counter()
+        evaluate_run(loaded, lib, ref, tiny)  # the rollouts and metrics; figures and the report are left out
+        seconds = time.perf_counter() - t0
+        rate = steps / seconds
+        result.update({"tiny_world_steps": steps, "tiny_s": round(seconds, 1)})
+    result["world_steps_per_s"] = round(rate)
     for name in ("quick", "paper"):
         plan = eval_plan(lib, EvalConfig.for_protocol(name, video=False))
         result[name] = {
@@ -260,8 +266,10 @@ def clip_folder(n: int, root: Path) -> tuple[Path, float | None]:
     return folder, seconds
 
 
-def measure_count(n: int, clips_root: Path, tmp: Path, sizes: Sizes, dims: list[int]) -> dict[str, Any]:
-    """Every figure for n clips."""
+def measure_count(
+    n: int, clips_root: Path, tmp: Path, sizes: Sizes, dims: list[int], eval_rate: float | None = None
+) -> dict[str, Any]:
+    """Every figure for n clips (``eval_rate``: evaluation's world steps/s measured at another count)."""
     folder, generate = clip_folder(n, clips_root)
     t0 = time.perf_counter()
     lib = MotionLib(str(folder))
@@ -282,7 +290,7 @@ def measure_count(n: int, clips_root: Path, tmp: Path, sizes: Sizes, dims: list[
     row["env"] = measure_env(folder, encoder, sizes)
     run_dir = work / "run"
     row["training"] = measure_training(folder, encoder, run_dir, sizes)
-    row["eval"] = measure_eval(folder, run_dir, sizes)
+    row["eval"] = measure_eval(folder, run_dir, sizes, eval_rate)
     gc.collect()
     return row
 
@@ -379,6 +387,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures (written after each count)")
     parser.add_argument("--clips-dir", type=Path, default=None, help="keep the generated clips here and reuse them")
     parser.add_argument("--note", default="", help="what else ran on the machine (stored with the figures)")
+    parser.add_argument(
+        "--eval-once", action="store_true", help="measure evaluation's world steps/s at the first count only"
+    )
     parser.add_argument("--reprint", type=Path, default=None, help="print (and update the ratios of) a saved JSON")
     args = parser.parse_args()
     if args.reprint is not None:
@@ -411,7 +422,8 @@ def main() -> None:
         clips_root.mkdir(parents=True, exist_ok=True)
         for n in counts:
             t0 = time.perf_counter()
-            rows.append(measure_count(n, clips_root, Path(tmp), sizes, args.dims))
+            rate = rows[0]["eval"]["world_steps_per_s"] if rows and args.eval_once else None
+            rows.append(measure_count(n, clips_root, Path(tmp), sizes, args.dims, rate))
             print(f"[{n} clips: {time.perf_counter() - t0:.0f} s]", flush=True)
             add_ratios(rows)
             result["machine"]["load_average_end"] = round(os.getloadavg()[0], 2)
