@@ -320,16 +320,16 @@ machine)."""
 def add_ratios(rows: list[dict[str, Any]]) -> None:
     """Each row's ``ratio_to_first``: its figures over the first row's, rounded to 2 decimals."""
 
-    def get(row: dict[str, Any], path: tuple[str, ...]) -> float:
+    def get(row: dict[str, Any], path: tuple[str, ...]) -> float | None:
         for key in path:
             row = row[key]
-        return float(row)  # type: ignore[arg-type]
+        return None if row is None else float(row)  # type: ignore[arg-type]
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return None if a is None or not b else round(a / b, 2)
 
     for row in rows:
-        row["ratio_to_first"] = {
-            name: round(get(row, path) / get(rows[0], path), 2) if get(rows[0], path) else None
-            for name, path in RATIO_KEYS.items()
-        }
+        row["ratio_to_first"] = {name: ratio(get(row, p), get(rows[0], p)) for name, p in RATIO_KEYS.items()}
 
 
 def print_table(rows: list[dict[str, Any]], dims: list[int]) -> None:
