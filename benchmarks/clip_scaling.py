@@ -379,6 +379,58 @@ def print_table(rows: list[dict[str, Any]], dims: list[int]) -> None:
         print(f"  {name:<28}" + "".join(f"{r['ratio_to_first'][name]!s:>12}" for r in rows))
 
 
+def markdown_table(result: dict[str, Any]) -> str:
+    """The results page's table of a saved result: one column per count, then the last count over the first."""
+    rows, dims = result["rows"], [str(d) for d in result["dims"]]
+    first, last = rows[0]["clips"], rows[-1]["clips"]
+
+    def cell(v: Any) -> str:
+        return "-" if v is None else str(v)
+
+    def at(row: dict[str, Any], *path: str) -> Any:
+        for key in path:
+            if not isinstance(row, dict) or key not in row:
+                return None
+            row = row[key]
+        return row
+
+    lines = [
+        ("reference frames", ("frames",), "frames"),
+        ("generate the clips, s", ("generate_s",), "generate_s"),
+        ("load them, s", ("load_s",), "load_s"),
+        ("pretraining step, s", ("pretrain", "step_s"), "pretrain_step_s"),
+        ("alignment check (all frames), s", ("pretrain", "align_eval_s"), "pretrain_align_eval_s"),
+        (f"pretraining steps to alignment 0.999 ({dims[0]}-D)", ("pretrain", "runs", dims[0], "steps_to_0.999"), None),
+        (f"alignment after 400 steps ({dims[0]}-D)", ("pretrain", "runs", dims[0], "alignment"), None),
+    ]
+    for d in dims:
+        lines.append((f"default encoder, max cos ({d}-D)", ("spread_directions", d, "max_cos"), None))
+        lines.append((f"default encoder, mean nearest cos ({d}-D)", ("spread_directions", d, "mean_nearest_cos"), None))
+    for d in dims:
+        lines.append((f"pretrained, max cos ({d}-D)", ("pretrain", "runs", d, "max_cos"), None))
+        lines.append((f"pretrained, mean nearest cos ({d}-D)", ("pretrain", "runs", d, "mean_nearest_cos"), None))
+    lines += [
+        ("env reference tensors, MB", ("env", "reference_features_mb"), "reference_features_mb"),
+        ("motion library, MB", ("env", "motion_lib_mb"), "motion_lib_mb"),
+        ("env build, s", ("env", "build_s"), "env_build_s"),
+        ("reset of all 128 worlds, ms", ("env", "reset_all_ms"), "reset_all_ms"),
+        ("reset of 5 %, ms", ("env", "reset_5pct_ms"), "reset_5pct_ms"),
+        ("training, samples/s", ("training", "samples_per_s"), "samples_per_s"),
+        ("quick evaluation, s per clip", ("eval", "quick", "s_per_clip"), "quick_s_per_clip"),
+        ("paper evaluation, s per clip", ("eval", "paper", "s_per_clip"), "paper_s_per_clip"),
+        ("paper evaluation, min in all", ("eval", "paper", "total_min"), "paper_total_min"),
+    ]
+    heads = " | ".join(f"{r['clips']} clips" for r in rows)
+    out = [
+        f"| | {heads} | {last} / {first} |",
+        "|---|" + "---|" * (len(rows) + 1),
+    ]
+    for label, path, ratio in lines:
+        values = [cell(at(r, *path)) for r in rows]
+        out.append(f"| {label} | {' | '.join(values)} | {cell(rows[-1]['ratio_to_first'][ratio]) if ratio else ''} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", type=int, nargs="+", default=list(COUNTS), help="clip counts (20 100 500)")
@@ -390,12 +442,13 @@ def main() -> None:
     parser.add_argument(
         "--eval-once", action="store_true", help="measure evaluation's world steps/s at the first count only"
     )
+    parser.add_argument("--markdown", action="store_true", help="with --reprint: the results page's table")
     parser.add_argument("--reprint", type=Path, default=None, help="print (and update the ratios of) a saved JSON")
     args = parser.parse_args()
     if args.reprint is not None:
         saved = json.loads(args.reprint.read_text())
         add_ratios(saved["rows"])
-        print_table(saved["rows"], saved["dims"])
+        print(markdown_table(saved)) if args.markdown else print_table(saved["rows"], saved["dims"])
         args.reprint.write_text(json.dumps(saved, indent=2) + "\n")
         return
     logging.basicConfig(level=logging.WARNING)
