@@ -143,3 +143,13 @@ def test_default_encoder_reward_is_near_max_on_the_reference_and_lower_for_other
     other[torch.arange(len(e)), lib.clip_of_frame] = float("nan")
     assert own.mean() > 0.98 * 2 * kappa
     assert torch.nanmean(other) < 1.2 * kappa
+
+
+def test_nearest_other_frame_in_chunks_equals_the_full_distance_matrix(monkeypatch):
+    from rgsd_envs.rewards import encoders
+
+    keys = torch.randn(50, 6, generator=torch.Generator().manual_seed(0))
+    full = torch.cdist(keys, keys)
+    full.fill_diagonal_(float("inf"))
+    monkeypatch.setattr(encoders, "NEAREST_CHUNK", 7)  # 50 rows in 8 chunks, the last one short
+    torch.testing.assert_close(encoders._nearest_other_distance(keys), full.min(dim=1).values)
