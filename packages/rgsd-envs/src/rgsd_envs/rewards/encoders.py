@@ -30,6 +30,7 @@ from torch import nn
 
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, FRAME_DIM, FRAME_LAYOUT, SKILL_DIM
 from rgsd_envs.utils.files import InputFileError, PickledObjectsError, load_plain, save_plain
+from rgsd_envs.utils.threads import single_threaded
 
 Tensor = torch.Tensor
 EncoderLike = Callable[[Tensor], Tensor]
@@ -146,7 +147,8 @@ def spread_directions(num: int, dim: int = SKILL_DIM, seed: int = 0) -> Tensor:
     built under ``torch.no_grad()`` too), and the result is a plain tensor even
     under ``torch.inference_mode()``.
     """
-    with torch.inference_mode(False), torch.enable_grad():
+    # one thread: 300 steps of tiny ops, which on 2 busy cores waited minutes at OpenMP barriers (100 clips)
+    with torch.inference_mode(False), torch.enable_grad(), single_threaded():
         g = torch.Generator().manual_seed(seed)
         if num <= dim:
             q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=g, dtype=torch.float64))
