@@ -49,10 +49,11 @@ from rgsd_eval.runs import LoadedRun, representative_clips
 
 IMITATION_GROUP = 0
 """Job group of imitation rollouts; kappa i of ``EvalConfig.kappa_plan`` is group i + 1."""
-EVAL_WORLD_STEPS_PER_SECOND = 1500.0
-"""World steps per second of evaluation rollouts on 2 CPU cores shared with two trainings (the cpu preset's
-256x256 policy, 512 worlds at a time; ``benchmarks/clip_scaling.py``): the rate behind the time estimate printed
-before an evaluation starts."""
+EVAL_WORLD_STEPS_PER_SECOND = 166.0
+"""World steps per second of evaluation rollouts (the cpu preset's 256x256 policy, 512 worlds at a time) measured by
+``benchmarks/clip_scaling.py`` at nice 19 on 2 CPU cores busy with two trainings: the rate behind the estimate logged
+before an evaluation starts, so the estimate is a slow machine's (quiet cores run many times faster); the world
+steps it names do not depend on the machine."""
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,8 @@ class EvalPlan:
         minutes = self.seconds(world_steps_per_second) / 60.0
         return (
             f"{protocol} protocol on {self.clips} clips: {self.rollouts} rollouts, {self.world_steps / 1e6:.2f} M "
-            f"world steps, about {minutes:.0f} min at {world_steps_per_second:.0f} world steps/s (2 shared CPU "
-            f"cores; {minutes / max(self.clips, 1) * 60:.1f} s per clip)"
+            f"world steps, at most about {minutes:.0f} min ({minutes / max(self.clips, 1) * 60:.1f} s per clip) at "
+            f"{world_steps_per_second:.0f} world steps/s, 2 busy CPU cores' rate"
         )
 
 
