@@ -7,6 +7,7 @@ build them under ``torch.no_grad()``. Tiny budgets: this checks that each comman
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -90,12 +91,18 @@ def test_train_rgsd_on_17_clips(rgsd_run):
 
 
 @pytest.mark.parametrize("protocol", ["quick", "paper"])
-def test_eval_on_17_clips(protocol, rgsd_run, tmp_path):
+def test_eval_on_17_clips(protocol, rgsd_run, tmp_path, caplog):
     out = tmp_path / protocol
     args = ["eval", "--run", str(rgsd_run), "--out", str(out), "--protocol", protocol, *FEW_ROLLOUTS]
-    assert rgsd([*args, "--kappas", "50", "--set", "sweep_clips=2", "--set", "batch_size=64"]) == 0
+    with caplog.at_level(logging.INFO, logger="rgsd_eval.pipeline"):
+        assert rgsd([*args, "--kappas", "50", "--set", "sweep_clips=2", "--set", "batch_size=64"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert (out / "report.md").is_file() and metrics
+    # the time estimate comes before the rollouts: 17 clips x 2 rollouts x (imitation + kappa 50) in batches of 64
+    estimate = [r.getMessage() for r in caplog.records if "world steps" in r.getMessage()]
+    assert estimate and f"{protocol} protocol on 17 clips" in estimate[0], estimate
+    imitation = 2 if protocol == "paper" else 1
+    assert f"{17 * (imitation + 2)} rollouts" in estimate[0]
 
 
 def test_downstream_on_17_clips(rgsd_run, tmp_path):
@@ -122,11 +129,16 @@ def test_reproduce_smoke_on_20_clips_writes_its_report(tmp_path):
         assert heading in report, heading
 
 
-def test_100_clips_build_an_env_and_pretrain(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def clips100(tmp_path_factory) -> str:
+    return _variants(tmp_path_factory.mktemp("clips") / "c100", 100)
+
+
+def test_100_clips_build_an_env_and_pretrain(clips100, tmp_path, capsys):
     import gymnasium as gym
     import torch
 
-    clips = _variants(tmp_path / "c100", 100)
+    clips = clips100
     with torch.no_grad():
         env = gym.make("rgsd_envs:RGSD-SMPL-v0", motions=clips)
         env.reset(seed=0)
@@ -137,3 +149,74 @@ def test_100_clips_build_an_env_and_pretrain(tmp_path, capsys):
     args = ["pretrain", "--motions", clips, "--out", str(out), "--steps", "2", "--hidden", "16", "--no-progress"]
     assert rgsd([*args, "--batch-size", "16", "--set", "eval_every=2", "--set", "target_alignment=null"]) == 0
     assert "on 100 clips" in capsys.readouterr().out
+
+
+SKILL_32 = ["env.skill_dim=32"]
+
+
+@pytest.fixture(scope="module")
+def run32(clips100, tmp_path_factory):
+    """``rgsd train --config rgsd`` on 100 clips in a 32-D skill space, pretraining its own 32-D encoder."""
+    out = tmp_path_factory.mktemp("runs") / "rgsd32"
+    method = [f"method.options.{k}={json.dumps(v)}" for k, v in tiny_options("rgsd").items()]
+    args = ["train", "--config", "rgsd", "--out", str(out), "--device", "cpu", "--no-progress"]
+    assert rgsd([*args, *_sets([*TINY_TRAIN, *SKILL_32, f"env.motions={clips100}", *method])]) == 0
+    return out
+
+
+def test_a_32_d_run_on_100_clips_writes_32_d_files(run32):
+    from rgsd_envs.envs.observations import FRAME_DIM
+    from rgsd_envs.rewards.encoders import load_encoder
+    from rgsd_envs.runs.policy import load_policy
+
+    policy = load_policy(run32 / "policy.pt")
+    assert policy.meta["skill_dim"] == 32 and policy.obs_dim == FRAME_DIM + 32
+    assert load_encoder(run32 / "encoder.pt").out_dim == 32
+    assert load_encoder(run32 / "discovery_encoder.pt").out_dim == 32
+
+
+def test_a_32_d_run_on_100_clips_evaluates_and_plays(run32, clips100, tmp_path):
+    out = tmp_path / "eval"
+    args = ["eval", "--run", str(run32), "--out", str(out), *FEW_ROLLOUTS, "--kappas", "50"]
+    assert rgsd([*args, "--set", "sweep_clips=2", "--set", "batch_size=128"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    latents = next(iter(metrics["runs"].values()))["clip_latents"]
+    assert len(latents) == 100 and {len(z) for z in latents.values()} == {32}
+    video = tmp_path / "play.mp4"
+    play = ["play", str(run32), "--clip", "punch_v02", "--frames", "3", "--size", "64", "48", "--out", str(video)]
+    assert rgsd(play) == 0
+    assert video.stat().st_size > 0
+
+
+def test_a_policy_whose_skill_dim_differs_from_its_env_gets_one_clear_error(run32, tmp_path, capsys):
+    import shutil
+
+    import yaml
+
+    edited = tmp_path / "edited"
+    shutil.copytree(run32, edited)
+    config = yaml.safe_load((edited / "config.yaml").read_text())
+    config["env"]["skill_dim"] = 16
+    (edited / "config.yaml").write_text(yaml.safe_dump(config))
+    args = ["eval", "--run", str(edited), "--out", str(tmp_path / "eval"), *FEW_ROLLOUTS]
+    assert rgsd(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(edited / "policy.pt") in err[0] and "field 'meta.skill_dim'" in err[0], err
+    assert "trained with a 32-D skill, the environment has skill_dim 16" in err[0]
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_method_trains_in_a_32_d_skill_space(method, clips17, tmp_path):
+    import dataclasses
+
+    from rgsd_agents.methods import method_config
+    from rgsd_envs.runs.policy import load_policy
+
+    known = {f.name for f in dataclasses.fields(type(method_config(method, {})))}
+    options = [f"method.options.{k}={json.dumps(v)}" for k, v in tiny_options(method).items() if k in known]
+    if method == "fb_cpr":  # its latent is the env's skill: both are set
+        options.append("method.options.z_dim=32")
+    out = tmp_path / method
+    args = ["train", "--config", method, "--out", str(out), "--device", "cpu", "--no-progress"]
+    assert rgsd([*args, *_sets([*TINY_TRAIN, *SKILL_32, f"env.motions={clips17}", *options])]) == 0
+    assert load_policy(out / "policy.pt").meta["skill_dim"] == 32

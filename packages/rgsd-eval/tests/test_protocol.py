@@ -245,3 +245,26 @@ def test_rollouts_beyond_the_batch_run_in_chunks_of_worlds_with_the_same_results
     np.testing.assert_allclose(chunked.error, whole.error, rtol=1e-5)
     np.testing.assert_allclose(chunked.root_pos, whole.root_pos, rtol=1e-5, atol=1e-6)
     assert np.isfinite(chunked.error).all()
+
+
+def test_eval_plan_counts_the_rollouts_and_world_steps_of_each_protocol():
+    import math
+
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_eval.evaluate import eval_plan
+
+    lib = MotionLib("demo")
+    m, steps = lib.num_clips, lib.num_frames.numpy() - 1
+    quick = eval_plan(lib, EvalConfig(video=False))
+    # one deterministic imitation rollout per clip, 16 vMF rollouts per clip at each of the 3 sweep kappas
+    assert quick.rollouts == m * (1 + 3 * 16) == 245
+    assert quick.world_steps == 245 * int(steps.max())  # one batch of 245 worlds runs to the longest clip
+    paper = eval_plan(lib, EvalConfig.for_protocol("paper", video=False))
+    # 500 imitation + 500 at kappa 50 on every clip, 500 at each sweep kappa on the three sweep clips
+    assert paper.rollouts == m * 1000 + 3 * 3 * 500 == 9500
+    assert paper.rollouts * steps.min() <= paper.world_steps <= math.ceil(9500 / 512) * 512 * steps.max()
+    searched = eval_plan(lib, EvalConfig.for_protocol("paper", video=False), best_of=500)
+    assert searched.rollouts == paper.rollouts + m * 500
+    line = paper.summary("paper", world_steps_per_second=1000.0)
+    assert line.startswith("paper protocol on 5 clips: 9500 rollouts")
+    assert f"at most about {paper.world_steps / 1000.0 / 60.0:.0f} min" in line and "at 1000 world steps/s" in line

@@ -184,7 +184,7 @@ class TrainConfig:
 
     def pretrain_config(self) -> PretrainConfig:
         """The run's encoder pretraining: ``pretrain:`` on ``env.motions`` with the run's seed and device."""
-        return PretrainConfig.of_run(self.pretrain, self.env.motions, self.seed, self.device)
+        return PretrainConfig.of_run(self.pretrain, self.env.motions, self.seed, self.device, self.env.skill_dim)
 
     @property
     def batch_size(self) -> int:

@@ -79,14 +79,15 @@ def play_rollout(
         motions=lib,
         encoder=None if loaded.encoder_path is None else str(loaded.encoder_path),
     )
+    dim = loaded.env_config.skill_dim
     try:
         tracks = None
         if tracking is not None:
-            per_step = load_tracking_latents(tracking, list(lib.names), lib.num_frames.tolist())
+            per_step = load_tracking_latents(tracking, list(lib.names), lib.num_frames.tolist(), dim)
             tracks = SkillTracks(per_step, track_centres(per_step))
             z_m = tracks.centres[c]
         elif stored is not None:
-            z_m = load_clip_latents(stored, list(lib.names))[c].double().numpy()
+            z_m = load_clip_latents(stored, list(lib.names), skill_dim=dim)[c].double().numpy()
         else:
             z_m = env.unwrapped.core.clip_embeddings[c].cpu().double().numpy()
         z = z_m if kappa is None else skills.sample_vmf(np.random.default_rng(seed), z_m, float(kappa))

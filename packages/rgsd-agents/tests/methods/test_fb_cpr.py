@@ -35,7 +35,7 @@ from rgsd_agents.methods.fb_cpr import (
 from rgsd_agents.probe import ImitationProbe
 from rgsd_agents.rl.networks import NetworkConfig
 from rgsd_agents.rl.replay import ReplayBuffer
-from rgsd_agents.testing import assert_same_tensors, reproducible, tiny_options
+from rgsd_agents.testing import assert_same_tensors, reproducible, tiny_options, tiny_train_config
 from rgsd_agents.training.offpolicy import OffPolicyRunner
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import FRAME_DIM, POLICY_OBS_DIM
@@ -386,9 +386,13 @@ def test_resume_continues_exactly(registered, tmp_path):
     assert_same_tensors(_params(straight), _params(resumed))
 
 
-def test_the_config_refuses_a_latent_that_does_not_fit_the_skill_slot():
-    with pytest.raises(ValueError, match="z_dim must be 16"):
-        FBCPRConfig(z_dim=256)
+def test_the_config_refuses_a_latent_that_does_not_fit_the_skill_slot(tmp_path):
+    with pytest.raises(ValueError, match="z_dim must be >= 2"):
+        FBCPRConfig(z_dim=1)
+    cfg = tiny_train_config(None, method=MethodConfig("fb_cpr", {"z_dim": 32}), device="cpu")
+    with pytest.raises(ValueError, match=r"z_dim \(32\) must equal env.skill_dim \(16\)"):
+        OffPolicyRunner(cfg, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
     with pytest.raises(ValueError, match="multiple of seq_length"):
         FBCPRConfig(batch_size=100)
 

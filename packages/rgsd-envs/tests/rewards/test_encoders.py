@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, reference_encoder_inputs
+from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import (
     MLPEncoder,
@@ -61,9 +62,12 @@ def test_loading_a_missing_corrupt_or_foreign_encoder_file_is_a_clear_error(tmp_
 def test_encoder_file_with_the_wrong_width_is_refused(tmp_path):
     enc = MLPEncoder(hidden=(8,), out_dim=8)
     path = enc.save(tmp_path / "narrow.pt")
-    with pytest.raises(InputFileError, match="1795 -> 8, the environment needs 1795 -> 16") as err:
-        load_encoder(path)
+    with pytest.raises(InputFileError, match="8-D skills, the environment's skill_dim is 16") as err:
+        load_encoder(path, skill_dim=16)
     assert err.value.field == "out_dim"
+    assert load_encoder(path).out_dim == 8  # without a skill_dim to meet, any width loads
+    with pytest.raises(InputFileError, match="skill_dim is 16"):
+        RGSDTorchEnv(2, encoder=str(path))
 
 
 def test_check_encoder_rejects_wrong_shapes_and_non_unit_outputs():
@@ -139,3 +143,13 @@ def test_default_encoder_reward_is_near_max_on_the_reference_and_lower_for_other
     other[torch.arange(len(e)), lib.clip_of_frame] = float("nan")
     assert own.mean() > 0.98 * 2 * kappa
     assert torch.nanmean(other) < 1.2 * kappa
+
+
+def test_nearest_other_frame_in_chunks_equals_the_full_distance_matrix(monkeypatch):
+    from rgsd_envs.rewards import encoders
+
+    keys = torch.randn(50, 6, generator=torch.Generator().manual_seed(0))
+    full = torch.cdist(keys, keys)
+    full.fill_diagonal_(float("inf"))
+    monkeypatch.setattr(encoders, "NEAREST_CHUNK", 7)  # 50 rows in 8 chunks, the last one short
+    torch.testing.assert_close(encoders._nearest_other_distance(keys), full.min(dim=1).values)

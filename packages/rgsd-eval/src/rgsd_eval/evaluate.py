@@ -49,6 +49,53 @@ from rgsd_eval.runs import LoadedRun, representative_clips
 
 IMITATION_GROUP = 0
 """Job group of imitation rollouts; kappa i of ``EvalConfig.kappa_plan`` is group i + 1."""
+EVAL_WORLD_STEPS_PER_SECOND = 166.0
+"""World steps per second of evaluation rollouts (the cpu preset's 256x256 policy, 512 worlds at a time) measured by
+``benchmarks/clip_scaling.py`` at nice 19 on 2 CPU cores busy with two trainings: the rate behind the estimate logged
+before an evaluation starts, so the estimate is a slow machine's (quiet cores run many times faster); the world
+steps it names do not depend on the machine."""
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """The rollouts one run's evaluation makes and the world steps they cost (idle worlds of a batch included)."""
+
+    clips: int
+    rollouts: int
+    world_steps: int
+
+    def seconds(self, world_steps_per_second: float = EVAL_WORLD_STEPS_PER_SECOND) -> float:
+        """Estimated wall time at a rate of world steps per second."""
+        return self.world_steps / world_steps_per_second
+
+    def summary(self, protocol: str, world_steps_per_second: float = EVAL_WORLD_STEPS_PER_SECOND) -> str:
+        """One line for the user before the evaluation starts."""
+        minutes = self.seconds(world_steps_per_second) / 60.0
+        return (
+            f"{protocol} protocol on {self.clips} clips: {self.rollouts} rollouts, {self.world_steps / 1e6:.2f} M "
+            f"world steps, at most about {minutes:.0f} min ({minutes / max(self.clips, 1) * 60:.1f} s per clip) at "
+            f"{world_steps_per_second:.0f} world steps/s, 2 busy CPU cores' rate"
+        )
+
+
+def _chunked_steps(job_clips: np.ndarray, num_frames: np.ndarray, batch: int) -> int:
+    """World steps of ``run_rollouts`` over jobs on these clips: each batch of worlds runs to its longest clip."""
+    return sum(batch * (int(num_frames[job_clips[i : i + batch]].max()) - 1) for i in range(0, len(job_clips), batch))
+
+
+def eval_plan(lib: MotionLib, cfg: EvalConfig, best_of: int = 0) -> EvalPlan:
+    """The rollouts and world steps of ``evaluate_run`` on ``lib`` (``best_of``: N of a best-of-N latent search, 0:
+    none), computed from the settings alone."""
+    m, nf = lib.num_clips, lib.num_frames.cpu().numpy()
+    plan = cfg.kappa_plan(list(lib.categories), representative_clips(lib, cfg.video_clips) if cfg.video else [])
+    search = np.repeat(np.arange(m), best_of)
+    evals = np.concatenate(
+        [np.repeat(np.arange(m), cfg.imitation_rollouts)]
+        + [np.repeat(np.asarray(clips, dtype=np.int64), cfg.rollouts) for clips in plan.values()]
+    )
+    batch = min(cfg.batch_size, max(len(search), len(evals)))
+    steps = _chunked_steps(search, nf, batch) + _chunked_steps(evals, nf, batch)
+    return EvalPlan(clips=m, rollouts=len(search) + len(evals), world_steps=steps)
 
 
 @dataclass
@@ -134,7 +181,7 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
     m = lib.num_clips
     k_im, k = cfg.imitation_rollouts, cfg.rollouts
     plan = cfg.kappa_plan(list(lib.categories), representative_clips(lib, cfg.video_clips) if cfg.video else [])
-    n_search = m * loaded.latent.n if loaded.latent.kind == "best-of" else 0
+    n_search = m * search_size(loaded)
     n_eval = m * k_im + k * sum(len(clips) for clips in plan.values())
     env = RGSDTorchEnv(
         min(cfg.batch_size, max(n_search, n_eval)),
@@ -158,12 +205,13 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         search: dict[str, Any] | None = None
         tracks: SkillTracks | None = None
         latents = z_m
+        dim = loaded.env_config.skill_dim
         if loaded.latent.kind == "best-of":
             latents, search = _search(env, loaded, lib, cfg, common)
         elif loaded.latent.kind == "stored":
-            latents = load_clip_latents(loaded.clip_latents, list(lib.names)).double().numpy()
+            latents = load_clip_latents(loaded.clip_latents, list(lib.names), skill_dim=dim).double().numpy()
         elif loaded.latent.kind == "tracking":
-            per_step = load_tracking_latents(loaded.tracking_latents, list(lib.names), lib.num_frames.tolist())
+            per_step = load_tracking_latents(loaded.tracking_latents, list(lib.names), lib.num_frames.tolist(), dim)
             latents = track_centres(per_step)
             tracks = SkillTracks(per_step, latents)
         jobs = _eval_jobs(lib, latents, cfg, plan)
@@ -190,12 +238,17 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
     return out
 
 
+def search_size(loaded: LoadedRun) -> int:
+    """Candidate latents per clip of the run's best-of-N search (0: its latents need no search)."""
+    return loaded.latent.n if loaded.latent.kind == "best-of" else 0
+
+
 def _search(
     env: Any, loaded: LoadedRun, lib: MotionLib, cfg: EvalConfig, common: dict[str, Any]
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Best-of-N latents per clip by Cartesian error."""
     m, n = lib.num_clips, loaded.latent.n
-    cand = search_candidates(m, n, cfg.seed)
+    cand = search_candidates(m, n, cfg.seed, loaded.env_config.skill_dim)
     jobs = RolloutJobs(np.repeat(np.arange(m), n), cand.reshape(m * n, -1), 0, False)
     res = run_rollouts(env, loaded.policy, jobs, features=False, desc=f"{loaded.label}: best-of-{n}", **common)
     err = res.error.reshape(m, n)

@@ -61,11 +61,11 @@ def _rng(seed: int, stream: int, *keys: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed), stream, *map(int, keys)]))
 
 
-def search_candidates(num_clips: int, n: int, seed: int) -> np.ndarray:
-    """(M, n, 16) latents uniform on the sphere, seeded per clip."""
-    out = np.empty((num_clips, n, SKILL_DIM))
+def search_candidates(num_clips: int, n: int, seed: int, dim: int = SKILL_DIM) -> np.ndarray:
+    """(M, n, dim) latents uniform on the sphere in R^dim (the run's skill_dim), seeded per clip."""
+    out = np.empty((num_clips, n, dim))
     for c in range(num_clips):
-        k = _rng(seed, _STREAM_SEARCH, c).standard_normal((n, SKILL_DIM))
+        k = _rng(seed, _STREAM_SEARCH, c).standard_normal((n, dim))
         out[c] = k / np.maximum(np.linalg.norm(k, axis=-1, keepdims=True), 1e-12)
     return out
 

@@ -18,7 +18,14 @@ from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.utils.config import save_yaml
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
-from rgsd_eval.evaluate import ReferenceFeatures, RunEvaluation, category_order, evaluate_run
+from rgsd_eval.evaluate import (
+    ReferenceFeatures,
+    RunEvaluation,
+    category_order,
+    eval_plan,
+    evaluate_run,
+    search_size,
+)
 from rgsd_eval.plots import (
     plot_embedding,
     plot_embedding_cosine,
@@ -60,6 +67,7 @@ def run_evaluation(
     artifacts: dict[str, RunArtifacts] = {}
     for run in loaded:
         log.info("evaluating %s (%s latents) on %d clips", run.label, run.latent, lib.num_clips)
+        log.info("%s: %s", run.label, eval_plan(lib, cfg, search_size(run)).summary(cfg.protocol))
         ev = evaluate_run(run, lib, ref, cfg)
         evaluations.append(ev)
         artifacts[run.label] = _run_artifacts(ev, lib, out, cfg)

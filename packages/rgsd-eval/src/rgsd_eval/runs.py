@@ -12,10 +12,9 @@ from typing import Any
 import numpy as np
 
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.envs.observations import POLICY_OBS_DIM
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
-from rgsd_envs.runs.policy import PolicyMLP
+from rgsd_envs.runs.policy import PolicyMLP, check_policy_fits
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.device import env_device, resolve_device
 from rgsd_envs.utils.files import InputFileError
@@ -95,14 +94,8 @@ def load_run(
     run = RunDir(path)
     run.check(RunDir.CONFIG, RunDir.POLICY)
     policy = run.load_policy().to(resolve_device(device))
-    if policy.obs_dim != POLICY_OBS_DIM or policy.act_dim != sk.NUM_DOFS:
-        field = "obs_dim" if policy.obs_dim != POLICY_OBS_DIM else "act_dim"
-        raise InputFileError(
-            run.policy_path,
-            f"policy maps {policy.obs_dim} -> {policy.act_dim}; RGSD-SMPL-v0 needs {POLICY_OBS_DIM} -> {sk.NUM_DOFS}",
-            field,
-        )
     base = run.env_config()
+    check_policy_fits(policy, run.policy_path, base.layout)
     raw = run.config()
     info = run.method()
     latent_encoder = run.latent_encoder_path()

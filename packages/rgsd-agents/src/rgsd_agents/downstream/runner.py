@@ -50,7 +50,6 @@ from rgsd_agents.rl.precision import configure_tf32
 from rgsd_agents.rl.rollout import RolloutCollector
 from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, GoalReachingTorchEnv, GoalStepExtras
-from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.envs.registration import GOAL_ENV_ID
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import save_yaml, to_dict
@@ -243,12 +242,12 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         self.env = GoalReachingTorchEnv(cfg.num_envs, cfg.low_level, cfg.task)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
-            self.ac = ActorCritic(GOAL_OBS_DIM, SKILL_DIM, cfg.networks)
+            self.ac = ActorCritic(GOAL_OBS_DIM, self.env.skill_dim, cfg.networks)
         if cfg.init_skill != NEUTRAL_START:
             self.ac.set_mean_action(initial_skill(self.env.task, cfg.init_skill))
         self.ac.to(self.device)
         self.ppo = PPO(self.ac, cfg.ppo)
-        self.storage = RolloutStorage(cfg.horizon, cfg.num_envs, GOAL_OBS_DIM, SKILL_DIM, 0, 0, self.device)
+        self.storage = RolloutStorage(cfg.horizon, cfg.num_envs, GOAL_OBS_DIM, self.env.skill_dim, 0, 0, self.device)
         self.sample_gen = torch.Generator(self.device).manual_seed(cfg.seed)
         self.minibatch_gen = torch.Generator().manual_seed(cfg.seed + 1)
         obs, _ = self.env.reset(seed=cfg.seed)
@@ -380,7 +379,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         self.initial_eval = dict(state.get("initial_eval", {}))
 
     def export(self) -> None:
-        """policy.pt: the high-level actor (observation 364-D -> skill 16-D)."""
+        """policy.pt: the high-level actor (observation 364-D -> skill, the low-level's skill_dim)."""
         self.ac.actor.save(
             self.run.policy_path,
             env_id=GOAL_ENV_ID,

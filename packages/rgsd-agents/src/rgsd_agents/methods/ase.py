@@ -120,7 +120,7 @@ class ASENetwork(nn.Module):
         return self.disc(torch.relu(self.trunk.from_standardized(x_n))).squeeze(-1)
 
     def mu(self, x: Tensor) -> Tensor:
-        """Encoder mean directions (B, 16), unit length."""
+        """Encoder mean directions (B, skill_dim), unit length."""
         return F.normalize(self.enc(self.features(x)), dim=-1)
 
 
@@ -184,7 +184,7 @@ class ASE(SkillMethod):
         in_dim = cfg.frames * self.layout.feature_dim
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(ctx.seed + 101)
-            self.net = ASENetwork(in_dim, cfg.hidden)
+            self.net = ASENetwork(in_dim, cfg.hidden, self.layout.skill_dim)
         self.net.trunk.norm.fit(transition_features(ctx.reference.inputs, cfg.frames, self.layout).cpu())
         self.net.to(self.device)
         self.optimizer = torch.optim.Adam(
@@ -206,7 +206,7 @@ class ASE(SkillMethod):
         if not self.cfg.resample:
             return None  # the env's uniform z, drawn at each episode start
         expired = self.schedule.tick(started)
-        fresh = unit_sphere(skills.shape[0], self.generator).to(skills.device)
+        fresh = unit_sphere(skills.shape[0], self.generator, self.layout.skill_dim).to(skills.device)
         return torch.where(expired.to(skills.device).unsqueeze(-1), fresh, skills)
 
     def policy_loss(self, ac: ActorCritic, obs_n: Tensor) -> tuple[Tensor | None, dict[str, Tensor]]:
@@ -219,7 +219,7 @@ class ASE(SkillMethod):
         mean = norm.mean[skill].to(obs_n.dtype)
         std = (norm.var[skill] + norm.eps).sqrt().to(obs_n.dtype)
         z = F.normalize(obs_n[:, skill] * std + mean, dim=-1)
-        z_other = unit_sphere(obs_n.shape[0], self.generator).to(obs_n.device)
+        z_other = unit_sphere(obs_n.shape[0], self.generator, self.layout.skill_dim).to(obs_n.device)
         other = obs_n.clone()
         other[:, skill] = ((z_other - mean) / std).clamp(-norm.clip, norm.clip)
         loss = diversity_loss(ac.actor.net, obs_n, other, z, z_other, cfg.diversity_target)

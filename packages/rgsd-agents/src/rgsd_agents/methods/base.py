@@ -132,11 +132,12 @@ class SkillMethod:
 
     @torch.no_grad()
     def probe_latents(self, num_clips: int) -> Tensor | None:
-        """(clips, K, 16) latents the imitation probe tries per clip (the best counts): for best-of-N methods
+        """(clips, K, skill_dim) latents the imitation probe tries per clip (the best counts): for best-of-N methods
         ``PROBE_CANDIDATES`` fixed draws (the same at every probe, so the curve compares like with like); None: the
         env's encoder embedding z_m of each clip."""
         g = torch.Generator().manual_seed(self.ctx.seed + 4242)
-        return unit_sphere(num_clips * PROBE_CANDIDATES, g).view(num_clips, PROBE_CANDIDATES, -1)
+        dim = self.ctx.reference.layout.skill_dim
+        return unit_sphere(num_clips * PROBE_CANDIDATES, g, dim).view(num_clips, PROBE_CANDIDATES, dim)
 
     def probe_stats(self) -> dict[str, float]:
         """The method's own statistics logged with each training probe (``discovery/``)."""

@@ -231,11 +231,11 @@ class ReferenceWindows:
 
 
 class WindowEncoder(nn.Module):
-    """E: a (standardised) reference window -> ReLU MLP -> unit latent (B, 16)."""
+    """E: a (standardised) reference window -> ReLU MLP -> unit latent (B, skill_dim)."""
 
-    def __init__(self, in_dim: int, hidden: tuple[int, ...]):
+    def __init__(self, in_dim: int, hidden: tuple[int, ...], skill_dim: int = SKILL_DIM):
         super().__init__()
-        self.net = mlp(in_dim, hidden, SKILL_DIM, "relu")
+        self.net = mlp(in_dim, hidden, skill_dim, "relu")
 
     def forward(self, windows: Tensor) -> Tensor:
         """Unit latents (B, 16) of windows (B, in_dim)."""
@@ -252,14 +252,14 @@ class ConditionalDiscriminator(nn.Module):
     """D(s, s' | z): the standardised transition and the latent, through CALM's latent branch (``branch``: a ReLU
     MLP with a tanh output of the latent's size) or as it is, into a ReLU MLP -> logit."""
 
-    def __init__(self, in_dim: int, hidden: tuple[int, ...], branch: tuple[int, ...]):
+    def __init__(self, in_dim: int, hidden: tuple[int, ...], branch: tuple[int, ...], skill_dim: int = SKILL_DIM):
         super().__init__()
         self.norm = Standardize(in_dim)
         """The transition's standardisation (the references' statistics); the unit latent is left as it is."""
-        self.branch = mlp(SKILL_DIM, branch, SKILL_DIM, "relu") if branch else None
+        self.branch = mlp(skill_dim, branch, skill_dim, "relu") if branch else None
         if self.branch is not None:
             nn.init.uniform_(self.branch[-1].weight, -1.0, 1.0)  # CALM's style layer
-        self.net = mlp(in_dim + SKILL_DIM, hidden, 1, "relu")
+        self.net = mlp(in_dim + skill_dim, hidden, 1, "relu")
 
     def from_standardized(self, x_n: Tensor, z: Tensor) -> Tensor:
         """Logits (B,) of standardised transitions (the gradient penalty is taken with respect to them)."""
@@ -339,9 +339,9 @@ class CALM(SkillMethod):
         self.windows = ReferenceWindows(ref, cfg.window, cfg.window_features)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(ctx.seed + 202)
-            self.encoder = WindowEncoder(self.windows.dim, cfg.encoder_hidden)
+            self.encoder = WindowEncoder(self.windows.dim, cfg.encoder_hidden, self.layout.skill_dim)
             self.disc = ConditionalDiscriminator(
-                cfg.frames * self.layout.feature_dim, cfg.disc_hidden, cfg.disc_latent_branch
+                cfg.frames * self.layout.feature_dim, cfg.disc_hidden, cfg.disc_latent_branch, self.layout.skill_dim
             )
         self.disc.norm.fit(transition_features(ref.inputs.cpu(), cfg.frames, self.layout))
         self.encoder.to(self.device)

@@ -97,7 +97,8 @@ class FBCPRConfig:
     """FB-CPR's settings (``method.options``); defaults are the paper's code (metamotivo's humenv script)."""
 
     z_dim: int = SKILL_DIM
-    """Latent dimension d; the env's skill slot fixes it at 16 (its code: 256; module docstring)."""
+    """Latent dimension d; the env's skill slot fixes it: it must equal ``env.skill_dim`` (16 by default; its code:
+    256; module docstring)."""
     discount: float = 0.98
     batch_size: int = 1024
     """Replay samples per update (also the frames of expert windows per update); a multiple of ``seq_length``."""
@@ -149,8 +150,8 @@ class FBCPRConfig:
 
     def __post_init__(self) -> None:
         self.z_mix = tuple(float(x) for x in self.z_mix)
-        if self.z_dim != SKILL_DIM:
-            raise ValueError(f"z_dim must be {SKILL_DIM} (the env's skill slot), got {self.z_dim}")
+        if self.z_dim < 2:
+            raise ValueError(f"z_dim must be >= 2 (and equal env.skill_dim, the env's skill slot), got {self.z_dim}")
         if self.batch_size % self.seq_length or self.batch_size < 1:
             raise ValueError(
                 f"batch_size ({self.batch_size}) must be a positive multiple of seq_length ({self.seq_length})"

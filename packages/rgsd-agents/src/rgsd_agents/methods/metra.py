@@ -41,7 +41,7 @@ from torch import nn
 from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.methods.common import MLPHead, transition_features
 from rgsd_agents.rl.storage import RolloutStorage
-from rgsd_envs.envs.observations import HUMANOID_LAYOUT, SKILL_DIM, ObservationLayout
+from rgsd_envs.envs.observations import HUMANOID_LAYOUT, ObservationLayout
 
 Tensor = torch.Tensor
 
@@ -119,7 +119,7 @@ class METRA(SkillMethod):
         self.layout = ctx.reference.layout
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(ctx.seed + 303)
-            self.phi = MLPHead(self.layout.feature_dim, cfg.hidden, SKILL_DIM)
+            self.phi = MLPHead(self.layout.feature_dim, cfg.hidden, self.layout.skill_dim)
         self.phi.norm.fit(transition_features(ctx.reference.inputs.cpu(), 1, self.layout))
         self.phi.to(self.device)
         self.log_lambda = nn.Parameter(torch.tensor(float(cfg.dual_lambda_init), device=self.device).log())

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.rewards.encoders import PAPER_HIDDEN
 
 NEGATIVES = ("infonce", "hard")
@@ -87,11 +88,15 @@ class PretrainConfig(PretrainOptions):
     max_seconds: float | None = None
     """Wall-clock budget of the training loop (None: no budget). Makes a run non-deterministic, so a training
     run's pretraining has none."""
+    skill_dim: int = SKILL_DIM
+    """Size of the embeddings (the skill space's dimension; a training run's ``env.skill_dim``)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not (self.max_seconds is None or self.max_seconds > 0):
             raise ValueError(f"invalid max_seconds = {self.max_seconds!r} (see PretrainConfig's field docs)")
+        if self.skill_dim < 2:
+            raise ValueError(f"invalid skill_dim = {self.skill_dim!r}: a skill space needs at least 2 dimensions")
 
     @classmethod
     def paper(cls, **overrides: Any) -> PretrainConfig:
@@ -99,11 +104,14 @@ class PretrainConfig(PretrainOptions):
         return replace(cls(target_alignment=None), **overrides)
 
     @classmethod
-    def of_run(cls, options: PretrainOptions, motions: str | list[str], seed: int, device: str) -> PretrainConfig:
-        """The pretraining of a training run: its ``pretrain:`` options on its clips, seed and device."""
+    def of_run(
+        cls, options: PretrainOptions, motions: str | list[str], seed: int, device: str, skill_dim: int = SKILL_DIM
+    ) -> PretrainConfig:
+        """The pretraining of a training run: its ``pretrain:`` options on its clips, seed, device and skill space."""
         return cls(
             **{f.name: getattr(options, f.name) for f in fields(PretrainOptions)},
             motions=motions,
             seed=seed,
             device=device,
+            skill_dim=skill_dim,
         )

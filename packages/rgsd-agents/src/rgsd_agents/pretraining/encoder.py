@@ -16,7 +16,7 @@ def build_encoder(cfg: PretrainConfig, inputs: Tensor) -> MLPEncoder:
     """A freshly initialised encoder (seeded) standardising with the reference inputs' statistics."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        encoder = MLPEncoder(cfg.hidden, kappa=cfg.kappa)
+        encoder = MLPEncoder(cfg.hidden, out_dim=cfg.skill_dim, kappa=cfg.kappa)
     mean, std = input_stats(inputs)
     encoder.set_input_stats(mean.cpu(), std.cpu())
     return encoder.to(resolve_device(cfg.device))

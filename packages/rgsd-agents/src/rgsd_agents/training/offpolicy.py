@@ -92,6 +92,11 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
         self.method_cfg: fb_cpr.FBCPRConfig = from_dict(
             fb_cpr.FBCPRConfig, dict(cfg.method.options or {}), str(self.run.config_path), "method.options."
         )
+        if self.method_cfg.z_dim != cfg.env.skill_dim:  # z is written into the env's skill slot
+            raise ValueError(
+                f"method.options.z_dim ({self.method_cfg.z_dim}) must equal env.skill_dim ({cfg.env.skill_dim}): "
+                "FB-CPR's latent is the env's skill; set both (--set method.options.z_dim=N --set env.skill_dim=N)"
+            )
         if not _resume:
             self.run.path.mkdir(parents=True, exist_ok=True)
             resolve(cfg)
@@ -289,7 +294,12 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
         from rgsd_agents.methods.runtime import write_method_file
 
         fb_cpr = self._fb_cpr
-        meta = {"env_id": ENV_ID, "iteration": self.iteration, "global_step": self.global_step}
+        meta = {
+            "env_id": ENV_ID,
+            "skill_dim": self.env.core.skill_dim,
+            "iteration": self.iteration,
+            "global_step": self.global_step,
+        }
         std = [self.method_cfg.actor_std] * self.env.act_dim
         self.agent.actor.save(self.run.policy_path, **meta, action_std=std)
         names = self.env.core.lib.names

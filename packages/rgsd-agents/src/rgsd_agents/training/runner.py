@@ -54,7 +54,6 @@ from rgsd_agents.rl.precision import configure_tf32
 from rgsd_agents.rl.rollout import RolloutCollector
 from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.envs.torch_env import RGSDTorchEnv, StepExtras
 from rgsd_envs.motion.library import MotionLib
@@ -89,7 +88,7 @@ def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Pat
         encoder.save(run.encoder_path, init="random", seed=cfg.seed)
         log.info("random encoder (%s; hidden %s) -> %s", cfg.method.name, list(cfg.pretrain.hidden), run.encoder_path)
     elif cfg.encoder is not None:
-        load_encoder(cfg.encoder)  # clear error now rather than inside the env
+        load_encoder(cfg.encoder, cfg.env.skill_dim)  # clear error now rather than inside the env
         with atomic_path(run.encoder_path) as tmp:
             shutil.copyfile(cfg.encoder, tmp)
     else:
@@ -157,11 +156,12 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
             reward_constant=cfg.reward_constant,
         )
         core = self.env.core
+        layout = core.layout
         self.method: SkillMethod = build_runner_method(cfg, self.env, self.device, self.run, dp)
         """The skill method (``rgsd_agents.methods``): its rewards, latents and update."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
-            self.ac = ActorCritic(POLICY_OBS_DIM, self.env.act_dim, cfg.networks)
+            self.ac = ActorCritic(layout.policy_obs_dim, self.env.act_dim, cfg.networks, layout.skill)
         if cfg.networks.init_mean_action == "reference":
             self.ac.set_mean_action(reference_mean_action(core.lib))
         self.ac.to(self.device)
@@ -171,10 +171,10 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
         self.storage = RolloutStorage(
             cfg.horizon,
             cfg.num_envs,
-            POLICY_OBS_DIM,
+            layout.policy_obs_dim,
             self.ac.actor.act_dim,
-            SKILL_DIM,
-            ENCODER_INPUT_DIM,
+            layout.skill_dim,
+            layout.encoder_input_dim,
             self.device,
         )
         self.sample_gen = torch.Generator(self.device).manual_seed(seed)
@@ -397,7 +397,12 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
         discovery_encoder.pt; CALM: clip_latents.json)."""
         if not self.is_main:
             return
-        meta = {"env_id": ENV_ID, "iteration": self.iteration, "global_step": self.global_step}
+        meta = {
+            "env_id": ENV_ID,
+            "skill_dim": self.env.core.skill_dim,
+            "iteration": self.iteration,
+            "global_step": self.global_step,
+        }
         self.ac.actor.save(self.run.policy_path, **meta, action_std=self.ac.log_std.detach().exp().tolist())
         write_method_file(self.run, self.method.export(self.run.path, meta))
 

@@ -6,6 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from rgsd_envs.envs.observations import HUMANOID_LAYOUT, SKILL_DIM, ObservationLayout
 from rgsd_envs.humanoid.mjcf import DEFAULT_TIMESTEP
 from rgsd_envs.sim import BACKENDS
 
@@ -99,6 +100,10 @@ class EnvConfig:
     """C threads stepping the worlds (default: one per core, at most num_envs)."""
     device: str = "cpu"
     """Torch device of the env-side tensors (observations, rewards, skills)."""
+    skill_dim: int = SKILL_DIM
+    """Dimension of the skill z (a unit vector; the paper's 16). The policy observation is ``[o_t, z]`` of size
+    359 + skill_dim and the encoder maps states into R^skill_dim; more clips than dimensions cannot all be
+    orthogonal, so hundreds of clips may want 32 or 64 (docs/results.md, Clip scaling)."""
 
     def __post_init__(self) -> None:
         # keyword arguments of gym.make may give the groups as mappings
@@ -116,6 +121,13 @@ class EnvConfig:
             raise ValueError(f"discovery_end_frame must be >= 1 or None, got {self.discovery_end_frame}")
         if not self.timestep > 0:
             raise ValueError(f"timestep must be > 0, got {self.timestep}")
+        if isinstance(self.skill_dim, bool) or not isinstance(self.skill_dim, int) or self.skill_dim < 2:
+            raise ValueError(f"skill_dim must be an integer >= 2, got {self.skill_dim!r}")
+
+    @property
+    def layout(self) -> ObservationLayout:
+        """The observation layout of this env: the humanoid's frame with ``skill_dim``."""
+        return dataclasses.replace(HUMANOID_LAYOUT, skill_dim=self.skill_dim)
 
     def without_early_termination(self, **changes: object) -> EnvConfig:
         """A copy in which only the clip's end (or instability) ends an episode: no deviation,

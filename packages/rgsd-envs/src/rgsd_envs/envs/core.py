@@ -67,15 +67,21 @@ class StepInfo:
         return {k: v[index].detach().cpu().numpy() for k, v in vars(self).items()}
 
 
-EPISODE_SLOTS = {
-    "clip": 0,
-    "start_frame": 1,
-    "task": 2,
-    "skill": slice(4, 4 + SKILL_DIM),
-    "vmf_direction": slice(4 + SKILL_DIM, 4 + 2 * SKILL_DIM),
-}
-"""Where an episode's numbers lie in its ``Stream.EPISODE`` numbers (each part starts at an even index:
-a part is drawn only for the worlds that need it)."""
+def episode_slots(skill_dim: int) -> dict[str, Any]:
+    """Where an episode's numbers lie in its ``Stream.EPISODE`` numbers (each part starts at an even index: a part is
+    drawn only for the worlds that need it; Box-Muller pairs need an even count)."""
+    width = skill_dim + skill_dim % 2
+    return {
+        "clip": 0,
+        "start_frame": 1,
+        "task": 2,
+        "skill": slice(4, 4 + skill_dim),
+        "vmf_direction": slice(4 + width, 4 + width + skill_dim),
+    }
+
+
+EPISODE_SLOTS = episode_slots(SKILL_DIM)
+"""``episode_slots`` of the default 16-D skill."""
 
 
 def _per_world(options: dict[str, Any], key: str, n: int) -> Any:
@@ -120,7 +126,8 @@ class RGSDCore:
     """N worlds of RGSD-SMPL-v0: state, episodes and observations as torch tensors."""
 
     layout = HUMANOID_LAYOUT
-    """What the observations hold (``ObservationLayout``), as the methods read it."""
+    """What the observations hold (``ObservationLayout``), as the methods read it; an instance's follows its
+    config's ``skill_dim``."""
 
     def __init__(
         self,
@@ -131,6 +138,9 @@ class RGSDCore:
     ):
         cfg = config or EnvConfig()
         self.cfg = cfg
+        self.layout = cfg.layout
+        self.skill_dim = cfg.skill_dim
+        self.slots = episode_slots(cfg.skill_dim)
         self.num_envs = num_envs
         self.device = torch.device(cfg.device)
         source = cfg.motions if motions is None else motions
@@ -145,7 +155,7 @@ class RGSDCore:
         self.backend = make_backend(cfg.backend, num_envs, self.humanoid, self.device, cfg.num_threads)
         self.ref_features = reference_frame_features(self.lib)
         self.ref_inputs = reference_encoder_inputs(self.lib, self.ref_features)
-        self.frozen_encoder = enc.resolve_encoder(encoder, self._default_encoder, self.device)
+        self.frozen_encoder = enc.resolve_encoder(encoder, self._default_encoder, self.device, cfg.skill_dim)
         self.kappa = float(getattr(self.frozen_encoder, "kappa", enc.DEFAULT_KAPPA))
         self.clip_embeddings = enc.clip_embeddings(
             self.frozen_encoder, self.ref_inputs, self.lib.clip_of_frame, self.lib.num_clips
@@ -155,7 +165,7 @@ class RGSDCore:
         self.clip = torch.zeros(n, dtype=torch.long, device=dev)
         self.frame = torch.zeros(n, dtype=torch.long, device=dev)
         self.task = torch.zeros(n, dtype=torch.long, device=dev)
-        self.skill = torch.zeros(n, SKILL_DIM, device=dev)
+        self.skill = torch.zeros(n, cfg.skill_dim, device=dev)
         self.random = WorldRandom(n)
         """Per-world counter-based random numbers (keys from the seeds, one episode counter per world)."""
         self._num_frames = self.lib.num_frames.cpu().numpy()
@@ -185,7 +195,9 @@ class RGSDCore:
 
     # -- reference data -------------------------------------------------
     def _default_encoder(self) -> enc.EncoderLike:
-        return enc.ReferenceKernelEncoder(self.ref_inputs, self.lib.clip_of_frame, self.lib.num_clips)
+        return enc.ReferenceKernelEncoder(
+            self.ref_inputs, self.lib.clip_of_frame, self.lib.num_clips, dim=self.cfg.skill_dim
+        )
 
     def reference_history(self, env_ids: Tensor) -> Tensor:
         """(n, 4, 359) reference features of the 4 frames before each world's current frame.
@@ -228,24 +240,24 @@ class RGSDCore:
         return np.broadcast_to(np.asarray(value, dtype=np.int64), (n,))
 
     def _draw(self, ids: np.ndarray, options: dict[str, Any]) -> tuple[np.ndarray, ...]:
-        """Clips, start frames, tasks (n,) and skills (n, 16) of the next episodes of worlds ``ids``.
+        """Clips, start frames, tasks (n,) and skills (n, skill_dim) of the next episodes of worlds ``ids``.
 
         One batched draw from each world's ``Stream.EPISODE`` numbers; options fix parts of it.
         """
-        n, lib = ids.size, self.lib
-        u = self.random.uniform(ids, Stream.EPISODE, EPISODE_SLOTS["task"] + 1)
+        n, lib, slots, d = ids.size, self.lib, self.slots, self.skill_dim
+        u = self.random.uniform(ids, Stream.EPISODE, slots["task"] + 1)
         clip_opt = _per_world(options, "clip", n)
         if clip_opt is not None:
             clip = self._clip_ids(clip_opt, n)
         elif self._clip_cdf is None:
-            clip = np.minimum((u[:, EPISODE_SLOTS["clip"]] * lib.num_clips).astype(np.int64), lib.num_clips - 1)
+            clip = np.minimum((u[:, slots["clip"]] * lib.num_clips).astype(np.int64), lib.num_clips - 1)
         else:
-            clip = np.searchsorted(self._clip_cdf, u[:, EPISODE_SLOTS["clip"]], side="right")
+            clip = np.searchsorted(self._clip_cdf, u[:, slots["clip"]], side="right")
             clip = np.minimum(clip, lib.num_clips - 1)
         last = self._num_frames[clip] - 1
         start_opt = _per_world(options, "start_frame", n)
         if start_opt is None:
-            start = np.minimum((u[:, EPISODE_SLOTS["start_frame"]] * last).astype(np.int64), last - 1)
+            start = np.minimum((u[:, slots["start_frame"]] * last).astype(np.int64), last - 1)
         else:
             start = np.broadcast_to(np.asarray(start_opt, dtype=np.int64), (n,))
             bad = (start < 0) | (start >= last)
@@ -261,24 +273,28 @@ class RGSDCore:
         elif kappa_opt is not None:
             task = np.full(n, IMITATION, dtype=np.int64)
         else:
-            task = np.where(u[:, EPISODE_SLOTS["task"]] < self.cfg.p_imitation, IMITATION, DISCOVERY)
+            task = np.where(u[:, slots["task"]] < self.cfg.p_imitation, IMITATION, DISCOVERY)
         skill_opt = _per_world(options, "skill", n)
         if skill_opt is not None:
-            z = np.broadcast_to(np.asarray(skill_opt, dtype=np.float64), (n, SKILL_DIM)).copy()
+            skill = np.asarray(skill_opt, dtype=np.float64)
+            if skill.shape[-1:] != (d,):
+                raise ValueError(f"options['skill'] must hold {d} numbers (the env's skill_dim), got {skill.shape}")
+            z = np.broadcast_to(skill, (n, d)).copy()
             norms = np.linalg.norm(z, axis=-1, keepdims=True)
             if not np.isfinite(z).all() or (norms < 1e-8).any():
-                raise ValueError(f"options['skill'] must be a finite non-zero vector of {SKILL_DIM} numbers")
+                raise ValueError(f"options['skill'] must be a finite non-zero vector of {d} numbers")
             z = z / norms
         elif kappa_opt is not None:
             kappa = np.broadcast_to(np.asarray(kappa_opt, dtype=np.float64), (n,))
             if not np.isfinite(kappa).all() or (kappa < 0).any():
                 raise ValueError(f"options['kappa'] must be >= 0, got {kappa_opt}")
             direction = self._episode_normals(ids, "vmf_direction")
+            attempt = skills.vmf_attempt_uniforms(d)
             z = skills.sample_vmf_batch(
                 self._z_np[clip],
                 kappa,
                 direction,
-                lambda t, rows: self.random.uniform(ids[rows], Stream.VMF_ATTEMPT + t, skills.VMF_ATTEMPT_UNIFORMS),
+                lambda t, rows: self.random.uniform(ids[rows], Stream.VMF_ATTEMPT + t, attempt),
             )
         else:
             z = self._z_np[clip]
@@ -287,9 +303,11 @@ class RGSDCore:
         return clip, start, task, z
 
     def _episode_normals(self, ids: np.ndarray, part: str) -> np.ndarray:
-        """Standard normals (n, 16) of one part of the episodes of worlds ``ids`` (``EPISODE_SLOTS``)."""
-        slots = EPISODE_SLOTS[part]
-        return box_muller(self.random.uniform(ids, Stream.EPISODE, slots.stop - slots.start, first=slots.start))
+        """Standard normals (n, skill_dim) of one part of the episodes of worlds ``ids`` (``episode_slots``)."""
+        slots = self.slots[part]
+        count = slots.stop - slots.start
+        even = count + count % 2  # Box-Muller turns uniforms into normals in pairs
+        return box_muller(self.random.uniform(ids, Stream.EPISODE, even, first=slots.start))[:, :count]
 
     def reset_envs(self, env_ids: Any, options: dict[str, Any] | None = None) -> None:
         """Start new episodes in worlds ``env_ids`` (list, array or tensor): RSI, task indicator and skill.

@@ -68,7 +68,7 @@ from rgsd_envs.envs.core import RGSDCore
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.envs.smpl_v0 import final_obs_info
 from rgsd_envs.envs.world_random import Stream
-from rgsd_envs.runs.policy import PolicyMLP
+from rgsd_envs.runs.policy import PolicyMLP, check_policy_fits
 from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
 from rgsd_envs.utils import rotations as rot
 from rgsd_envs.utils.host_reads import read_host_flags
@@ -192,13 +192,14 @@ class GoalReachingCore:
         encoder = None if latent_encoder is None else str(latent_encoder)
         self.core = RGSDCore(num_envs, env_cfg, encoder=encoder)
         self.policy: PolicyMLP = run.load_policy().to(self.core.device)
+        check_policy_fits(self.policy, run.policy_path, self.core.layout)
         self.num_envs = num_envs
         self.device = self.core.device
         stored = self.cfg.clip_latents if self.cfg.clip_latents is not None else run.clip_latents_path()
         self.clip_latents = (
             self.core.clip_embeddings
             if stored is None
-            else load_clip_latents(stored, list(self.core.lib.names), self.core.device)
+            else load_clip_latents(stored, list(self.core.lib.names), self.core.device, self.core.skill_dim)
         )
         """(clips, 16) each clip's latent: ``clip_latents``, the run's stored ones (method.json) or its encoder
         embeddings."""
@@ -346,6 +347,8 @@ class GoalReachingTorchEnv:
         self.num_envs = num_envs
         self.task = GoalReachingCore(num_envs, low_level, self.cfg)
         self.device = self.task.device
+        self.skill_dim = self.task.core.skill_dim
+        """Size of the action (the low-level run's ``env.skill_dim``)."""
 
     def reset(self, seed: int | list[int | None] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
         """Reset every world (int seeds give world i seed + i); observations (N, 364) and goals (N, 2)."""
@@ -357,8 +360,8 @@ class GoalReachingTorchEnv:
 
     def step(self, z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, GoalStepExtras]:
         """Hold skills z (N, 16) for ``low_level_steps`` control steps; finished worlds restart (SameStep)."""
-        if tuple(z.shape) != (self.num_envs, SKILL_DIM):
-            raise ValueError(f"action (skill) has shape {tuple(z.shape)}; expected {(self.num_envs, SKILL_DIM)}")
+        if tuple(z.shape) != (self.num_envs, self.skill_dim):
+            raise ValueError(f"action (skill) has shape {tuple(z.shape)}; expected {(self.num_envs, self.skill_dim)}")
         task = self.task
         reward, fell, truncated, info = task.step(z)
         final_obs = task.observation()
@@ -391,10 +394,10 @@ class GoalReachingTorchEnv:
         self.task.close()
 
 
-def _spaces() -> tuple[spaces.Box, spaces.Box]:
+def _spaces(skill_dim: int = SKILL_DIM) -> tuple[spaces.Box, spaces.Box]:
     return (
         spaces.Box(-np.inf, np.inf, (GOAL_OBS_DIM,), np.float32),
-        spaces.Box(-1.0, 1.0, (SKILL_DIM,), np.float32),
+        spaces.Box(-1.0, 1.0, (skill_dim,), np.float32),
     )
 
 
@@ -426,7 +429,7 @@ class GoalReachingEnv(gym.Env):
     ):
         self.cfg = _config(config, overrides)
         self.task = GoalReachingCore(1, low_level, self.cfg)
-        self.observation_space, self.action_space = _spaces()
+        self.observation_space, self.action_space = _spaces(self.task.core.skill_dim)
 
     @env_side
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
@@ -440,7 +443,7 @@ class GoalReachingEnv(gym.Env):
     @env_side
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Hold skill ``action`` for ``low_level_steps`` control steps."""
-        z = _check_action(action, (SKILL_DIM,))
+        z = _check_action(action, (self.task.core.skill_dim,))
         reward, term, trunc, info = self.task.step(z.unsqueeze(0))
         out = {k: v[0].item() for k, v in info.items()}
         return self.task.observation()[0].cpu().numpy(), float(reward[0]), bool(term[0]), bool(trunc[0]), out
@@ -467,7 +470,7 @@ class GoalReachingVectorEnv(VectorEnv):
         self.cfg = self.torch_env.cfg
         self.num_envs = num_envs
         self.task = self.torch_env.task
-        self.single_observation_space, self.single_action_space = _spaces()
+        self.single_observation_space, self.single_action_space = _spaces(self.torch_env.skill_dim)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
 
@@ -482,7 +485,7 @@ class GoalReachingVectorEnv(VectorEnv):
     @env_side
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step all worlds; finished episodes restart at once."""
-        z = _check_action(actions, (self.num_envs, SKILL_DIM))
+        z = _check_action(actions, (self.num_envs, self.torch_env.skill_dim))
         obs, reward, _, _, ex = self.torch_env.step(z.to(self.torch_env.device))
         infos: dict[str, Any] = {
             k: getattr(ex, k).cpu().numpy() for k in ("distance", "success", "style_cosine", "fall")

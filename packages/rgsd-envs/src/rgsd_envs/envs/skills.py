@@ -37,8 +37,13 @@ def uniform_sphere_batch(normals: np.ndarray) -> np.ndarray:
     return normals / np.maximum(np.linalg.norm(normals, axis=-1, keepdims=True), 1e-12)
 
 
-VMF_ATTEMPT_UNIFORMS = 2 * (SKILL_DIM - 1) + 1
-"""Uniforms one vMF rejection attempt in R^16 uses: 2 (d - 1) for the Beta draw, one to accept."""
+def vmf_attempt_uniforms(dim: int) -> int:
+    """Uniforms one vMF rejection attempt in R^dim uses: 2 (d - 1) for the Beta draw, one to accept."""
+    return 2 * (dim - 1) + 1
+
+
+VMF_ATTEMPT_UNIFORMS = vmf_attempt_uniforms(SKILL_DIM)
+"""``vmf_attempt_uniforms`` in R^16."""
 
 MAX_VMF_ATTEMPTS = 1000
 

@@ -21,7 +21,8 @@ Default (constructor argument ``obs_mode="flat"``): ``Box(-inf, inf, (375,), flo
 root height 1:2, body positions 2:71, body rotations 71:215, body linear
 velocities 215:287, body angular velocities 287:359, skill 359:375 (see
 ``rgsd_envs.envs.observations`` for the frames). ``obs_mode="dict"``:
-``{"proprio": Box(359), "skill": Box(16)}``.
+``{"proprio": Box(359), "skill": Box(16)}``. The skill's size is the config's ``skill_dim`` (16 by default, the
+paper's; 32 gives ``Box(391)``), which the encoder's output and a trained policy's input must match.
 
 ## Rewards
 The bare environment returns 0; the registered ``RGSD-SMPL-v0`` adds the
@@ -71,7 +72,7 @@ fixed function of (key, episode number), drawn for all reset worlds at once
 world i of a vector env equals a single env seeded ``s + i``.
 
 ## Version history
-* v0: initial release.
+* v0: initial release; ``skill_dim`` (default 16) added without changing the default spaces.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ from gymnasium.vector.utils import batch_space
 
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.core import RGSDCore
-from rgsd_envs.envs.observations import FRAME_DIM, POLICY_OBS_DIM, SKILL_DIM
+from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.envs.torch_env import RGSDTorchEnv, make_config
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib, MotionSource
@@ -107,17 +108,17 @@ def check_obs_mode(obs_mode: str) -> str:
     return obs_mode
 
 
-def single_spaces(obs_mode: str) -> tuple[spaces.Space, spaces.Box]:
-    """Observation and action space of one world."""
+def single_spaces(obs_mode: str, skill_dim: int = SKILL_DIM) -> tuple[spaces.Space, spaces.Box]:
+    """Observation and action space of one world (``skill_dim``: the config's)."""
     if obs_mode == "dict":
         obs: spaces.Space = spaces.Dict(
             {
                 "proprio": spaces.Box(-np.inf, np.inf, (FRAME_DIM,), np.float32),
-                "skill": spaces.Box(-1.0, 1.0, (SKILL_DIM,), np.float32),
+                "skill": spaces.Box(-1.0, 1.0, (skill_dim,), np.float32),
             }
         )
     else:
-        obs = spaces.Box(-np.inf, np.inf, (POLICY_OBS_DIM,), np.float32)
+        obs = spaces.Box(-np.inf, np.inf, (FRAME_DIM + skill_dim,), np.float32)
     return obs, spaces.Box(-1.0, 1.0, (sk.NUM_DOFS,), np.float32)
 
 
@@ -168,7 +169,7 @@ class RGSDEnv(_Observer, gym.Env):
         self.cfg = make_config(config, overrides)
         self.obs_mode = check_obs_mode(obs_mode)
         self.torch_env = RGSDTorchEnv(1, self.cfg, motions=motions, encoder=encoder, encoder_reward=False)
-        self.observation_space, self.action_space = single_spaces(self.obs_mode)
+        self.observation_space, self.action_space = single_spaces(self.obs_mode, self.cfg.skill_dim)
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
@@ -241,7 +242,7 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         if AutoresetMode(autoreset_mode) not in (AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP):
             raise ValueError(f"autoreset_mode must be 'SameStep' or 'NextStep', got {autoreset_mode!r}")
         self.torch_env = RGSDTorchEnv(num_envs, self.cfg, motions=motions, encoder=encoder, encoder_reward=False)
-        self.single_observation_space, self.single_action_space = single_spaces(self.obs_mode)
+        self.single_observation_space, self.single_action_space = single_spaces(self.obs_mode, self.cfg.skill_dim)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.autoreset_mode = AutoresetMode(autoreset_mode)

@@ -29,7 +29,7 @@ import torch
 
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.core import RGSDCore, StepInfo, as_host_array, as_host_ids, nonfinite_action_error
-from rgsd_envs.envs.observations import POLICY_OBS_DIM, SKILL_DIM, ObservationLayout
+from rgsd_envs.envs.observations import ObservationLayout
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards.encoder_reward import EncoderRewardCore
@@ -139,7 +139,7 @@ class RGSDTorchEnv:
         self.reward_core: EncoderRewardCore | None = None
         if encoder_reward:
             self.enable_encoder_reward(reward_kappa, reward_constant)
-        self.obs_dim = POLICY_OBS_DIM
+        self.obs_dim = self.core.layout.policy_obs_dim
         self.act_dim = sk.NUM_DOFS
 
     @property
@@ -179,14 +179,14 @@ class RGSDTorchEnv:
 
     # -- observations ------------------------------------------------------------
     def observations(self) -> Tensor:
-        """(N, 375) current observations ``[o_t, z]`` (float32, env device)."""
+        """(N, 359 + skill_dim) current observations ``[o_t, z]`` (float32, env device)."""
         return torch.cat((self.core.features, self.core.skill), dim=-1)
 
     def set_skills(self, env_ids: Any, skills: Tensor) -> None:
-        """Give the running episodes of worlds ``env_ids`` new skills (N_ids, 16), normalised; the
+        """Give the running episodes of worlds ``env_ids`` new skills (N_ids, skill_dim), normalised; the
         observations and the encoder reward use them from now on (e.g. latents resampled mid-episode)."""
         ids = as_host_ids(env_ids)
-        z = torch.as_tensor(skills, dtype=torch.float32).to(self.device).reshape(ids.size, SKILL_DIM)
+        z = torch.as_tensor(skills, dtype=torch.float32).to(self.device).reshape(ids.size, self.core.skill_dim)
         z = z / z.norm(dim=-1, keepdim=True).clamp_min(1e-8)
         idx = self.core.device_ids(ids)
         self.core.skill = self.core.skill.clone()

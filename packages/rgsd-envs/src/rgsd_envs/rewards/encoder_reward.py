@@ -122,7 +122,9 @@ class EncoderRewardCore:
     def set_encoder(self, encoder: EncoderLike | str | os.PathLike) -> None:
         """Replace the trainable (discovery) encoder: an encoder object or file (a module is moved to the env's
         device)."""
-        self.trainable = encoder_on(encoder, self.core.device, "set_encoder's encoder", self.layout.encoder_input_dim)
+        self.trainable = encoder_on(
+            encoder, self.core.device, "set_encoder's encoder", self.layout.encoder_input_dim, self.layout.skill_dim
+        )
 
 
 class _EncoderAccess:

@@ -1,4 +1,4 @@
-"""State encoders mu(s): float32 (B, 1795) -> unit vectors (B, 16).
+"""State encoders mu(s): float32 (B, 1795) -> unit vectors (B, 16) (the env's ``skill_dim``, 16 by default).
 
 An encoder is any callable with that contract, or a file saved by
 ``MLPEncoder.save``. Two are shipped:
@@ -30,6 +30,7 @@ from torch import nn
 
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, FRAME_DIM, FRAME_LAYOUT, SKILL_DIM
 from rgsd_envs.utils.files import InputFileError, PickledObjectsError, load_plain, save_plain
+from rgsd_envs.utils.threads import single_threaded
 
 Tensor = torch.Tensor
 EncoderLike = Callable[[Tensor], Tensor]
@@ -91,8 +92,9 @@ class MLPEncoder(nn.Module):
         return save_plain(payload, path)
 
 
-def read_encoder_file(path: str | os.PathLike) -> dict[str, Any]:
-    """The raw payload of an encoder file, checked; errors name the file and field."""
+def read_encoder_file(path: str | os.PathLike, skill_dim: int | None = None) -> dict[str, Any]:
+    """The raw payload of an encoder file, checked (``skill_dim``: the output size the caller needs, None: any);
+    errors name the file and field."""
     path = Path(path)
     if not path.is_file():
         raise InputFileError(path, "no such encoder file (make one with `rgsd pretrain`)")
@@ -109,18 +111,26 @@ def read_encoder_file(path: str | os.PathLike) -> dict[str, Any]:
     for key in ("hidden", "input_dim", "out_dim", "kappa", "state_dict"):
         if key not in payload:
             raise InputFileError(path, "missing", key)
-    if payload["input_dim"] != ENCODER_INPUT_DIM or payload["out_dim"] != SKILL_DIM:
+    if payload["input_dim"] != ENCODER_INPUT_DIM:
         raise InputFileError(
             path,
-            f"encoder maps {payload['input_dim']} -> {payload['out_dim']}, the environment needs {ENCODER_INPUT_DIM} -> {SKILL_DIM}",
-            "input_dim" if payload["input_dim"] != ENCODER_INPUT_DIM else "out_dim",
+            f"encoder maps {payload['input_dim']} -> {payload['out_dim']}, the environment needs {ENCODER_INPUT_DIM} inputs",
+            "input_dim",
+        )
+    if skill_dim is not None and payload["out_dim"] != skill_dim:
+        raise InputFileError(
+            path,
+            f"encoder maps states to {payload['out_dim']}-D skills, the environment's skill_dim is {skill_dim}; "
+            f"set env.skill_dim: {payload['out_dim']} or pretrain an encoder with skill_dim {skill_dim}",
+            "out_dim",
         )
     return payload
 
 
-def load_encoder(path: str | os.PathLike) -> MLPEncoder:
-    """Load an encoder saved by ``MLPEncoder.save`` (eval mode, on the CPU)."""
-    payload = read_encoder_file(path)
+def load_encoder(path: str | os.PathLike, skill_dim: int | None = None) -> MLPEncoder:
+    """Load an encoder saved by ``MLPEncoder.save`` (eval mode, on the CPU); ``skill_dim``: the output size the caller
+    needs (None: any)."""
+    payload = read_encoder_file(path, skill_dim)
     enc = MLPEncoder(payload["hidden"], payload["input_dim"], payload["out_dim"], payload["kappa"])
     try:
         enc.load_state_dict(payload["state_dict"])
@@ -137,7 +147,8 @@ def spread_directions(num: int, dim: int = SKILL_DIM, seed: int = 0) -> Tensor:
     built under ``torch.no_grad()`` too), and the result is a plain tensor even
     under ``torch.inference_mode()``.
     """
-    with torch.inference_mode(False), torch.enable_grad():
+    # one thread: 300 steps of tiny ops, which on 2 busy cores waited minutes at OpenMP barriers (100 clips)
+    with torch.inference_mode(False), torch.enable_grad(), single_threaded():
         g = torch.Generator().manual_seed(seed)
         if num <= dim:
             q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=g, dtype=torch.float64))
@@ -163,6 +174,22 @@ def _kernel_keys(x: Tensor) -> Tensor:
     return torch.cat([last[:, FRAME_LAYOUT[k]] for k in _KEY_SLICES], dim=-1)
 
 
+NEAREST_CHUNK = 2048
+"""Rows of the frame-to-frame distance matrix held at once: the full matrix of 500 clips (~45k frames) would
+need 8 GB."""
+
+
+def _nearest_other_distance(keys: Tensor) -> Tensor:
+    """(F,) distance from each row of ``keys`` (F, k) to its nearest other row, ``NEAREST_CHUNK`` rows at a time."""
+    out = torch.empty(keys.shape[0], dtype=keys.dtype, device=keys.device)
+    for start in range(0, keys.shape[0], NEAREST_CHUNK):
+        d = torch.cdist(keys[start : start + NEAREST_CHUNK], keys)
+        rows = torch.arange(d.shape[0], device=keys.device)
+        d[rows, rows + start] = float("inf")
+        out[start : start + d.shape[0]] = d.min(dim=1).values
+    return out
+
+
 class ReferenceKernelEncoder(nn.Module):
     """Training-free default encoder: kernel-weighted mix of per-clip directions."""
 
@@ -173,14 +200,13 @@ class ReferenceKernelEncoder(nn.Module):
         num_clips: int,
         kappa: float = DEFAULT_KAPPA,
         seed: int = 0,
+        dim: int = SKILL_DIM,
     ):
         super().__init__()
         keys = _kernel_keys(reference_inputs.to(torch.float32))
         mean, std = keys.mean(0), keys.std(0).clamp_min(1e-2)
         keys = (keys - mean) / std
-        d2 = torch.cdist(keys, keys).square()
-        d2.fill_diagonal_(float("inf"))
-        nearest = d2.min(dim=1).values.sqrt()
+        nearest = _nearest_other_distance(keys)
         # bandwidth: a few nearest-neighbour spacings, so each state sees its clip's local frames
         self.bandwidth = float(3.0 * nearest[torch.isfinite(nearest)].median().clamp_min(1e-3))
         self.kappa = float(kappa)
@@ -189,7 +215,7 @@ class ReferenceKernelEncoder(nn.Module):
         self.register_buffer("key_std", std)
         self.register_buffer("keys", keys)
         self.register_buffer("clip_of_frame", clip_of_frame.long())
-        self.register_buffer("directions", spread_directions(num_clips, SKILL_DIM, seed))
+        self.register_buffer("directions", spread_directions(num_clips, dim, seed))
 
     def forward(self, x: Tensor) -> Tensor:
         """Unit embeddings (B, 16) of states (B, 1795)."""
@@ -203,10 +229,14 @@ class ReferenceKernelEncoder(nn.Module):
 
 
 def check_encoder(
-    encoder: EncoderLike, name: str = "encoder", device: torch.device | str = "cpu", input_dim: int = ENCODER_INPUT_DIM
+    encoder: EncoderLike,
+    name: str = "encoder",
+    device: torch.device | str = "cpu",
+    input_dim: int = ENCODER_INPUT_DIM,
+    skill_dim: int = SKILL_DIM,
 ) -> None:
     """Raise a clear error unless encoder maps float32 (B, input_dim) on ``device`` (the humanoid's: 1795) to unit
-    vectors (B, 16)."""
+    vectors (B, skill_dim)."""
     x = torch.zeros(2, input_dim, device=device)
     try:
         with torch.no_grad():
@@ -214,12 +244,13 @@ def check_encoder(
     except Exception as err:
         raise ValueError(
             f"{name} failed on a float32 (2, {input_dim}) input: {err}. "
-            f"An encoder maps float32 (B, {input_dim}) to unit vectors (B, {SKILL_DIM})."
+            f"An encoder maps float32 (B, {input_dim}) to unit vectors (B, {skill_dim})."
         ) from None
-    if not isinstance(out, Tensor) or tuple(out.shape) != (2, SKILL_DIM):
+    if not isinstance(out, Tensor) or tuple(out.shape) != (2, skill_dim):
         shape = tuple(out.shape) if hasattr(out, "shape") else type(out).__name__
         raise ValueError(
-            f"{name} returned {shape} for a (2, {input_dim}) input; expected (2, {SKILL_DIM}) unit vectors"
+            f"{name} returned {shape} for a (2, {input_dim}) input; expected (2, {skill_dim}) unit vectors (the "
+            "environment's skill_dim)"
         )
     norms = out.norm(dim=-1)
     if not torch.allclose(norms, torch.ones_like(norms), atol=1e-3):
@@ -227,13 +258,16 @@ def check_encoder(
 
 
 def resolve_encoder(
-    spec: EncoderLike | str | os.PathLike | None, default: Callable[[], EncoderLike], device: torch.device | str = "cpu"
+    spec: EncoderLike | str | os.PathLike | None,
+    default: Callable[[], EncoderLike],
+    device: torch.device | str = "cpu",
+    skill_dim: int = SKILL_DIM,
 ) -> EncoderLike:
     """An encoder from a callable, a file path, or None (then ``default()``), an nn.Module moved to ``device``
-    (where the env's inputs live); checked there."""
+    (where the env's inputs live); checked there to map into R^skill_dim."""
     if spec is not None and not isinstance(spec, (str, os.PathLike)) and not callable(spec):
         raise TypeError(f"encoder must be a callable, a path to an encoder file, or None; got {type(spec).__name__}")
-    return encoder_on(default() if spec is None else spec, device)
+    return encoder_on(default() if spec is None else spec, device, skill_dim=skill_dim)
 
 
 def encoder_on(
@@ -241,12 +275,14 @@ def encoder_on(
     device: torch.device | str = "cpu",
     name: str = "encoder",
     input_dim: int = ENCODER_INPUT_DIM,
+    skill_dim: int = SKILL_DIM,
 ) -> EncoderLike:
-    """An encoder object or file on ``device`` (an nn.Module is moved there), checked there on (2, ``input_dim``)."""
-    enc = load_encoder(spec) if isinstance(spec, (str, os.PathLike)) else spec
+    """An encoder object or file on ``device`` (an nn.Module is moved there), checked there on (2, ``input_dim``)
+    to give (2, ``skill_dim``) unit vectors."""
+    enc = load_encoder(spec, skill_dim) if isinstance(spec, (str, os.PathLike)) else spec
     if isinstance(enc, nn.Module):
         enc.to(device)
-    check_encoder(enc, name, device, input_dim)
+    check_encoder(enc, name, device, input_dim, skill_dim)
     return enc
 
 

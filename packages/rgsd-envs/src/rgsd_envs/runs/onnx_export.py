@@ -34,11 +34,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from rgsd_envs.envs.observations import FRAME_DIM, POLICY_LAYOUT, POLICY_OBS_DIM, SKILL_DIM
+from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import CONTROL_HZ
-from rgsd_envs.runs.policy import PolicyMLP
+from rgsd_envs.runs.policy import PolicyMLP, check_policy_fits
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import InputFileError, atomic_path
 
@@ -99,6 +99,7 @@ def policy_metadata(run: RunDir, policy: PolicyMLP) -> dict[str, Any]:
     from rgsd_envs.envs.core import RGSDCore
 
     env_cfg = run.env_config()
+    layout = env_cfg.layout
     has_encoder = run.encoder_path.is_file()
     core = RGSDCore(1, config=env_cfg, encoder=str(run.encoder_path) if has_encoder else None)
     try:
@@ -116,12 +117,12 @@ def policy_metadata(run: RunDir, policy: PolicyMLP) -> dict[str, Any]:
             "policy": str(run.policy_path.resolve()),
             **{k: v for k, v in policy.meta.items() if isinstance(v, (int, float, str))},
         },
-        "inputs": {INPUT_NAME: {"shape": ["batch", POLICY_OBS_DIM], "dtype": "float32"}},
+        "inputs": {INPUT_NAME: {"shape": ["batch", layout.policy_obs_dim], "dtype": "float32"}},
         "outputs": {name: {"shape": ["batch", sk.NUM_DOFS], "dtype": "float32"} for name in OUTPUT_NAMES},
         "observation": {
-            "dim": POLICY_OBS_DIM,
+            "dim": layout.policy_obs_dim,
             "frame_dim": FRAME_DIM,
-            "layout": {name: [s.start, s.stop] for name, s in POLICY_LAYOUT.items()},
+            "layout": {name: [s.start, s.stop] for name, s in {**FRAME_LAYOUT, "skill": layout.skill}.items()},
             "description": (
                 "flat [o_t, z]: phase = frame index / (clip frames - 1); root height (m); positions of bodies 1..23 "
                 "relative to the root; rotations of all 24 bodies as tangent-normal 6-D (x and z axes); linear and "
@@ -145,7 +146,7 @@ def policy_metadata(run: RunDir, policy: PolicyMLP) -> dict[str, Any]:
         "pd_gains": {"kp": _floats(sk.KP), "kd": _floats(sk.KD), "torque_limit": _floats(sk.TORQUE_LIMITS)},
         "control_dt": 1.0 / CONTROL_HZ,
         "physics_timestep": float(env_cfg.timestep),
-        "skill_dim": SKILL_DIM,
+        "skill_dim": layout.skill_dim,
         "clip_names": list(lib.names),
         "clip_categories": list(lib.categories),
         "clip_embeddings": _floats(z_m),
@@ -180,15 +181,10 @@ def export_onnx(run_dir: str | os.PathLike, out_path: str | os.PathLike) -> Path
     run = RunDir(run_dir)
     run.check(RunDir.CONFIG, RunDir.POLICY)
     policy = run.load_policy()
-    if policy.obs_dim != POLICY_OBS_DIM or policy.act_dim != sk.NUM_DOFS:
-        raise InputFileError(
-            run.policy_path,
-            f"policy maps {policy.obs_dim} -> {policy.act_dim}; {ENV_ID} needs {POLICY_OBS_DIM} -> {sk.NUM_DOFS}",
-            "obs_dim" if policy.obs_dim != POLICY_OBS_DIM else "act_dim",
-        )
+    check_policy_fits(policy, run.policy_path, run.env_config().layout)
     meta = policy_metadata(run, policy)
     module = ExportedPolicy(policy).eval()
-    example = torch.zeros(2, POLICY_OBS_DIM)
+    example = torch.zeros(2, policy.obs_dim)
     with _quiet_exporter(), torch.no_grad():
         program = torch.onnx.export(
             module,
@@ -200,7 +196,9 @@ def export_onnx(run_dir: str | os.PathLike, out_path: str | os.PathLike) -> Path
             verbose=False,
         )
     proto = program.model_proto
-    proto.doc_string = f"rgsd policy of {run.path.resolve().name}: obs (batch, 375) -> action, pd_target (batch, 69)"
+    proto.doc_string = (
+        f"rgsd policy of {run.path.resolve().name}: obs (batch, {policy.obs_dim}) -> action, pd_target (batch, 69)"
+    )
     entry = proto.metadata_props.add()
     entry.key, entry.value = METADATA_KEY, json.dumps(meta)
     onnx.checker.check_model(proto)
@@ -234,6 +232,6 @@ def check_onnx(path: str | os.PathLike, policy: PolicyMLP, num: int = 256, seed:
     gen = torch.Generator().manual_seed(seed)
     norm = policy.normalizer
     std = (norm.var + norm.eps).sqrt().to(torch.float32)
-    obs = norm.mean.to(torch.float32) + std * torch.randn(num, POLICY_OBS_DIM, generator=gen) * 2.0
+    obs = norm.mean.to(torch.float32) + std * torch.randn(num, policy.obs_dim, generator=gen) * 2.0
     action = session.run([OUTPUT_NAMES[0]], {INPUT_NAME: obs.numpy()})[0]
     return float(np.abs(action - policy.act(obs).numpy()).max())

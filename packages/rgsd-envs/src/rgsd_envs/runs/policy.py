@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from rgsd_envs.envs.observations import FRAME_DIM, ObservationLayout
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.utils.files import InputFileError, PickledObjectsError, load_plain, save_plain
 
 Tensor = torch.Tensor
@@ -219,3 +221,31 @@ def load_policy(path: str | os.PathLike) -> PolicyMLP:
         raise InputFileError(path, f"weights do not match the stored architecture: {err}", "state_dict") from None
     pol.meta = dict(payload.get("meta", {}))
     return pol.eval()
+
+
+def policy_skill_dim(policy: PolicyMLP) -> int:
+    """The skill dimension a humanoid policy states (``meta["skill_dim"]``; files written before the setting: its
+    observation size less a frame)."""
+    return int(getattr(policy, "meta", {}).get("skill_dim", policy.obs_dim - FRAME_DIM))
+
+
+def check_policy_fits(policy: PolicyMLP, path: str | os.PathLike, layout: ObservationLayout) -> None:
+    """One clear error, naming the policy file and field, unless the policy reads this env's ``[o_t, z]``
+    observation (skill of ``layout.skill_dim``) and writes its 69 actions."""
+    stated = policy_skill_dim(policy)
+    if "skill_dim" in getattr(policy, "meta", {}) and stated != layout.skill_dim:
+        raise InputFileError(
+            path,
+            f"the policy was trained with a {stated}-D skill, the environment has skill_dim {layout.skill_dim}; "
+            f"make the env with skill_dim {stated} (a run's config.yaml: env.skill_dim) or use a policy trained "
+            f"with {layout.skill_dim}",
+            "meta.skill_dim",
+        )
+    if policy.obs_dim != layout.policy_obs_dim or policy.act_dim != sk.NUM_DOFS:
+        field = "obs_dim" if policy.obs_dim != layout.policy_obs_dim else "act_dim"
+        raise InputFileError(
+            path,
+            f"policy maps {policy.obs_dim} -> {policy.act_dim}; RGSD-SMPL-v0 with skill_dim {layout.skill_dim} "
+            f"needs {layout.policy_obs_dim} -> {sk.NUM_DOFS}",
+            field,
+        )

@@ -168,7 +168,9 @@ class RunDir:
     def tracking_latents_path(self) -> Path | None:
         """The run's stored per-step latents (``method.json``'s ``tracking_latents`` file), or None."""
         info = self.method()
-        return self.path / info["tracking_latents"] if info is not None and info["latent_choice"] == "tracking" else None
+        return (
+            self.path / info["tracking_latents"] if info is not None and info["latent_choice"] == "tracking" else None
+        )
 
     def latent_encoder_path(self) -> Path | None:
         """The encoder whose clip embeddings are the run's clip latents: ``method.json``'s, else encoder.pt when
@@ -179,8 +181,11 @@ class RunDir:
         return self.path / info["encoder"] if info["latent_choice"] == "encoder" else None
 
 
-def load_clip_latents(path: str | os.PathLike, names: list[str], device: torch.device | str = "cpu") -> torch.Tensor:
-    """(clips, 16) unit latents in the library's clip order from a ``clip_latents`` JSON file."""
+def load_clip_latents(
+    path: str | os.PathLike, names: list[str], device: torch.device | str = "cpu", skill_dim: int | None = None
+) -> torch.Tensor:
+    """(clips, d) unit latents in the library's clip order from a ``clip_latents`` JSON file (``skill_dim``: the d
+    the caller needs, None: the file's, the same for every clip)."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as err:
@@ -188,36 +193,43 @@ def load_clip_latents(path: str | os.PathLike, names: list[str], device: torch.d
     missing = [n for n in names if n not in data]
     if missing:
         raise InputFileError(path, f"no latent for clip {missing[0]!r} (the clips asked for: {', '.join(names)})")
+    sizes = sorted({len(data[n]) for n in names})
+    if len(sizes) > 1 or (skill_dim is not None and sizes != [skill_dim]):
+        want = f"{skill_dim} numbers (the env's skill_dim)" if skill_dim is not None else "the same count"
+        raise InputFileError(path, f"latents must have {want}, got {', '.join(map(str, sizes))}")
     z = torch.tensor([data[n] for n in names], dtype=torch.float32, device=device)
-    if z.shape[1:] != (SKILL_DIM,):
-        raise InputFileError(path, f"latents must have {SKILL_DIM} numbers, got {z.shape[1]}")
     return torch.nn.functional.normalize(z, dim=-1)
 
 
 def save_tracking_latents(path: str | os.PathLike, latents: dict[str, torch.Tensor]) -> None:
-    """Write ``{clip name: (steps, 16) unit latents}`` (row t: the latent of the step from the clip's frame t) as
+    """Write ``{clip name: (steps, d) unit latents}`` (row t: the latent of the step from the clip's frame t) as
     an npz of ``names``, ``counts`` (steps per clip) and ``latents`` (all rows, clip after clip)."""
     names = list(latents)
-    rows = [torch.as_tensor(latents[n], dtype=torch.float32).reshape(-1, SKILL_DIM).cpu() for n in names]
+    dim = next(iter(latents.values())).shape[-1] if latents else SKILL_DIM
+    rows = [torch.as_tensor(latents[n], dtype=torch.float32).reshape(-1, dim).cpu() for n in names]
     with open(path, "wb") as f:
         np.savez(
             f,
             names=np.array(names, dtype=str),
             counts=np.array([r.shape[0] for r in rows], dtype=np.int64),
-            latents=torch.cat(rows).numpy() if rows else np.zeros((0, SKILL_DIM), np.float32),
+            latents=torch.cat(rows).numpy() if rows else np.zeros((0, dim), np.float32),
         )
 
 
-def load_tracking_latents(path: str | os.PathLike, names: list[str], num_frames: list[int]) -> list[np.ndarray]:
-    """Per clip of ``names`` (with ``num_frames`` frames each): its (num_frames - 1, 16) unit latents, one per step,
-    from a ``save_tracking_latents`` file (float64 of the stored float32 rows)."""
+def load_tracking_latents(
+    path: str | os.PathLike, names: list[str], num_frames: list[int], skill_dim: int | None = None
+) -> list[np.ndarray]:
+    """Per clip of ``names`` (with ``num_frames`` frames each): its (num_frames - 1, d) unit latents, one per step,
+    from a ``save_tracking_latents`` file (float64 of the stored float32 rows; ``skill_dim``: the d the caller
+    needs, None: the file's)."""
     try:
         with np.load(path, allow_pickle=False) as data:
             stored, counts, rows = list(data["names"]), data["counts"], data["latents"]
     except (OSError, ValueError, KeyError) as err:
         raise InputFileError(path, f"not a readable tracking-latents file: {err}") from None
-    if rows.ndim != 2 or rows.shape[1] != SKILL_DIM:
-        raise InputFileError(path, f"latents must have {SKILL_DIM} numbers a row, got shape {rows.shape}")
+    if rows.ndim != 2 or (skill_dim is not None and rows.shape[1] != skill_dim):
+        want = f"{skill_dim} numbers a row (the env's skill_dim)" if skill_dim is not None else "2-D rows"
+        raise InputFileError(path, f"latents must have {want}, got shape {rows.shape}")
     ends = np.cumsum(counts)
     by_name = {str(n): rows[e - c : e] for n, c, e in zip(stored, counts, ends)}
     out = []
@@ -227,7 +239,8 @@ def load_tracking_latents(path: str | os.PathLike, names: list[str], num_frames:
         z = by_name[name].astype(np.float64)
         if z.shape[0] != int(frames) - 1:
             raise InputFileError(
-                path, f"clip {name!r} has {z.shape[0]} latents, one per step of its {int(frames)} frames needs {frames - 1}"
+                path,
+                f"clip {name!r} has {z.shape[0]} latents, one per step of its {int(frames)} frames needs {frames - 1}",
             )
         if z.size and np.abs(np.linalg.norm(z, axis=-1) - 1.0).max() > 1e-4:
             raise InputFileError(path, f"clip {name!r}: latents must be unit vectors")
