@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
+import torch
 
 # MuJoCo picks its GL backend at first import; whichever test imports it first, `import rgsd_envs` has
 # selected it (EGL, or disabled where libEGL does not load) so offscreen rendering works.
 import rgsd_envs  # noqa: F401
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # the README's test command runs one worker per core: a worker that also spread its ops over every core
+    # would make the two contend for both
+    torch.set_num_threads(1)
 
 REPO_ROOT = Path(__file__).resolve().parent
 REAL_MOTIONS_DIR = REPO_ROOT / "motions" / "deepmimic-smpl"
