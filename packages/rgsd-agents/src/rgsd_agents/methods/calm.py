@@ -71,6 +71,7 @@ Departures from CALM (besides the 16-D latent and PPO on the shared runner):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -124,7 +125,7 @@ window of them is 4,560 numbers instead of 21,480)."""
 def window_columns(features: str, layout: ObservationLayout) -> list[int]:
     """``WINDOW_FEATURES[features]`` for the humanoid; another env's "full" is every column of its frame but the
     phase (its "compact" is not defined)."""
-    if layout == HUMANOID_LAYOUT:
+    if dataclasses.replace(layout, skill_dim=HUMANOID_LAYOUT.skill_dim) == HUMANOID_LAYOUT:  # any skill_dim
         return WINDOW_FEATURES[features]
     if features != "full":
         raise ValueError(f"method.options.window_features {features!r} names humanoid columns; use 'full' on this env")
