@@ -157,7 +157,6 @@ def downstream(label: str, args: argparse.Namespace) -> dict:
     """A few iterations of goal reaching on the group's RGSD run (the downstream step runs on this machine)."""
     run = args.out / label / "rgsd"
     sets = ["iterations=2", "max_minutes=null", "eval_every=2", "eval_episodes=4", "checkpoint_every=2"]
-    sets += ["task.device=cuda"] if args.device.startswith("cuda") else []  # the low level trained on warp worlds
     sets += ["num_envs=8", "horizon=8", "ppo.minibatch_size=16"] if args.smoke else []
     argv = [*_cli(), "downstream", "--low-level", str(run), "--out", str(args.out / label / "downstream")]
     argv += ["--config", "demo", "--device", args.device, "--no-progress"] + [a for kv in sets for a in ("--set", kv)]

@@ -92,7 +92,7 @@ def test_a_warp_run_evaluates_and_drives_goal_reaching_on_cuda(tmp_path, tiny_en
     assert rgsd(evaluation) == 0
     assert (tmp_path / "eval" / "metrics.json").is_file()
     sets = ["iterations=2", "max_minutes=null", "eval_every=2", "eval_episodes=4", "checkpoint_every=2"]
-    sets += ["task.device=cuda", "num_envs=8", "horizon=8", "ppo.minibatch_size=16"]
+    sets += ["num_envs=8", "horizon=8", "ppo.minibatch_size=16"]  # no task.device: the warp worlds follow the GPU
     downstream = ["downstream", "--low-level", str(run), "--out", str(tmp_path / "down"), "--config", "demo"]
     assert rgsd([*downstream, "--device", "cuda", "--no-progress", *_sets(sets)]) == 0
 

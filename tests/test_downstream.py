@@ -175,3 +175,21 @@ def test_a_best_of_n_run_takes_its_style_latent_from_an_eval_clip_latents_file(t
     path.write_text(json.dumps(latents))
     with pytest.raises(Exception, match="demo_punch"):
         GoalReachingCore(2, run, GoalReachingConfig(style="backward", clip_latents=str(path)))
+
+
+def test_a_warp_low_level_s_worlds_follow_the_learner_onto_its_gpu(tmp_path):
+    """The goal-reaching task's device follows training's and evaluation's rule (``env_device``): a warp low level
+    (whose config names the CPU) runs its worlds on the learner's GPU; a MuJoCo one stays where the task says."""
+    import yaml
+
+    from rgsd_agents.downstream.runner import task_config
+
+    low = _fake_low_level(tmp_path)
+    cfg = DownstreamConfig(low_level=str(low))
+    assert task_config(cfg, torch.device("cuda", 1)).device == "cpu"  # mujoco worlds on the host
+    doc = yaml.safe_load((low / "config.yaml").read_text())
+    doc.setdefault("env", {})["backend"] = "warp"
+    (low / "config.yaml").write_text(yaml.safe_dump(doc))
+    assert task_config(cfg, torch.device("cuda", 1)).device == "cuda:1"
+    assert task_config(cfg, torch.device("cpu")).device == "cpu"
+    assert cfg.task.device == "cpu", "the saved config keeps the spec; the device is chosen when the run starts"

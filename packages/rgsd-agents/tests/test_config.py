@@ -81,6 +81,8 @@ def test_meta_motivo_has_a_cpu_and_a_paper_preset_for_the_off_policy_loop():
     loop = paper.method.options["loop"]
     assert loop["updates_per_iteration"] / (paper.num_envs * loop["steps_per_iteration"]) == pytest.approx(0.1, 0.03)
     assert (paper.method.options["f_hidden"], loop["replay_capacity"]) == (1024, 5_000_000)
+    # its code's 256-D z (examples/fbcpr_train_humenv.py:440), carried by the env's skill slot; 16 on 2 cores
+    assert paper.env.skill_dim == paper.method.options["z_dim"] == 256 and cpu.env.skill_dim == 16
 
 
 def test_a_preset_on_a_base_merges_section_by_section_and_another_method_brings_its_own_options(tmp_path):

@@ -434,7 +434,7 @@ def test_fb_cpr_defaults_follow_its_code():
     # 50 updates, :137 1000 random steps of each world
     loop = cfg.loop
     assert (loop.steps_per_iteration, loop.updates_per_iteration, loop.random_steps) == (10, 50, 50 * 1000)
-    # departures (docs/methods.md's table): :440 z_dim 256, :83 a 5 M replay buffer
+    # departures (docs/methods.md's table): :440 z_dim 256 (fb_cpr_paper restores it), :83 a 5 M replay buffer
     assert cfg.z_dim == 16 and loop.replay_capacity == 1_000_000
 
 

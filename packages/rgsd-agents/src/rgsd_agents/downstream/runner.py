@@ -30,6 +30,7 @@ phase 0 only ever came with the clip's first pose (an episode started at frame 0
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -53,7 +54,7 @@ from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, Go
 from rgsd_envs.envs.registration import GOAL_ENV_ID
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import save_yaml, to_dict
-from rgsd_envs.utils.device import HostBridge, resolve_device
+from rgsd_envs.utils.device import HostBridge, env_device, resolve_device
 from rgsd_envs.utils.files import InputFileError
 from rgsd_envs.utils.threads import torch_threads
 from rgsd_eval.features import motion_features, num_windows
@@ -74,8 +75,9 @@ class DownstreamConfig:
     """The frozen low-level policy: an rgsd run folder (policy.pt, encoder.pt, config.yaml)."""
     seed: int = 0
     device: str = "auto"
-    """Torch device of the high-level learner: "auto" (cuda when available), "cpu", "cuda" or "cuda:N" (the
-    low-level policy runs with the env, on ``task.device``)."""
+    """Torch device of the high-level learner: "auto" (cuda when available), "cpu", "cuda" or "cuda:N". The
+    low-level policy runs with the env on ``task.device``, except that a MuJoCo Warp low level's worlds follow the
+    learner onto its GPU, as they did in training (``task_config``)."""
     num_envs: int = 64
     horizon: int = 16
     """High-level steps per world per iteration (each holds z for task.low_level_steps control steps)."""
@@ -141,12 +143,19 @@ class DownstreamConfig:
         return self.num_envs * self.horizon
 
 
+def task_config(cfg: DownstreamConfig, learner: torch.device) -> GoalReachingConfig:
+    """``cfg.task`` with its device chosen as training and evaluation choose the env's: a warp low level's config
+    names the CPU, and its worlds follow the learner onto its GPU."""
+    backend = RunDir(cfg.low_level).env_config().backend
+    return dataclasses.replace(cfg.task, device=env_device(backend, cfg.task.device, learner))
+
+
 class GoalEvaluator:
     """Deterministic episodes of the current high-level policy: success, distance, style FID, top views."""
 
-    def __init__(self, cfg: DownstreamConfig):
+    def __init__(self, cfg: DownstreamConfig, learner: torch.device):
         self.cfg = cfg
-        self.env = GoalReachingTorchEnv(cfg.eval_episodes, cfg.low_level, cfg.task)
+        self.env = GoalReachingTorchEnv(cfg.eval_episodes, cfg.low_level, task_config(cfg, learner))
         task = self.env.task
         lib = task.core.lib
         clips = [lib.clips[i] for i in task.start_clips] if cfg.task.style != "freestyle" else []
@@ -239,7 +248,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         if not _resume:
             cfg.low_level = str(low.path.resolve())
             save_yaml(cfg, self.run.config_path)
-        self.env = GoalReachingTorchEnv(cfg.num_envs, cfg.low_level, cfg.task)
+        self.env = GoalReachingTorchEnv(cfg.num_envs, cfg.low_level, task_config(cfg, self.device))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
             self.ac = ActorCritic(GOAL_OBS_DIM, self.env.skill_dim, cfg.networks)
@@ -309,7 +318,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
     def evaluate(self) -> dict[str, float]:
         """Deterministic evaluation episodes of the current policy, appended to ``evaluations.jsonl``."""
         if self.evaluator is None:
-            self.evaluator = GoalEvaluator(self.cfg)
+            self.evaluator = GoalEvaluator(self.cfg, self.device)
         with torch_threads(self.cfg.rollout_threads):
             self.last_eval = self.evaluator.run(self.ac.actor)
         row = {

@@ -39,13 +39,11 @@ not tracking: the comparison in docs/results.md).
 
 Where this departs from the paper and its code:
 
-- z_dim 16 (paper 256): z lives in the env's 16-D skill slot. The slot holds the
-  unit direction z / sqrt(d); the actor's observation normaliser scales it back, so
-  every network sees z of norm sqrt(d) as in the paper. The method cannot own a
-  larger latent: the skill is part of the env's observation (``POLICY_LAYOUT``,
-  375-D), which rgsd eval, play, the ONNX export and downstream check a policy
-  file against, and the env carries, samples and rewards it as 16-D. The cost: the
-  successor measure M = F B^T has rank at most 16 (the paper's: 256).
+- z_dim: ``env.skill_dim``, which ``method.options.z_dim`` must equal. ``fb_cpr_paper``
+  sets both to its code's 256; the 2-core ``fb_cpr`` keeps the env's default 16 (a
+  smaller successor measure, M = F B^T of rank at most 16, for 2-core networks).
+  The skill slot holds the unit direction z / sqrt(d); the actor's observation
+  normaliser scales it back, so every network sees z of norm sqrt(d) as in the paper.
 - The actor is rgsd's ``PolicyMLP`` on ``[o_t, z / sqrt(d)]`` (one MLP of
   ``networks.actor_hidden`` with a tanh output) instead of the paper's two
   embeddings, so ``policy.pt`` loads in rgsd eval and play unchanged.
