@@ -97,10 +97,13 @@ def test_a_warp_run_evaluates_and_drives_goal_reaching_on_cuda(tmp_path, tiny_en
     assert rgsd([*downstream, "--device", "cuda", "--no-progress", *_sets(sets)]) == 0
 
 
-def test_train_on_cuda_with_warp_then_resume_equals_a_straight_run(tmp_path, tiny_encoder, monkeypatch):
+@pytest.mark.parametrize("backend", ["mujoco", "warp"])
+def test_train_on_cuda_then_resume_equals_a_straight_run(tmp_path, tiny_encoder, monkeypatch, backend):
+    """A CUDA learner resumes bit for bit. With MuJoCo worlds (float64 on the host, deterministic) this checks
+    the checkpoint alone; with warp worlds also that the GPU physics repeats in its deterministic mode."""
     monkeypatch.setenv(DETERMINISTIC_ENV, "1")  # contact order and atomics fixed: the GPU physics repeats
     base = ["train", "--config", "demo", "--device", "cuda", "--no-progress"]
-    base += _sets(["env.backend=warp", f"encoder={tiny_encoder}", *TINY])
+    base += _sets([f"env.backend={backend}", f"encoder={tiny_encoder}", *TINY])
     straight, split = tmp_path / "straight", tmp_path / "split"
     # torch names each op that has no deterministic CUDA kernel (warn_only: the run goes on), so a difference
     # below comes with the ops that can cause it

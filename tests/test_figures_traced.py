@@ -33,14 +33,8 @@ LEADING_FIGURE = re.compile(r"^\**[-+]?\d")
 """A first cell that starts with a number is a figure, not a row's label."""
 UNTRACED = {
     ("README.md", "walk | run | sidestep | backward | punch"): "rgsd demo, rgsd train --config cpu, then rgsd eval",
-    ("README.md", "walk | jog | run | stealthy walk | zombie walk | kick | spinkick | punch"): (
-        "examples/real_mocap.sh, then rgsd eval"
-    ),
     ("docs/results.md", "`rgsd eval`, cm | samples | walk | run | sidestep | backward | punch"): (
         "rgsd demo / rgsd train --config cpu, then rgsd eval"
-    ),
-    ("docs/results.md", "clip | walk | jog | run | stealthy walk | zombie walk | kick | spinkick | punch"): (
-        "examples/real_mocap.sh, then rgsd eval"
     ),
     ("docs/results.md", "method | samples in 45 min | walk | run | sidestep (pelvis travel of 1.08 m) | backward | punch"): (
         "benchmarks/learning_curves.py over the six methods' 2-core presets"
