@@ -32,13 +32,6 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s?[
 LEADING_FIGURE = re.compile(r"^\**[-+]?\d")
 """A first cell that starts with a number is a figure, not a row's label."""
 UNTRACED = {
-    ("README.md", "walk | run | sidestep | backward | punch"): "rgsd demo, rgsd train --config cpu, then rgsd eval",
-    ("docs/results.md", "`rgsd eval`, cm | samples | walk | run | sidestep | backward | punch"): (
-        "rgsd demo / rgsd train --config cpu, then rgsd eval"
-    ),
-    ("docs/results.md", "method | samples in 45 min | walk | run | sidestep (pelvis travel of 1.08 m) | backward | punch"): (
-        "benchmarks/learning_curves.py over the six methods' 2-core presets"
-    ),
     ("docs/results.md", " | untrained | 19 minutes | 40 minutes"): "rgsd downstream --seeds over finished runs",
     ("docs/results.md", "benchmark | result"): "the benchmarks named in each row, with --json",
     ("docs/results.md", "option | what it does | measured outcome"): "the arms named in each row",
