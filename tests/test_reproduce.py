@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -199,6 +200,12 @@ def _plan(out: Path, checkpoint: bool = False) -> Plan:
     return plan
 
 
+def _restore_sigint(previous: object) -> None:
+    """Give SIGINT its handler back; only the main thread may (a collection in a step's thread leaves it)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, previous)
+
+
 class FakeRunner:
     """Records the arguments of each step; fails the steps named in ``fail``; writes a step's checkpoint."""
 
@@ -210,7 +217,7 @@ class FakeRunner:
             # a shell's background job (`cmd &`) starts Python with SIGINT ignored, and then Ctrl-C, simulated or
             # not, does nothing: the test gives itself Python's own handler for the interrupt it sends
             previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-            weakref.finalize(self, signal.signal, signal.SIGINT, previous)
+            weakref.finalize(self, _restore_sigint, previous)
 
     def __call__(self, step: Step, argv: list[str], log: Path) -> None:
         self.calls.append(argv)
