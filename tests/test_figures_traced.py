@@ -32,7 +32,6 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s?[
 LEADING_FIGURE = re.compile(r"^\**[-+]?\d")
 """A first cell that starts with a number is a figure, not a row's label."""
 UNTRACED = {
-    ("docs/results.md", " | untrained | 19 minutes | 40 minutes"): "rgsd downstream --seeds over finished runs",
     ("docs/results.md", "option | what it does | measured outcome"): "the arms named in each row",
 }  # fmt: skip
 """(page, header row) -> the command that would give its tables a committed source (one entry serves every table
