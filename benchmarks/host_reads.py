@@ -9,6 +9,11 @@ statistics) are counted and divided by the env steps they made; the rollout
 alone is also shown. Before the torch interface (commit 88edfca) the same count
 gave 38 per step on the warp path and 47 on the mujoco path.
 
+The mujoco count is the warp count plus the restarts: ``MujocoBackend.set_state`` turns the restarted worlds'
+ids, qpos and qvel into numpy arrays (``.cpu().numpy()`` each: six counted calls, which read nothing on the CPU
+device), once per step that restarts any world. So it moves with how often episodes end; ``restarts`` prints
+the share of counted steps that restarted a world.
+
 Run: ``python benchmarks/host_reads.py`` (about a minute on 2 cores; the first warp
 run of a machine compiles kernels for about 50 s more).
 """
@@ -30,21 +35,27 @@ BEFORE = {"warp": 38.0, "mujoco": 47.0}
 
 def reads_per_step(
     backend: str, config: str, num_envs: int, iterations: int, folder: Path
-) -> tuple[float, float, dict]:
-    """(whole iterations, rollout alone) reads per env step, and the counts by method of the iterations."""
+) -> tuple[float, float, float, dict]:
+    """(whole iterations, rollout alone) reads per env step, the share of the iterations' steps that restarted
+    a world, and the counts by method of the iterations."""
     sets = {"probe_every": 0, "num_envs": num_envs, "env.backend": backend, "device": "cpu"}
     cfg = load_config(config, sets)
     cfg.encoder = str(tiny_encoder_file(folder / f"{backend}-encoder.pt"))
     runner = Runner(cfg, folder / backend, progress=False)
     runner.iterate()
+    sim = runner.env.core.backend
+    restarts = []
+    set_state = sim.set_state
+    sim.set_state = lambda *a: (restarts.append(1), set_state(*a))[1]  # one call per step that restarts worlds
     with count_host_reads() as whole:
         for _ in range(iterations):
             runner.iterate()
+    share = len(restarts) / (iterations * cfg.horizon)
     with count_host_reads() as rollout:
         runner.rollout()
     runner.close()
     steps = cfg.horizon
-    return sum(whole.values()) / (iterations * steps), sum(rollout.values()) / steps, dict(whole)
+    return sum(whole.values()) / (iterations * steps), sum(rollout.values()) / steps, share, dict(whole)
 
 
 def main() -> None:
@@ -55,11 +66,13 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=["warp", "mujoco"])
     args = parser.parse_args()
     print(f"host reads per env step, rgsd train --config {args.config}, {args.num_envs} worlds, CPU device")
-    print(f"{'backend':<8} {'iteration':>10} {'rollout':>8} {'before':>7}   by method (iterations)")
+    print(f"{'backend':<8} {'iteration':>10} {'rollout':>8} {'before':>7} {'restarts':>9}   by method (iterations)")
     with tempfile.TemporaryDirectory() as tmp:
         for backend in args.backends:
-            whole, rollout, counts = reads_per_step(backend, args.config, args.num_envs, args.iterations, Path(tmp))
-            print(f"{backend:<8} {whole:10.2f} {rollout:8.2f} {BEFORE[backend]:7.0f}   {counts}")
+            whole, rollout, share, counts = reads_per_step(
+                backend, args.config, args.num_envs, args.iterations, Path(tmp)
+            )
+            print(f"{backend:<8} {whole:10.2f} {rollout:8.2f} {BEFORE[backend]:7.0f} {share:9.2f}   {counts}")
 
 
 if __name__ == "__main__":
