@@ -183,3 +183,13 @@ def test_numbers_are_read_as_tables_write_them():
     assert [(v, d) for v, d, _ in cell_numbers("32.4 M")] == [(32.4e6, -5)]
     assert list(cell_numbers("[link 3](x.md) `--set seed=4`")) == []
     assert traced(15.7, 1, [0.157]) and traced(32.4e6, -5, [32374784.0]) and not traced(15.8, 1, [0.157])
+
+
+def test_the_evaluation_estimate_uses_the_committed_clip_scaling_rate():
+    """The rate ``rgsd eval`` estimates its time with is the one ``benchmarks/clip_scaling.py`` measured and the
+    results page shows (its first row: the quick protocol run on 20 clips)."""
+    from rgsd_eval.evaluate import EVAL_WORLD_STEPS_PER_SECOND
+
+    rows = json.loads((REPO / "docs/results/clip_scaling.json").read_text())["rows"]
+    measured = [r["eval"]["world_steps_per_s"] for r in rows if r["eval"].get("measured_here")]
+    assert measured and measured[0] == EVAL_WORLD_STEPS_PER_SECOND

@@ -49,11 +49,12 @@ from rgsd_eval.runs import LoadedRun, representative_clips
 
 IMITATION_GROUP = 0
 """Job group of imitation rollouts; kappa i of ``EvalConfig.kappa_plan`` is group i + 1."""
-EVAL_WORLD_STEPS_PER_SECOND = 166.0
-"""World steps per second of evaluation rollouts (the cpu preset's 256x256 policy, 512 worlds at a time) measured by
-``benchmarks/clip_scaling.py`` at nice 19 on 2 CPU cores busy with two trainings: the rate behind the estimate logged
-before an evaluation starts, so the estimate is a slow machine's (quiet cores run many times faster); the world
-steps it names do not depend on the machine."""
+EVAL_WORLD_STEPS_PER_SECOND = 7791.0
+"""World steps per second of a whole evaluation, rollouts and metrics (the cpu preset's 256x256 policy, 512 worlds
+at a time), measured by ``benchmarks/clip_scaling.py`` (the quick protocol on 20 clips) on 2 otherwise idle CPU
+cores: the rate behind the estimate logged before an evaluation starts. Cores shared with other jobs take longer
+(the progress bar shows the rate on the machine at hand); the world steps the estimate names do not depend on the
+machine."""
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,12 @@ class EvalPlan:
 
     def summary(self, protocol: str, world_steps_per_second: float = EVAL_WORLD_STEPS_PER_SECOND) -> str:
         """One line for the user before the evaluation starts."""
-        minutes = self.seconds(world_steps_per_second) / 60.0
+        seconds = self.seconds(world_steps_per_second)
+        total = f"{seconds / 60.0:.0f} min" if seconds >= 60.0 else f"{seconds:.0f} s"
         return (
             f"{protocol} protocol on {self.clips} clips: {self.rollouts} rollouts, {self.world_steps / 1e6:.2f} M "
-            f"world steps, at most about {minutes:.0f} min ({minutes / max(self.clips, 1) * 60:.1f} s per clip) at "
-            f"{world_steps_per_second:.0f} world steps/s, 2 busy CPU cores' rate"
+            f"world steps, about {total} ({seconds / max(self.clips, 1):.1f} s per clip) at "
+            f"{world_steps_per_second:.0f} world steps/s, 2 idle CPU cores' rate (longer on shared cores)"
         )
 
 
