@@ -256,6 +256,7 @@ def throughput_section(doc: dict) -> list[str]:
     units = {
         "physics": "world-steps/s",
         "env": "env steps/s (encoder reward)",
+        "env_host_restarts": "env steps/s, restarts through host indices",
         "train": "samples/s (paper networks, full loop)",
     }
     lines = [

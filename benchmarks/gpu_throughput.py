@@ -9,6 +9,9 @@ machine's cores), with the ratio warp / mujoco:
 - ``env``: world-steps/s of the torch env ``RGSDTorchEnv`` (what the trainers step) with the
   encoder reward (PD targets, physics, observations, rewards, terminations, autoresets, its one
   host read per step), actions N(0, 0.1) already on the env's device;
+- ``env, host restarts`` (warp only): the same env with ``masked_restarts`` off, finished worlds restarted through
+  host indices after the step's read (on CUDA the default queues them before it as masked device ops), and the
+  ratio of the two;
 - ``train``: samples/s of the full training loop (rollout, GAE, PPO, discovery-encoder
   update) with the paper's networks ([1024, 1024, 1024, 512] actor, critic and encoder,
   minibatch 32768, 5 epochs), the learner on ``--device``; warp keeps the env on the device,
@@ -75,11 +78,16 @@ def physics_rate(backend: str, n: int, steps: int, device: torch.device) -> floa
     return rate
 
 
-def env_rate(backend: str, n: int, steps: int, device: torch.device, profile: Path | None = None) -> float:
-    """World-steps/s of the torch env (the trainers' interface) with the encoder reward, actions on its device;
-    with ``profile``, 20 more steps under torch's profiler, its table of ops and kernels written there."""
+def env_rate(
+    backend: str, n: int, steps: int, device: torch.device, profile: Path | None = None, masked: bool | None = None
+) -> float:
+    """World-steps/s of the torch env (the trainers' interface) with the encoder reward, actions on its device
+    (``masked``: its ``masked_restarts``, None: the env's default); with ``profile``, 20 more steps under torch's
+    profiler, its table of ops and kernels written there."""
     dev = torch.device(_env_device(backend, device))
     env = RGSDTorchEnv(n, backend=backend, device=str(dev))
+    if masked is not None:
+        env.masked_restarts = masked
     gen = torch.Generator(dev).manual_seed(0)
     actions = [0.1 * torch.randn(n, sk.NUM_DOFS, generator=gen, device=dev) for _ in range(steps + 2)]
     env.reset(seed=0)
@@ -126,6 +134,8 @@ def phase_times(env: RGSDTorchEnv, actions: list[torch.Tensor], dev: torch.devic
         (core, "observe", "observations, termination"),
         (torch_env, "read_host_flags", "the one read (host waits for the device)"),
         (env, "restart", "restarts of ended worlds"),
+        (core, "restart_masked", "restarts queued on the device"),
+        (core, "finish_masked_restart", "restarts' host side"),
     ]
     if env.reward_core is not None:
         targets.append((env.reward_core, "transition", "encoder reward"))
@@ -246,6 +256,11 @@ def main() -> None:
         }
         print(_row("env", rows["env"], "env steps/s (with encoder reward)"), flush=True)
         save()
+        if "warp" in args.backends:
+            host = env_rate("warp", n, args.steps, device, masked=False)
+            rows["env_host_restarts"] = {"warp": host}
+            print(f"  {'env, host restarts':<20s}{host:>12,.0f}   default / this: {rows['env']['warp'] / host:.2f}x")
+            save()
         if not args.no_train:
             rows["train"] = {}
             for b in args.backends:

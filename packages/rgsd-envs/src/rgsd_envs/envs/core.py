@@ -161,6 +161,10 @@ class RGSDCore:
             self.frozen_encoder, self.ref_inputs, self.lib.clip_of_frame, self.lib.num_clips
         ).to(self.device)
         self._z_np = enc.as_numpy_directions(self.clip_embeddings)
+        self._z_device = torch.tensor(self._z_np, dtype=torch.float32, device=self.device)
+        self._next_draws: Tensor | None = None
+        """(N, 3 + skill_dim) float64 on the device: each world's next episode's clip, start and task uniforms
+        and its discovery skill (``restart_masked``; drawn when first needed)."""
         n, dev = num_envs, self.device
         self.clip = torch.zeros(n, dtype=torch.long, device=dev)
         self.frame = torch.zeros(n, dtype=torch.long, device=dev)
@@ -199,14 +203,15 @@ class RGSDCore:
             self.ref_inputs, self.lib.clip_of_frame, self.lib.num_clips, dim=self.cfg.skill_dim
         )
 
-    def reference_history(self, env_ids: Tensor) -> Tensor:
-        """(n, 4, 359) reference features of the 4 frames before each world's current frame.
+    def reference_history(self, env_ids: Tensor | None = None) -> Tensor:
+        """(n, 4, 359) reference features of the 4 frames before each world's current frame (all worlds: None).
 
         Fills the encoder history at an episode start (RSI); frames before the
         clip's start repeat its first frame.
         """
-        g = self.lib.starts[self.clip[env_ids]] + self.frame[env_ids]
-        idx = history_indices(g, self.lib.starts[self.clip[env_ids]])[:, : HISTORY_LEN - 1]
+        clip, frame = (self.clip, self.frame) if env_ids is None else (self.clip[env_ids], self.frame[env_ids])
+        start = self.lib.starts[clip]
+        idx = history_indices(start + frame, start)[:, : HISTORY_LEN - 1]
         return self.ref_features[idx]
 
     # -- episodes ---------------------------------------------------------
@@ -239,8 +244,9 @@ class RGSDCore:
             value = [TASK_NAMES[v] if isinstance(v, str) else v for v in value]
         return np.broadcast_to(np.asarray(value, dtype=np.int64), (n,))
 
-    def _draw(self, ids: np.ndarray, options: dict[str, Any]) -> tuple[np.ndarray, ...]:
-        """Clips, start frames, tasks (n,) and skills (n, skill_dim) of the next episodes of worlds ``ids``.
+    def _draw(self, ids: np.ndarray, options: dict[str, Any], skills_too: bool = True) -> tuple[Any, ...]:
+        """Clips, start frames, tasks (n,) and skills (n, skill_dim; None unless ``skills_too``) of the next
+        episodes of worlds ``ids``.
 
         One batched draw from each world's ``Stream.EPISODE`` numbers; options fix parts of it.
         """
@@ -275,6 +281,8 @@ class RGSDCore:
         else:
             task = np.where(u[:, slots["task"]] < self.cfg.p_imitation, IMITATION, DISCOVERY)
         skill_opt = _per_world(options, "skill", n)
+        if not skills_too:
+            return clip, start, task, None
         if skill_opt is not None:
             skill = np.asarray(skill_opt, dtype=np.float64)
             if skill.shape[-1:] != (d,):
@@ -330,6 +338,60 @@ class RGSDCore:
         self.clip_host[ids], self.frame_host[ids], self.task_host[ids] = clip, start, task
         qpos, qvel = self.lib.frame_qpos_qvel(self.clip[idx], self.frame[idx])
         self.backend.set_state(idx, qpos, qvel)
+
+    # -- restarts queued on the device ------------------------------------------
+    @property
+    def masked_restarts_supported(self) -> bool:
+        """Whether ``restart_masked`` draws what ``reset_envs`` would: uniform clip draws and no evaluation kappa,
+        so a world's next episode depends only on its own numbers, which can be drawn ahead."""
+        return self.cfg.clip_sampling.mode == "uniform" and self.cfg.eval_kappa is None
+
+    def _refreshed_next_draws(self) -> Tensor:
+        """``_next_draws`` with the rows of worlds whose numbers moved redrawn on the host (one upload)."""
+        if self._next_draws is None:
+            self._next_draws = torch.zeros(self.num_envs, 3 + self.skill_dim, dtype=torch.float64, device=self.device)
+            self.random.changed[:] = True
+        ids = np.flatnonzero(self.random.changed)
+        if ids.size:
+            slots = self.slots
+            u = self.random.uniform(ids, Stream.EPISODE, slots["task"] + 1)
+            z = skills.uniform_sphere_batch(self._episode_normals(ids, "skill"))
+            rows = np.concatenate((u[:, [slots["clip"], slots["start_frame"], slots["task"]]], z), axis=1)
+            self._next_draws.index_copy_(0, self.device_ids(ids), self._upload(rows, torch.float64))
+            self.random.changed[ids] = False
+        return self._next_draws
+
+    def restart_masked(self, done: Tensor) -> None:
+        """Start new episodes in the worlds flagged in ``done`` (N,) bool, by masked ops on the device and with no
+        host read, so a step can queue them before its one read: the episodes ``reset_envs`` would start (the same
+        numbers, drawn ahead). ``finish_masked_restart`` then brings the host copies and streams along."""
+        if not self.masked_restarts_supported:
+            raise RuntimeError("restart_masked needs clip_sampling.mode 'uniform' and no eval_kappa")
+        d, lib = self._refreshed_next_draws(), self.lib
+        # the host draw's arithmetic (``_draw``), in float64 on the device: the same clips, frames and tasks
+        clip = torch.clamp_max((d[:, 0] * lib.num_clips).long(), lib.num_clips - 1)
+        last = lib.num_frames[clip] - 1
+        start = torch.minimum((d[:, 1] * last).long(), last - 1)
+        imitation = d[:, 2] < self.cfg.p_imitation
+        task = torch.where(imitation, IMITATION, DISCOVERY)
+        z = torch.where(imitation[:, None], self._z_device[clip], d[:, 3:].float())
+        rows = done[:, None]
+        self.clip = torch.where(done, clip, self.clip)
+        self.frame = torch.where(done, start, self.frame)
+        self.task = torch.where(done, task, self.task)
+        self.skill = torch.where(rows, z, self.skill)
+        qpos, qvel = lib.frame_qpos_qvel(clip, start)
+        self.backend.set_state_masked(done, qpos, qvel)
+        self.features = torch.where(rows, self.ref_features[lib.starts[clip] + start], self.features)
+
+    def finish_masked_restart(self, ids: np.ndarray) -> None:
+        """Host side of ``restart_masked`` for the worlds ``ids`` that restarted (known from the step's one read):
+        their host copies of clip, start frame and task, and their streams moved on to the next episode."""
+        if ids.size == 0:
+            return
+        clip, start, task, _ = self._draw(ids, {}, skills_too=False)
+        self.clip_host[ids], self.frame_host[ids], self.task_host[ids] = clip, start, task
+        self.random.advance(ids)
 
     # -- stepping -----------------------------------------------------------
     def targets(self, actions: Tensor) -> Tensor:

@@ -16,11 +16,19 @@ two encoders score their worlds through index tensors uploaded from the host,
 never through a device read). Worlds that finished restart in the same call
 (SameStep autoreset); ``StepExtras`` describes the transition before the reset
 and ``final_obs`` is the observation the finished worlds reached.
+
+On a CUDA device the restarts are queued before the read as masked device ops
+(``masked_restarts``): every world's next episode is drawn ahead on the host,
+from the same counter-based numbers, so the device never waits for the host to
+learn which worlds finished. The host side (its copies of clip, frame and task,
+and the next draws) follows after the read, and the next draws upload while the
+next step's physics runs.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -141,6 +149,24 @@ class RGSDTorchEnv:
             self.enable_encoder_reward(reward_kappa, reward_constant)
         self.obs_dim = self.core.layout.policy_obs_dim
         self.act_dim = sk.NUM_DOFS
+        self._masked_restarts: bool | None = None
+
+    @property
+    def masked_restarts(self) -> bool:
+        """Whether ``step`` restarts finished worlds by masked device ops queued before its read (the default on
+        CUDA with a backend that sets states on the device, where the env's config allows it:
+        ``RGSDCore.masked_restarts_supported``) instead of by host indices after it. Both start the same
+        episodes; set it to choose."""
+        if self._masked_restarts is None:
+            core = self.core
+            return self.device.type == "cuda" and core.backend.masks_on_device and core.masked_restarts_supported
+        return self._masked_restarts
+
+    @masked_restarts.setter
+    def masked_restarts(self, value: bool) -> None:
+        if value and not self.core.masked_restarts_supported:
+            raise ValueError("masked restarts need env.clip_sampling.mode 'uniform' and no env.eval_kappa")
+        self._masked_restarts = bool(value)
 
     @property
     def layout(self) -> ObservationLayout:
@@ -216,9 +242,15 @@ class RGSDTorchEnv:
             self.reward_core.start(ids)
         return info
 
-    def transition(self, actions: Tensor, stepped: np.ndarray | None = None) -> Transition:
+    def transition(
+        self,
+        actions: Tensor,
+        stepped: np.ndarray | None = None,
+        before_read: Callable[[Tensor], None] | None = None,
+    ) -> Transition:
         """Advance all worlds one control step and score it; worlds outside ``stepped`` (a host mask, None: all)
-        made no transition (Gymnasium's NextStep autoreset) and end nothing."""
+        made no transition (Gymnasium's NextStep autoreset) and end nothing. ``before_read`` gets the device's
+        done flags (N,) once the step's work is queued, before its one read."""
         core = self.core
         a = core.check_actions(actions)
         core.physics_step(a)
@@ -229,6 +261,8 @@ class RGSDTorchEnv:
             reward = self.reward_core.transition(core.features, stepped)
         else:
             reward = torch.zeros(self.num_envs, device=self.device)
+        if before_read is not None:
+            before_read(terminated | truncated)
         packet = read_host_flags(torch.stack((terminated, ~torch.isfinite(a).all(dim=-1))))  # the step's one read
         if packet[1].any():
             raise nonfinite_action_error(a)
@@ -263,13 +297,29 @@ class RGSDTorchEnv:
     @env_side
     def step(self, actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, StepExtras]:
         """One 30 Hz control step of all worlds; finished worlds restart in the same call (SameStep)."""
-        tr = self.transition(actions)
-        final_obs = self.observations()
         rc = self.reward_core
-        done_host = tr.done_host
-        ids = np.flatnonzero(done_host)
-        if ids.size:
-            self.restart(ids)
+        if self.masked_restarts:
+            final: list[Tensor] = []
+
+            def queue_restarts(done: Tensor) -> None:
+                final.append(self.observations())
+                self.core.restart_masked(done)
+                if rc is not None:
+                    rc.start_masked(done)
+
+            tr = self.transition(actions, before_read=queue_restarts)
+            final_obs, done_host = final[0], tr.done_host
+            ids = np.flatnonzero(done_host)
+            self.core.finish_masked_restart(ids)
+            if rc is not None:
+                rc.finish_masked_start(ids)
+        else:
+            tr = self.transition(actions)
+            final_obs = self.observations()
+            done_host = tr.done_host
+            ids = np.flatnonzero(done_host)
+            if ids.size:
+                self.restart(ids)
         done = tr.terminated | tr.truncated
         info = tr.info
         extras = StepExtras(

@@ -100,16 +100,21 @@ class WorldRandom:
         """(N,) uint64 key of each world (fresh entropy until seeded)."""
         self.episodes = np.zeros(num_worlds, dtype=_U64)
         """(N,) uint64 number of episodes each world has started since it was seeded."""
+        self.changed = np.ones(num_worlds, dtype=bool)
+        """(N,) worlds whose key or episode counter moved since a user of numbers drawn ahead last cleared it."""
 
     def seed(self, ids: np.ndarray, seeds: Sequence[int | None] | np.ndarray) -> None:
         """Re-seed worlds ``ids`` (None: fresh entropy); their episode counters restart at 0."""
         ids = np.asarray(ids, dtype=np.int64)
         self.keys[ids] = seed_keys(_seed_array(seeds))
         self.episodes[ids] = 0
+        self.changed[ids] = True
 
     def advance(self, ids: np.ndarray) -> None:
         """Move worlds ``ids`` on to their next episode's numbers."""
-        self.episodes[np.asarray(ids, dtype=np.int64)] += _U64(1)
+        ids = np.asarray(ids, dtype=np.int64)
+        self.episodes[ids] += _U64(1)
+        self.changed[ids] = True
 
     def uniform(self, ids: np.ndarray, stream: int, count: int, first: int = 0) -> np.ndarray:
         """(len(ids), count) float64 uniform in [0, 1) (53 random bits) of the worlds' current episodes:
@@ -145,3 +150,4 @@ class WorldRandom:
         if keys.shape != self.keys.shape or episodes.shape != self.episodes.shape:
             raise ValueError(f"saved random state has {keys.shape[0]} worlds, this environment {self.keys.shape[0]}")
         self.keys, self.episodes = keys.copy(), episodes.copy()
+        self.changed[:] = True

@@ -78,6 +78,18 @@ class EncoderRewardCore:
         self.tasks[idx] = self.core.task[idx]
         self.tasks_host[ids] = self.core.task_host[ids]
 
+    def start_masked(self, done: Tensor) -> None:
+        """``start`` for the worlds flagged in ``done`` (N,) bool, by masked ops on the device (no host indices:
+        ``RGSDCore.restart_masked``); ``finish_masked_start`` brings the host copy of their tasks along."""
+        fresh = torch.cat((self.core.reference_history(), self.core.features.unsqueeze(1)), dim=1)
+        self.history = torch.where(done[:, None, None], fresh, self.history)
+        self.skills = torch.where(done[:, None], self.core.skill, self.skills)
+        self.tasks = torch.where(done, self.core.task, self.tasks)
+
+    def finish_masked_start(self, ids: np.ndarray) -> None:
+        """Host side of ``start_masked`` for the worlds ``ids`` that started an episode."""
+        self.tasks_host[ids] = self.core.task_host[ids]
+
     def set_skills(self, env_ids: np.ndarray, skills: Tensor) -> None:
         """Score the running episodes of worlds ``env_ids`` (host indices) with new skills from now on."""
         self.skills[self.core.device_ids(env_ids)] = skills

@@ -53,6 +53,8 @@ class SimBackend(abc.ABC):
     """The compiled humanoid (for rendering and tests)."""
     substeps: int
     """Physics steps per control step."""
+    masks_on_device = False
+    """Whether ``set_state_masked`` runs on the device with no host read (a device backend's override)."""
 
     def __init__(self, num_envs: int, config: HumanoidConfig | None = None, device: str | torch.device = "cpu"):
         """Check ``num_envs`` and load the humanoid model; subclasses then build their worlds."""
@@ -72,6 +74,15 @@ class SimBackend(abc.ABC):
     @abc.abstractmethod
     def set_state(self, env_ids: Tensor, qpos: Tensor, qvel: Tensor) -> None:
         """Set full states (N_ids, 76) / (N_ids, 75) of the given worlds and refresh their kinematics."""
+
+    def set_state_masked(self, mask: Tensor, qpos: Tensor, qvel: Tensor) -> None:
+        """Set the states of the worlds flagged in ``mask`` (N,) bool from (N, 76) / (N, 75) rows of every world.
+
+        This default finds the flagged worlds on the host (free for a CPU backend); a device backend overrides it
+        with masked writes, so a step can queue its restarts before its one device read."""
+        ids = torch.nonzero(mask.cpu()).flatten()
+        if ids.numel():
+            self.set_state(ids, qpos[ids.to(qpos.device)], qvel[ids.to(qvel.device)])
 
     @abc.abstractmethod
     def step(self, targets: Tensor) -> None:

@@ -154,6 +154,8 @@ class WarpBackend(SimBackend):
     device by ``pop_solver_limit_hits``).
     """
 
+    masks_on_device = True
+
     def __init__(
         self,
         num_envs: int,
@@ -282,6 +284,23 @@ class WarpBackend(SimBackend):
         # index_fill_ takes its value as a kernel argument; ``x[ids] = 0`` would upload it with a blocking copy
         self._t["qacc_warmstart"].index_fill_(0, ids, 0.0)
         self._unstable_i.index_fill_(0, ids, 0)
+        self._launch(self._kinematics, self._kinematics_graph)
+
+    def set_state_masked(self, mask: Tensor, qpos: Tensor, qvel: Tensor) -> None:
+        """Set the states of the worlds flagged in ``mask`` (N,) from rows of every world with masked writes (no
+        host read) and refresh the kinematics of all worlds, as ``set_state`` does."""
+        flag = mask.to(self.device)
+        rows = flag[:, None]
+        q = qpos.detach().to(self.device, torch.float32)
+        target = torch.minimum(torch.maximum(q[:, 7:], self._lo), self._hi)
+        for buf, new in (
+            (self._qpos, q),
+            (self._qvel, qvel.detach().to(self.device, torch.float32)),
+            (self._ctrl, target),
+        ):
+            buf.copy_(torch.where(rows, new, buf))  # in place: the tensors alias warp's arrays
+        self._t["qacc_warmstart"].masked_fill_(rows, 0.0)
+        self._unstable_i.masked_fill_(flag, 0)
         self._launch(self._kinematics, self._kinematics_graph)
 
     def step(self, targets: Tensor) -> None:
