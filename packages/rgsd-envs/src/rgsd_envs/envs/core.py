@@ -445,12 +445,16 @@ class RGSDCore:
         ``features`` is replaced, never written in place, so tensors handed out
         earlier (e.g. the features of a finished episode's last state) stay valid.
         """
-        idx = slice(None) if env_ids is None else env_ids
         s = self.backend.state(env_ids)
         pos = s.body_pos.to(self.device, torch.float32)
-        clip, task = self.clip[idx], self.task[idx]
+        # all worlds without an indexing op: each op is a kernel launch on a GPU
+        clip, task, frame = (
+            (self.clip, self.task, self.frame)
+            if env_ids is None
+            else (self.clip[env_ids], self.task[env_ids], self.frame[env_ids])
+        )
         nf = self.lib.num_frames[clip]
-        frame = torch.minimum(self.frame[idx], nf - 1)
+        frame = torch.minimum(frame, nf - 1)
         feats = frame_features(
             phase_of(frame, nf),
             pos,

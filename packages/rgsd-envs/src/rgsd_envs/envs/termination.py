@@ -90,7 +90,7 @@ class DeviationRule:
         if cfg.threshold == math.inf and cfg.heading_deg is None and not cfg.adaptive:
             return torch.zeros_like(imitation)
         error = body_error(distances, cfg.metric)
-        off = error > self.thresholds()[clip]
+        off = error > (self.thresholds()[clip] if cfg.adaptive else cfg.threshold)  # a fixed one needs no gather
         if cfg.heading_deg is not None and root_rot is not None and ref_root_rot is not None:
             off = off | (heading_error(root_rot, ref_root_rot) > math.radians(cfg.heading_deg))
         deviation = imitation & off

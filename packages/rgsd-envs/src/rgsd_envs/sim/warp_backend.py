@@ -310,24 +310,28 @@ class WarpBackend(SimBackend):
 
     def state(self, env_ids: Tensor | None = None) -> SimState:
         """Batched state of the given worlds (all by default), float32 on the backend's device, SMPL order."""
-        t = self._t
-        rows = slice(None) if env_ids is None else env_ids.to(self.device, torch.long)
-        pos = t["xpos"][rows][:, self._body_ids]
-        cvel = t["cvel"][rows][:, self._body_ids]
+        rows = None if env_ids is None else env_ids.to(self.device, torch.long)
+
+        def worlds(x: Tensor) -> Tensor:  # all worlds without an op: each op is a launch on a GPU
+            return x if rows is None else x[rows]
+
+        t, ids = self._t, self._body_ids
+        pos = worlds(t["xpos"]).index_select(1, ids)
+        cvel = worlds(t["cvel"]).index_select(1, ids)
         ang = cvel[..., :3]
         # cvel's linear part is the velocity of the point at the tree's centre of mass; move it to
         # each body's origin: v + w x (pos - com), as the mujoco backend does
-        com = t["subtree_com"][rows][:, self._root_body][:, None, :]
+        com = worlds(t["subtree_com"])[:, self._root_body, None, :]
         lin = cvel[..., 3:] + torch.linalg.cross(ang, pos - com)
         return SimState(
-            qpos=self._qpos if env_ids is None else self._qpos[rows],
-            qvel=self._qvel if env_ids is None else self._qvel[rows],
+            qpos=worlds(self._qpos),
+            qvel=worlds(self._qvel),
             body_pos=pos,
-            body_rot=t["xquat"][rows][:, self._body_ids],
+            body_rot=worlds(t["xquat"]).index_select(1, ids),
             body_lin_vel=lin,
             body_ang_vel=ang,
-            contact=t["sensordata"][rows] > 0,
-            unstable=self._unstable_i[rows] != 0,
+            contact=worlds(t["sensordata"]) > 0,
+            unstable=worlds(self._unstable_i) != 0,
         )
 
     def pop_solver_limit_hits(self) -> Tensor:
