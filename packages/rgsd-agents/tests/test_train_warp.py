@@ -50,3 +50,31 @@ def test_an_unknown_backend_names_the_field_and_the_choices(tmp_path, capsys):
     assert code == 2 and len(err.splitlines()) == 1, err
     assert "env" in err and "mujoco, warp" in err and "'mjx'" in err
     assert not out.exists()
+
+
+def test_a_training_with_masked_restarts_equals_one_with_host_restarts(tmp_path):
+    """CUDA's default (finished worlds restarted by masked device ops before the step's read) trains what restarts by
+    host index train: two runners, the same seed, warp worlds on the CPU, every rollout and parameter equal."""
+    from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
+    from rgsd_agents.training.runner import Runner
+    from rgsd_envs.envs.config import EnvConfig
+
+    encoder = tiny_encoder_file(tmp_path / "encoder.pt")
+    cfg = tiny_train_config(encoder, num_envs=8, env=EnvConfig(backend="warp"))
+    runners = [Runner(cfg, tmp_path / name, progress=False) for name in ("host", "masked")]
+    runners[1].env.env.masked_restarts = True  # the env inside the method's skill-choosing wrapper
+    try:
+        ended = 0
+        for it in range(3):
+            for r in runners:
+                r.iterate()
+            a, b = (r.storage for r in runners)
+            for name in ("obs", "actions", "rewards", "dones", "tasks", "skills", "encoder_inputs"):
+                assert torch.equal(getattr(a, name), getattr(b, name)), f"iteration {it}: {name}"
+            ended += int(a.dones.sum())
+            params = [dict(r.ac.named_parameters()) for r in runners]
+            assert all(torch.equal(params[0][k], params[1][k]) for k in params[0]), f"iteration {it}"
+        assert ended > 0, "no episode ended: nothing restarted"
+    finally:
+        for r in runners:
+            r.close()
