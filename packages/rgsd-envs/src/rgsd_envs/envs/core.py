@@ -38,6 +38,7 @@ from rgsd_envs.humanoid.mjcf import HumanoidConfig
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards import encoders as enc
 from rgsd_envs.sim import make_backend
+from rgsd_envs.utils.device import HostBridge
 
 Tensor = torch.Tensor
 
@@ -165,6 +166,9 @@ class RGSDCore:
         self._next_draws: Tensor | None = None
         """(N, 3 + skill_dim) float64 on the device: each world's next episode's clip, start and task uniforms
         and its discovery skill (``restart_masked``; drawn when first needed)."""
+        self._bridge = HostBridge(self.device)
+        """Uploads of the draws ahead through pinned buffers: they are queued behind the step's device work, and a
+        copy from pageable memory may wait for that work to finish."""
         n, dev = num_envs, self.device
         self.clip = torch.zeros(n, dtype=torch.long, device=dev)
         self.frame = torch.zeros(n, dtype=torch.long, device=dev)
@@ -357,7 +361,8 @@ class RGSDCore:
             u = self.random.uniform(ids, Stream.EPISODE, slots["task"] + 1)
             z = skills.uniform_sphere_batch(self._episode_normals(ids, "skill"))
             rows = np.concatenate((u[:, [slots["clip"], slots["start_frame"], slots["task"]]], z), axis=1)
-            self._next_draws.index_copy_(0, self.device_ids(ids), self._upload(rows, torch.float64))
+            bridge = self._bridge
+            self._next_draws.index_copy_(0, bridge.to_device(ids, "next_ids"), bridge.to_device(rows, "next_draws"))
             self.random.changed[ids] = False
         return self._next_draws
 
