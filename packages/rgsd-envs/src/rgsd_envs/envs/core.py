@@ -255,7 +255,7 @@ class RGSDCore:
         One batched draw from each world's ``Stream.EPISODE`` numbers; options fix parts of it.
         """
         n, lib, slots, d = ids.size, self.lib, self.slots, self.skill_dim
-        u = self.random.uniform(ids, Stream.EPISODE, slots["task"] + 1)
+        u = self._episode_uniforms(ids)
         clip_opt = _per_world(options, "clip", n)
         if clip_opt is not None:
             clip = self._clip_ids(clip_opt, n)
@@ -311,15 +311,30 @@ class RGSDCore:
         else:
             z = self._z_np[clip]
             disc = np.flatnonzero(task != IMITATION)
-            z[disc] = skills.uniform_sphere_batch(self._episode_normals(ids[disc], "skill"))
+            z[disc] = skills.uniform_sphere_batch(self._episode_normals(ids[disc], "skill", u[disc]))
         return clip, start, task, z
 
-    def _episode_normals(self, ids: np.ndarray, part: str) -> np.ndarray:
-        """Standard normals (n, skill_dim) of one part of the episodes of worlds ``ids`` (``episode_slots``)."""
+    def _episode_uniforms(self, ids: np.ndarray) -> np.ndarray:
+        """The first ``Stream.EPISODE`` numbers of worlds ``ids``' episodes, clip to discovery skill, in one draw
+        (a Philox call costs about the same for 3 numbers as for 20: its cost is numpy's per-operation overhead)."""
+        return self.random.uniform(ids, Stream.EPISODE, self._part_end("skill"))
+
+    def _part_end(self, part: str) -> int:
+        """End of a part's numbers, rounded up to Box-Muller's pairs."""
         slots = self.slots[part]
         count = slots.stop - slots.start
-        even = count + count % 2  # Box-Muller turns uniforms into normals in pairs
-        return box_muller(self.random.uniform(ids, Stream.EPISODE, even, first=slots.start))[:, :count]
+        return slots.start + count + count % 2
+
+    def _episode_normals(self, ids: np.ndarray, part: str, u: np.ndarray | None = None) -> np.ndarray:
+        """Standard normals (n, skill_dim) of one part of the episodes of worlds ``ids`` (``episode_slots``), from
+        ``u`` (their episode numbers from 0, ``_episode_uniforms``) when it reaches that far."""
+        slots = self.slots[part]
+        count, end = slots.stop - slots.start, self._part_end(part)
+        if u is None or u.shape[1] < end:
+            u = self.random.uniform(ids, Stream.EPISODE, end - slots.start, first=slots.start)
+        else:
+            u = u[:, slots.start : end]
+        return box_muller(u)[:, :count]  # Box-Muller turns uniforms into normals in pairs
 
     def reset_envs(self, env_ids: Any, options: dict[str, Any] | None = None) -> None:
         """Start new episodes in worlds ``env_ids`` (list, array or tensor): RSI, task indicator and skill.
@@ -358,8 +373,8 @@ class RGSDCore:
         ids = np.flatnonzero(self.random.changed)
         if ids.size:
             slots = self.slots
-            u = self.random.uniform(ids, Stream.EPISODE, slots["task"] + 1)
-            z = skills.uniform_sphere_batch(self._episode_normals(ids, "skill"))
+            u = self._episode_uniforms(ids)
+            z = skills.uniform_sphere_batch(self._episode_normals(ids, "skill", u))
             rows = np.concatenate((u[:, [slots["clip"], slots["start_frame"], slots["task"]]], z), axis=1)
             bridge = self._bridge
             self._next_draws.index_copy_(0, bridge.to_device(ids, "next_ids"), bridge.to_device(rows, "next_draws"))
