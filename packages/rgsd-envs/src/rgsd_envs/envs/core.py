@@ -162,10 +162,11 @@ class RGSDCore:
             self.frozen_encoder, self.ref_inputs, self.lib.clip_of_frame, self.lib.num_clips
         ).to(self.device)
         self._z_np = enc.as_numpy_directions(self.clip_embeddings)
-        self._z_device = torch.tensor(self._z_np, dtype=torch.float32, device=self.device)
-        self._next_draws: Tensor | None = None
-        """(N, 3 + skill_dim) float64 on the device: each world's next episode's clip, start and task uniforms
-        and its discovery skill (``restart_masked``; drawn when first needed)."""
+        self._next_episodes: Tensor | None = None
+        """(N, 3 + skill_dim) float64 on the device: each world's next episode, drawn ahead (``_draw``) for
+        ``restart_masked``: clip, start frame and task (exact as float64), then the skill; made when first needed."""
+        self._next_host = np.zeros((num_envs, 3), dtype=np.int64)
+        """(N, 3) host copy of the next episodes' clip, start frame and task."""
         self._bridge = HostBridge(self.device)
         """Uploads of the draws ahead through pinned buffers: they are queued behind the step's device work, and a
         copy from pageable memory may wait for that work to finish."""
@@ -248,14 +249,15 @@ class RGSDCore:
             value = [TASK_NAMES[v] if isinstance(v, str) else v for v in value]
         return np.broadcast_to(np.asarray(value, dtype=np.int64), (n,))
 
-    def _draw(self, ids: np.ndarray, options: dict[str, Any], skills_too: bool = True) -> tuple[Any, ...]:
-        """Clips, start frames, tasks (n,) and skills (n, skill_dim; None unless ``skills_too``) of the next
-        episodes of worlds ``ids``.
+    def _draw(self, ids: np.ndarray, options: dict[str, Any]) -> tuple[np.ndarray, ...]:
+        """Clips, start frames, tasks (n,) and skills (n, skill_dim) of the next episodes of worlds ``ids``.
 
         One batched draw from each world's ``Stream.EPISODE`` numbers; options fix parts of it.
         """
         n, lib, slots, d = ids.size, self.lib, self.slots, self.skill_dim
-        u = self._episode_uniforms(ids)
+        # the clip's to the discovery skill's numbers in one Philox call: numpy's per-operation overhead makes a
+        # call cost about the same for 3 numbers as for 20
+        u = self.random.uniform(ids, Stream.EPISODE, self._part_end("skill"))
         clip_opt = _per_world(options, "clip", n)
         if clip_opt is not None:
             clip = self._clip_ids(clip_opt, n)
@@ -285,8 +287,6 @@ class RGSDCore:
         else:
             task = np.where(u[:, slots["task"]] < self.cfg.p_imitation, IMITATION, DISCOVERY)
         skill_opt = _per_world(options, "skill", n)
-        if not skills_too:
-            return clip, start, task, None
         if skill_opt is not None:
             skill = np.asarray(skill_opt, dtype=np.float64)
             if skill.shape[-1:] != (d,):
@@ -314,11 +314,6 @@ class RGSDCore:
             z[disc] = skills.uniform_sphere_batch(self._episode_normals(ids[disc], "skill", u[disc]))
         return clip, start, task, z
 
-    def _episode_uniforms(self, ids: np.ndarray) -> np.ndarray:
-        """The first ``Stream.EPISODE`` numbers of worlds ``ids``' episodes, clip to discovery skill, in one draw
-        (a Philox call costs about the same for 3 numbers as for 20: its cost is numpy's per-operation overhead)."""
-        return self.random.uniform(ids, Stream.EPISODE, self._part_end("skill"))
-
     def _part_end(self, part: str) -> int:
         """End of a part's numbers, rounded up to Box-Muller's pairs."""
         slots = self.slots[part]
@@ -327,7 +322,7 @@ class RGSDCore:
 
     def _episode_normals(self, ids: np.ndarray, part: str, u: np.ndarray | None = None) -> np.ndarray:
         """Standard normals (n, skill_dim) of one part of the episodes of worlds ``ids`` (``episode_slots``), from
-        ``u`` (their episode numbers from 0, ``_episode_uniforms``) when it reaches that far."""
+        ``u`` (their episode numbers from 0, as ``_draw`` holds them) when it reaches that far."""
         slots = self.slots[part]
         count, end = slots.stop - slots.start, self._part_end(part)
         if u is None or u.shape[1] < end:
@@ -365,41 +360,35 @@ class RGSDCore:
         so a world's next episode depends only on its own numbers, which can be drawn ahead."""
         return self.cfg.clip_sampling.mode == "uniform" and self.cfg.eval_kappa is None
 
-    def _refreshed_next_draws(self) -> Tensor:
-        """``_next_draws`` with the rows of worlds whose numbers moved redrawn on the host (one upload)."""
-        if self._next_draws is None:
-            self._next_draws = torch.zeros(self.num_envs, 3 + self.skill_dim, dtype=torch.float64, device=self.device)
-            self.random.changed[:] = True
+    def _refreshed_next_episodes(self) -> Tensor:
+        """``_next_episodes`` with the rows of worlds whose numbers moved drawn anew on the host (one upload)."""
+        if self._next_episodes is None:
+            self._next_episodes = torch.zeros(
+                self.num_envs, 3 + self.skill_dim, dtype=torch.float64, device=self.device
+            )
         ids = np.flatnonzero(self.random.changed)
         if ids.size:
-            slots = self.slots
-            u = self._episode_uniforms(ids)
-            z = skills.uniform_sphere_batch(self._episode_normals(ids, "skill", u))
-            rows = np.concatenate((u[:, [slots["clip"], slots["start_frame"], slots["task"]]], z), axis=1)
+            clip, start, task, z = self._draw(ids, {})
+            self._next_host[ids] = np.stack((clip, start, task), axis=1)
+            rows = np.concatenate((self._next_host[ids].astype(np.float64), z), axis=1)
             bridge = self._bridge
-            self._next_draws.index_copy_(0, bridge.to_device(ids, "next_ids"), bridge.to_device(rows, "next_draws"))
+            self._next_episodes.index_copy_(0, bridge.to_device(ids, "next_ids"), bridge.to_device(rows, "next_rows"))
             self.random.changed[ids] = False
-        return self._next_draws
+        return self._next_episodes
 
     def restart_masked(self, done: Tensor) -> None:
         """Start new episodes in the worlds flagged in ``done`` (N,) bool, by masked ops on the device and with no
-        host read, so a step can queue them before its one read: the episodes ``reset_envs`` would start (the same
-        numbers, drawn ahead). ``finish_masked_restart`` then brings the host copies and streams along."""
+        host read, so a step can queue them before its one read: the episodes ``reset_envs`` would start, drawn
+        ahead by the same ``_draw``. ``finish_masked_restart`` then brings the host copies and streams along."""
         if not self.masked_restarts_supported:
             raise RuntimeError("restart_masked needs clip_sampling.mode 'uniform' and no eval_kappa")
-        d, lib = self._refreshed_next_draws(), self.lib
-        # the host draw's arithmetic (``_draw``), in float64 on the device: the same clips, frames and tasks
-        clip = torch.clamp_max((d[:, 0] * lib.num_clips).long(), lib.num_clips - 1)
-        last = lib.num_frames[clip] - 1
-        start = torch.minimum((d[:, 1] * last).long(), last - 1)
-        imitation = d[:, 2] < self.cfg.p_imitation
-        task = torch.where(imitation, IMITATION, DISCOVERY)
-        z = torch.where(imitation[:, None], self._z_device[clip], d[:, 3:].float())
+        d, lib = self._refreshed_next_episodes(), self.lib
+        clip, start, task = d[:, 0].long(), d[:, 1].long(), d[:, 2].long()
         rows = done[:, None]
         self.clip = torch.where(done, clip, self.clip)
         self.frame = torch.where(done, start, self.frame)
         self.task = torch.where(done, task, self.task)
-        self.skill = torch.where(rows, z, self.skill)
+        self.skill = torch.where(rows, d[:, 3:].float(), self.skill)  # float32 of the draw, as ``reset_envs``
         qpos, qvel = lib.frame_qpos_qvel(clip, start)
         self.backend.set_state_masked(done, qpos, qvel)
         self.features = torch.where(rows, self.ref_features[lib.starts[clip] + start], self.features)
@@ -409,8 +398,7 @@ class RGSDCore:
         their host copies of clip, start frame and task, and their streams moved on to the next episode."""
         if ids.size == 0:
             return
-        clip, start, task, _ = self._draw(ids, {}, skills_too=False)
-        self.clip_host[ids], self.frame_host[ids], self.task_host[ids] = clip, start, task
+        self.clip_host[ids], self.frame_host[ids], self.task_host[ids] = self._next_host[ids].T
         self.random.advance(ids)
 
     # -- stepping -----------------------------------------------------------
