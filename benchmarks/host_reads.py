@@ -46,7 +46,12 @@ def reads_per_step(
     sim = runner.env.core.backend
     restarts = []
     set_state = sim.set_state
-    sim.set_state = lambda *a: (restarts.append(1), set_state(*a))[1]  # one call per step that restarts worlds
+
+    def counted_set_state(*args):  # one call per step that restarts worlds
+        restarts.append(1)
+        set_state(*args)
+
+    sim.set_state = counted_set_state
     with count_host_reads() as whole:
         for _ in range(iterations):
             runner.iterate()

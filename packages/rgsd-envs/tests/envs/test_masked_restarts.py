@@ -3,8 +3,8 @@
 Two envs with the same seed step the same actions, one restarting finished worlds by masked device ops before the
 step's read, the other by host indices after it; every output of every step, the host copies and the episode
 state must be equal bit for bit, through many restarts, a re-seeding reset and a resume from a checkpoint. On a
-GPU (marked ``cuda``) warp runs its deterministic contact order; the encoder reward there sums with atomics, so
-rewards agree to float32 rounding and everything else bit for bit.
+GPU (marked ``cuda``) warp runs its deterministic contact order; the encoder's GPU kernels are not promised to
+repeat bit for bit, so rewards are held to float32 rounding and everything else to bit for bit.
 """
 
 from __future__ import annotations
