@@ -40,6 +40,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -73,10 +74,16 @@ STEP_NAMES = (
     "sharing",
 )
 """Every step, in the order the full check runs them."""
-QUICK_STEPS = ("demo_motions", "import_motions", "throughput", "methods", "parity", "cuda_tests", "sharing")
-"""``--quick``'s steps in its order: the measurements first (the CUDA tests' compile and runs would crowd them),
-each method's short training before the sharing table that reuses RGSD's encoder, and the sharing table last (it
-needs three trainings' time, and a deadline that cuts it loses a measurement, not a pass or fail)."""
+QUICK_STEPS = ("demo_motions", "import_motions", "throughput", "methods", "cuda_tests", "sharing", "parity")
+"""``--quick``'s steps in its order: the throughput first (the first to compile warp's kernels, a cost every later
+step then skips), each method's short training before the sharing table that reuses RGSD's encoder, the sharing
+table next (its groups are kept one by one, so a deadline that cuts it loses its largest group alone), and parity
+last (the CUDA tests check it too)."""
+QUICK_BESIDE = {"cuda_tests": "methods"}
+"""``--quick`` runs these steps beside another (guest -> host), sharing the GPU, to fit one 9-minute command: the
+CUDA tests' result is pass or fail, and the methods step's figures that count are its passes, evaluations and peak
+memory (each process's own); its samples/s are then not one method's clean rate, which the sharing table's
+single training gives."""
 SECTIONS = (
     "Machine", "Goals", "Steps", "CUDA tests", "Throughput", "Methods", "Sharing", "Backend parity", "Training",
     "Evaluation",
@@ -296,8 +303,9 @@ def evaluation_section(metrics: Path) -> list[str]:
     return lines
 
 
-def goals(throughput: dict, train: dict[str, float], smoke: bool) -> list[str]:
-    """The goal table: figure, target, met (the training figure: the run's median, else the throughput row)."""
+def goals(throughput: dict, train: dict[str, float], smoke: bool, train_source: str = "") -> list[str]:
+    """The goal table: figure, target, met (the training figure: ``train``'s median from ``train_source``, else
+    the throughput row)."""
     at_8192 = throughput.get("figures", {}).get("8192", {})
     env_8192 = at_8192.get("env", {}).get("warp")
     physics_8192 = at_8192.get("physics", {}).get("warp")
@@ -318,13 +326,15 @@ def goals(throughput: dict, train: dict[str, float], smoke: bool) -> list[str]:
         f"{verdict(env_8192, ENV_STEPS_GOAL)} |",
         f"| env steps/s over physics-only steps/s, 8192 worlds | {'-' if ratio is None else f'{ratio:.2f}'} | "
         f"{ENV_PHYSICS_GOAL} | {verdict(ratio, ENV_PHYSICS_GOAL)} |",
-        f"| training samples/s, paper networks (median charts/SPS of the paper-preset run, else the throughput "
-        f"`train` row at 8192) | {_fmt(train_sps)} | {TRAIN_SAMPLES_GOAL:,} | {verdict(train_sps, TRAIN_SAMPLES_GOAL)} |",
+        f"| training samples/s, paper networks ("
+        f"{train_source if train.get('median_sps') else 'the throughput `train` row at 8192'}) | {_fmt(train_sps)} | "
+        f"{TRAIN_SAMPLES_GOAL:,} | {verdict(train_sps, TRAIN_SAMPLES_GOAL)} |",
     ]
 
 
-def methods_section(doc: dict) -> list[str]:
-    """Each method's short paper-preset training on CUDA (all six at once), its peak memory and evaluation."""
+def methods_section(doc: dict, beside: list[str] | None = None) -> list[str]:
+    """Each method's short paper-preset training on CUDA (all six at once), its peak memory and evaluation;
+    ``beside``: the steps that shared the GPU with it."""
     group = doc.get("groups", {}).get("methods")
     if not group:
         return ["No methods figures (see the methods step's log)."]
@@ -332,7 +342,12 @@ def methods_section(doc: dict) -> list[str]:
         f"`benchmarks/concurrent_trainings.py`: every method's `<method>_paper` preset on {doc.get('device')} with "
         f"warp worlds, all at once for {doc.get('minutes')} min each, then `rgsd eval --protocol paper` with "
         "8 rollouts per clip (no video) of each, then 2 downstream iterations on the RGSD run. Samples: rollout "
-        "samples (PPO methods) or env transitions (Meta Motivo). Peak memory: each process's own (torch).",
+        "samples (PPO methods) or env transitions (Meta Motivo). Peak memory: each process's own (torch)."
+        + (
+            f" The {', '.join(beside)} step ran beside it on the same GPU, so its samples/s are shared ones."
+            if beside
+            else ""
+        ),
         "",
         "| method | trained | iterations | samples | median samples/s | peak allocated (MiB) | peak reserved (MiB) "
         "| evaluated | mean ERR (cm) |",
@@ -495,16 +510,27 @@ def write_report(path: Path, args: argparse.Namespace, steps: dict[str, Step], m
     out = path.parent
     throughput = json.loads((out / "throughput.json").read_text()) if (out / "throughput.json").is_file() else {}
     train = training_figures(out / "train_run") if (out / "train_run" / "tb").is_dir() else {}
-    if not train.get("median_sps"):  # the quick check trains no train_run: RGSD's run of the methods step
+    train_source = "the median charts/SPS of the paper-preset run"
+    if not train.get("median_sps"):  # the quick check trains no train_run: RGSD's paper preset alone, else beside
+        alone = _json(out / "sharing" / "concurrent.json").get("groups", {}).get("x1", {}).get("aggregate_sps")
         rgsd = _json(out / "methods" / "concurrent.json").get("groups", {}).get("methods", {}).get("members", {})
-        train = {"median_sps": rgsd["rgsd"]["median_sps"]} if rgsd.get("rgsd", {}).get("median_sps") else {}
+        train, train_source = (
+            ({"median_sps": alone}, "RGSD's paper preset alone, the sharing table's one training")
+            if alone
+            else (
+                {"median_sps": rgsd["rgsd"]["median_sps"]},
+                "RGSD's paper preset in the methods step, sharing the GPU",
+            )
+            if rgsd.get("rgsd", {}).get("median_sps")
+            else ({}, "")
+        )
     counts = cuda_test_counts(out / "cuda_tests.xml")
     mode = "quick" if args.quick else "full"
     if args.smoke:
         mode += ", --smoke (CPU, tiny sizes: checks the script, its figures are not judged)"
     sections: dict[str, list[str]] = {
         "Machine": machine_lines,
-        "Goals": goals(throughput, train, args.smoke),
+        "Goals": goals(throughput, train, args.smoke, train_source),
         "Steps": ["| step | result | seconds | note | log |", "|---|---|---|---|---|"]
         + [
             f"| {s.name} | {s.status} | {s.seconds:.0f} | {s.note.replace('|', '/')} | "
@@ -516,7 +542,7 @@ def write_report(path: Path, args: argparse.Namespace, steps: dict[str, Step], m
         failed = counts.pop("failed_names", [])
         cuda = [f"`pytest -m cuda`: {counts['tests']} tests, {counts['failures']} failed, {counts['errors']} errors, "]
         cuda[0] += f"{counts['skipped']} skipped" + (
-            " (no CUDA on this machine)." if steps["cuda_tests"].extra else "."
+            " (no CUDA on this machine)." if steps["cuda_tests"].extra.get("no_cuda") else "."
         )
         cuda += [f"- failed: `{name}`" for name in failed]
     else:
@@ -535,7 +561,9 @@ def write_report(path: Path, args: argparse.Namespace, steps: dict[str, Step], m
     else:
         sections["Training"] = ["No training figures (see the train step's log)."]
     sections["Evaluation"] = evaluation_section(out / "eval" / "metrics.json")
-    sections["Methods"] = methods_section(_json(out / "methods" / "concurrent.json"))
+    sections["Methods"] = methods_section(
+        _json(out / "methods" / "concurrent.json"), steps["methods"].extra.get("beside", [])
+    )
     sections["Sharing"] = sharing_section(_json(out / "sharing" / "concurrent.json"))
     sections["Backend parity"] = parity_section(_json(out / "parity.json"))
     profile = out / "profile.txt"
@@ -602,25 +630,45 @@ def main(argv: list[str] | None = None) -> int:
     load_state(state, steps)
     import torch
 
+    guests = {host: guest for guest, host in QUICK_BESIDE.items() if args.quick and {guest, host} <= set(chosen)}
     for name in chosen:
+        if name in guests.values():
+            continue  # it ran beside its host step
         left = deadline - time.perf_counter()
         if left < MIN_STEP_SECONDS:
-            steps[name].status, steps[name].note = "not run", f"out of time ({max(left, 0):.0f} s left of the deadline)"
-            steps[name].seconds, steps[name].log = 0.0, None
+            for n in (name, guests.get(name)):
+                if n:
+                    steps[n].status, steps[n].note = (
+                        "not run",
+                        f"out of time ({max(left, 0):.0f} s left of the deadline)",
+                    )
+                    steps[n].seconds, steps[n].log = 0.0, None
             continue
-        steps[name].timeout = min(steps[name].timeout, left)
-        stopped = steps[name]
-        stopped.status, stopped.note = "fail", "the command was stopped before this step ended"
-        stopped.seconds, stopped.log = 0.0, out / "logs" / f"{name}.log"
+        running = [n for n in (name, guests.get(name)) if n]
+        for n in running:
+            stopped = steps[n]
+            stopped.timeout = min(stopped.timeout, left)
+            stopped.status, stopped.note = "fail", "the command was stopped before this step ended"
+            stopped.seconds, stopped.log = 0.0, out / "logs" / f"{n}.log"
         save_state(state, steps)  # what a killed command leaves: this step marked as stopped, its log kept
         write_report(report, args, steps, machine_lines)
-        step = run_step(steps[name], out / "logs")
-        if step.name == "cuda_tests" and not torch.cuda.is_available():
-            step.extra["no_cuda"] = True
-            if step.status == "pass":
-                step.status, step.note = "skipped", "no CUDA: every cuda test skipped"
-        if step.name == "import_motions" and step.status != "pass":
-            step.note += "; training on the demo motions alone"
+        # a guest step runs in a thread beside its host (each is a subprocess: the thread only waits)
+        beside = [threading.Thread(target=run_step, args=(steps[n], out / "logs")) for n in running[1:]]
+        for thread in beside:
+            thread.start()
+        run_step(steps[name], out / "logs")
+        for thread in beside:
+            thread.join()
+        for step in (steps[n] for n in running):
+            if step.name == "cuda_tests" and not torch.cuda.is_available():
+                step.extra["no_cuda"] = True
+                if step.status == "pass":
+                    step.status, step.note = "skipped", "no CUDA: every cuda test skipped"
+            if step.name == "import_motions" and step.status != "pass":
+                step.note += "; training on the demo motions alone"
+            if len(running) > 1:
+                step.extra["beside"] = [n for n in running if n != step.name]
+                step.note = f"ran beside {', '.join(step.extra['beside'])}; {step.note}".rstrip("; ")
         save_state(state, steps)
         write_report(report, args, steps, machine_lines)  # after each step: a killed command keeps what it measured
     save_state(state, steps)

@@ -40,12 +40,15 @@ def _step_results(md: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_the_quick_check_split_over_two_commands_runs_every_step_and_reports_every_section(gpu_check, tmp_path):
-    """A lent GPU machine runs 10 minutes a command: ``--steps`` splits the check, steps.json carries the results."""
+    """A lent GPU machine runs 10 minutes a command: ``--steps`` splits the check, steps.json carries the results;
+    the CUDA tests run beside the methods step."""
     out = tmp_path / "gpu_check"
-    _run(out, *QUICK, "--steps", "demo_motions,import_motions,throughput,methods")
-    first = _step_results((out / "gpu_check.md").read_text())
-    assert first["methods"] == "pass" and first["sharing"] == first["cuda_tests"] == "not run"
-    _run(out, *QUICK, "--steps", "cuda_tests,sharing,parity")
+    _run(out, *QUICK, "--steps", "demo_motions,import_motions,throughput,methods,cuda_tests")
+    first = json.loads((out / "steps.json").read_text())
+    assert first["methods"]["status"] == "pass" and first["sharing"]["status"] == "not run"
+    assert first["methods"]["extra"]["beside"] == ["cuda_tests"] and first["cuda_tests"]["status"] == "skipped"
+    assert "ran beside methods" in first["cuda_tests"]["note"] and (out / "logs" / "cuda_tests.log").is_file()
+    _run(out, *QUICK, "--steps", "sharing,parity")
     md = (out / "gpu_check.md").read_text()
     headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
     assert headings == list(gpu_check.SECTIONS)
@@ -65,6 +68,8 @@ def test_the_quick_check_split_over_two_commands_runs_every_step_and_reports_eve
     for method in ("rgsd", "fb_cpr"):  # trained, then evaluated under the paper protocol
         assert f"| {method} | pass |" in section["Methods"]
     assert section["Methods"].count("| pass |") == 4  # each of the two: trained and evaluated
+    assert "The cuda_tests step ran beside it" in section["Methods"]
+    assert "RGSD's paper preset alone" in section["Goals"]  # the training goal's clean figure, not the shared one
     assert "Downstream step: pass" in section["Methods"]
     assert "| 1 | yes |" in section["Sharing"] and "| 2 | yes |" in section["Sharing"]
     assert "all clips within tolerance: True" in section["Backend parity"]
@@ -79,9 +84,12 @@ def test_steps_are_checked_and_put_in_run_order(gpu_check):
     with pytest.raises(argparse.ArgumentTypeError, match=r"unknown step.*'bogus'.*valid: cuda_tests"):
         gpu_check.parse_steps("train,bogus")
     assert set(gpu_check.QUICK_STEPS) <= set(gpu_check.STEP_NAMES)
-    # the measurements first on a machine lent by the minute; the sharing table last (a cut loses a figure only)
-    assert gpu_check.QUICK_STEPS.index("throughput") < gpu_check.QUICK_STEPS.index("cuda_tests")
-    assert gpu_check.QUICK_STEPS[-2:] == ("cuda_tests", "sharing")
+    # the throughput first on a machine lent by the minute, alone on the GPU; the CUDA tests beside the methods
+    # step; the sharing table after the methods step whose RGSD encoder it reuses
+    order = gpu_check.QUICK_STEPS
+    assert order.index("throughput") < order.index("methods") < order.index("sharing")
+    assert gpu_check.QUICK_BESIDE == {"cuda_tests": "methods"}
+    assert order.index("cuda_tests") == order.index("methods") + 1
 
 
 def test_a_step_with_no_time_left_is_not_started_and_fails_the_check(tmp_path):
