@@ -11,7 +11,9 @@ Every training is ``rgsd train --config <method>_paper --device <device> --set e
 process, started together, with a wall-clock budget (``max_minutes``). From each run's TensorBoard events: its
 iterations, samples, median ``charts/SPS`` after the first iteration (which pays kernel loads and graph captures)
 and its peak CUDA memory (``perf/gpu_peak_allocated_mib``, ``perf/gpu_peak_reserved_mib``; per process). The
-group's aggregate is the sum of its members' medians. Off-policy methods (Meta Motivo) count env transitions,
+group's figures: the sum of its members' medians, and (``overlap_sps``) their summed rate over the window in which
+all of them were iterating, which does not count a member's iterations run alone before the others started or
+after they stopped (startups differ by seconds, and a median of few iterations can be mostly solo ones). Off-policy methods (Meta Motivo) count env transitions,
 the PPO methods rollout samples: the aggregate of a mixed group adds unlike things, so sharing is measured on
 copies of one preset.
 
@@ -32,7 +34,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from gpu_check import METHODS, SMOKE_TRAIN, training_figures  # noqa: E402  (one list of methods, one reading of a run)
+from gpu_check import (  # noqa: E402  (one list of methods, one reading of a run)
+    METHODS,
+    SMOKE_TRAIN,
+    overlap_sps,
+    sample_times,
+    training_figures,
+)
 
 SMOKE_METHOD_SETS = {
     "fb_cpr": [
@@ -122,10 +130,13 @@ def train_group(label: str, methods: list[str], args: argparse.Namespace) -> dic
             rec["error"] = tail(args.out / label / "logs" / f"{name}.log")
         members[name] = rec
     ok = [r for r in members.values() if r["exit_code"] == 0 and "median_sps" in r]
+    together, window = overlap_sps([sample_times(run) for _, run in runs.values() if (run / "tb").is_dir()])
     return {
         "trainings": len(methods),
         "passed": len(ok) == len(methods),
         "aggregate_sps": sum(r["median_sps"] for r in ok),
+        "overlap_sps": together if len(ok) == len(methods) else None,
+        "overlap_seconds": round(window, 1),
         "members": members,
     }
 
@@ -211,7 +222,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"peak {rec.get('peak_allocated_mib', 0):,.0f} MiB {rec.get('error', '')}",
                 flush=True,
             )
-        print(f"[concurrent]   sum {group['aggregate_sps']:,.0f} samples/s", flush=True)
+        both = group["overlap_sps"]
+        print(
+            f"[concurrent]   sum {group['aggregate_sps']:,.0f} samples/s (medians); while all ran: "
+            + (f"{both:,.0f} samples/s over {group['overlap_seconds']:.0f} s" if both else "too short to measure"),
+            flush=True,
+        )
         if args.eval:
             group["eval"] = eval_group(group, label, args)
             ok &= all(r["exit_code"] == 0 for r in group["eval"].values())

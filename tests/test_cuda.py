@@ -6,6 +6,7 @@ CUDA they are skipped. The warp kernels compile on first use (minutes on a fresh
 
 from __future__ import annotations
 
+import contextlib
 import os
 import traceback
 import warnings
@@ -27,6 +28,7 @@ from rgsd_agents.cli import main as rgsd
 from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
 from rgsd_agents.training.runner import Runner
 from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.testing import warp_without_constraints
 from rgsd_envs.utils.host_reads import count_host_reads
 from rgsd_envs.utils.syncs import find_syncs
 
@@ -100,8 +102,16 @@ def test_a_warp_run_evaluates_and_drives_goal_reaching_on_cuda(tmp_path, tiny_en
 @pytest.mark.parametrize("backend", ["mujoco", "warp"])
 def test_train_on_cuda_then_resume_equals_a_straight_run(tmp_path, tiny_encoder, monkeypatch, backend):
     """A CUDA learner resumes bit for bit. With MuJoCo worlds (float64 on the host, deterministic) this checks
-    the checkpoint alone; with warp worlds also that the GPU physics repeats in its deterministic mode."""
-    monkeypatch.setenv(DETERMINISTIC_ENV, "1")  # contact order and atomics fixed: the GPU physics repeats
+    the checkpoint alone; with warp worlds also the GPU physics' part of it, run where it repeats: deterministic
+    atomics and no constraints (``warp_without_constraints``: mujoco-warp orders contacts and constraint rows as
+    its threads run, so two identical runs with contacts part by float32 rounding; the CPU warp device's resume
+    tests cover contacts)."""
+    monkeypatch.setenv(DETERMINISTIC_ENV, "1")
+    with warp_without_constraints() if backend == "warp" else contextlib.nullcontext():
+        _resume_equals_straight(tmp_path, tiny_encoder, backend)
+
+
+def _resume_equals_straight(tmp_path: Path, tiny_encoder: str, backend: str) -> None:
     base = ["train", "--config", "demo", "--device", "cuda", "--no-progress"]
     base += _sets([f"env.backend={backend}", f"encoder={tiny_encoder}", *TINY])
     straight, split = tmp_path / "straight", tmp_path / "split"
@@ -136,11 +146,12 @@ ROLLOUT_FIELDS = ("obs", "actions", "log_probs", "values", "rewards", "dones", "
 
 
 def test_two_identical_rollouts_on_cuda_with_warp_repeat_bit_for_bit(tmp_path, tiny_encoder, monkeypatch):
-    """Where run-to-run differences start: two runners from the same seed, deterministic physics, three rollouts
-    each (with the learner's updates between them); the first field and step that differ name the culprit (the
-    simulator's observations, or the networks' outputs on equal observations)."""
+    """Two runners from the same seed, physics that repeats on the GPU (deterministic atomics, no constraints),
+    three rollouts each with the learner's updates between them: bit for bit. A difference names the first field
+    and step that differ (the simulator's observations, or the networks' outputs on equal observations)."""
     monkeypatch.setenv(DETERMINISTIC_ENV, "1")
-    runners = [_runner(tmp_path / str(i), tiny_encoder) for i in range(2)]
+    with warp_without_constraints():
+        runners = [_runner(tmp_path / str(i), tiny_encoder) for i in range(2)]
     try:
         for it in range(3):
             for r in runners:

@@ -112,3 +112,15 @@ def test_the_concurrent_trainings_smoke_drops_settings_a_method_has_no_field_for
         assert f"{method}_paper" in argv and "env.backend=warp" in sets
         assert not set(sets) & set(ct.SMOKE_SKIP.get(method, ()))
         assert ("encoder=e.pt" in sets) == (method != "fb_cpr")  # the off-policy config has no encoder field
+
+
+def test_the_rate_together_counts_only_the_window_in_which_every_training_iterated(gpu_check):
+    """Two trainings at 100 samples/s each while both run; the second goes on alone at 300 samples/s after the
+    first stops: together they made 200 samples/s, although their medians sum to 400."""
+    first = [(t, 100.0 * t) for t in range(0, 11)]
+    second = [(t, 100.0 * t) for t in range(0, 11)] + [(t, 1000.0 + 300.0 * (t - 10)) for t in range(11, 31)]
+    rate, seconds = gpu_check.overlap_sps([first, second])
+    assert rate == pytest.approx(200.0) and seconds == 10
+    late = [(t, 50.0 * t) for t in (9.5, 10.0)]  # started as the others stopped: one iteration inside the window
+    assert gpu_check.overlap_sps([first, second, late + [(11.0, 600.0)]])[0] is None
+    assert gpu_check.overlap_sps([]) == (None, 0.0) and gpu_check.overlap_sps([first, [(0, 0.0)]])[0] is None

@@ -116,6 +116,41 @@ def test_warp_follows_mujoco_through_contacts_on_real_mocap_states(backends, sta
     assert max(s["qpos"] for s in steps) < 1e-4 and max(s["body_pos"] for s in steps) < 1e-4, steps[-1]
 
 
+def test_floor_contact_flags_are_what_the_models_contact_sensors_report():
+    """The backend reads floor contacts from its own pass over the contacts, with mujoco-warp's sensors off (they
+    cost a tenth of a GPU step); turned back on beside it (the CPU device runs the step uncaptured, so the flag
+    takes effect), the sensors report the same flags after every step and every restart, with contacts on most
+    bodies. The unsorted contact sensors match the sensed body itself, not its subtree, and count solver contacts."""
+    n = 64
+    lib = MotionLib("demo")
+    clips = torch.arange(n) % lib.num_clips
+    qpos, qvel = lib.frame_qpos_qvel(clips, (torch.arange(n) * 7 + 3) % (lib.num_frames[clips] - 1))
+    warp = make_backend("warp", n)
+    assert warp.wp_model.opt.disableflags & mjw.DisableBit.SENSOR
+    warp.wp_model.opt.disableflags &= ~int(mjw.DisableBit.SENSOR)
+    sensors = wp.to_torch(warp.wp_data.sensordata)
+    rng = np.random.default_rng(4)
+    off, scale = torch.as_tensor(sk.ACTION_OFFSET), torch.as_tensor(sk.ACTION_SCALE)
+    warp.set_state(torch.arange(n), qpos, qvel)
+    bodies, flags = set(), 0
+    for t in range(24):
+        if t == 12:  # restarts refresh the flags of every world, as the sensors' refresh does
+            warp.set_state(torch.arange(0, n, 3), qpos[::3], qvel[::3])
+        else:
+            warp.step((off + scale * torch.as_tensor(rng.uniform(-0.5, 0.5, (n, sk.NUM_DOFS)))).float())
+        contact = warp.state().contact
+        assert torch.equal(contact, sensors > 0), f"step {t}"
+        bodies |= set(contact.nonzero()[:, 1].tolist())
+        flags += int(contact.sum())
+    assert len(bodies) >= 15 and flags > 500, (bodies, flags)
+    from mujoco_warp._src.types import ContactType
+
+    from rgsd_envs.sim import warp_backend
+
+    assert int(ContactType.CONSTRAINT) == warp_backend.CONSTRAINT_CONTACT
+    warp.close()
+
+
 def test_state_of_chosen_worlds_and_save_restore(backends, starts):
     warp, _ = backends
     qpos, qvel = starts

@@ -43,9 +43,12 @@ so the world's physics is wrong from there on and the world is flagged unstable 
 _BUFFER_OVERFLOW_BITS = wp.constant(BUFFER_OVERFLOW_BITS)
 _SOLVER_LIMIT_BITS = wp.constant(SOLVER_LIMIT_BITS)
 DETERMINISTIC_ENV = "RGSD_WARP_DETERMINISTIC"
-"""Environment variable: 1 makes MuJoCo Warp order contacts and constraint rows canonically and sum its
-atomics in a fixed order (``opt.deterministic = DeterminismType.ALL``), so GPU runs repeat bit for bit
-(the CUDA resume test sets it); slower. The CPU warp device runs each kernel's threads in order anyway."""
+"""Environment variable: 1 sets ``opt.deterministic = DeterminismType.ALL`` (slower). In mujoco-warp 4.0.0 that
+fixes the order of its floating-point atomics, but its contact and constraint-row sorts are still empty: contacts
+and rows come in the order the GPU threads ran, so two identical GPU runs part by float32 rounding at the first
+step with a contact or an active joint limit, and only constraint-free runs repeat bit for bit (the CUDA tests of
+exact repetition use ``rgsd_envs.testing.warp_without_constraints``). The CPU warp device runs each kernel's
+threads in order, so it repeats bit for bit with or without this."""
 MAX_VALUE = 1e10
 """A position or velocity beyond this is an explosion (MuJoCo's ``mjMAXVAL``, its BADQPOS/BADQVEL test)."""
 _MAX_VALUE = wp.constant(MAX_VALUE)
@@ -86,12 +89,63 @@ def _guard_worlds(
             qacc_warmstart[w, i] = 0.0
 
 
+CONSTRAINT_CONTACT = 1
+"""mujoco-warp's ``ContactType.CONSTRAINT`` bit of ``Contact.type``: a contact the solver sees (the ones MuJoCo's
+contact sensors count)."""
+_CONSTRAINT_CONTACT = wp.constant(CONSTRAINT_CONTACT)
+
+
+@wp.kernel
+def _floor_contacts(
+    nacon: wp.array(dtype=int),
+    contact_geom: wp.array(dtype=wp.vec2i),
+    contact_worldid: wp.array(dtype=int),
+    contact_type: wp.array(dtype=int),
+    geom_slot: wp.array(dtype=int),
+    floor: int,
+    found: wp.array2d(dtype=int),
+):
+    """Mark ``found[world, slot]`` for each solver contact between the floor and a geom of a sensed body (``geom_slot``:
+    the body's contact-sensor column, -1 for none): what the model's floor contact sensors report, in one pass
+    over the contacts instead of their match, sort and reduction per sensor and world."""
+    c = wp.tid()
+    if c >= wp.min(nacon[0], contact_geom.shape[0]):
+        return
+    if (contact_type[c] & _CONSTRAINT_CONTACT) == 0:
+        return
+    g = contact_geom[c]
+    other = wp.int32(-1)  # a dynamic variable: warp makes a literal a constant
+    if g[0] == floor:
+        other = g[1]
+    elif g[1] == floor:
+        other = g[0]
+    if other < 0:
+        return
+    slot = geom_slot[other]
+    if slot >= 0:
+        found[contact_worldid[c], slot] = 1  # every writer writes 1: the result does not depend on their order
+
+
 @wp.kernel
 def _count_solver_limits(overflow: wp.array(dtype=int), hits: wp.array(dtype=int)):
     """Add one to a world's count when its solver stopped at the iteration limit in this control step."""
     w = wp.tid()
     if (overflow[w] & _SOLVER_LIMIT_BITS) != 0:
         hits[w] = hits[w] + 1
+
+
+def contact_sensor_slots(model: mujoco.MjModel) -> np.ndarray:
+    """(ngeom,) int32: for each geom, the column of the contact sensor of its body (the model's floor sensors,
+    one per body), or -1."""
+    slots = np.full(model.ngeom, -1, np.int32)
+    for i in range(model.nsensor):
+        if (
+            model.sensor_type[i] != mujoco.mjtSensor.mjSENS_CONTACT
+            or model.sensor_objtype[i] != mujoco.mjtObj.mjOBJ_BODY
+        ):
+            raise ValueError(f"sensor {i}: the warp backend computes body-floor contact sensors only")
+        slots[model.geom_bodyid == model.sensor_objid[i]] = model.sensor_adr[i]
+    return slots
 
 
 def graph_unavailable_reason(device: Any) -> str | None:
@@ -171,6 +225,10 @@ class WarpBackend(SimBackend):
         with wp.ScopedDevice(self.wp_device):
             self.wp_model = mjw.put_model(self.model)
             self.wp_model.opt.warn_overflow = 0  # overflowing worlds are flagged unstable instead
+            # the floor contact flags come from _floor_contacts, once per control step: mujoco-warp's contact
+            # sensors match, tile-sort and reduce per sensor and world at every substep (a tenth of an 8192-world
+            # step's GPU time on an H200), and the model has no other sensor
+            self.wp_model.opt.disableflags |= int(mjw.DisableBit.SENSOR)
             if os.environ.get(DETERMINISTIC_ENV, "0") not in ("", "0"):
                 self.wp_model.opt.deterministic = int(mjw.DeterminismType.ALL)
             self.wp_data = mjw.put_data(
@@ -181,13 +239,16 @@ class WarpBackend(SimBackend):
             wp.to_torch(self.wp_data.geom_xpos)[:, floor, 2] -= FLOOR_DEADBAND
             self._qpos0 = wp.array(self.model.qpos0.astype(np.float32), dtype=float)
             self._unstable_wp = wp.zeros(num_envs, dtype=int)
+            self._floor = floor
+            self._geom_slot = wp.array(contact_sensor_slots(self.model), dtype=int)
+            self._found_wp = wp.zeros((num_envs, self.model.nsensordata), dtype=int)
             self._solver_hits_wp = wp.zeros(num_envs, dtype=int)
         d = self.wp_data
         t = {
             f: wp.to_torch(getattr(d, f))
             for f in ("qpos", "qvel", "ctrl", "qacc_warmstart", "time", "xpos", "xquat", "cvel", "subtree_com")
         }
-        t["sensordata"] = wp.to_torch(d.sensordata)
+        t["found"] = wp.to_torch(self._found_wp)
         self._t = t
         self._qpos, self._qvel, self._ctrl = t["qpos"], t["qvel"], t["ctrl"]
         self._unstable_i = wp.to_torch(self._unstable_wp)
@@ -208,8 +269,9 @@ class WarpBackend(SimBackend):
 
     # -- the warp programs ------------------------------------------------------
     def _kinematics(self) -> None:
-        """Positions, collisions, sensors and velocities of all worlds at their current state."""
+        """Positions, collisions, floor contacts and velocities of all worlds at their current state."""
         mjw.step1(self.wp_model, self.wp_data)
+        self._mark_floor_contacts()
 
     def _control_step(self) -> None:
         """One control step of all worlds (``substeps`` physics steps) with the instability guard."""
@@ -224,7 +286,19 @@ class WarpBackend(SimBackend):
                 inputs=[d.qpos, d.qvel, d.qacc_warmstart, self._qpos0, d.overflow, self._unstable_wp],
             )
             mjw.step1(m, d)
+        self._mark_floor_contacts()
         wp.launch(_count_solver_limits, dim=self.num_envs, inputs=[d.overflow, self._solver_hits_wp])
+
+    def _mark_floor_contacts(self) -> None:
+        """The floor contact flags of the contacts ``step1`` just found, as the model's sensors report them."""
+        d = self.wp_data
+        self._found_wp.zero_()
+        wp.launch(
+            _floor_contacts,
+            dim=d.naconmax,
+            inputs=[d.nacon, d.contact.geom, d.contact.worldid, d.contact.type, self._geom_slot, self._floor],
+            outputs=[self._found_wp],
+        )
 
     def _capture(self, fn: Callable[[], None]):
         """``fn`` captured as a CUDA graph (None on the CPU or when capture fails: it is then run directly)."""
@@ -330,7 +404,7 @@ class WarpBackend(SimBackend):
             body_rot=worlds(t["xquat"]).index_select(1, ids),
             body_lin_vel=lin,
             body_ang_vel=ang,
-            contact=worlds(t["sensordata"]) > 0,
+            contact=worlds(t["found"]) != 0,
             unstable=worlds(self._unstable_i) != 0,
         )
 

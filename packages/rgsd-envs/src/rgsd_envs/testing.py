@@ -1,0 +1,33 @@
+"""Test helpers that ship with rgsd-envs, for its tests and those of the packages built on it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def warp_without_constraints() -> Iterator[None]:
+    """Warp backends built inside this block step with MuJoCo's constraint solver off: no contacts, joint limits or
+    friction loss, so the humanoid falls through the floor.
+
+    Why: mujoco-warp 4.0.0 emits contacts and constraint rows in the order its GPU threads happen to run (its
+    ``DeterminismType.CONTACTS`` and ``CONSTRAINT`` sorts are still empty), so two identical GPU runs part by
+    float32 rounding at the first step with a constraint. Without constraints, its deterministic atomics make GPU
+    runs repeat bit for bit: what tests of exact repetition (resume, masked restarts) need on CUDA.
+    """
+    from rgsd_envs.sim import warp_backend
+
+    mjw = warp_backend.mjw
+    original = mjw.put_model
+
+    def put_model(*args, **kwargs):
+        model = original(*args, **kwargs)
+        model.opt.disableflags |= int(mjw.DisableBit.CONSTRAINT)
+        return model
+
+    mjw.put_model = put_model
+    try:
+        yield
+    finally:
+        mjw.put_model = original
