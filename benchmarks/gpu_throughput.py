@@ -17,7 +17,10 @@ machine's cores), with the ratio warp / mujoco:
   minibatch 32768, 5 epochs), the learner on ``--device``; warp keeps the env on the device,
   mujoco runs the hybrid mode (simulation on the CPU, learner on the device).
 
-Goals on one H100: >= 300k env steps/s at 8192 worlds, >= 100k training samples/s.
+Goals on one H100: >= 450k env steps/s at 8192 worlds (0.9 of the physics alone), >= 250k training samples/s.
+``--profile FILE`` writes where the env step's time goes at the largest N: host milliseconds per phase, the GPU's
+idle time per step by the host phase running through it (from the profiler's chrome trace, written beside as
+``FILE.trace.json``), and torch's table of ops and kernels.
 Figures are printed, never asserted (``--json FILE`` also writes them, for ``benchmarks/gpu_check.py``).
 ``--smoke`` runs everything on the CPU with tiny sizes (a CPU warp device is slow: it is for checking
 that the benchmark runs, not for its numbers).
@@ -27,11 +30,13 @@ Run: ``python benchmarks/gpu_throughput.py`` on a GPU machine (needs ``rgsd-envs
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -105,27 +110,9 @@ def env_rate(
     return rate
 
 
-def phase_times(env: RGSDTorchEnv, actions: list[torch.Tensor], dev: torch.device) -> dict[str, float]:
-    """Host milliseconds per env step in each phase of ``RGSDTorchEnv.step`` (wall clock, no added syncs).
-
-    On a GPU the host only queues work until the step's one read, which waits for the device: a short read
-    means the host is the bottleneck, and the phases after it are host time the device sits idle through."""
-    import contextlib
-    from unittest import mock
-
+def phase_targets(env: RGSDTorchEnv) -> list[tuple[object, str, str]]:
+    """(owner, method name, phase name) of each timed phase of ``RGSDTorchEnv.step``."""
     from rgsd_envs.envs import torch_env
-
-    totals: dict[str, float] = {}
-
-    def timed(name: str, fn):
-        def run(*a, **k):
-            t = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                totals[name] = totals.get(name, 0.0) + time.perf_counter() - t
-
-        return run
 
     core = env.core
     targets = [
@@ -139,8 +126,69 @@ def phase_times(env: RGSDTorchEnv, actions: list[torch.Tensor], dev: torch.devic
     ]
     if env.reward_core is not None:
         targets.append((env.reward_core, "transition", "encoder reward"))
+    return targets
+
+
+DEVICE_ACTIVITY = ("kernel", "gpu_memcpy", "gpu_memset")
+"""Chrome-trace categories of work on the GPU (kineto's names)."""
+OUTSIDE_PHASES = "no timed phase (other host work)"
+
+
+def device_idle_by_phase(trace: dict, phases: list[str], steps: int) -> dict[str, float]:
+    """From a torch profiler chrome trace: the GPU's busy and idle milliseconds per step over the traced span
+    (first to last device activity), and its idle time split by the host phase (``record_function`` ranges named
+    in ``phases``) running through it. Empty when the trace has no device activity (a CPU run)."""
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
+    busy = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events if e.get("cat") in DEVICE_ACTIVITY)
+    if not busy:
+        return {}
+    merged = [list(busy[0])]
+    for a, b in busy[1:]:
+        if a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    gaps = [(merged[i][1], merged[i + 1][0]) for i in range(len(merged) - 1)]
+    ranges = [
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"])
+        for e in events
+        if e.get("cat") == "user_annotation" and e.get("name") in phases
+    ]
+    idle = dict.fromkeys(phases, 0.0)
+    idle[OUTSIDE_PHASES] = 0.0
+    for g0, g1 in gaps:
+        covered = 0.0
+        for r0, r1, name in ranges:  # phases do not nest: each instant of a gap is in one phase at most
+            overlap = min(g1, r1) - max(g0, r0)
+            if overlap > 0:
+                idle[name] += overlap
+                covered += overlap
+        idle[OUTSIDE_PHASES] += (g1 - g0) - covered
+    span = merged[-1][1] - merged[0][0]
+    gpu_idle = sum(g1 - g0 for g0, g1 in gaps)
+    out = {name: t / 1e3 / steps for name, t in idle.items() if t > 0}
+    return {"GPU busy": (span - gpu_idle) / 1e3 / steps, "GPU idle": gpu_idle / 1e3 / steps, **out}
+
+
+def phase_times(env: RGSDTorchEnv, actions: list[torch.Tensor], dev: torch.device) -> dict[str, float]:
+    """Host milliseconds per env step in each phase of ``RGSDTorchEnv.step`` (wall clock, no added syncs).
+
+    On a GPU the host only queues work until the step's one read, which waits for the device: a short read
+    means the host is the bottleneck, and the phases after it are host time the device sits idle through."""
+    totals: dict[str, float] = {}
+
+    def timed(name: str, fn):
+        def run(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                totals[name] = totals.get(name, 0.0) + time.perf_counter() - t
+
+        return run
+
     with contextlib.ExitStack() as stack:
-        for owner, attr, name in targets:
+        for owner, attr, name in phase_targets(env):
             stack.enter_context(mock.patch.object(owner, attr, timed(name, getattr(owner, attr))))
         _sync(dev)
         start = time.perf_counter()
@@ -162,10 +210,31 @@ def write_profile(env: RGSDTorchEnv, actions: list[torch.Tensor], dev: torch.dev
     phases = phase_times(env, actions, dev)
     lines = [f"{'phase':<44s}{'ms per step':>12s}"] + [f"{k:<44s}{v:12.3f}" for k, v in phases.items()]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-    with profile(activities=activities) as prof:
-        for a in actions:
-            env.step(a)
-        _sync(dev)
+
+    def annotated(name: str, fn):
+        def run(*a, **k):
+            with torch.profiler.record_function(name):
+                return fn(*a, **k)
+
+        return run
+
+    targets = phase_targets(env)
+    with contextlib.ExitStack() as stack:
+        for owner, attr, name in targets:
+            stack.enter_context(mock.patch.object(owner, attr, annotated(name, getattr(owner, attr))))
+        with profile(activities=activities) as prof:
+            for a in actions:
+                env.step(a)
+            _sync(dev)
+    trace = path.with_name(path.name + ".trace.json")
+    prof.export_chrome_trace(str(trace))
+    idle = device_idle_by_phase(json.loads(trace.read_text()), [name for _, _, name in targets], len(actions))
+    if idle:
+        lines += [
+            "",
+            "the GPU over the same steps, and its idle time by the host phase running through it (chrome trace)",
+        ]
+        lines += [f"{k:<44s}{v:12.3f}" for k, v in idle.items()]
     key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
     table = prof.key_averages().table(sort_by=key, row_limit=30, max_name_column_width=60)
     with atomic_path(path) as tmp:

@@ -124,3 +124,27 @@ def test_the_rate_together_counts_only_the_window_in_which_every_training_iterat
     late = [(t, 50.0 * t) for t in (9.5, 10.0)]  # started as the others stopped: one iteration inside the window
     assert gpu_check.overlap_sps([first, second, late + [(11.0, 600.0)]])[0] is None
     assert gpu_check.overlap_sps([]) == (None, 0.0) and gpu_check.overlap_sps([first, [(0, 0.0)]])[0] is None
+
+
+def test_the_gpus_idle_time_is_split_by_the_host_phase_running_through_it(load_benchmark):
+    """``gpu_throughput.py --profile``'s reading of a chrome trace: GPU work 0-10 and 12-20 us (a memset and a
+    kernel), then 25-30; the host observes through 9-11 and waits in the read through 13-26: of the GPU's 7 idle us,
+    1 falls in the observations, 5 in the read and 1 in no timed phase, over one step."""
+    gt = load_benchmark("gpu_throughput")
+    observe, read = "observations, termination", "the one read (host waits for the device)"
+
+    def x(cat: str, name: str, ts: float, dur: float) -> dict:
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
+
+    trace = {
+        "traceEvents": [
+            x("gpu_memset", "memset", 0, 10), x("kernel", "k", 12, 6), x("kernel", "k2", 14, 6),
+            x("kernel", "k3", 25, 5), x("user_annotation", observe, 9, 2), x("user_annotation", read, 13, 13),
+            x("cpu_op", "aten::add", 20, 3), {"ph": "i", "name": "marker", "ts": 5},
+        ]
+    }  # fmt: skip
+    idle = gt.device_idle_by_phase(trace, [observe, read, "encoder reward"], steps=1)
+    assert idle == pytest.approx(
+        {"GPU busy": 0.023, "GPU idle": 0.007, observe: 0.001, read: 0.005, gt.OUTSIDE_PHASES: 0.001}
+    )
+    assert gt.device_idle_by_phase({"traceEvents": [x("cpu_op", "aten::mm", 0, 5)]}, [observe], 1) == {}

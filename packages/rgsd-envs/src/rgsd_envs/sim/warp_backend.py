@@ -134,14 +134,16 @@ def _count_solver_limits(overflow: wp.array(dtype=int), hits: wp.array(dtype=int
         hits[w] = hits[w] + 1
 
 
-def contact_sensor_slots(model: mujoco.MjModel) -> np.ndarray:
+def contact_sensor_slots(model: mujoco.MjModel, floor: int) -> np.ndarray:
     """(ngeom,) int32: for each geom, the column of the contact sensor of its body (the model's floor sensors,
-    one per body), or -1."""
+    one per body, against geom ``floor``), or -1."""
     slots = np.full(model.ngeom, -1, np.int32)
     for i in range(model.nsensor):
         if (
             model.sensor_type[i] != mujoco.mjtSensor.mjSENS_CONTACT
             or model.sensor_objtype[i] != mujoco.mjtObj.mjOBJ_BODY
+            or model.sensor_reftype[i] != mujoco.mjtObj.mjOBJ_GEOM
+            or model.sensor_refid[i] != floor
         ):
             raise ValueError(f"sensor {i}: the warp backend computes body-floor contact sensors only")
         slots[model.geom_bodyid == model.sensor_objid[i]] = model.sensor_adr[i]
@@ -240,7 +242,7 @@ class WarpBackend(SimBackend):
             self._qpos0 = wp.array(self.model.qpos0.astype(np.float32), dtype=float)
             self._unstable_wp = wp.zeros(num_envs, dtype=int)
             self._floor = floor
-            self._geom_slot = wp.array(contact_sensor_slots(self.model), dtype=int)
+            self._geom_slot = wp.array(contact_sensor_slots(self.model, floor), dtype=int)
             self._found_wp = wp.zeros((num_envs, self.model.nsensordata), dtype=int)
             self._solver_hits_wp = wp.zeros(num_envs, dtype=int)
         d = self.wp_data
