@@ -192,4 +192,6 @@ def test_folder_names_say_where_things_live():
                  "sim/backend.py", "sim/mujoco_backend.py", "runs/run_dir.py", "runs/policy.py", "motion/clip.py"):  # fmt: skip
         assert (envs / path).is_file(), path
     top = sorted(p.name for p in envs.iterdir() if not p.name.startswith(("_", ".")))
-    assert top == ["compat", "envs", "humanoid", "motion", "py.typed", "render.py", "rewards", "runs", "sim", "utils"]
+    assert top == [
+        "compat", "envs", "humanoid", "motion", "py.typed", "render.py", "rewards", "runs", "sim", "testing.py", "utils"
+    ]  # fmt: skip
