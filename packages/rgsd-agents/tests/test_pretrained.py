@@ -14,6 +14,7 @@ from rgsd_agents.play import play_rollout
 from rgsd_agents.pretrained import CARD, build_pretrained, pretrained_card, pretrained_run
 from rgsd_envs.motion.demo import write_demo_clips
 from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.runs.policy import load_policy
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import InputFileError
 
@@ -58,9 +59,24 @@ def test_build_makes_a_run_folder_that_works_from_anywhere(demo_run, tmp_path):
     assert yaml.safe_load((moved / "config.yaml").read_text())["env"]["motions"] == "clips"
     assert RunDir(moved).env_config().motions == str((moved / "clips").resolve())
     assert card["trained"] == "a test" and json.loads((moved / CARD).read_text()) == card
+    meta = load_policy(moved / "policy.pt").meta  # the card states how much training the policy had
+    assert card["samples"] == meta["global_step"] > 0 and card["iterations"] == meta["iteration"] > 0
     assert sorted(card["clips"]) == sorted(MotionLib("demo").names)
     played = play_rollout(moved, "demo_walk")
     assert played.error_cm == pytest.approx(card["clips"]["demo_walk"]["error_cm"], abs=0.01)
+
+
+def test_a_run_trained_on_warp_worlds_ships_to_play_on_native_mujoco(demo_run, tmp_path):
+    run = tmp_path / "warp_run"
+    shutil.copytree(demo_run, run)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["env"]["backend"] = "warp"  # as a GPU run's config reads: its env followed the learner to the GPU
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    clips = tmp_path / "clips"
+    write_demo_clips(clips)
+    build_pretrained(run, clips, tmp_path / "p")
+    shipped = RunDir(tmp_path / "p").env_config()
+    assert shipped.backend == "mujoco" and shipped.device == "cpu"
 
 
 def test_a_failed_build_leaves_the_previous_folder_and_no_partial_one(demo_run, tmp_path):

@@ -54,10 +54,12 @@ def build_pretrained(
     about: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Copy a trained run's policy, encoder, config and clips into a relocatable run folder ``out``, measure the
-    card (every clip's error under z = z_m, mean action, the whole clip) and return it. ``out`` is replaced only
+    card (every clip's error under z = z_m, mean action, the whole clip; the policy's iterations and samples) and
+    return it. ``out`` is replaced only
     once the new folder is complete."""
     from rgsd_agents.play import play_rollout
     from rgsd_envs.motion.library import MotionLib
+    from rgsd_envs.runs.policy import load_policy
 
     src, out = RunDir(run), Path(out)
     src.check(RunDir.CONFIG, RunDir.POLICY, RunDir.ENCODER)
@@ -68,7 +70,9 @@ def build_pretrained(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         config = src.config()
-        config["env"] = {**config.get("env", {}), "motions": CLIPS}  # relative: read from the run folder
+        # the clips relative to the folder; played on native MuJoCo on the CPU whichever backend trained it (a
+        # policy scores the same on both: the backend parity check)
+        config["env"] = {**config.get("env", {}), "motions": CLIPS, "backend": "mujoco", "device": "cpu"}
         config["device"] = "cpu"
         (tmp / RunDir.CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
         for name in (RunDir.POLICY, RunDir.ENCODER, RunDir.METHOD):
@@ -85,9 +89,13 @@ def build_pretrained(
             played = play_rollout(tmp, name)
             clips[name] = {"error_cm": round(played.error_cm, 2), "fell": played.fell, "frames": len(played.qpos)}
         errors = [c["error_cm"] for c in clips.values()]
+        meta = load_policy(tmp / RunDir.POLICY).meta
         card = {
             "format": CARD_FORMAT,
             **(about or {}),
+            **{
+                k: int(meta[key]) for k, key in (("iterations", "iteration"), ("samples", "global_step")) if key in meta
+            },
             "method": (src.method() or {}).get("name", "rgsd"),
             "measured": "mean Cartesian error over each whole clip: z = z_m, the policy's mean action, no early "
             "termination (rgsd play)",
