@@ -198,8 +198,9 @@ class WarpBackend(SimBackend):
 
     A control step is ``physics_substeps`` times (``step2``: actuation, constraint solve,
     implicit integration; a guard that flags and resets exploding worlds; ``step1``:
-    positions, collisions, sensors and velocities at the new state), the same split as the
-    persistent ``mujoco`` batch, so every derived field describes the state after the step.
+    positions, collisions and velocities at the new state), then the floor contact flags of the
+    new state's contacts (mujoco-warp's sensors stay off: ``_floor_contacts``), the same split as
+    the persistent ``mujoco`` batch, so every derived field describes the state after the step.
     On a CUDA device the control step and the kinematics refresh are each captured once as a
     CUDA graph and replayed; on the CPU they run as plain kernel launches. On CUDA, warp's stream
     waits for torch's current stream before each launch and torch's stream waits for warp's after
