@@ -587,10 +587,15 @@ def write_report(path: Path, args: argparse.Namespace, steps: dict[str, Step], m
         cuda = ["No test results (see the cuda_tests step's log)."]
     sections["CUDA tests"] = cuda
     sections["Throughput"] = throughput_section(throughput)
+    trained_here = (out / "train_run" / "tb").is_dir()
     if train:
         sections["Training"] = [
-            f"`rgsd train --config paper` on warp ({'cpu, smoke sizes' if args.smoke else 'cuda'}), "
-            f"{args.train_minutes} min budget, motions: demo + `{args.motions}`.",
+            (
+                f"`rgsd train --config paper` on warp ({'cpu, smoke sizes' if args.smoke else 'cuda'}), "
+                f"{args.train_minutes} min budget, motions: demo + `{args.motions}`."
+            )
+            if trained_here
+            else f"No train step ran; the figure is {train_source}.",
             "",
             "| figure | value |",
             "|---|---|",

@@ -70,6 +70,7 @@ def test_the_quick_check_split_over_two_commands_runs_every_step_and_reports_eve
     assert section["Methods"].count("| pass |") == 4  # each of the two: trained and evaluated
     assert "The cuda_tests step ran beside it" in section["Methods"]
     assert "RGSD's paper preset alone" in section["Goals"]  # the training goal's clean figure, not the shared one
+    assert "No train step ran; the figure is RGSD's paper preset alone" in section["Training"]
     assert "Downstream step: pass" in section["Methods"]
     assert "| 1 | yes |" in section["Sharing"] and "| 2 | yes |" in section["Sharing"]
     assert "all clips within tolerance: True" in section["Backend parity"]
