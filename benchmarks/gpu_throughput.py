@@ -35,6 +35,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -110,8 +111,10 @@ def env_rate(
     return rate
 
 
-def phase_targets(env: RGSDTorchEnv) -> list[tuple[object, str, str]]:
-    """(owner, method name, phase name) of each timed phase of ``RGSDTorchEnv.step``."""
+@contextlib.contextmanager
+def wrapped_phases(env: RGSDTorchEnv, wrap: Callable[[str, Callable], Callable]) -> Iterator[list[str]]:
+    """Each phase of ``RGSDTorchEnv.step`` replaced by ``wrap(phase name, method)`` inside the block; yields the
+    phase names."""
     from rgsd_envs.envs import torch_env
 
     core = env.core
@@ -126,7 +129,10 @@ def phase_targets(env: RGSDTorchEnv) -> list[tuple[object, str, str]]:
     ]
     if env.reward_core is not None:
         targets.append((env.reward_core, "transition", "encoder reward"))
-    return targets
+    with contextlib.ExitStack() as stack:
+        for owner, attr, name in targets:
+            stack.enter_context(mock.patch.object(owner, attr, wrap(name, getattr(owner, attr))))
+        yield [name for _, _, name in targets]
 
 
 DEVICE_ACTIVITY = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -187,9 +193,7 @@ def phase_times(env: RGSDTorchEnv, actions: list[torch.Tensor], dev: torch.devic
 
         return run
 
-    with contextlib.ExitStack() as stack:
-        for owner, attr, name in phase_targets(env):
-            stack.enter_context(mock.patch.object(owner, attr, timed(name, getattr(owner, attr))))
+    with wrapped_phases(env, timed):
         _sync(dev)
         start = time.perf_counter()
         for a in actions:
@@ -218,17 +222,13 @@ def write_profile(env: RGSDTorchEnv, actions: list[torch.Tensor], dev: torch.dev
 
         return run
 
-    targets = phase_targets(env)
-    with contextlib.ExitStack() as stack:
-        for owner, attr, name in targets:
-            stack.enter_context(mock.patch.object(owner, attr, annotated(name, getattr(owner, attr))))
-        with profile(activities=activities) as prof:
-            for a in actions:
-                env.step(a)
-            _sync(dev)
+    with wrapped_phases(env, annotated) as names, profile(activities=activities) as prof:
+        for a in actions:
+            env.step(a)
+        _sync(dev)
     trace = path.with_name(path.name + ".trace.json")
     prof.export_chrome_trace(str(trace))
-    idle = device_idle_by_phase(json.loads(trace.read_text()), [name for _, _, name in targets], len(actions))
+    idle = device_idle_by_phase(json.loads(trace.read_text()), names, len(actions))
     if idle:
         lines += [
             "",

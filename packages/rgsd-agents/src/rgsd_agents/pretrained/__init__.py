@@ -55,8 +55,7 @@ def build_pretrained(
 ) -> dict[str, Any]:
     """Copy a trained run's policy, encoder, config and clips into a relocatable run folder ``out``, measure the
     card (every clip's error under z = z_m, mean action, the whole clip; the policy's iterations and samples) and
-    return it. ``out`` is replaced only
-    once the new folder is complete."""
+    return it. ``out`` is replaced only once the new folder is complete."""
     from rgsd_agents.play import play_rollout
     from rgsd_envs.motion.library import MotionLib
     from rgsd_envs.runs.policy import load_policy

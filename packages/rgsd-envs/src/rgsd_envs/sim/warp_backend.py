@@ -357,11 +357,15 @@ class WarpBackend(SimBackend):
         q = qpos.detach().to(self.device, torch.float32)
         self._qpos[ids] = q
         self._qvel[ids] = qvel.detach().to(self.device, torch.float32)
-        self._ctrl[ids] = torch.minimum(torch.maximum(q[:, 7:], self._lo), self._hi)
+        self._ctrl[ids] = self._holding(q)
         # index_fill_ takes its value as a kernel argument; ``x[ids] = 0`` would upload it with a blocking copy
         self._t["qacc_warmstart"].index_fill_(0, ids, 0.0)
         self._unstable_i.index_fill_(0, ids, 0)
         self._launch(self._kinematics, self._kinematics_graph)
+
+    def _holding(self, qpos: Tensor) -> Tensor:
+        """PD targets that hold the joint angles of ``qpos`` (float32 on the device), clipped to their ranges."""
+        return torch.minimum(torch.maximum(qpos[:, 7:], self._lo), self._hi)
 
     def set_state_masked(self, mask: Tensor, qpos: Tensor, qvel: Tensor) -> None:
         """Set the states of the worlds flagged in ``mask`` (N,) from rows of every world with masked writes (no
@@ -369,7 +373,7 @@ class WarpBackend(SimBackend):
         flag = mask.to(self.device)
         rows = flag[:, None]
         q = qpos.detach().to(self.device, torch.float32)
-        target = torch.minimum(torch.maximum(q[:, 7:], self._lo), self._hi)
+        target = self._holding(q)
         for buf, new in (
             (self._qpos, q),
             (self._qvel, qvel.detach().to(self.device, torch.float32)),
