@@ -18,7 +18,8 @@ the PPO methods rollout samples: the aggregate of a mixed group adds unlike thin
 copies of one preset.
 
 ``--json FILE`` (default ``<out>/concurrent.json``) is rewritten after each group and each evaluation, so a killed
-command keeps what it measured. ``--smoke`` shrinks everything to seconds on the CPU (warp on its CPU device).
+command keeps what it measured; ``--resume`` then keeps the groups it finished (trained, and evaluated where asked, on
+the same device and budget) and runs the rest. ``--smoke`` shrinks everything to seconds on the CPU (warp on its CPU device).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -121,6 +123,7 @@ def train_group(label: str, methods: list[str], args: argparse.Namespace) -> dic
         name = m if methods.count(m) == 1 else f"{m}_{i}"
         runs[name] = (m, args.out / label / name)
     jobs = {name: train_argv(m, run, args) for name, (m, run) in runs.items()}
+    shutil.rmtree(args.out / label, ignore_errors=True)  # a group a killed command left half-run starts clean
     timeout = 60.0 * args.minutes + args.startup_seconds
     status = launch(jobs, args.out / label / "logs", timeout)
     members = {}
@@ -177,6 +180,35 @@ def downstream(label: str, args: argparse.Namespace) -> dict:
     return status
 
 
+def finished(group: dict, methods: list[str], args: argparse.Namespace) -> bool:
+    """Whether an earlier command's record of a group is what this command would measure, complete: the same
+    methods, every training passed, and the evaluations and downstream step asked for ran and passed."""
+    same = sorted(r.get("method") for r in group.get("members", {}).values()) == sorted(methods)
+    evaluated = not args.eval or (
+        len(group.get("eval", {})) == len(methods) and all(r["exit_code"] == 0 for r in group["eval"].values())
+    )
+    downstream_ok = not (args.downstream and "rgsd" in group.get("members", {})) or (
+        group.get("downstream", {}).get("exit_code") == 0
+    )
+    return same and bool(group.get("passed")) and evaluated and downstream_ok
+
+
+def kept_groups(path: Path, groups: dict[str, list[str]], args: argparse.Namespace) -> dict[str, dict]:
+    """The groups of ``path`` (an earlier command's figures) that ``--resume`` keeps: finished ones measured on the
+    same device with the same budget per training."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if old.get("device") != args.device or old.get("minutes") != args.minutes:
+        return {}
+    return {
+        label: g
+        for label, g in old.get("groups", {}).items()
+        if label in groups and finished(g, groups[label], args)
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the groups (and evaluations), write the JSON after each; exit 1 if any training or evaluation failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -195,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--downstream", action="store_true", help="then a downstream step on the RGSD run")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--smoke", action="store_true", help="the CPU, tiny sizes: checks that it runs")
+    parser.add_argument("--resume", action="store_true", help="keep the groups --json records as finished; run the rest")
     args = parser.parse_args(argv)
     if args.smoke:
         args.device, args.minutes = "cpu", 0.05
@@ -210,8 +243,13 @@ def main(argv: list[str] | None = None) -> int:
             Path(tmp).write_text(json.dumps(doc, indent=1))
 
     groups = {"methods": list(args.methods)} if args.methods else {f"x{k}": [args.method] * k for k in args.copies}
+    if args.resume:
+        doc["groups"] = kept_groups(path, groups, args)
     ok = True
     for label, methods in groups.items():
+        if label in doc["groups"]:
+            print(f"[concurrent] {label}: kept from {path} (--resume)", flush=True)
+            continue
         print(f"[concurrent] {label}: {len(methods)} trainings ({', '.join(methods)})", flush=True)
         group = doc["groups"][label] = train_group(label, methods, args)
         ok &= group["passed"]
@@ -243,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             ok &= group["downstream"]["exit_code"] == 0
             save()
             print(f"[concurrent]   downstream: {group['downstream']}", flush=True)
+    doc["groups"] = {label: doc["groups"][label] for label in groups}  # kept and new groups in the asked order
+    save()
     print(f"[concurrent] wrote {path}")
     return 0 if ok else 1
 

@@ -19,7 +19,9 @@ Steps, each in its own process (a failure is recorded, with its log, and the nex
 ``--steps`` runs some of them (``--steps throughput,train``) into the same ``--out``: each step's result is kept in
 ``<out>/steps.json`` and gpu_check.md is rewritten after every step from all the steps run so far, so a check can be
 split over several shorter commands (a lent machine runs 10 minutes a command) and a killed command loses only
-the step in flight. ``--num-envs`` picks the throughput step's world counts.
+the step in flight. ``--resume`` runs the steps ``steps.json`` does not record as passed, so the same command again
+finishes what a deadline or a killed command left (the sharing step keeps the groups it finished).
+``--num-envs`` picks the throughput step's world counts.
 
 ``--quick`` runs the throughput, each method's short training and evaluation (``methods``), the CUDA tests (beside
 the methods step, sharing the GPU), the sharing table and parity in one 9-minute command (``QUICK_STEPS``).
@@ -105,6 +107,8 @@ PEAK_MEMORY_TAGS = {
     "perf/gpu_peak_reserved_mib": "peak_reserved_mib",
 }
 """TensorBoard tags of a training's peak GPU memory -> the figures' keys."""
+DONE = ("pass", "skipped")
+"""The statuses of a step that ``--resume`` does not run again."""
 MIN_STEP_SECONDS = 20.0
 """A step is not started with less time than this left before ``--deadline-minutes``."""
 ENV_PHYSICS_GOAL = 0.9
@@ -310,6 +314,9 @@ def throughput_section(doc: dict) -> list[str]:
             w, m = rates.get("warp"), rates.get("mujoco")
             ratio = f"{w / m:.2f}x" if w and m else "-"
             lines.append(f"| {n} | {row} ({units.get(row, '')}) | {_fmt(w)} | {_fmt(m)} | {ratio} |")
+    for n, rows in doc.get("seconds", {}).items():
+        took = ", ".join(f"{row} {t:.1f}" for row, t in rows.items())
+        lines += ["", f"Wall seconds of each row at N = {n}, setup included (kernel loads, graph captures): {took}."]
     return lines
 
 
@@ -477,10 +484,11 @@ def build_steps(args: argparse.Namespace, out: Path) -> dict[str, Step]:
     concurrent = [py, "benchmarks/concurrent_trainings.py", "--motions", str(out / "motions")]
     concurrent += ["--smoke"] if args.smoke else ["--device", "cuda"]
     methods = [*concurrent, "--methods", *args.methods, "--minutes", str(QUICK_METHOD_MINUTES), "--eval"]
-    methods += ["--downstream", "--out", str(out / "methods")]
+    methods += ["--downstream", "--out", str(out / "methods")] + (["--resume"] if args.resume else [])
     copies = SHARING_COPIES[:2] if args.smoke else SHARING_COPIES  # 2 CPU cores: 4 copies add nothing to the check
     sharing = [*concurrent, "--copies", *map(str, copies), "--minutes", str(QUICK_SHARING_MINUTES)]
     sharing += ["--encoder", str(out / "methods" / "methods" / "rgsd" / "encoder.pt"), "--out", str(out / "sharing")]
+    sharing += ["--resume"] if args.resume else []
     parity = [py, "benchmarks/backend_parity.py", "--device", "cpu" if args.smoke else "cuda"]
     parity += ["--json", str(out / "parity.json")] + (["--max-frames", "10"] if args.smoke else [])
     steps = [
@@ -649,6 +657,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--num-envs", type=int, nargs="+", default=None, help="world counts of the throughput step (quick: 8192)"
     )
+    parser.add_argument(
+        "--resume", action="store_true", help="run only the steps --out's steps.json does not record as passed"
+    )
     parser.add_argument("--methods", nargs="+", default=list(METHODS), help="the methods step's methods (all six)")
     parser.add_argument(
         "--deadline-minutes", type=float, default=None,
@@ -662,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.deadline_minutes is None and args.quick and not args.smoke:
         args.deadline_minutes = 8.5
     order = list(QUICK_STEPS) if args.quick else list(STEP_NAMES)
-    chosen = [n for n in order if n in (args.steps or order)]
+    wanted = [n for n in order if n in (args.steps or order)]
     deadline = math.inf if args.deadline_minutes is None else time.perf_counter() + 60.0 * args.deadline_minutes
     out = args.out.resolve()
     args.motions = args.motions.resolve()
@@ -671,6 +682,9 @@ def main(argv: list[str] | None = None) -> int:
     steps = build_steps(args, out)
     state, report = out / "steps.json", out / "gpu_check.md"
     load_state(state, steps)
+    chosen = [n for n in wanted if not (args.resume and steps[n].status in DONE)]
+    if args.resume:
+        print(f"[gpu_check] --resume: {', '.join(chosen) or 'every step already passed'}", flush=True)
     import torch
 
     guests = {host: guest for guest, host in QUICK_BESIDE.items() if args.quick and {guest, host} <= set(chosen)}
@@ -717,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     save_state(state, steps)
     write_report(report, args, steps, machine_lines)
     print(f"[gpu_check] wrote {report}")
-    return 0 if all(steps[n].status in ("pass", "skipped") for n in chosen) else 1
+    return 0 if all(steps[n].status in DONE for n in wanted) else 1
 
 
 if __name__ == "__main__":

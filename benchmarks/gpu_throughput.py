@@ -305,13 +305,24 @@ def main() -> None:
     )
     print(f"  {'':<8s}{'warp':>12s}{'mujoco':>12s}  {'ratio':>7s}")
     figures: dict[str, dict[str, dict[str, float]]] = {}
+    seconds: dict[str, dict[str, float]] = {}
+    """Wall seconds of each row, setup included (kernel loads, graph captures, env and networks built): where a
+    short GPU job's time goes, beside the timed steps' few seconds."""
     if args.json and args.json.is_file():  # a run at other N adds to the file: same N is measured anew
-        figures = json.loads(args.json.read_text()).get("figures", {})
+        earlier = json.loads(args.json.read_text())
+        figures, seconds = earlier.get("figures", {}), earlier.get("seconds", {})
+    clock = time.perf_counter()
 
     def save() -> None:  # after each row, so a stopped or failed run keeps every figure measured so far
+        nonlocal clock
+        last = next(reversed(rows))
+        took = seconds.setdefault(str(n), {})[last] = round(time.perf_counter() - clock, 1)
+        print(f"  {'':<8s}({last}: {took:.1f} s wall, setup included)", flush=True)
+        clock = time.perf_counter()
         if args.json:
+            doc = {"device": str(device), "gpu": gpu, "figures": figures, "seconds": seconds}
             with atomic_path(args.json) as tmp_json:
-                Path(tmp_json).write_text(json.dumps({"device": str(device), "gpu": gpu, "figures": figures}, indent=1))
+                Path(tmp_json).write_text(json.dumps(doc, indent=1))
 
     for n in args.num_envs:
         print(f"N = {n}")

@@ -40,15 +40,20 @@ def _step_results(md: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_the_quick_check_split_over_two_commands_runs_every_step_and_reports_every_section(gpu_check, tmp_path):
-    """A lent GPU machine runs 10 minutes a command: ``--steps`` splits the check, steps.json carries the results;
-    the CUDA tests run beside the methods step."""
+    """A lent GPU machine runs 10 minutes a command: ``--steps`` splits the check, steps.json carries the results,
+    and the same command with ``--resume`` runs only what is left; the CUDA tests run beside the methods step."""
     out = tmp_path / "gpu_check"
     _run(out, *QUICK, "--steps", "demo_motions,import_motions,throughput,methods,cuda_tests")
     first = json.loads((out / "steps.json").read_text())
     assert first["methods"]["status"] == "pass" and first["sharing"]["status"] == "not run"
     assert first["methods"]["extra"]["beside"] == ["cuda_tests"] and first["cuda_tests"]["status"] == "skipped"
     assert "ran beside methods" in first["cuda_tests"]["note"] and (out / "logs" / "cuda_tests.log").is_file()
-    _run(out, *QUICK, "--steps", "sharing,parity")
+    second = _run(out, *QUICK, "--resume").stdout
+    assert "[gpu_check] --resume: sharing, parity" in second
+    ran = {line.split(":")[0].split()[1] for line in second.splitlines() if " in " in line and "[gpu_check]" in line}
+    assert ran == {"sharing", "parity"}, second  # the passed steps were not run again
+    kept = json.loads((out / "steps.json").read_text())
+    assert all(kept[n] == first[n] for n in ("demo_motions", "throughput", "methods", "cuda_tests"))
     md = (out / "gpu_check.md").read_text()
     headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
     assert headings == list(gpu_check.SECTIONS)
@@ -113,6 +118,32 @@ def test_the_concurrent_trainings_smoke_drops_settings_a_method_has_no_field_for
         assert f"{method}_paper" in argv and "env.backend=warp" in sets
         assert not set(sets) & set(ct.SMOKE_SKIP.get(method, ()))
         assert ("encoder=e.pt" in sets) == (method != "fb_cpr")  # the off-policy config has no encoder field
+
+
+def test_resumed_concurrent_trainings_keep_only_finished_groups_measured_alike(load_benchmark, tmp_path):
+    """``--resume`` keeps a group an earlier command finished (the same methods, all trained, evaluated where asked)
+    on the same device and budget; a group cut short, failed or measured otherwise runs again."""
+    ct: ModuleType = load_benchmark("concurrent_trainings")
+    args = argparse.Namespace(device="cuda", minutes=0.4, eval=False, downstream=False)
+    done = {"passed": True, "members": {f"rgsd_{i}": {"method": "rgsd", "exit_code": 0} for i in range(2)}}
+    groups = {"x1": ["rgsd"], "x2": ["rgsd", "rgsd"], "x4": ["rgsd"] * 4}
+    path = tmp_path / "concurrent.json"
+    x1 = {"passed": False, "members": {"rgsd": {"method": "rgsd", "exit_code": None}}}  # stopped at its limit
+    path.write_text(json.dumps({"device": "cuda", "minutes": 0.4, "groups": {"x1": x1, "x2": done}}))
+    assert list(ct.kept_groups(path, groups, args)) == ["x2"]
+    assert ct.kept_groups(path, {"x2": ["rgsd", "ase"]}, args) == {}  # other methods under the same label
+    for changed in ({"minutes": 0.67}, {"device": "cpu"}):
+        assert ct.kept_groups(path, groups, argparse.Namespace(**{**vars(args), **changed})) == {}
+    assert ct.kept_groups(tmp_path / "missing.json", groups, args) == {}
+    evaluated = argparse.Namespace(**{**vars(args), "eval": True})
+    assert not ct.finished(done, groups["x2"], evaluated)  # asked for evaluations it does not have
+    ok, failed = {"exit_code": 0}, {"exit_code": 1}
+    assert ct.finished({**done, "eval": {"rgsd_0": ok, "rgsd_1": ok}}, groups["x2"], evaluated)
+    assert not ct.finished({**done, "eval": {"rgsd_0": ok, "rgsd_1": failed}}, groups["x2"], evaluated)
+    with_rgsd = {"passed": True, "members": {"rgsd": {"method": "rgsd", "exit_code": 0}}}
+    downstream = argparse.Namespace(**{**vars(args), "downstream": True})
+    assert not ct.finished(with_rgsd, ["rgsd"], downstream)
+    assert ct.finished({**with_rgsd, "downstream": ok}, ["rgsd"], downstream)
 
 
 def test_the_rate_together_counts_only_the_window_in_which_every_training_iterated(gpu_check):
