@@ -70,6 +70,7 @@ def test_the_quick_check_split_over_two_commands_runs_every_step_and_reports_eve
     }
     section = {h: md.split(f"## {h}\n")[1].split("\n## ")[0] for h in headings}
     assert "| 8 | env (" in section["Throughput"] and "torch profiler" in section["Throughput"]
+    assert "Wall seconds of each row at N = 8, setup included" in section["Throughput"]
     for method in ("rgsd", "fb_cpr"):  # trained, then evaluated under the paper protocol
         assert f"| {method} | pass |" in section["Methods"]
     assert section["Methods"].count("| pass |") == 4  # each of the two: trained and evaluated

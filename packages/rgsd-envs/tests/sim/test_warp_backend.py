@@ -118,9 +118,10 @@ def test_warp_follows_mujoco_through_contacts_on_real_mocap_states(backends, sta
 
 def test_floor_contact_flags_are_what_the_models_contact_sensors_report():
     """The backend reads floor contacts from its own pass over the contacts, with mujoco-warp's sensors off (they
-    cost a tenth of a GPU step); turned back on beside it (the CPU device runs the step uncaptured, so the flag
-    takes effect), the sensors report the same flags after every step and every restart, with contacts on most
-    bodies. The unsorted contact sensors match the sensed body itself, not its subtree, and count solver contacts."""
+    cost a tenth of a GPU step); turned back on and computed by ``step1`` at the state the backend reports (as
+    MuJoCo's sensors describe the current state), they report the same flags after every step and every restart,
+    with contacts on most bodies. The unsorted contact sensors match the sensed body itself, not its subtree, and
+    count solver contacts."""
     n = 64
     lib = MotionLib("demo")
     clips = torch.arange(n) % lib.num_clips
@@ -139,6 +140,7 @@ def test_floor_contact_flags_are_what_the_models_contact_sensors_report():
         else:
             warp.step((off + scale * torch.as_tensor(rng.uniform(-0.5, 0.5, (n, sk.NUM_DOFS)))).float())
         contact = warp.state().contact
+        mjw.step1(warp.wp_model, warp.wp_data)  # the sensors at this state (the next step recomputes step1 anyway)
         assert torch.equal(contact, sensors > 0), f"step {t}"
         bodies |= set(contact.nonzero()[:, 1].tolist())
         flags += int(contact.sum())

@@ -196,13 +196,16 @@ def warp_device(device: torch.device) -> str:
 class WarpBackend(SimBackend):
     """MuJoCo Warp backend: one ``mjw.Data`` holding N worlds; torch tensors alias its arrays.
 
-    A control step is ``physics_substeps`` times (``step2``: actuation, constraint solve,
-    implicit integration; a guard that flags and resets exploding worlds; ``step1``:
-    positions, collisions and velocities at the new state), then the floor contact flags of the
-    new state's contacts (mujoco-warp's sensors stay off: ``_floor_contacts``), the same split as
-    the persistent ``mujoco`` batch, so every derived field describes the state after the step.
-    On a CUDA device the control step and the kinematics refresh are each captured once as a
-    CUDA graph and replayed; on the CPU they run as plain kernel launches. On CUDA, warp's stream
+    A control step is ``physics_substeps`` times ``mj_step`` (``step1``: positions, mass matrix,
+    collisions, constraints and velocities; ``step2``: actuation, constraint solve, implicit
+    integration; then a guard that flags and resets exploding worlds), then ``_observed``: what
+    ``state`` reads of the new state (poses, centres of mass, body velocities, contacts and
+    their floor flags; mujoco-warp's sensors stay off: ``_floor_contacts``). The next control
+    step recomputes everything else from the state itself, so a restart only writes states: the
+    worlds' observed fields are refreshed when ``state`` is next read before a step (one pass
+    for all worlds, a sixth of ``step1``'s GPU work). On a CUDA device the control step and that
+    refresh are each captured once as a CUDA graph and replayed; on the CPU they run as plain
+    kernel launches. On CUDA, warp's stream
     waits for torch's current stream before each launch and torch's stream waits for warp's after
     it (``ordered_launch``), captured or not, so no host synchronisation is needed.
 
@@ -266,14 +269,20 @@ class WarpBackend(SimBackend):
         """Kept for the benchmarks' interface; warp launches are asynchronous, so it stays 0."""
         self._use_graph = use_cuda_graphs(self.wp_device)
         self._step_graph = self._capture(self._control_step)
-        self._kinematics_graph = self._capture(self._kinematics)
-        self._launch(self._kinematics, self._kinematics_graph)
+        self._observed_graph = self._capture(self._observed)
+        self._stale = True
+        """Whether states were written since the observed fields were computed (``state`` refreshes them)."""
         self.solver_limit_hits.zero_()  # the capture's warm-up step counted too
 
     # -- the warp programs ------------------------------------------------------
-    def _kinematics(self) -> None:
-        """Positions, collisions, floor contacts and velocities of all worlds at their current state."""
-        mjw.step1(self.wp_model, self.wp_data)
+    def _observed(self) -> None:
+        """What ``state`` reads, at every world's current state: body poses, centres of mass, body velocities,
+        contacts and their floor flags (not the mass matrix, constraints or forces: the next step's ``step1``)."""
+        m, d = self.wp_model, self.wp_data
+        mjw.kinematics(m, d)
+        mjw.com_pos(m, d)
+        mjw.com_vel(m, d)
+        mjw.collision(m, d)
         self._mark_floor_contacts()
 
     def _control_step(self) -> None:
@@ -282,14 +291,14 @@ class WarpBackend(SimBackend):
         self._unstable_wp.zero_()
         d.overflow.zero_()
         for _ in range(self.substeps):
+            mjw.step1(m, d)
             mjw.step2(m, d)
             wp.launch(
                 _guard_worlds,
                 dim=self.num_envs,
                 inputs=[d.qpos, d.qvel, d.qacc_warmstart, self._qpos0, d.overflow, self._unstable_wp],
             )
-            mjw.step1(m, d)
-        self._mark_floor_contacts()
+        self._observed()
         wp.launch(_count_solver_limits, dim=self.num_envs, inputs=[d.overflow, self._solver_hits_wp])
 
     def _mark_floor_contacts(self) -> None:
@@ -349,8 +358,8 @@ class WarpBackend(SimBackend):
         return self.substeps * float(self.model.opt.timestep)
 
     def set_state(self, env_ids: Tensor, qpos: Tensor, qvel: Tensor) -> None:
-        """Set full states of the given worlds and refresh the kinematics (of all worlds: their
-        positions and velocities do not change, so a full refresh is one graph instead of a gather)."""
+        """Set full states of the given worlds; ``state`` then refreshes the observed fields of all worlds (the
+        others' do not change, so a full refresh is one graph instead of a gather)."""
         ids = env_ids.to(self.device, torch.long)
         if ids.numel() == 0:
             return
@@ -361,7 +370,7 @@ class WarpBackend(SimBackend):
         # index_fill_ takes its value as a kernel argument; ``x[ids] = 0`` would upload it with a blocking copy
         self._t["qacc_warmstart"].index_fill_(0, ids, 0.0)
         self._unstable_i.index_fill_(0, ids, 0)
-        self._launch(self._kinematics, self._kinematics_graph)
+        self._stale = True
 
     def _holding(self, qpos: Tensor) -> Tensor:
         """PD targets that hold the joint angles of ``qpos`` (float32 on the device), clipped to their ranges."""
@@ -369,7 +378,7 @@ class WarpBackend(SimBackend):
 
     def set_state_masked(self, mask: Tensor, qpos: Tensor, qvel: Tensor) -> None:
         """Set the states of the worlds flagged in ``mask`` (N,) from rows of every world with masked writes (no
-        host read) and refresh the kinematics of all worlds, as ``set_state`` does."""
+        host read), as ``set_state`` does."""
         flag = mask.to(self.device)
         rows = flag[:, None]
         q = qpos.detach().to(self.device, torch.float32)
@@ -382,15 +391,19 @@ class WarpBackend(SimBackend):
             buf.copy_(torch.where(rows, new, buf))  # in place: the tensors alias warp's arrays
         self._t["qacc_warmstart"].masked_fill_(rows, 0.0)
         self._unstable_i.masked_fill_(flag, 0)
-        self._launch(self._kinematics, self._kinematics_graph)
+        self._stale = True
 
     def step(self, targets: Tensor) -> None:
         """Hold PD targets (N, 69) for one control step."""
         self._ctrl.copy_(targets.detach().to(self.device, torch.float32))
         self._launch(self._control_step, self._step_graph)
+        self._stale = False  # the step ends with the observed fields of its new state
 
     def state(self, env_ids: Tensor | None = None) -> SimState:
         """Batched state of the given worlds (all by default), float32 on the backend's device, SMPL order."""
+        if self._stale:  # states were written since the last step: bring their observed fields up to date
+            self._launch(self._observed, self._observed_graph)
+            self._stale = False
         rows = None if env_ids is None else env_ids.to(self.device, torch.long)
 
         def worlds(x: Tensor) -> Tensor:  # all worlds without an op: each op is a launch on a GPU
@@ -443,4 +456,4 @@ class WarpBackend(SimBackend):
                 )
             self._t[k].copy_(v.to(self.device, self._t[k].dtype))
         self._unstable_i.copy_(torch.as_tensor(state["unstable"]).to(self.device, self._unstable_i.dtype))
-        self._launch(self._kinematics, self._kinematics_graph)
+        self._stale = True
