@@ -6,6 +6,11 @@ machine's cores), with the ratio warp / mujoco:
 
 - ``physics``: world-steps/s of the backend alone (one control step = 2 physics steps, held
   random PD targets; warp: the CUDA-graph replay, synchronised before the clock stops);
+- ``physics, dense M`` (warp only): the same with the mass matrix factored by tile Cholesky. mujoco-warp factors a
+  kinematic tree's mass matrix densely up to 64 dofs and by sparse LDL beyond, one launch per tree level; the
+  humanoid's one tree has 75 dofs, so its factorisations are 29 launches each, four per control step (45 % of an
+  H200's env step in ``profile.txt``). The row lifts that bound for its backend, as mujoco-warp's own tests patch
+  it, and prints the ratio to ``physics``;
 - ``env``: world-steps/s of the torch env ``RGSDTorchEnv`` (what the trainers step) with the
   encoder reward (PD targets, physics, observations, rewards, terminations, autoresets, its one
   host read per step), actions N(0, 0.1) already on the env's device;
@@ -66,10 +71,21 @@ def _env_device(backend: str, device: torch.device) -> str:
     return str(device) if backend == "warp" else "cpu"
 
 
-def physics_rate(backend: str, n: int, steps: int, device: torch.device) -> float:
-    """World-steps/s of the backend alone under held random PD targets."""
+@contextlib.contextmanager
+def dense_mass_matrix() -> Iterator[None]:
+    """Warp backends made inside factor the humanoid's 75-dof mass matrix by tile Cholesky (mujoco-warp's
+    ``M_BLOCK_DENSE_MAX`` raised from 64 to the tree's dof count while the model is laid out)."""
+    from mujoco_warp._src import types
+
+    with mock.patch.object(types, "M_BLOCK_DENSE_MAX", max(types.M_BLOCK_DENSE_MAX, sk.NUM_DOFS + 6)):
+        yield
+
+
+def physics_rate(backend: str, n: int, steps: int, device: torch.device, dense_m: bool = False) -> float:
+    """World-steps/s of the backend alone under held random PD targets (``dense_m``: ``dense_mass_matrix``)."""
     dev = torch.device(_env_device(backend, device))
-    b = make_backend(backend, n, device=dev)
+    with dense_mass_matrix() if dense_m else contextlib.nullcontext():
+        b = make_backend(backend, n, device=dev)
     rng = np.random.default_rng(0)
     off, scale = torch.as_tensor(sk.ACTION_OFFSET), torch.as_tensor(sk.ACTION_SCALE)
     targets = (off + scale * torch.as_tensor(rng.normal(0.0, 0.1, (n, sk.NUM_DOFS)))).to(dev, torch.float32)
@@ -330,6 +346,12 @@ def main() -> None:
         rows["physics"] = {b: physics_rate(b, n, args.steps, device) for b in args.backends}
         print(_row("physics", rows["physics"], "world-steps/s"), flush=True)
         save()
+        if "warp" in args.backends:
+            dense = physics_rate("warp", n, args.steps, device, dense_m=True)
+            rows["physics_dense_m"] = {"warp": dense}
+            ratio = dense / rows["physics"]["warp"]
+            print(f"  {'physics, dense M':<20s}{dense:>12,.0f}   this / physics: {ratio:.2f}x", flush=True)
+            save()
         rows["env"] = {
             b: env_rate(b, n, args.steps, device, args.profile if b == "warp" and n == max(args.num_envs) else None)
             for b in args.backends

@@ -181,3 +181,21 @@ def test_the_gpus_idle_time_is_split_by_the_host_phase_running_through_it(load_b
         {"GPU busy": 0.023, "GPU idle": 0.007, observe: 0.001, read: 0.005, gt.OUTSIDE_PHASES: 0.001}
     )
     assert gt.device_idle_by_phase({"traceEvents": [x("cpu_op", "aten::mm", 0, 5)]}, [observe], 1) == {}
+
+
+def test_the_dense_mass_matrix_row_factors_the_humanoids_tree_by_tile_cholesky(load_benchmark):
+    """mujoco-warp factors trees of more than 64 dofs by sparse LDL, one launch per level; the ``physics, dense M``
+    row's backend lays the humanoid's 75-dof tree out for tile Cholesky, and only inside its context."""
+    pytest.importorskip("mujoco_warp")
+    from rgsd_envs.humanoid import skeleton as sk
+    from rgsd_envs.sim import make_backend
+
+    gt: ModuleType = load_benchmark("gpu_throughput")
+    dofs = sk.NUM_DOFS + 6
+    with gt.dense_mass_matrix():
+        dense = make_backend("warp", 2)
+    sparse = make_backend("warp", 2)
+    assert [t.size for t in dense.wp_model.M_tiles] == [dofs] and dense.wp_model.qLD_block_total == dofs * dofs
+    assert sparse.wp_model.M_tiles == () and sparse.wp_model.qLD_block_total == 0
+    dense.close()
+    sparse.close()
