@@ -66,6 +66,10 @@ def test_the_captured_step_equals_plain_launches(demo_starts, monkeypatch):
     qpos, qvel = (x.cuda() for x in demo_starts)
     for b in (graph, plain):
         b.set_state(torch.arange(N, device="cuda"), qpos, qvel)
+    assert graph._observed_graph is not None and plain._observed_graph is None
+    a, b = graph.state(), plain.state()  # the refresh after restarts, captured and not
+    for name in ("body_pos", "body_rot", "body_lin_vel", "contact"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
     for target in _targets(1):
         graph.step(target.cuda())
         plain.step(target.cuda())
