@@ -18,8 +18,9 @@ the PPO methods rollout samples: the aggregate of a mixed group adds unlike thin
 copies of one preset.
 
 ``--json FILE`` (default ``<out>/concurrent.json``) is rewritten after each group and each evaluation, so a killed
-command keeps what it measured; ``--resume`` then keeps the groups it finished (trained, and evaluated where asked, on
-the same device and budget) and runs the rest. ``--smoke`` shrinks everything to seconds on the CPU (warp on its CPU device).
+command keeps what it measured; ``--resume`` then keeps the groups it finished (trained, and evaluated where asked,
+on the same device and budget) and runs the rest. ``--smoke`` shrinks everything to seconds on the CPU (warp on its
+CPU device).
 """
 
 from __future__ import annotations
@@ -203,9 +204,7 @@ def kept_groups(path: Path, groups: dict[str, list[str]], args: argparse.Namespa
     if old.get("device") != args.device or old.get("minutes") != args.minutes:
         return {}
     return {
-        label: g
-        for label, g in old.get("groups", {}).items()
-        if label in groups and finished(g, groups[label], args)
+        label: g for label, g in old.get("groups", {}).items() if label in groups and finished(g, groups[label], args)
     }
 
 
@@ -227,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--downstream", action="store_true", help="then a downstream step on the RGSD run")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--smoke", action="store_true", help="the CPU, tiny sizes: checks that it runs")
-    parser.add_argument("--resume", action="store_true", help="keep the groups --json records as finished; run the rest")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the groups --json records as finished; run the rest"
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.device, args.minutes = "cpu", 0.05

@@ -202,12 +202,12 @@ class WarpBackend(SimBackend):
     ``state`` reads of the new state (poses, centres of mass, body velocities, contacts and
     their floor flags; mujoco-warp's sensors stay off: ``_floor_contacts``). The next control
     step recomputes everything else from the state itself, so a restart only writes states: the
-    worlds' observed fields are refreshed when ``state`` is next read before a step (one pass
-    for all worlds, a sixth of ``step1``'s GPU work). On a CUDA device the control step and that
-    refresh are each captured once as a CUDA graph and replayed; on the CPU they run as plain
-    kernel launches. On CUDA, warp's stream
-    waits for torch's current stream before each launch and torch's stream waits for warp's after
-    it (``ordered_launch``), captured or not, so no host synchronisation is needed.
+    worlds' observed fields are refreshed when ``state`` is next read before a step (one pass for
+    all worlds, without the mass matrix, its factorisation, constraints or forces of a ``step1``).
+    On a CUDA device the control step and that refresh are each captured once as a CUDA graph and
+    replayed; on the CPU they run as plain kernel launches. On CUDA, warp's stream waits for
+    torch's current stream before each launch and torch's stream waits for warp's after it
+    (``ordered_launch``), captured or not, so no host synchronisation is needed.
 
     Solver iteration-limit hits (``SOLVER_LIMIT_BITS``) do not end a world; each world counts the
     control steps in which its solver hit the limit (``solver_limit_hits``, read and reset on the
