@@ -561,16 +561,13 @@ def write_report(path: Path, args: argparse.Namespace, steps: dict[str, Step], m
         x1 = _json(out / "sharing" / "concurrent.json").get("groups", {}).get("x1", {})
         alone = x1.get("overlap_sps") or x1.get("aggregate_sps")
         rgsd = _json(out / "methods" / "concurrent.json").get("groups", {}).get("methods", {}).get("members", {})
-        train, train_source = (
-            ({"median_sps": alone}, "RGSD's paper preset alone, the sharing table's one training")
-            if alone
-            else (
-                {"median_sps": rgsd["rgsd"]["median_sps"]},
-                "RGSD's paper preset in the methods step, sharing the GPU",
-            )
-            if rgsd.get("rgsd", {}).get("median_sps")
-            else ({}, "")
-        )
+        shared = rgsd.get("rgsd", {}).get("median_sps")
+        if alone:
+            train, train_source = {"median_sps": alone}, "RGSD's paper preset alone, the sharing table's one training"
+        elif shared:
+            train, train_source = {"median_sps": shared}, "RGSD's paper preset in the methods step, sharing the GPU"
+        else:
+            train, train_source = {}, ""
     counts = cuda_test_counts(out / "cuda_tests.xml")
     mode = "quick" if args.quick else "full"
     if args.smoke:
@@ -692,17 +689,13 @@ def main(argv: list[str] | None = None) -> int:
     for name in chosen:
         if name in guests.values():
             continue  # it ran beside its host step
+        running = [n for n in (name, guests.get(name)) if n]
         left = deadline - time.perf_counter()
         if left < MIN_STEP_SECONDS:
-            for n in (name, guests.get(name)):
-                if n:
-                    steps[n].status, steps[n].note = (
-                        "not run",
-                        f"out of time ({max(left, 0):.0f} s left of the deadline)",
-                    )
-                    steps[n].seconds, steps[n].log = 0.0, None
+            for n in running:
+                steps[n].status, steps[n].note = "not run", f"out of time ({max(left, 0):.0f} s left of the deadline)"
+                steps[n].seconds, steps[n].log = 0.0, None
             continue
-        running = [n for n in (name, guests.get(name)) if n]
         for n in running:
             stopped = steps[n]
             stopped.timeout = min(stopped.timeout, left)

@@ -370,6 +370,7 @@ def main() -> None:
                 dense = physics_rate("warp", n, args.steps, device, dense_m=True)
             except Exception as err:  # reported; the rows before it are kept
                 print(f"  {'physics, dense M':<20s}failed: {type(err).__name__}: {err}", flush=True)
+                clock = time.perf_counter()  # the next row's wall seconds start here, as after a save
             else:
                 rows["physics_dense_m"] = {"warp": dense}
                 ratio = dense / rows["physics"]["warp"]

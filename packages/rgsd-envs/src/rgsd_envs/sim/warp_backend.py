@@ -302,7 +302,8 @@ class WarpBackend(SimBackend):
         wp.launch(_count_solver_limits, dim=self.num_envs, inputs=[d.overflow, self._solver_hits_wp])
 
     def _mark_floor_contacts(self) -> None:
-        """The floor contact flags of the contacts ``step1`` just found, as the model's sensors report them."""
+        """The floor contact flags of the contacts the last collision pass found, as the model's sensors report
+        them."""
         d = self.wp_data
         self._found_wp.zero_()
         wp.launch(
