@@ -153,6 +153,25 @@ def test_floor_contact_flags_are_what_the_models_contact_sensors_report():
     warp.close()
 
 
+def test_contact_sensor_slots_map_each_bodys_geoms_to_its_column_and_refuse_other_sensors():
+    """Each geom of a sensed body reads its body's sensor column; a sensor the floor pass does not compute (here
+    one turned into an accelerometer) is refused in one error naming it, not silently reported as no contact."""
+    import mujoco
+
+    from rgsd_envs.sim.warp_backend import contact_sensor_slots
+
+    warp = make_backend("warp", 1)
+    model, floor = warp.model, warp._floor
+    slots = contact_sensor_slots(model, floor)
+    assert slots[floor] == -1 and set(slots[slots >= 0]) == set(model.sensor_adr)
+    for i in range(model.nsensor):
+        assert (slots[model.geom_bodyid == model.sensor_objid[i]] == model.sensor_adr[i]).all()
+    model.sensor_type[3] = mujoco.mjtSensor.mjSENS_ACCELEROMETER
+    with pytest.raises(ValueError, match=r"sensor 3: the warp backend computes body-floor contact sensors only"):
+        contact_sensor_slots(model, floor)
+    warp.close()
+
+
 def test_state_of_chosen_worlds_and_save_restore(backends, starts):
     warp, _ = backends
     qpos, qvel = starts
