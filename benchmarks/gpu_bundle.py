@@ -13,10 +13,16 @@ warp's CPU compiler), adds the repository's files (tracked and untracked-not-ign
 with ``--no-repo`` where the repository travels by other means), and writes one xz-compressed tar in parts of at
 most ``--part-mib`` MiB, with ``MANIFEST.json`` (parts, sizes, sha256, package versions) and ``unpack.sh``.
 
+It also carries rgsd's warp kernels compiled for ``--kernels-arch`` (default 90: H100, H200) by
+``benchmarks/warp_kernels.py``, here, with no GPU: a bare GPU machine would otherwise spend its job's first minutes
+compiling them. That needs this Python to hold the same warp-lang and mujoco-warp as the bundle (``--no-kernels``
+skips it).
+
 ``unpack.sh DEST`` checks every part's sha256, streams them through Python's ``tarfile`` (no xz program needed)
 into ``DEST`` and writes ``DEST/env.sh``, which puts ``DEST/site`` and the repository's three packages on
-``PYTHONPATH`` and sets ``MUJOCO_GL=disable`` (a GPU node often has no libEGL). Parts may arrive in separate
-jobs: the script only needs them side by side when it runs.
+``PYTHONPATH``, sets ``MUJOCO_GL=disable`` (a GPU node often has no libEGL) and points ``WARP_CACHE_PATH`` at the
+compiled kernels (warp adds what it compiles there to them). Parts may arrive in separate jobs: the script only
+needs them side by side when it runs.
 """
 
 from __future__ import annotations
@@ -64,6 +70,8 @@ PRUNE = (
 WARP_CPU = "warp/bin/warp-clang.so"
 """warp's CPU compiler (69 MB): a CUDA device compiles with NVRTC, inside warp.so; the CPU device needs it."""
 ARCHIVE = "rgsd-gpu-bundle.tar.xz"
+KERNEL_PACKAGES = ("warp-lang", "mujoco-warp")
+"""Whose sources name the compiled kernels (warp hashes a module's source): here and in the bundle they must match."""
 
 UNPACK_SH = r"""#!/usr/bin/env bash
 # Unpack the rgsd GPU bundle beside this script into DEST (default /tmp/rgsd); then: . DEST/env.sh
@@ -106,6 +114,8 @@ with tarfile.open(fileobj=Joined(parts), mode="r|xz") as tar:
 site, repo = dest / "site", dest / "rgsd"
 paths = [str(site)] + [str(repo / "packages" / p / "src") for p in ("rgsd-envs", "rgsd-eval", "rgsd-agents") if repo.is_dir()]
 lines = [f'export PYTHONPATH="{":".join(paths)}${{PYTHONPATH:+:$PYTHONPATH}}"', "export MUJOCO_GL=${MUJOCO_GL:-disable}"]
+if (dest / "warp-cache").is_dir():
+    lines.append(f'export WARP_CACHE_PATH="{dest / "warp-cache"}"')
 (dest / "env.sh").write_text("\n".join(lines) + "\n")
 print(f"unpacked {len(parts)} parts into {dest}: . {dest / 'env.sh'}" + (f"; the repository is {repo}" if repo.is_dir() else ""))
 PY
@@ -193,17 +203,45 @@ class PartWriter(io.RawIOBase):
         super().close()
 
 
-def members(site: Path, with_repo: bool) -> Iterator[tuple[Path, str]]:
-    """(file on disk, name in the archive): ``site/...`` then ``rgsd/...``."""
+def kernels_here(packages: tuple[str, ...] = PACKAGES) -> str | None:
+    """Why this Python cannot compile the bundle's kernels (a missing or other warp-lang or mujoco-warp than the
+    bundle's pin in ``packages``), or None."""
+    from importlib import metadata
+
+    pins = dict(p.split("==", 1) for p in packages if "==" in p)
+    for name in KERNEL_PACKAGES:
+        try:
+            have = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            have = None
+        if have != pins[name]:
+            return f"this Python has {name} {have or '(none)'}, the bundle {pins[name]}"
+    return None
+
+
+def compile_kernels(out: Path, arch: int) -> dict:
+    """``benchmarks/warp_kernels.py`` into ``out`` (its own process: it runs the env on the CPU); its manifest."""
+    subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "warp_kernels.py"), "--out", str(out), "--arch", str(arch)],
+        check=True,
+    )
+    return json.loads((out / "rgsd-kernels.json").read_text())
+
+
+def members(site: Path, with_repo: bool, kernels: Path | None = None) -> Iterator[tuple[Path, str]]:
+    """(file on disk, name in the archive): ``site/...``, ``warp-cache/...``, then ``rgsd/...``."""
     for path in sorted(p for p in site.rglob("*") if p.is_file()):
         yield path, f"site/{path.relative_to(site)}"
+    if kernels is not None:
+        for path in sorted(p for p in kernels.rglob("*") if p.is_file()):
+            yield path, f"warp-cache/{path.relative_to(kernels)}"
     if with_repo:
         for rel in repo_files():
             yield REPO / rel, f"rgsd/{rel}"
 
 
-def write_parts(out: Path, site: Path, with_repo: bool, part_bytes: int) -> list[Path]:
-    """The xz tar of the staged packages (and the repository) cut into parts; compressed by the xz program
+def write_parts(out: Path, site: Path, with_repo: bool, part_bytes: int, kernels: Path | None = None) -> list[Path]:
+    """The xz tar of the staged packages (and the compiled kernels and the repository) cut into parts; compressed by the xz program
     (all cores) when there is one, else by Python's lzma (one core, slower)."""
     xz = shutil.which("xz")
     writer = PartWriter(out, ARCHIVE, part_bytes)
@@ -211,7 +249,7 @@ def write_parts(out: Path, site: Path, with_repo: bool, part_bytes: int) -> list
         proc = subprocess.Popen([xz, "-9", "-T0", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         with tarfile.open(fileobj=proc.stdin, mode="w|") as tar:  # type: ignore[arg-type]
             pump = _pump_in_thread(proc.stdout, writer)
-            for path, name in members(site, with_repo):
+            for path, name in members(site, with_repo, kernels):
                 tar.add(path, arcname=name, recursive=False)
         proc.stdin.close()  # type: ignore[union-attr]
         pump.join()
@@ -219,7 +257,7 @@ def write_parts(out: Path, site: Path, with_repo: bool, part_bytes: int) -> list
             raise SystemExit(f"gpu_bundle: xz failed with exit code {proc.returncode}")
     else:
         with tarfile.open(fileobj=writer, mode="w|xz", preset=9) as tar:  # type: ignore[call-overload]
-            for path, name in members(site, with_repo):
+            for path, name in members(site, with_repo, kernels):
                 tar.add(path, arcname=name, recursive=False)
     writer.close()
     return writer.paths
@@ -246,10 +284,10 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def pack(site: Path, out: Path, with_repo: bool, part_bytes: int, meta: dict) -> dict:
-    """Write the parts of ``site`` (and the repository), ``MANIFEST.json`` (``meta`` plus the parts) and
-    ``unpack.sh`` into ``out``; the manifest."""
-    parts = write_parts(out, site, with_repo, part_bytes)
+def pack(site: Path, out: Path, with_repo: bool, part_bytes: int, meta: dict, kernels: Path | None = None) -> dict:
+    """Write the parts of ``site`` (and the repository and the compiled ``kernels``), ``MANIFEST.json`` (``meta``
+    plus the parts) and ``unpack.sh`` into ``out``; the manifest."""
+    parts = write_parts(out, site, with_repo, part_bytes, kernels)
     manifest = {
         **meta,
         "packages": versions(site),
@@ -270,16 +308,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--find-links", type=Path, action="append", default=[], help="a folder of wheels to use")
     parser.add_argument("--keep-warp-cpu", action="store_true", help="keep warp's CPU compiler (69 MB)")
     parser.add_argument("--no-repo", action="store_true", help="the packages alone (the repository travels apart)")
+    parser.add_argument("--kernels-arch", type=int, default=90, help="compile rgsd's warp kernels for this GPU arch")
+    parser.add_argument("--no-kernels", action="store_true", help="no compiled kernels (warp compiles them there)")
     args = parser.parse_args(argv)
     if args.out.exists() and any(args.out.iterdir()):
         parser.error(f"--out {args.out}: not empty (a bundle is written into a new or empty folder)")
+    why = None if args.no_kernels else kernels_here()
+    if why:
+        parser.error(f"cannot compile the bundle's warp kernels: {why} (install it, or pass --no-kernels)")
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rgsd-bundle-") as tmp:
         site = Path(tmp) / "site"
         stage_packages(site, args.python, args.find_links, PACKAGES)
         removed = prune(site, args.keep_warp_cpu)
         meta = {"python": args.python, "platforms": list(PLATFORMS), "pruned": removed}
-        manifest = pack(site, args.out, not args.no_repo, int(args.part_mib * (1 << 20)), meta)
+        kernels = None
+        if not args.no_kernels:
+            kernels = Path(tmp) / "warp-cache"
+            compiled = compile_kernels(kernels, args.kernels_arch)
+            meta["kernels"] = {
+                **{k: compiled[k] for k in ("warp", "arch", "format")},
+                "modules": len(compiled["modules"]),
+            }
+        manifest = pack(site, args.out, not args.no_repo, int(args.part_mib * (1 << 20)), meta, kernels)
     total = sum(p["bytes"] for p in manifest["parts"]) / (1 << 20)
     print(
         f"{len(manifest['parts'])} parts, {total:.1f} MiB in all, in {args.out}; there: bash {args.out}/unpack.sh DEST"

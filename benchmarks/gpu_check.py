@@ -209,6 +209,24 @@ def machine() -> list[str]:
     return lines
 
 
+def kernel_cache_lines(logs: Path) -> list[str]:
+    """A Markdown line on warp's kernels: how many module variants the GPU bundle shipped compiled (its
+    ``rgsd-kernels.json`` under ``WARP_CACHE_PATH``) and how many warp compiled here since (named in
+    ``logs/warp_compiled.txt``: what the shipped ones did not cover)."""
+    root = os.environ.get("WARP_CACHE_PATH")
+    shipped = _json(Path(root) / "rgsd-kernels.json") if root else {}
+    if not shipped:
+        return ["- warp kernels: none shipped compiled (no `rgsd-kernels.json` under `WARP_CACHE_PATH`)"]
+    cache = Path(root) / shipped["warp"]
+    folders = {p.name for p in cache.iterdir() if p.is_dir()} if cache.is_dir() else set()
+    compiled = sorted(folders - set(shipped["modules"]))
+    (logs / "warp_compiled.txt").write_text("".join(f"{name}\n" for name in compiled))
+    return [
+        f"- warp kernels: {len(shipped['modules'])} module variants shipped compiled for sm_{shipped['arch']} "
+        f"(`WARP_CACHE_PATH`); {len(compiled)} compiled on this machine since (`logs/warp_compiled.txt`)"
+    ]
+
+
 def _read(path: str) -> str:
     try:
         return Path(path).read_text()
@@ -315,6 +333,11 @@ def throughput_section(doc: dict) -> list[str]:
             w, m = rates.get("warp"), rates.get("mujoco")
             ratio = f"{w / m:.2f}x" if w and m else "-"
             lines.append(f"| {n} | {row} ({units.get(row, '')}) | {_fmt(w)} | {_fmt(m)} | {ratio} |")
+    for n, split in doc.get("train_split", {}).items():
+        for backend, parts in split.items():
+            total = sum(parts.values())
+            share = ", ".join(f"{k} {v:.3f} s ({v / total:.0%})" for k, v in parts.items()) if total > 0 else "-"
+            lines += ["", f"One training iteration at N = {n} on {backend}, by part (host clocks): {share}."]
     for n, rows in doc.get("seconds", {}).items():
         took = ", ".join(f"{row} {t:.1f}" for row, t in rows.items())
         lines += ["", f"Wall seconds of each row at N = {n}, setup included (kernel loads, graph captures): {took}."]
@@ -573,7 +596,7 @@ def write_report(path: Path, args: argparse.Namespace, steps: dict[str, Step], m
     if args.smoke:
         mode += ", --smoke (CPU, tiny sizes: checks the script, its figures are not judged)"
     sections: dict[str, list[str]] = {
-        "Machine": machine_lines,
+        "Machine": [*machine_lines[:1], *kernel_cache_lines(out / "logs"), *machine_lines[1:]],
         "Goals": goals(throughput, train, args.smoke, train_source),
         "Steps": ["| step | result | seconds | note | log |", "|---|---|---|---|---|"]
         + [

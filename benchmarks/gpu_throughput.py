@@ -20,7 +20,8 @@ machine's cores), with the ratio warp / mujoco:
 - ``train``: samples/s of the full training loop (rollout, GAE, PPO, discovery-encoder
   update) with the paper's networks ([1024, 1024, 1024, 512] actor, critic and encoder,
   minibatch 32768, 5 epochs), the learner on ``--device``; warp keeps the env on the device,
-  mujoco runs the hybrid mode (simulation on the CPU, learner on the device).
+  mujoco runs the hybrid mode (simulation on the CPU, learner on the device); and the seconds of an iteration by
+  part (env steps, policy, PPO update, discovery update, other), which say where a training falls short of its env.
 
 Goals on one H100: >= 450k env steps/s at 8192 worlds (0.9 of the physics alone), >= 250k training samples/s.
 ``--profile FILE`` writes where the env step's time goes at the largest N: host milliseconds per phase, the GPU's
@@ -275,8 +276,15 @@ def train_config(backend: str, n: int, device: torch.device, smoke: bool) -> Tra
     return load_config("paper", overrides)
 
 
-def train_rate(cfg: TrainConfig, folder: Path, iterations: int) -> float:
-    """Samples/s of the full training loop after one warm-up iteration."""
+TRAIN_PHASES = ("env", "policy", "update", "method")
+"""The training iteration's parts the runner times (``perf/<phase>_seconds``): env steps, the policy's actions and
+values in the rollout, the PPO update, the method's own update (RGSD: the discovery encoder)."""
+
+
+def train_rate(cfg: TrainConfig, folder: Path, iterations: int) -> tuple[float, dict[str, float]]:
+    """Samples/s of the full training loop after one warm-up iteration, and its mean seconds per iteration by
+    part (``TRAIN_PHASES``, and ``other``: GAE, relabelling, statistics). Host clocks: a part's GPU work that
+    runs on past its end without a read is counted in the next."""
     _, inputs = load_reference(cfg.pretrain_config())
     encoder = folder / "encoder.pt"
     build_encoder(cfg.pretrain_config(), inputs).save(encoder)  # random weights: its cost is what matters here
@@ -285,7 +293,10 @@ def train_rate(cfg: TrainConfig, folder: Path, iterations: int) -> float:
     runner.iterate()
     metrics = [runner.iterate() for _ in range(iterations)]
     runner.close()
-    return cfg.batch_size * iterations / sum(m["perf/iteration_seconds"] for m in metrics)
+    split = {p: sum(m[f"perf/{p}_seconds"] for m in metrics) / iterations for p in TRAIN_PHASES}
+    total = sum(m["perf/iteration_seconds"] for m in metrics)
+    split["other"] = total / iterations - sum(split.values())
+    return cfg.batch_size * iterations / total, {k: round(v, 4) for k, v in split.items()}
 
 
 def _row(name: str, rates: dict[str, float], unit: str) -> str:
@@ -321,12 +332,15 @@ def main() -> None:
     )
     print(f"  {'':<8s}{'warp':>12s}{'mujoco':>12s}  {'ratio':>7s}")
     figures: dict[str, dict[str, dict[str, float]]] = {}
+    splits: dict[str, dict[str, dict[str, float]]] = {}
+    """N -> backend -> seconds per training iteration by part (``train_rate``)."""
     seconds: dict[str, dict[str, float]] = {}
     """Wall seconds of each row, setup included (kernel loads, graph captures, env and networks built): where a
     short GPU job's time goes, beside the timed steps' few seconds."""
     if args.json and args.json.is_file():  # a run at other N adds to the file: same N is measured anew
         earlier = json.loads(args.json.read_text())
         figures, seconds = earlier.get("figures", {}), earlier.get("seconds", {})
+        splits = earlier.get("train_split", {})
     clock = time.perf_counter()
 
     def save() -> None:  # after each row, so a stopped or failed run keeps every figure measured so far
@@ -336,7 +350,7 @@ def main() -> None:
         print(f"  {'':<8s}({last}: {took:.1f} s wall, setup included)", flush=True)
         clock = time.perf_counter()
         if args.json:
-            doc = {"device": str(device), "gpu": gpu, "figures": figures, "seconds": seconds}
+            doc = {"device": str(device), "gpu": gpu, "figures": figures, "seconds": seconds, "train_split": splits}
             with atomic_path(args.json) as tmp_json:
                 Path(tmp_json).write_text(json.dumps(doc, indent=1))
 
@@ -359,11 +373,14 @@ def main() -> None:
             save()
         if not args.no_train:
             rows["train"] = {}
+            split = splits[str(n)] = {}
             for b in args.backends:
                 with tempfile.TemporaryDirectory() as tmp:
                     cfg = train_config(b, n, device, args.smoke)
-                    rows["train"][b] = train_rate(cfg, Path(tmp), args.train_iterations)
+                    rows["train"][b], split[b] = train_rate(cfg, Path(tmp), args.train_iterations)
             print(_row("train", rows["train"], "samples/s, paper networks (full loop)"), flush=True)
+            for b, parts in split.items():
+                print(f"  {'':<8s}{b} iteration, s: " + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()))
             save()
         if "warp" in args.backends:
             try:  # last: mujoco-warp does not lay out trees this large densely itself

@@ -67,3 +67,24 @@ def test_pruning_keeps_warp_s_cpu_compiler_only_when_asked(gpu_bundle, tmp_path)
         removed = gpu_bundle.prune(site, keep_warp_cpu=keep)
         assert (site / "warp/bin/warp-clang.so").exists() == keep and (site / "mujoco/x.py").exists()
         assert "warp/tests" in removed and "mujoco/studio" in removed and not (site / "warp/tests").exists()
+
+
+def test_compiled_kernels_travel_in_the_parts_and_env_sh_points_warp_at_them(gpu_bundle, tmp_path):
+    site, out, kernels = _site(tmp_path), tmp_path / "bundle", tmp_path / "warp-cache"
+    cubin = kernels / "1.19.0" / "wp_m_abc1234" / "wp_m_abc1234.sm90.cubin"
+    cubin.parent.mkdir(parents=True)
+    cubin.write_bytes(b"\x7fELF" * 100)
+    (kernels / "rgsd-kernels.json").write_text('{"arch": 90}')
+    out.mkdir()
+    gpu_bundle.pack(site, out, False, 1 << 20, {}, kernels)
+    dest = tmp_path / "dest"
+    subprocess.run(["bash", str(out / "unpack.sh"), str(dest)], capture_output=True, check=True)
+    assert (dest / "warp-cache" / cubin.relative_to(kernels)).read_bytes() == cubin.read_bytes()
+    assert f'export WARP_CACHE_PATH="{dest / "warp-cache"}"' in (dest / "env.sh").read_text()
+
+
+def test_kernels_are_compiled_only_by_the_warp_the_bundle_carries(gpu_bundle):
+    # warp names a compiled module by a hash of its source: another warp-lang here would compile modules there
+    # warp would never look up
+    why = gpu_bundle.kernels_here(("warp-lang==0.0.1", "mujoco-warp==4.0.0"))
+    assert why is not None and why.startswith("this Python has warp-lang ") and why.endswith("the bundle 0.0.1")

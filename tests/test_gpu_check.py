@@ -199,3 +199,31 @@ def test_the_dense_mass_matrix_row_factors_the_humanoids_tree_by_tile_cholesky(l
     assert sparse.wp_model.M_tiles == () and sparse.wp_model.qLD_block_total == 0
     dense.close()
     sparse.close()
+
+
+def test_the_report_counts_the_kernels_a_bundle_shipped_and_those_compiled_since(gpu_check, tmp_path, monkeypatch):
+    cache, logs = tmp_path / "warp-cache", tmp_path / "logs"
+    logs.mkdir()
+    monkeypatch.delenv("WARP_CACHE_PATH", raising=False)
+    assert "none shipped compiled" in gpu_check.kernel_cache_lines(logs)[0]
+    for name in ("wp_a_1111111", "wp_b_2222222", "wp_a_3333333"):  # the last: module a, its hash not shipped
+        (cache / "1.19.0" / name).mkdir(parents=True)
+    shipped = {"warp": "1.19.0", "arch": 90, "modules": ["wp_a_1111111", "wp_b_2222222"]}
+    (cache / "rgsd-kernels.json").write_text(json.dumps(shipped))
+    monkeypatch.setenv("WARP_CACHE_PATH", str(cache))
+    (line,) = gpu_check.kernel_cache_lines(logs)
+    assert "2 module variants shipped compiled for sm_90" in line and "1 compiled on this machine since" in line
+    assert (logs / "warp_compiled.txt").read_text() == "wp_a_3333333\n"
+
+
+def test_the_report_splits_a_training_iteration_into_its_parts(gpu_check):
+    doc = {
+        "figures": {"8192": {"train": {"warp": 211_708.0}}},
+        "train_split": {"8192": {"warp": {"env": 0.6, "policy": 0.05, "update": 0.3, "method": 0.04, "other": 0.01}}},
+    }
+    lines = gpu_check.throughput_section(doc)
+    assert "| 8192 | train (samples/s (paper networks, full loop)) | 211,708 | - | - |" in lines
+    assert (
+        "One training iteration at N = 8192 on warp, by part (host clocks): env 0.600 s (60%), policy 0.050 s (5%), "
+        "update 0.300 s (30%), method 0.040 s (4%), other 0.010 s (1%)." in lines
+    )
