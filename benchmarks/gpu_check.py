@@ -317,6 +317,7 @@ def throughput_section(doc: dict) -> list[str]:
     units = {
         "physics": "world-steps/s",
         "physics_dense_m": "world-steps/s, mass matrix by tile Cholesky",
+        "env_dense_m": "env steps/s, mass matrix by tile Cholesky",
         "env": "env steps/s (encoder reward)",
         "env_host_restarts": "env steps/s, restarts through host indices",
         "train": "samples/s (paper networks, full loop)",

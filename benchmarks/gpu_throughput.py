@@ -10,7 +10,9 @@ machine's cores), with the ratio warp / mujoco:
   kinematic tree's mass matrix densely up to 64 dofs and by sparse LDL beyond, one launch per tree level; the
   humanoid's one tree has 75 dofs, so its factorisations are 29 launches each, four per control step (45 % of an
   H200's env step in ``profile.txt``). The row lifts that bound for its backend, as mujoco-warp's own tests patch
-  it, and prints the ratio to ``physics``; timed after the other rows, so that a failure there loses only itself;
+  it, and prints the ratio to ``physics``; ``env, dense M``: the env on that layout, with its ratio to ``env``
+  (so that, with the two, the env's share of its physics can be read for either layout); timed after the other
+  rows, so that a failure there loses only those rows;
 - ``env``: world-steps/s of the torch env ``RGSDTorchEnv`` (what the trainers step) with the
   encoder reward (PD targets, physics, observations, rewards, terminations, autoresets, its one
   host read per step), actions N(0, 0.1) already on the env's device;
@@ -102,13 +104,20 @@ def physics_rate(backend: str, n: int, steps: int, device: torch.device, dense_m
 
 
 def env_rate(
-    backend: str, n: int, steps: int, device: torch.device, profile: Path | None = None, masked: bool | None = None
+    backend: str,
+    n: int,
+    steps: int,
+    device: torch.device,
+    profile: Path | None = None,
+    masked: bool | None = None,
+    dense_m: bool = False,
 ) -> float:
     """World-steps/s of the torch env (the trainers' interface) with the encoder reward, actions on its device
-    (``masked``: its ``masked_restarts``, None: the env's default); with ``profile``, 20 more steps under torch's
-    profiler, its table of ops and kernels written there."""
+    (``masked``: its ``masked_restarts``, None: the env's default; ``dense_m``: ``dense_mass_matrix``); with
+    ``profile``, 20 more steps under torch's profiler, its table of ops and kernels written there."""
     dev = torch.device(_env_device(backend, device))
-    env = RGSDTorchEnv(n, backend=backend, device=str(dev))
+    with dense_mass_matrix() if dense_m else contextlib.nullcontext():
+        env = RGSDTorchEnv(n, backend=backend, device=str(dev))
     if masked is not None:
         env.masked_restarts = masked
     gen = torch.Generator(dev).manual_seed(0)
@@ -383,15 +392,19 @@ def main() -> None:
                 print(f"  {'':<8s}{b} iteration, s: " + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()))
             save()
         if "warp" in args.backends:
-            try:  # last: mujoco-warp does not lay out trees this large densely itself
-                dense = physics_rate("warp", n, args.steps, device, dense_m=True)
-            except Exception as err:  # reported; the rows before it are kept
-                print(f"  {'physics, dense M':<20s}failed: {type(err).__name__}: {err}", flush=True)
-                clock = time.perf_counter()  # the next row's wall seconds start here, as after a save
-            else:
-                rows["physics_dense_m"] = {"warp": dense}
-                ratio = dense / rows["physics"]["warp"]
-                print(f"  {'physics, dense M':<20s}{dense:>12,.0f}   this / physics: {ratio:.2f}x", flush=True)
+            for row, name, rate in (
+                ("physics_dense_m", "physics, dense M", physics_rate),
+                ("env_dense_m", "env, dense M", env_rate),
+            ):
+                try:  # last: mujoco-warp does not lay out trees this large densely itself
+                    dense = rate("warp", n, args.steps, device, dense_m=True)
+                except Exception as err:  # reported; the rows before it are kept
+                    print(f"  {name:<20s}failed: {type(err).__name__}: {err}", flush=True)
+                    clock = time.perf_counter()  # the next row's wall seconds start here, as after a save
+                    break
+                rows[row] = {"warp": dense}
+                base = rows["physics" if row == "physics_dense_m" else "env"]["warp"]
+                print(f"  {name:<20s}{dense:>12,.0f}   this / without: {dense / base:.2f}x", flush=True)
                 save()
 
 
