@@ -49,25 +49,15 @@ class OpCounter(TorchDispatchMode):
 @contextmanager
 def counting_warp_launches() -> Iterator[Counter[str]]:
     """Count ``wp.launch`` and ``wp.capture_launch`` calls inside the block (by kind)."""
-    import warp as wp
+    from rgsd_envs.testing import watching_warp
 
     counts: Counter[str] = Counter()
-    originals = {"launch": wp.launch, "capture_launch": wp.capture_launch}
 
-    def counted(kind: str):
-        def wrapper(*args, **kwargs):
-            counts["graph" if kind == "capture_launch" else "kernel"] += 1
-            return originals[kind](*args, **kwargs)
+    def count(name: str, args: tuple, kwargs: dict) -> None:
+        counts["graph" if name == "capture_launch" else "kernel"] += 1
 
-        return wrapper
-
-    for kind in originals:
-        setattr(wp, kind, counted(kind))
-    try:
+    with watching_warp(("launch", "capture_launch"), count):
         yield counts
-    finally:
-        for kind, fn in originals.items():
-            setattr(wp, kind, fn)
 
 
 def count_per_step(

@@ -51,25 +51,16 @@ class Launch:
 def recording() -> Iterator[set[Launch]]:
     """Record every ``wp.launch`` and ``wp.launch_tiled`` made inside the block (before warp's CPU device turns
     the asked block size into 1)."""
-    import warp as wp
+    from rgsd_envs.testing import watching_warp
 
     seen: set[Launch] = set()
-    originals = {name: getattr(wp, name) for name in ("launch", "launch_tiled")}
 
-    def hook(name: str) -> Callable[..., Any]:
-        def launch(kernel: Any, *args: Any, **kwargs: Any) -> Any:
-            seen.add(Launch(kernel.module, kwargs.get("block_dim")))
-            return originals[name](kernel, *args, **kwargs)
+    def record(name: str, args: tuple, kwargs: dict) -> None:
+        kernel = args[0] if args else kwargs["kernel"]
+        seen.add(Launch(kernel.module, kwargs.get("block_dim")))
 
-        return launch
-
-    for name in originals:
-        setattr(wp, name, hook(name))
-    try:
+    with watching_warp(("launch", "launch_tiled"), record):
         yield seen
-    finally:
-        for name, fn in originals.items():
-            setattr(wp, name, fn)
 
 
 def run_paths(num_envs: int, steps: int) -> None:

@@ -83,13 +83,21 @@ def test_build_compiles_what_the_paths_launched_and_lists_it(warp_kernels, tmp_p
 
 
 @pytest.mark.slow
-def test_rgsd_s_warp_paths_compile_for_the_gpu(warp_kernels, tmp_path):
-    # all of it: the env, the dense mass matrix and constraint-free worlds on the CPU warp device, then NVRTC
-    # (about 2.5 minutes on 2 cores)
+def test_rgsd_s_warp_paths_are_recorded_with_the_block_sizes_a_gpu_loads(warp_kernels, tmp_path):
+    # the env, the dense mass matrix and constraint-free worlds on the CPU warp device; one module compiled (the
+    # whole set takes about 2 minutes of NVRTC: benchmarks/warp_kernels.py)
+    from mujoco_warp._src.types import BlockDim
+
     from rgsd_envs.sim import warp_backend
 
-    manifest = warp_kernels.build(tmp_path, 90, 2, 1, log=lambda line: None)
-    ours = wp.get_module(warp_backend.__name__).get_module_identifier(warp_kernels.GPU_DEFAULT_BLOCK)
-    assert ours in manifest["modules"] and len(manifest["modules"]) >= 40
-    for name in manifest["modules"]:
-        assert {p.suffix for p in (tmp_path / manifest["warp"] / name).iterdir()} == {".cubin", ".meta"}
+    with warp_kernels.recording() as launches:
+        warp_kernels.run_paths(2, 1)
+    gpu_sizes = {v for v in vars(BlockDim()).values() if v > 1}
+    sizes = warp_kernels.block_sizes(launches, gpu_sizes)
+    by_name = {module.name: s for module, s in sizes.items()}
+    assert by_name[warp_backend.__name__] == {warp_kernels.GPU_DEFAULT_BLOCK}  # rgsd's kernels name no block size
+    assert any(name.startswith("_tile_cholesky") for name in by_name)  # the dense mass matrix's tile kernels
+    assert any(s == gpu_sizes for s in by_name.values())  # a launch of a CPU-only branch: every GPU size
+    ours = next(m for m in sizes if m.name == warp_backend.__name__)
+    folder = warp_kernels.compile_module(ours, warp_kernels.GPU_DEFAULT_BLOCK, 90, tmp_path)
+    assert (folder / f"{folder.name}.sm90.cubin").is_file()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 @contextmanager
@@ -31,3 +32,28 @@ def warp_without_constraints() -> Iterator[None]:
         yield
     finally:
         mjw.put_model = original
+
+
+@contextmanager
+def watching_warp(names: tuple[str, ...], on_call: Callable[[str, tuple, dict], None]) -> Iterator[None]:
+    """Inside the block, every call of the warp functions ``names`` (``"launch"``, ``"launch_tiled"``,
+    ``"capture_launch"``, ...) first calls ``on_call(name, args, kwargs)``, then runs as usual (for benchmarks that
+    count or record what a step launches)."""
+    import warp as wp
+
+    originals = {name: getattr(wp, name) for name in names}
+
+    def watched(name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            on_call(name, args, kwargs)
+            return originals[name](*args, **kwargs)
+
+        return call
+
+    for name in names:
+        setattr(wp, name, watched(name))
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(wp, name, fn)
