@@ -33,8 +33,6 @@ import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-GPU_DEFAULT_BLOCK = 256
-"""The block size of a CUDA launch that names none (warp's ``_resolve_launch_block_dim``)."""
 MANIFEST = "rgsd-kernels.json"
 """What was compiled, for which arch and warp version, written beside the warp version's folder."""
 
@@ -95,12 +93,14 @@ def block_sizes(launches: set[Launch], gpu_sizes: set[int]) -> dict[Any, set[int
     """Module -> the block sizes a GPU would load it with: a launch that names none gets the CUDA default; one
     that names 1 comes from a CPU-only branch, whose CUDA size is one of ``gpu_sizes`` (mujoco-warp's
     ``BlockDim``), so every one of those is built."""
+    from rgsd_envs.sim.warp_backend import CUDA_LAUNCH_BLOCK
+
     sizes: dict[Any, set[int]] = {}
     for launch in launches:
         if not launch.module.execs:
             continue  # launched over no threads (a model part the humanoid lacks): never loaded, on a GPU either
         b = launch.block_dim
-        wanted = {GPU_DEFAULT_BLOCK} if b is None else gpu_sizes if b == 1 else {b}
+        wanted = {CUDA_LAUNCH_BLOCK} if b is None else gpu_sizes if b == 1 else {b}
         sizes.setdefault(launch.module, set()).update(wanted)
     return sizes
 

@@ -7,6 +7,9 @@ import json
 import pytest
 
 wp = pytest.importorskip("warp")
+pytest.importorskip("mujoco_warp")
+
+from rgsd_envs.sim.warp_backend import CUDA_LAUNCH_BLOCK  # noqa: E402
 
 
 @wp.kernel
@@ -76,7 +79,7 @@ def test_build_compiles_what_the_paths_launched_and_lists_it(warp_kernels, tmp_p
 
     monkeypatch.setattr(warp_kernels, "run_paths", paths)
     manifest = warp_kernels.build(tmp_path, 90, 4, 2, log=lambda line: None)
-    folder = _double.module.get_module_identifier(warp_kernels.GPU_DEFAULT_BLOCK)
+    folder = _double.module.get_module_identifier(CUDA_LAUNCH_BLOCK)
     assert folder in manifest["modules"] and (manifest["arch"], manifest["format"]) == (90, "cubin")
     assert (tmp_path / manifest["warp"] / folder / f"{folder}.sm90.cubin").is_file()
     assert json.loads((tmp_path / warp_kernels.MANIFEST).read_text()) == manifest
@@ -95,9 +98,9 @@ def test_rgsd_s_warp_paths_are_recorded_with_the_block_sizes_a_gpu_loads(warp_ke
     gpu_sizes = {v for v in vars(BlockDim()).values() if v > 1}
     sizes = warp_kernels.block_sizes(launches, gpu_sizes)
     by_name = {module.name: s for module, s in sizes.items()}
-    assert by_name[warp_backend.__name__] == {warp_kernels.GPU_DEFAULT_BLOCK}  # rgsd's kernels name no block size
+    assert by_name[warp_backend.__name__] == {CUDA_LAUNCH_BLOCK}  # rgsd's kernels name no block size
     assert any(name.startswith("_tile_cholesky") for name in by_name)  # the dense mass matrix's tile kernels
     assert any(s == gpu_sizes for s in by_name.values())  # a launch of a CPU-only branch: every GPU size
     ours = next(m for m in sizes if m.name == warp_backend.__name__)
-    folder = warp_kernels.compile_module(ours, warp_kernels.GPU_DEFAULT_BLOCK, 90, tmp_path)
+    folder = warp_kernels.compile_module(ours, CUDA_LAUNCH_BLOCK, 90, tmp_path)
     assert (folder / f"{folder.name}.sm90.cubin").is_file()

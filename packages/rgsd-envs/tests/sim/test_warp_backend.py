@@ -315,3 +315,23 @@ def test_a_missing_warp_extra_is_one_line_saying_what_to_install(monkeypatch):
     with pytest.raises(ValueError, match="unknown simulator backend 'mjx'; choose one of 'mujoco', 'warp'"):
         check_backend("mjx")
     check_backend("mujoco")
+
+
+def test_a_first_run_says_it_compiles_the_kernels_and_a_cached_one_says_nothing(monkeypatch, caplog):
+    from rgsd_envs.sim import warp_backend
+
+    stepped = make_backend("warp", 2)
+    stepped.step(torch.as_tensor(sk.ACTION_OFFSET, dtype=torch.float32).repeat(2, 1))  # its kernels are compiled now
+    stepped.close()
+    cpu = wp.get_device("cpu")
+    assert warp_backend.kernels_cached(cpu)
+    with monkeypatch.context() as m:
+        m.setattr(wp.config, "kernel_cache_dir", "/nonexistent/warp-cache")
+        assert not warp_backend.kernels_cached(cpu)
+    with caplog.at_level("INFO", logger=warp_backend.__name__):
+        make_backend("warp", 2).close()
+        assert "compiling" not in caplog.text
+        monkeypatch.setattr(warp_backend, "kernels_cached", lambda device: False)
+        make_backend("warp", 2).close()
+    (line,) = [r.getMessage() for r in caplog.records if "compiling" in r.getMessage()]
+    assert "kernels for cpu, once per machine" in line and wp.config.kernel_cache_dir in line

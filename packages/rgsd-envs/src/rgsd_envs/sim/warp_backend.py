@@ -168,6 +168,18 @@ def lacks_cpu_compiler(device: str | torch.device) -> bool:
     return wp.get_device(warp_device(torch.device(device))).is_cpu and wp._src.context.runtime.llvm is None
 
 
+CUDA_LAUNCH_BLOCK = 256
+"""Threads per block of a CUDA launch that names none (warp's default): the variant of a module it loads."""
+
+
+def kernels_cached(device: Any) -> bool:
+    """Whether warp's kernel cache holds this backend's kernels for the warp ``device``; they are compiled with
+    mujoco-warp's on a machine's first run, so False means the first step compiles all of them."""
+    block = 1 if device.is_cpu else CUDA_LAUNCH_BLOCK  # warp launches on its CPU device with blocks of 1
+    folder = wp.get_module(__name__).get_module_identifier(block)
+    return os.path.isdir(os.path.join(wp.config.kernel_cache_dir, folder))
+
+
 def use_cuda_graphs(device: Any) -> bool:
     """Whether to capture the control step on this warp device; a one-line warning when a CUDA device cannot."""
     reason = graph_unavailable_reason(device)
@@ -267,6 +279,12 @@ class WarpBackend(SimBackend):
         self._hi = torch.as_tensor(sk.DOF_RANGES[:, 1], dtype=torch.float32, device=self.device)
         self.physics_seconds = 0.0
         """Kept for the benchmarks' interface; warp launches are asynchronous, so it stays 0."""
+        if not kernels_cached(self.wp_device):  # else the first step's silent minute looks like a hang
+            log.info(
+                "warp backend: compiling MuJoCo Warp's kernels for %s, once per machine (a minute or more; cached in %s)",
+                self.wp_device,
+                wp.config.kernel_cache_dir,
+            )
         self._use_graph = use_cuda_graphs(self.wp_device)
         self._step_graph = self._capture(self._control_step)
         self._observed_graph = self._capture(self._observed)
