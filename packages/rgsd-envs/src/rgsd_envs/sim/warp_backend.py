@@ -281,7 +281,7 @@ class WarpBackend(SimBackend):
         """Kept for the benchmarks' interface; warp launches are asynchronous, so it stays 0."""
         if not kernels_cached(self.wp_device):  # else the first step's silent minute looks like a hang
             log.info(
-                "warp backend: compiling MuJoCo Warp's kernels for %s, once per machine (a minute or more; cached in %s)",
+                "warp backend: compiling MuJoCo Warp's kernels for %s, once per machine (a minute or two; cached in %s)",
                 self.wp_device,
                 wp.config.kernel_cache_dir,
             )
