@@ -2,6 +2,7 @@
 
     python benchmarks/backend_parity.py --device cpu  --json benchmarks/results/backend_parity_cpu.json
     python benchmarks/backend_parity.py --device cuda --json runs/backend_parity_cuda.json
+    python benchmarks/backend_parity.py --device cpu --dense-mass-matrix --json benchmarks/results/backend_parity_cpu_dense_m.json
 
 Deterministic actions, z = z_m, each clip from its first frame to its end, no early termination
 (``rgsd_eval.parity``). Prints the per-clip table and the gaps at shorter horizons as markdown, writes the
@@ -11,6 +12,7 @@ same as JSON, and exits 1 when a clip is outside its tolerance.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import sys
@@ -18,6 +20,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from rgsd_agents.pretrained import pretrained_run
+from rgsd_envs.testing import dense_mass_matrix
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.parity import backend_parity
 
@@ -39,14 +42,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clips", default=None, help="comma-separated clip names (default: all of the run's clips)")
     p.add_argument("--max-frames", type=int, default=None, help="stop each rollout after this many frames")
     p.add_argument("--json", default=None, help="write the report here")
+    p.add_argument(
+        "--dense-mass-matrix",
+        action="store_true",
+        help="warp factors the humanoid's mass matrix by tile Cholesky (gpu_throughput.py's dense M rows)",
+    )
     args = p.parse_args(argv)
     try:
-        report = backend_parity(
-            args.run or pretrained_run(),
-            device=args.device,
-            clips=args.clips.split(",") if args.clips else None,
-            max_frames=args.max_frames,
-        )
+        with dense_mass_matrix() if args.dense_mass_matrix else contextlib.nullcontext():
+            report = backend_parity(
+                args.run or pretrained_run(),
+                device=args.device,
+                clips=args.clips.split(",") if args.clips else None,
+                max_frames=args.max_frames,
+            )
     except (InputFileError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -59,6 +59,7 @@ from rgsd_agents.training.runner import Runner
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.sim import check_backend, make_backend
+from rgsd_envs.testing import dense_mass_matrix
 from rgsd_envs.utils.files import atomic_path
 
 BACKENDS = ("warp", "mujoco")
@@ -72,16 +73,6 @@ def _sync(device: torch.device) -> None:
 def _env_device(backend: str, device: torch.device) -> str:
     """Where the env's tensors live: with the simulator (warp) or on the CPU (mujoco, hybrid mode)."""
     return str(device) if backend == "warp" else "cpu"
-
-
-@contextlib.contextmanager
-def dense_mass_matrix() -> Iterator[None]:
-    """Warp backends made inside factor the humanoid's 75-dof mass matrix by tile Cholesky (mujoco-warp's
-    ``M_BLOCK_DENSE_MAX`` raised from 64 to the tree's dof count while the model is laid out)."""
-    from mujoco_warp._src import types
-
-    with mock.patch.object(types, "M_BLOCK_DENSE_MAX", max(types.M_BLOCK_DENSE_MAX, sk.NUM_DOFS + 6)):
-        yield
 
 
 def physics_rate(backend: str, n: int, steps: int, device: torch.device, dense_m: bool = False) -> float:

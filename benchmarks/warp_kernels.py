@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
 MANIFEST = "rgsd-kernels.json"
 """What was compiled, for which arch and warp version, written beside the warp version's folder."""
 
@@ -64,12 +63,9 @@ def recording() -> Iterator[set[Launch]]:
 def run_paths(num_envs: int, steps: int) -> None:
     """rgsd's warp paths on the CPU warp device: the env (masked and host restarts, the state read after a
     restart), the physics with a dense mass matrix, and constraint-free worlds."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from gpu_throughput import dense_mass_matrix
-
     from rgsd_envs.envs.torch_env import RGSDTorchEnv
     from rgsd_envs.sim import make_backend
-    from rgsd_envs.testing import warp_without_constraints
+    from rgsd_envs.testing import dense_mass_matrix, warp_without_constraints
 
     gen = torch.Generator().manual_seed(0)
     for masked in (True, False):

@@ -183,16 +183,16 @@ def test_the_gpus_idle_time_is_split_by_the_host_phase_running_through_it(load_b
     assert gt.device_idle_by_phase({"traceEvents": [x("cpu_op", "aten::mm", 0, 5)]}, [observe], 1) == {}
 
 
-def test_the_dense_mass_matrix_row_factors_the_humanoids_tree_by_tile_cholesky(load_benchmark):
-    """mujoco-warp factors trees of more than 64 dofs by sparse LDL, one launch per level; the ``physics, dense M``
-    row's backend lays the humanoid's 75-dof tree out for tile Cholesky, and only inside its context."""
+def test_the_dense_mass_matrix_rows_factor_the_humanoids_tree_by_tile_cholesky():
+    """mujoco-warp factors trees of more than 64 dofs by sparse LDL, one launch per level; the ``dense M`` rows'
+    backends lay the humanoid's 75-dof tree out for tile Cholesky, and only inside their context."""
     pytest.importorskip("mujoco_warp")
     from rgsd_envs.humanoid import skeleton as sk
     from rgsd_envs.sim import make_backend
+    from rgsd_envs.testing import dense_mass_matrix
 
-    gt: ModuleType = load_benchmark("gpu_throughput")
     dofs = sk.NUM_DOFS + 6
-    with gt.dense_mass_matrix():
+    with dense_mass_matrix():
         dense = make_backend("warp", 2)
     sparse = make_backend("warp", 2)
     assert [t.size for t in dense.wp_model.M_tiles] == [dofs] and dense.wp_model.qLD_block_total == dofs * dofs

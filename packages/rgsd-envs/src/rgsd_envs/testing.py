@@ -35,6 +35,21 @@ def warp_without_constraints() -> Iterator[None]:
 
 
 @contextmanager
+def dense_mass_matrix() -> Iterator[None]:
+    """Warp backends made inside factor the humanoid's 75-dof mass matrix by tile Cholesky: mujoco-warp's
+    ``M_BLOCK_DENSE_MAX`` is raised from 64 to the tree's dof count while the model is laid out, as its own tests
+    patch it. Beyond 64 dofs it factors a tree by sparse LDL, one launch per tree level (29 for the humanoid)."""
+    from unittest import mock
+
+    from mujoco_warp._src import types
+
+    from rgsd_envs.humanoid import skeleton as sk
+
+    with mock.patch.object(types, "M_BLOCK_DENSE_MAX", max(types.M_BLOCK_DENSE_MAX, sk.NUM_DOFS + 6)):
+        yield
+
+
+@contextmanager
 def watching_warp(names: tuple[str, ...], on_call: Callable[[str, tuple, dict], None]) -> Iterator[None]:
     """Inside the block, every call of the warp functions ``names`` (``"launch"``, ``"launch_tiled"``,
     ``"capture_launch"``, ...) first calls ``on_call(name, args, kwargs)``, then runs as usual (for benchmarks that
