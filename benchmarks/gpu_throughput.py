@@ -383,9 +383,9 @@ def main() -> None:
                 print(f"  {'':<8s}{b} iteration, s: " + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()))
             save()
         if "warp" in args.backends:
-            for row, name, rate in (
-                ("physics_dense_m", "physics, dense M", physics_rate),
-                ("env_dense_m", "env, dense M", env_rate),
+            for row, name, rate, base in (
+                ("physics_dense_m", "physics, dense M", physics_rate, "physics"),
+                ("env_dense_m", "env, dense M", env_rate, "env"),
             ):
                 try:  # last: mujoco-warp does not lay out trees this large densely itself
                     dense = rate("warp", n, args.steps, device, dense_m=True)
@@ -394,8 +394,8 @@ def main() -> None:
                     clock = time.perf_counter()  # the next row's wall seconds start here, as after a save
                     break
                 rows[row] = {"warp": dense}
-                base = rows["physics" if row == "physics_dense_m" else "env"]["warp"]
-                print(f"  {name:<20s}{dense:>12,.0f}   this / without: {dense / base:.2f}x", flush=True)
+                without = rows[base]["warp"]
+                print(f"  {name:<20s}{dense:>12,.0f}   this / without: {dense / without:.2f}x", flush=True)
                 save()
 
 

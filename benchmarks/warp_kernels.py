@@ -85,6 +85,13 @@ def run_paths(num_envs: int, steps: int) -> None:
         backend.close()
 
 
+def gpu_block_sizes() -> set[int]:
+    """The block sizes mujoco-warp launches its tiled kernels with on a GPU (``BlockDim``'s values above 1)."""
+    from mujoco_warp._src.types import BlockDim
+
+    return {v for v in dataclasses.asdict(BlockDim()).values() if v > 1}
+
+
 def block_sizes(launches: set[Launch], gpu_sizes: set[int]) -> dict[Any, set[int]]:
     """Module -> the block sizes a GPU would load it with: a launch that names none gets the CUDA default; one
     that names 1 comes from a CPU-only branch, whose CUDA size is one of ``gpu_sizes`` (mujoco-warp's
@@ -120,13 +127,11 @@ def compile_module(module: Any, block_dim: int, arch: int, cache: Path) -> Path:
 def build(out: Path, arch: int, num_envs: int, steps: int, log: Callable[[str], None] = print) -> dict:
     """Run the paths, compile what they launched into ``out/<warp version>``; the manifest written beside it."""
     import warp as wp
-    from mujoco_warp._src.types import BlockDim
 
     start = time.perf_counter()
     with recording() as launches:
         run_paths(num_envs, steps)
-    gpu_sizes = {v for v in dataclasses.asdict(BlockDim()).values() if v > 1}
-    variants = block_sizes(launches, gpu_sizes)
+    variants = block_sizes(launches, gpu_block_sizes())
     cache = out / wp.config.version
     took = time.perf_counter() - start
     log(f"warp_kernels: {len(variants)} modules launched in {took:.0f} s; compiling for sm_{arch}")

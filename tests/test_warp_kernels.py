@@ -89,13 +89,11 @@ def test_build_compiles_what_the_paths_launched_and_lists_it(warp_kernels, tmp_p
 def test_rgsd_s_warp_paths_are_recorded_with_the_block_sizes_a_gpu_loads(warp_kernels, tmp_path):
     # the env, the dense mass matrix and constraint-free worlds on the CPU warp device; one module compiled (the
     # whole set takes about 2 minutes of NVRTC: benchmarks/warp_kernels.py)
-    from mujoco_warp._src.types import BlockDim
-
     from rgsd_envs.sim import warp_backend
 
     with warp_kernels.recording() as launches:
         warp_kernels.run_paths(2, 1)
-    gpu_sizes = {v for v in vars(BlockDim()).values() if v > 1}
+    gpu_sizes = warp_kernels.gpu_block_sizes()
     sizes = warp_kernels.block_sizes(launches, gpu_sizes)
     by_name = {module.name: s for module, s in sizes.items()}
     assert by_name[warp_backend.__name__] == {CUDA_LAUNCH_BLOCK}  # rgsd's kernels name no block size
