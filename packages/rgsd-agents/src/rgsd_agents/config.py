@@ -98,7 +98,7 @@ class MethodConfig:
     """The skill-discovery method that trains the policy (``rgsd_agents.methods``)."""
 
     name: str = "rgsd"
-    """"rgsd", "diayn", "ase", "calm" or "metra" (``rgsd_agents.methods.METHODS``)."""
+    """"rgsd", "diayn", "ase", "calm", "metra" or "fb_cpr" (``rgsd_agents.methods.METHODS``)."""
     options: dict[str, Any] = field(default_factory=dict)
     """The method's own settings (its ``CONFIG`` dataclass: RGSD's and DIAYN's discovery encoder
     ``rgsd_agents.methods.discovery.DiscoveryConfig``, ``rgsd_agents.methods.ase.ASEConfig``, ...); the run's
