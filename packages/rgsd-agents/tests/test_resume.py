@@ -87,3 +87,26 @@ def test_resume_refuses_a_checkpoint_carrying_pickled_objects_and_runs_none_of_i
     assert "will not unpickle them" in err and "resuming from" not in err
     assert not marker.exists()
     assert {p.name: p.read_bytes() for p in ckpts.glob("*.pt")} == before  # nothing trained or written over
+
+
+def test_a_checkpoint_of_other_networks_is_skipped_for_the_newest_that_fits(run_with_three_checkpoints, caplog):
+    ckpts = run_with_three_checkpoints / "checkpoints"
+    state = torch.load(ckpts / "latest.pt", weights_only=True)
+    name = next(k for k, v in state["actor_critic"].items() if v.ndim == 2)
+    state["actor_critic"][name] = state["actor_critic"][name][:, :3]  # a layer of another width
+    torch.save(state, ckpts / "latest.pt")
+    with caplog.at_level(logging.WARNING):
+        code = rgsd(["train", "--resume", str(run_with_three_checkpoints), "--set", "iterations=4", "--no-progress"])
+    assert code == 0
+    line = next(r.getMessage() for r in caplog.records if "resuming from" in r.getMessage())
+    assert f"resuming from {ckpts / 'iter_000003.pt'} (iteration 3)" in line
+    assert "latest.pt is a checkpoint of other networks (another config or version?)" in line
+
+
+def test_resume_with_a_setting_that_may_not_change_is_refused_in_one_line(run_with_three_checkpoints, capsys):
+    before = sorted(p.name for p in (run_with_three_checkpoints / "checkpoints").iterdir())
+    assert rgsd(["train", "--resume", str(run_with_three_checkpoints), "--seed", "3", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --resume {run_with_three_checkpoints}: continues the saved config; only ")
+    assert "may change, not seed (" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in (run_with_three_checkpoints / "checkpoints").iterdir()) == before

@@ -8,6 +8,7 @@ import pytest
 from rgsd_agents.cli import main as rgsd
 from rgsd_agents.config import TrainConfig, load_config, parse_set
 from rgsd_agents.downstream.runner import DownstreamConfig
+from rgsd_agents.reproduce.scale import load_scale
 from rgsd_envs.utils.config import OverrideError
 
 
@@ -21,6 +22,11 @@ from rgsd_envs.utils.config import OverrideError
         ("env.deviation.adaptive=3", "error: --set env.deviation.adaptive=3: expected true/false, got '3'"),
         ("nonexistent.key=3", "error: --set nonexistent.key=3: unknown key 'nonexistent' in the config; valid keys: "),
         ("ppo.nonexistent=3", "error: --set ppo.nonexistent=3: unknown key 'nonexistent' in 'ppo'; valid keys: "),
+        # values of the right type that the config refuses: named by the --set too, not blamed on the preset
+        ("num_envs=0", "error: --set num_envs=0: num_envs must be >= 1, got 0"),
+        ("ppo.gamma=1.5", "error: --set ppo.gamma=1.5: field 'ppo': ppo.gamma and ppo.gae_lambda must be in [0, 1]"),
+        ("max_minutes=0", "error: --set max_minutes=0: max_minutes must be > 0 or null (no budget), got 0"),
+        ("max_minutes=-1", "error: --set max_minutes=-1: max_minutes must be > 0 or null (no budget), got -1"),
     ],
 )
 def test_bad_set_is_refused_in_one_line_naming_it_before_any_run_folder(
@@ -113,3 +119,15 @@ def test_eval_set_sits_between_the_config_file_and_the_flags(tmp_path):
     )  # fmt: skip
     cfg = config_from_args(args)
     assert (cfg.protocol, cfg.rollouts, cfg.video_clips) == ("paper", 7, 2)
+
+
+def test_a_file_s_own_bad_value_names_the_file_even_beside_a_set_unless_the_set_mends_it(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("base: demo\nnum_envs: 0\n")
+    with pytest.raises(ValueError, match=r"bad\.yaml: num_envs must be >= 1, got 0"):
+        load_config(bad, {"seed": 3})
+    assert load_config(bad, {"num_envs": 4}).num_envs == 4  # the --set mends the file: no error
+    with pytest.raises(ValueError, match=r"^--set train\.minutes=-1: train\.minutes must be > 0 or null"):
+        load_scale("smoke", {"train.minutes": -1})
+    with pytest.raises(ValueError, match=r"^--set num_envs=0: num_envs must be >= 1"):
+        load_config("default", {"num_envs": 0}, cls=DownstreamConfig, presets="downstream")

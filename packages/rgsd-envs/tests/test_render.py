@@ -226,6 +226,23 @@ def test_cli_play_writes_video_and_contact_sheet(short_clip, tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.mp4", "x.npz", "x.png"]
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--width", "63", "--height", "64"], "H.264 video needs an even width and height, got 63x64"),
+        (["--width", "-64"], "width and height must be positive integers, got -64x480"),
+        (["--sheet", "--sheet-frames", "0"], "num_frames must be a positive integer, got 0"),
+        (["--out", "x.txt"], "video is written as .mp4, but the output path 'x.txt' ends in '.txt'"),
+    ],
+)
+def test_cli_play_refuses_a_bad_size_count_or_suffix_in_one_line(args, message, short_clip, tmp_path, capsys):
+    clip_file = short_clip.save(tmp_path / "x.npz")
+    assert motions_main(["play", str(clip_file), "--out", str(tmp_path / "x.mp4"), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npz"]
+
+
 def test_side_by_side_frame_step_draws_every_kth_frame_in_real_time(short_clip, tmp_path):
     q = short_clip.qpos[:6]
     out = render.render_side_by_side([q, q], tmp_path / "fast.mp4", width=W, height=H, frame_step=2, shadows=False)

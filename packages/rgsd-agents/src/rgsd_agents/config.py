@@ -24,9 +24,8 @@ from rgsd_agents.rl.networks import NetworkConfig
 from rgsd_agents.rl.precision import check_bf16_setting
 from rgsd_envs.envs.config import DEVIATION_KEYS, EnvConfig
 from rgsd_envs.utils.config import (
-    apply_override,
     check_overrides,
-    from_dict,
+    from_dict_with_overrides,
     parse_set,  # noqa: F401  (rgsd_agents.config.parse_set, as before)
     to_dict,
 )
@@ -122,7 +121,7 @@ class TrainConfig:
     iterations: int = 20000
     """Rollout-and-update iterations."""
     max_minutes: float | None = None
-    """Stop after this much wall time of the training loop (None: run all iterations)."""
+    """Stop after this much wall time of the training loop (minutes, > 0; None: run all iterations)."""
     checkpoint_every: int = 100
     """Iterations between checkpoints (also written at the end and on Ctrl-C)."""
     keep_checkpoints: int = 5
@@ -168,6 +167,7 @@ class TrainConfig:
             raise ValueError(f"rollout_threads must be >= 1 or null, got {self.rollout_threads}")
         if type(self.pretrain) is not PretrainOptions:  # a PretrainConfig's clips, seed and device are the run's
             raise ValueError("pretrain must be a PretrainOptions (the run's env.motions, seed and device apply)")
+        check_max_minutes(self.max_minutes)
         if self.iterations < 0 or self.probe_every < 0:
             raise ValueError(f"iterations and probe_every must be >= 0, got {self.iterations}, {self.probe_every}")
         from rgsd_agents.methods import method_class, method_config
@@ -190,6 +190,13 @@ class TrainConfig:
     def batch_size(self) -> int:
         """Samples per iteration."""
         return self.num_envs * self.horizon
+
+
+def check_max_minutes(value: float | None, name: str = "max_minutes") -> None:
+    """A time budget is positive or None (no budget): 0 or less would stop a run before its first iteration and
+    leave an untrained policy that looks finished."""
+    if value is not None and not value > 0:
+        raise ValueError(f"{name} must be > 0 or null (no budget), got {value}")
 
 
 def check_curriculum(cfg: TrainConfig) -> None:
@@ -289,9 +296,8 @@ def load_config(
     data, path = read_config_data(spec, presets)
     cls = cls or TrainConfig
     # checked before the file: a bad --set is named as such, not blamed on the preset
-    for key, value in check_overrides(cls, {k: _numbers(v) for k, v in (overrides or {}).items()}).items():
-        apply_override(data, key, value)
-    return from_dict(cls, data, str(path))
+    checked = check_overrides(cls, {k: _numbers(v) for k, v in (overrides or {}).items()})
+    return from_dict_with_overrides(cls, data, str(path), checked, overrides)
 
 
 def resolve(cfg: TrainConfig, base_dir: str | os.PathLike = ".") -> TrainConfig:

@@ -279,6 +279,13 @@ def _check_suffix(path: Path, suffix: str, what: str) -> None:
         )
 
 
+def check_video_output(out_path: str | os.PathLike, width: int, height: int) -> None:
+    """The ValueError a video render would raise for this path and size (not .mp4, odd or non-positive size),
+    raised before any frame is rendered."""
+    _check_suffix(Path(out_path), ".mp4", "video")
+    _check_size(width, height, even=True)
+
+
 def _open_video_writer(path: Path, size: tuple[int, int], fps: float) -> Generator[None, np.ndarray, None]:
     """A started imageio-ffmpeg generator writing H.264 mp4 to ``path`` (any file name; the container is forced)."""
     import imageio_ffmpeg
@@ -371,8 +378,7 @@ def render_qpos(
     """Render qpos (T, 76) to an H.264 mp4 at ``out_path`` (atomic); returns the path."""
     out_path = Path(out_path)
     q = validate_qpos(qpos)
-    _check_suffix(out_path, ".mp4", "video")
-    _check_size(width, height, even=True)
+    check_video_output(out_path, width, height)
     with HumanoidRenderer(width, height, model=model, camera=camera) as r:
         frames = r.iter_frames(q)
         if label:
@@ -429,8 +435,7 @@ def render_side_by_side(
         raise ValueError(
             f"got {len(labels)} label(s) for {len(qs)} trajectories; give one label per trajectory or none"
         )
-    _check_suffix(out_path, ".mp4", "video")
-    _check_size(width, height, even=True)
+    check_video_output(out_path, width, height)
     if frame_step < 1:
         raise ValueError(f"frame_step must be >= 1, got {frame_step}")
     num_frames = max(len(q) for q in qs)

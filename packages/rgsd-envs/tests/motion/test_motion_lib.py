@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -137,9 +138,16 @@ def test_clips_of_different_body_shapes_are_refused(real_clips):
     assert err.value.field == "body_offsets"
 
 
-def test_duplicate_clip_names_are_refused(real_clips):
-    with pytest.raises(ValueError, match=r"unique; repeated: zombie_walk$"):
+def test_duplicate_clip_names_are_refused_naming_where_each_copy_came_from(real_clips, tmp_path):
+    with pytest.raises(ValueError, match=r"unique; 'zombie_walk' is the name of a clip object and a clip object$"):
         MotionLib([real_clips[0], real_clips[-1], real_clips[-1]])
+    real_clips[-1].save(tmp_path / "a.npz")
+    real_clips[-1].save(tmp_path / "b.npz")
+    files = f"{tmp_path / 'a.npz'} and {tmp_path / 'b.npz'}"
+    with pytest.raises(ValueError, match=rf"unique; 'zombie_walk' is the name of {re.escape(files)}$"):
+        MotionLib(tmp_path)
+    with pytest.raises(ValueError, match=r"'demo_backward' is the name of a built-in demo clip and .*also repeated: "):
+        MotionLib(["demo", "demo"])
 
 
 def test_lib_loads_a_folder_of_clip_files(real_clips, tmp_path):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from rgsd_envs.utils.files import LOCK_NAME, FolderInUse, folder_lock
+from rgsd_envs.utils.files import LOCK_NAME, FolderInUse, InputFileError, atomic_path, folder_lock, output_folder
 
 
 def test_a_second_holder_is_refused_with_the_first_one_named(tmp_path):
@@ -47,3 +47,47 @@ def test_the_lock_of_a_killed_process_is_gone(tmp_path):
     assert proc.stdout.strip() == "held" and proc.returncode == -9
     with folder_lock(run, "rgsd train --resume"):  # the system dropped the dead process's lock
         pass
+
+
+def test_a_failed_run_that_wrote_no_checkpoint_is_removed_and_one_that_did_is_kept(tmp_path):
+    with pytest.raises(RuntimeError), folder_lock(tmp_path / "new", "rgsd train", discard_failed_run=True) as run:
+        (run / "config.yaml").write_text("seed: 0\n")  # written before the env failed to build
+        raise RuntimeError("no clips")
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(KeyboardInterrupt), folder_lock(tmp_path / "ran", "rgsd train", discard_failed_run=True) as run:
+        (run / "checkpoints").mkdir()
+        (run / "checkpoints" / "latest.pt").write_bytes(b"x")  # resumable: kept
+        raise KeyboardInterrupt
+    assert (tmp_path / "ran" / "checkpoints" / "latest.pt").is_file()
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(RuntimeError), folder_lock(tmp_path / "mine", "rgsd train", discard_failed_run=True):
+        raise RuntimeError("a folder the user made is never removed")
+    assert (tmp_path / "mine").is_dir()
+    with folder_lock(tmp_path / "done", "rgsd train", discard_failed_run=True) as run:
+        (run / "config.yaml").write_text("seed: 0\n")
+    assert (tmp_path / "done" / "config.yaml").is_file()
+
+
+def test_an_output_path_that_is_a_file_or_lies_under_one_is_named_not_a_traceback(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("hi")
+    with pytest.raises(InputFileError, match=r"afile: output path exists and is not a folder"):
+        output_folder(afile)
+    with (
+        pytest.raises(InputFileError, match=r"afile/run: cannot create this folder: .*afile is a file"),
+        folder_lock(afile / "run", "rgsd train"),
+    ):
+        pass
+    with (
+        pytest.raises(InputFileError, match=r"afile/x\.onnx: cannot write here: .*afile is a file, not a folder"),
+        atomic_path(afile / "x.onnx"),
+    ):
+        pass
+    (tmp_path / "v.mp4").mkdir()
+    with (
+        pytest.raises(InputFileError, match=r"v\.mp4: output path is a folder; give a file name"),
+        atomic_path(tmp_path / "v.mp4"),
+    ):
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "v.mp4"]  # nothing else written
+    assert output_folder(tmp_path / "a" / "b") and not output_folder(tmp_path / "a" / "b")  # created, then kept

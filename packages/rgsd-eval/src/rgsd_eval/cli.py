@@ -15,13 +15,12 @@ import argparse
 import dataclasses
 import logging
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import yaml
 
 import rgsd_envs  # noqa: F401  (before torch: sets OMP_WAIT_POLICY and MUJOCO_GL)
-from rgsd_envs.utils.config import add_set_argument, apply_override, from_dict, set_overrides, to_dict
+from rgsd_envs.utils.config import add_set_argument, apply_override, from_dict, number_type, set_overrides, to_dict
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.latents import parse_latent_mode
@@ -32,24 +31,9 @@ DESCRIPTION = (
 )
 
 
-def _number(kind: type, minimum: float, strict: bool, what: str) -> Callable[[str], Any]:
-    """An argparse type: ``kind`` parsed from the text, > ``minimum`` (``strict``) or >= it, else a clear error."""
-
-    def parse(text: str) -> Any:
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not (v > minimum if strict else v >= minimum):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
-        return v
-
-    return parse
-
-
-_positive_int = _number(int, 0, True, "a positive integer")
-_positive_float = _number(float, 0.0, True, "a positive number")
-_nonnegative_int = _number(int, 0, False, "a whole number >= 0")
+_positive_int = number_type(int, 0, True, "a positive integer")
+_positive_float = number_type(float, 0.0, True, "a positive number")
+_nonnegative_int = number_type(int, 0, False, "a whole number >= 0")
 
 
 def _yaml_settings(path: str) -> dict[str, Any]:
@@ -73,7 +57,7 @@ def _action_noise(text: str) -> float | str:
     return _nonnegative_float(text)
 
 
-_nonnegative_float = _number(float, 0.0, False, f"a number >= 0 or '{POLICY_NOISE}'")
+_nonnegative_float = number_type(float, 0.0, False, f"a number >= 0 or '{POLICY_NOISE}'")
 
 
 def _latent(text: str) -> str:

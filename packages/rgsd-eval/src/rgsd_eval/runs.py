@@ -14,6 +14,7 @@ import numpy as np
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.rewards.encoders import read_encoder_file
 from rgsd_envs.runs.policy import PolicyMLP, check_policy_fits
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.device import env_device, resolve_device
@@ -123,6 +124,8 @@ def load_run(
             "tracking_latents",
         )
     encoder = latent_encoder or (run.encoder_path if run.encoder_path.is_file() else None)
+    if encoder is not None:  # a corrupt file or one of another skill space: said before any run is evaluated
+        read_encoder_file(encoder, base.skill_dim)
     env_config, fall_height = eval_env_config(base)
     # a warp run's config names the CPU; its env follows the policy's device as it followed the learner's in training
     env_config = dataclasses.replace(

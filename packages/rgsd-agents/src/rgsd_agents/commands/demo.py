@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from rgsd_agents.commands import add_device_argument, add_set_argument, run_overrides
+from rgsd_envs.utils.config import number_type
 
 DEFAULT_MINUTES = 15.0
 
@@ -29,7 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
     p.add_argument(
-        "--minutes", type=float, default=DEFAULT_MINUTES, help=f"training time budget (default {DEFAULT_MINUTES:g})"
+        "--minutes",
+        type=number_type(float, 0.0, True, "a positive number of minutes"),
+        default=DEFAULT_MINUTES,
+        help=f"training time budget (default {DEFAULT_MINUTES:g})",
     )
     add_set_argument(p, "override a value of the demo preset (repeatable), as in rgsd train")
     add_device_argument(p)

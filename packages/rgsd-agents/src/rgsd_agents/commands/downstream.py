@@ -79,7 +79,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         if (out / "checkpoints" / "latest.pt").exists():
             print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
             return 2
-        stack.enter_context(folder_lock(out, "rgsd downstream"))
+        stack.enter_context(folder_lock(out, "rgsd downstream", discard_failed_run=True))
         runner = DownstreamRunner(cfg, out, progress=not args.no_progress)
     try:
         runner.learn()

@@ -49,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd play``."""
     from rgsd_agents.play import NoDisplayError, has_display, label, play_rollout, view, write_play_video
+    from rgsd_envs.render import check_video_output
 
     if (args.run is None) == (not args.pretrained):
         print("error: give a RUN folder or --pretrained (one of them)", file=sys.stderr)
@@ -71,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
+        if not args.viewer:  # before the rollout: an odd size or a path that is not .mp4 is said at once
+            check_video_output(args.out or "play.mp4", *args.size)
         played = play_rollout(args.run, args.clip, args.kappa, args.frames, args.motions, args.seed)
     except ValueError as err:  # InputFileError (unknown clip, incomplete run) is a ValueError too
         print(f"error: {err}", file=sys.stderr)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rgsd_agents.commands import add_device_argument, add_doc_parser, add_set_argument
@@ -102,8 +103,13 @@ def run(args: argparse.Namespace) -> int:
     from rgsd_envs.utils.files import InputFileError
 
     cfg = config_from_args(args)
+    out = Path(args.out)
+    if (out / "policy.pt").exists() or (out / "checkpoints" / "latest.pt").exists():
+        # its encoder.pt is the one its policy was trained with: replacing it would silently change the policy's skills
+        print(f"error: {out} holds a trained run; pretrain into another --out", file=sys.stderr)
+        return 2
     try:
-        result = pretrain(cfg, args.out, progress=not args.no_progress)
+        result = pretrain(cfg, out, progress=not args.no_progress)
     except InputFileError:
         raise  # the CLI reports it with the file and field
     except ValueError as err:  # e.g. fewer than two clips

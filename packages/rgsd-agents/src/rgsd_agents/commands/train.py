@@ -120,7 +120,7 @@ def hold(stack: contextlib.ExitStack, dp: DataParallel | None, folder: str | Pat
     from rgsd_envs.utils.files import folder_lock
 
     if dp is None or dp.rank == 0:
-        stack.enter_context(folder_lock(folder, "rgsd train", create))
+        stack.enter_context(folder_lock(folder, "rgsd train", create, discard_failed_run=True))
 
 
 def _parallel(trainer: type, dp: DataParallel | None) -> dict | None:

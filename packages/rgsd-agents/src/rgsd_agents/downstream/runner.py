@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rgsd_agents.config import NetworkConfig, PPOConfig
+from rgsd_agents.config import NetworkConfig, PPOConfig, check_max_minutes
 from rgsd_agents.downstream.report import EVALUATIONS, NEUTRAL_START
 from rgsd_agents.rl.loop import TrainingLoop, load_generator_state
 from rgsd_agents.rl.networks import ActorCritic
@@ -136,6 +136,7 @@ class DownstreamConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_max_minutes(self.max_minutes)
 
     @property
     def batch_size(self) -> int:

@@ -79,6 +79,7 @@ from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import MLPEncoder, embed
 from rgsd_envs.utils.config import save_yaml, to_dict
 from rgsd_envs.utils.device import resolve_device
+from rgsd_envs.utils.files import output_folder
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)
@@ -185,7 +186,7 @@ def pretrain(
     cfg = replace(cfg, motions=resolve_motions(cfg.motions))  # the saved config works from any folder
     lib, inputs = load_reference(cfg)
     cof = lib.clip_of_frame.cpu()
-    out.mkdir(parents=True, exist_ok=True)
+    output_folder(out)
     save_yaml(cfg, out / CONFIG_FILE)
     threads = torch.get_num_threads()
     if cfg.num_threads is not None:

@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from rgsd_envs.utils.config import apply_override, from_dict
+from rgsd_agents.config import check_max_minutes
+from rgsd_envs.utils.config import from_dict_with_overrides
 from rgsd_envs.utils.files import InputFileError
 
 SCALE_FOLDER = "reproduce"
@@ -139,6 +140,8 @@ class ReproduceScale:
         for name, value in self.estimates().items():
             if not value >= 0:
                 raise ValueError(f"{name} must be >= 0 minutes, got {value}")
+        check_max_minutes(self.train.minutes, "train.minutes")
+        check_max_minutes(self.downstream.minutes, "downstream.minutes")
         for key, items in self.train.sets.items():
             if not isinstance(items, list) or not all(isinstance(i, str) and "=" in i for i in items):
                 raise ValueError(f"train.sets.{key} must be a list of KEY=VALUE strings, got {items!r}")
@@ -199,9 +202,7 @@ def load_scale(spec: str | os.PathLike, overrides: dict[str, Any] | None = None)
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise InputFileError(path, f"not valid YAML: {err}") from None
-    for key, value in (overrides or {}).items():
-        apply_override(data, key, value)
-    scale = from_dict(ReproduceScale, data, str(path))
+    scale = from_dict_with_overrides(ReproduceScale, data, str(path), overrides)
     from rgsd_agents.methods import method_names
 
     scale.check_methods(method_names(), str(path))

@@ -318,7 +318,13 @@ class TrainingLoop:
             raise UnreadableCheckpoint(path, "not a readable checkpoint (truncated or corrupt?)", str(err)) from None
         if not isinstance(state, dict) or state.get("format") != self.CHECKPOINT_FORMAT:
             raise UnreadableCheckpoint(path, f"not an {self.CHECKPOINT_FORMAT} file (wrong kind of checkpoint)")
-        self.load_state_dict(state)
+        try:
+            self.load_state_dict(state)
+        except (RuntimeError, KeyError, ValueError, TypeError) as err:  # torch's size mismatch, a missing entry
+            detail = " ".join(str(err).split())[:300]
+            raise UnreadableCheckpoint(
+                path, "a checkpoint of other networks (another config or version?)", detail
+            ) from None
 
 
 def resume_config(
@@ -330,8 +336,9 @@ def resume_config(
     bad = sorted(set(overrides or {}) - set(allowed))
     if bad:
         also = f" (from the checkpoint on, so may {', '.join(curriculum)})" if curriculum else ""
-        raise ValueError(
-            f"--resume continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}{also}"
+        raise InputFileError(
+            f"--resume {run.path}",
+            f"continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}{also}",
         )
     data = run.config()
     data.update(check_overrides(cls, overrides))

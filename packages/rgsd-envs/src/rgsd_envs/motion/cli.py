@@ -96,13 +96,17 @@ def _cmd_play(args: argparse.Namespace) -> int:
 
     clip = load_clip(args.clip)
     out = Path(args.out) if args.out else Path(args.clip).with_suffix(".mp4")
-    if out.suffix.lower() == ".png" or args.sheet:
-        sheet = out if out.suffix.lower() == ".png" else out.with_suffix(".png")
-        write_contact_sheet(clip, sheet, num_frames=args.sheet_frames, width=args.width, height=args.height)
-        print(f"wrote {sheet}")
-    if out.suffix.lower() != ".png":
-        render_clip(clip, out, width=args.width, height=args.height)
-        print(f"wrote {out}")
+    try:  # the renderers check the size, frame count and suffix before they write
+        if out.suffix.lower() == ".png" or args.sheet:
+            sheet = out if out.suffix.lower() == ".png" else out.with_suffix(".png")
+            write_contact_sheet(clip, sheet, num_frames=args.sheet_frames, width=args.width, height=args.height)
+            print(f"wrote {sheet}")
+        if out.suffix.lower() != ".png":
+            render_clip(clip, out, width=args.width, height=args.height)
+            print(f"wrote {out}")
+    except ValueError as err:  # odd size, no frames, not .mp4 (and an unwritable output: InputFileError)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

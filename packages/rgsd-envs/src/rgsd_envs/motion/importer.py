@@ -20,7 +20,7 @@ from rgsd_envs.motion.amass import (
 )
 from rgsd_envs.motion.kinematics import KinematicModel
 from rgsd_envs.motion.paper_set import PAPER_CLIPS, find_paper_clips
-from rgsd_envs.utils.files import InputFileError, atomic_path
+from rgsd_envs.utils.files import InputFileError, atomic_path, output_folder
 
 REPORT_NAME = "import_report.json"
 """Written beside the clips by every import."""
@@ -129,7 +129,7 @@ def import_motions(
     (DeepMimic's ``Loop: wrap``; ``rgsd_envs.motion.cycles``).
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    output_folder(out)
     jobs = list(jobs)
     km = KinematicModel(offsets)
     report = ImportReport(missing=list(missing))

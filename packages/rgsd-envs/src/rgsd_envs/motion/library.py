@@ -64,19 +64,32 @@ def clip_files(path: str | os.PathLike) -> list[Path]:
     return files
 
 
-def _collect(source: MotionSource) -> list[MotionClip]:
+def _collect(source: MotionSource) -> list[tuple[MotionClip, str]]:
+    """Each clip a source names, with where it came from (its file, a built-in demo clip, a clip object)."""
     if isinstance(source, MotionClip):
-        return [source]
+        return [(source, "a clip object")]
     if isinstance(source, (str, os.PathLike)):
         if str(source) == "demo":
             from rgsd_envs.motion.demo import demo_clips
 
-            return demo_clips()
-        return [load_clip(f) for f in clip_files(source)]
-    clips: list[MotionClip] = []
+            return [(c, "a built-in demo clip") for c in demo_clips()]
+        return [(load_clip(f), str(f)) for f in clip_files(source)]
+    clips: list[tuple[MotionClip, str]] = []
     for item in source:
         clips += _collect(item)
     return clips
+
+
+def _check_unique_names(found: list[tuple[MotionClip, str]]) -> None:
+    """Clip names index the clips: a repeated one is an error naming where each copy came from."""
+    origins: dict[str, list[str]] = {}
+    for clip, origin in found:
+        origins.setdefault(clip.name, []).append(origin)
+    repeated = {name: where for name, where in origins.items() if len(where) > 1}
+    if repeated:
+        name, *others = sorted(repeated)
+        more = f" (also repeated: {', '.join(others)})" if others else ""
+        raise ValueError(f"clip names must be unique; {name!r} is the name of {' and '.join(repeated[name])}{more}")
 
 
 class MotionLib:
@@ -88,13 +101,12 @@ class MotionLib:
     """
 
     def __init__(self, source: MotionSource, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
-        clips = _collect(source)
-        if not clips:
+        found = _collect(source)
+        if not found:
             raise ValueError("MotionLib needs at least one clip")
+        _check_unique_names(found)
+        clips = [clip for clip, _ in found]
         names = [c.name for c in clips]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"clip names must be unique; repeated: {', '.join(dup)}")
         ref = clips[0].body_offsets
         for c in clips[1:]:
             if not np.allclose(c.body_offsets, ref, atol=1e-6):
@@ -195,4 +207,4 @@ class MotionLib:
 
 def load_motions(source: MotionSource) -> list[MotionClip]:
     """The clips a source names ("demo", file, folder, or a list of these)."""
-    return _collect(source)
+    return [clip for clip, _ in _collect(source)]

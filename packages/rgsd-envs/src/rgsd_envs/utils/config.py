@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
 import re
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -86,9 +88,33 @@ def load_yaml(cls: type[T], path: str | os.PathLike, overrides: dict[str, Any] |
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise InputFileError(path, f"not valid YAML: {err}") from None
-    for key, value in (overrides or {}).items():
+    return from_dict_with_overrides(cls, data, str(path), overrides)
+
+
+def from_dict_with_overrides(
+    cls: type[T], data: Any, source: str, overrides: dict[str, Any] | None, typed: dict[str, Any] | None = None
+) -> T:
+    """``from_dict`` of a file's ``data`` with dotted-key overrides (``--set``) on top. A value the file alone
+    accepts but an override breaks (``num_envs must be >= 1``) is named by that ``--set`` (as ``typed``, default
+    ``overrides``), not blamed on the file."""
+    if not overrides:
+        return from_dict(cls, data, source)
+    try:
+        from_dict(cls, copy.deepcopy(data), source)
+        file_alone_fits = True
+    except InputFileError:
+        file_alone_fits = False  # the file's own error, unless an override mends it
+    for key, value in overrides.items():
         apply_override(data, key, value)
-    return from_dict(cls, data, str(path))
+    try:
+        return from_dict(cls, data, source)
+    except InputFileError as err:
+        if not file_alone_fits:
+            raise
+        named = [k for k in overrides if k == err.field or k.rsplit(".", 1)[-1] in err.reason] or list(overrides)
+        shown = typed or overrides
+        sets = " ".join(f"--set {k}={_show(shown.get(k, overrides[k]))}" for k in named)
+        raise InputFileError(sets, err.reason, err.field) from None
 
 
 class OverrideError(InputFileError):
@@ -230,6 +256,21 @@ def scientific_numbers(value: Any) -> Any:
     if isinstance(value, list):
         return [scientific_numbers(v) for v in value]
     return value
+
+
+def number_type(kind: type, minimum: float, strict: bool, what: str) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` parsed from the text, > ``minimum`` (``strict``) or >= it, else a clear error."""
+
+    def parse(text: str) -> Any:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (v > minimum if strict else v >= minimum):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
+        return v
+
+    return parse
 
 
 def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:

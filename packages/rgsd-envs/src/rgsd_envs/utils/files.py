@@ -30,6 +30,7 @@ class InputFileError(ValueError):
     def __init__(self, path: str | os.PathLike, message: str, field: str | None = None):
         self.path = str(path)
         self.field = field
+        self.reason = message
         where = f"{self.path}" + (f": field '{field}'" if field else "")
         super().__init__(f"{where}: {message}")
 
@@ -42,16 +43,43 @@ class FolderInUse(InputFileError):
     """Another process holds the output folder (``folder_lock``)."""
 
 
+def file_on_path(path: str | os.PathLike) -> Path | None:
+    """The first of ``path`` and its parents that exists and is not a folder (None: a folder can be made there)."""
+    path = Path(path)
+    return next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+
+
+def output_folder(path: str | os.PathLike) -> bool:
+    """Create the output folder ``path`` and its parents; True where this call created it. A path that is a file,
+    or lies under one, or cannot be created is an InputFileError naming it, not a traceback."""
+    path = Path(path)
+    blocker = file_on_path(path)
+    if blocker == path:
+        raise InputFileError(path, "output path exists and is not a folder")
+    if blocker is not None:
+        raise InputFileError(path, f"cannot create this folder: {blocker} is a file")
+    created = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputFileError(path, f"cannot create this folder: {err.strerror}") from None
+    return created
+
+
 @contextlib.contextmanager
-def folder_lock(path: str | os.PathLike, command: str, create: bool = True) -> Iterator[Path]:
+def folder_lock(
+    path: str | os.PathLike, command: str, create: bool = True, discard_failed_run: bool = False
+) -> Iterator[Path]:
     """Hold ``path`` for one process while ``command`` writes into it; a second one gets FolderInUse.
 
     Runs resume by running the same command again, so a second command on a folder still in use (under nohup,
     in another terminal) would otherwise interleave its checkpoints with the first one's. The lock is an advisory
     ``flock`` on ``<path>/.lock`` that the system drops when the process ends, so a killed run never leaves a stale
     lock. A folder this call created is removed again if nothing but the lock was written into it; with
-    ``create=False`` a missing folder is not created and not locked (the command's own check names it). No lock on
-    systems without ``fcntl`` (Windows).
+    ``create=False`` a missing folder is not created and not locked (the command's own check names it). With
+    ``discard_failed_run``, a folder this call created is removed whole when the command fails before it wrote a
+    checkpoint (``checkpoints/*.pt``): its config and encoder alone cannot be resumed, and a later run must not take
+    them for a run. No lock on systems without ``fcntl`` (Windows).
     """
     path = Path(path)
     try:
@@ -61,10 +89,10 @@ def folder_lock(path: str | os.PathLike, command: str, create: bool = True) -> I
     if fcntl is None or (not create and not path.is_dir()):
         yield path
         return
-    created = not path.exists()
-    path.mkdir(parents=True, exist_ok=True)
+    created = output_folder(path)
     lock = path / LOCK_NAME
     fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    failed = False
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -73,10 +101,13 @@ def folder_lock(path: str | os.PathLike, command: str, create: bool = True) -> I
             raise FolderInUse(path, f"in use by {holder}; wait for it to end or stop it, then run again") from None
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} ({command})".encode())
+        failed = True
         yield path
+        failed = False
     finally:
         os.close(fd)  # closing drops the flock
-        if created and [p.name for p in path.iterdir()] == [LOCK_NAME]:
+        unfinished = failed and discard_failed_run and not any((path / "checkpoints").glob("*.pt"))
+        if created and (unfinished or [p.name for p in path.iterdir()] == [LOCK_NAME]):
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -88,8 +119,16 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     removed and ``path`` is left as it was: no half-written outputs.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise InputFileError(path, "output path is a folder; give a file name")
+    blocker = file_on_path(path.parent)
+    if blocker is not None:
+        raise InputFileError(path, f"cannot write here: {blocker} is a file, not a folder")
+    output_folder(path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:  # named by the output, not by the temporary file beside it
+        raise InputFileError(path, f"cannot write here: {err.strerror}") from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -241,7 +280,10 @@ def load_plain(path: str | os.PathLike, hint: str = "use a file written by this 
     except pickle.UnpicklingError as err:
         text = str(err)
         if not _OBJECT_REFUSED.search(text):
-            raise  # not an object but garbage (an unknown opcode, a broken stream): the caller says corrupt
+            # not an object but garbage (an unknown opcode, a broken stream): the caller says corrupt, with torch's
+            # reason alone (its advice to retry with weights_only=False is wrong for garbage and unsafe in general)
+            reason = text.rsplit("WeightsUnpickler error:", 1)[-1].strip().splitlines()
+            raise pickle.UnpicklingError(reason[0] if reason else "not a torch file") from None
         found = re.search(r"GLOBAL ([\w.]+)", text)
         what = f" ({found.group(1)})" if found else ""
         raise PickledObjectsError(
