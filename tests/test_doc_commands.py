@@ -18,13 +18,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("packages/*/README.md"))]
 
 FENCE = re.compile(r"```([a-z]*)\n(.*?)```", re.S)
 SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 SHELL_FENCES = ("", "bash", "sh", "shell", "console")
 PROGRAMS = ("rgsd", "rgsd-motions", "rgsd-eval", "python", "python3", "torchrun")
 MODULES = {"rgsd_agents.cli": "rgsd", "rgsd_envs.motion.cli": "rgsd-motions", "rgsd_eval.cli": "rgsd-eval"}
+LAUNCHER = re.compile(r"^(?:\w+=\S*\s+|nohup\s+)*")
+"""What may stand before the program: environment settings (``CI=true``) and ``nohup``."""
 PLACEHOLDER = re.compile(r"<|\.\.\.|\[| [A-Z]+\b| k\b")
 """What marks a span as a pattern rather than a command: ``<preset>``, ``...``, ``[--seed S]``, ``N``, ``DIR``."""
 PROSE_ERRORS = ("are required", "expected one argument", "expected at least one argument")
@@ -40,7 +42,7 @@ def doc_commands(text: str) -> list[tuple[str, str]]:
     for kind, source in sources:
         for line in source.splitlines():
             for part in re.split(r"&&|\|\||;|\s\|\s", line.strip().removeprefix("$ ")):
-                command = part.split(" #")[0].strip()
+                command = LAUNCHER.sub("", part.split(" #")[0].strip())
                 if command.split(" ")[0] in PROGRAMS:
                     commands.append((kind, command))
     return commands
@@ -64,7 +66,7 @@ def program_and_args(command: str) -> tuple[str, list[str]] | None:
     return words[0], words[1:]
 
 
-ALL = [(doc.name, kind, command) for doc in DOCS for kind, command in doc_commands(doc.read_text())]
+ALL = [(str(doc.relative_to(ROOT)), kind, command) for doc in DOCS for kind, command in doc_commands(doc.read_text())]
 
 
 class Parsed(Exception):
@@ -155,6 +157,7 @@ def test_a_wrong_flag_or_a_missing_required_argument_fails(parse):
     assert parse("rgsd", ["eval", "--latent", "stored"], prose=True) is None
     wrong = parse("rgsd", ["eval", "--latentx", "stored"], prose=True)
     assert "unrecognized arguments: --latentx" in wrong
+    assert doc_commands("`nohup CUDA_VISIBLE_DEVICES=0 rgsd view --pretrained`") == [("span", "rgsd view --pretrained")]
     assert doc_commands("```bash\nrgsd eval --run a \\\n  --out b && rgsd view --pretrained  # live\n```") == [
         ("block", "rgsd eval --run a    --out b"),
         ("block", "rgsd view --pretrained"),

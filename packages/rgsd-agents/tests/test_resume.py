@@ -89,18 +89,24 @@ def test_resume_refuses_a_checkpoint_carrying_pickled_objects_and_runs_none_of_i
     assert {p.name: p.read_bytes() for p in ckpts.glob("*.pt")} == before  # nothing trained or written over
 
 
-def test_a_checkpoint_of_other_networks_is_skipped_for_the_newest_that_fits(run_with_three_checkpoints, caplog):
+def test_a_checkpoint_of_other_networks_ends_the_resume_in_one_line_naming_it(run_with_three_checkpoints, capsys):
+    """Not skipped for an older one as an unreadable file is: loading it may have changed part of the trainer."""
     ckpts = run_with_three_checkpoints / "checkpoints"
     state = torch.load(ckpts / "latest.pt", weights_only=True)
     name = next(k for k, v in state["actor_critic"].items() if v.ndim == 2)
     state["actor_critic"][name] = state["actor_critic"][name][:, :3]  # a layer of another width
     torch.save(state, ckpts / "latest.pt")
-    with caplog.at_level(logging.WARNING):
-        code = rgsd(["train", "--resume", str(run_with_three_checkpoints), "--set", "iterations=4", "--no-progress"])
-    assert code == 0
-    line = next(r.getMessage() for r in caplog.records if "resuming from" in r.getMessage())
-    assert f"resuming from {ckpts / 'iter_000003.pt'} (iteration 3)" in line
-    assert "latest.pt is a checkpoint of other networks (another config or version?)" in line
+    before = {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()}
+    assert rgsd(["train", "--resume", str(run_with_three_checkpoints), "--set", "iterations=4", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {ckpts / 'latest.pt'}: does not fit this run's networks and state (another config")
+    assert "size mismatch" in err and err.count("\n") == 1, err
+    assert {p.name: p.stat().st_mtime_ns for p in ckpts.iterdir()} == before  # nothing trained, nothing written
+
+
+def test_a_bad_set_on_resume_is_named_by_the_set(run_with_three_checkpoints, capsys):
+    assert rgsd(["train", "--resume", str(run_with_three_checkpoints), "--set", "max_minutes=0"]) == 2
+    assert capsys.readouterr().err == "error: --set max_minutes=0: max_minutes must be > 0 or null (no budget), got 0\n"
 
 
 def test_resume_with_a_setting_that_may_not_change_is_refused_in_one_line(run_with_three_checkpoints, capsys):

@@ -127,6 +127,8 @@ def test_a_file_s_own_bad_value_names_the_file_even_beside_a_set_unless_the_set_
     with pytest.raises(ValueError, match=r"bad\.yaml: num_envs must be >= 1, got 0"):
         load_config(bad, {"seed": 3})
     assert load_config(bad, {"num_envs": 4}).num_envs == 4  # the --set mends the file: no error
+    with pytest.raises(ValueError, match=r"^--set ppo\.gamma=1\.5: field 'ppo': ppo\.gamma"):
+        load_config(bad, {"num_envs": 4, "ppo.gamma": 1.5})  # one --set mends the file, the other breaks it
     with pytest.raises(ValueError, match=r"^--set train\.minutes=-1: train\.minutes must be > 0 or null"):
         load_scale("smoke", {"train.minutes": -1})
     with pytest.raises(ValueError, match=r"^--set num_envs=0: num_envs must be >= 1"):

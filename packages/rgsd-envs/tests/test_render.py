@@ -233,6 +233,7 @@ def test_cli_play_writes_video_and_contact_sheet(short_clip, tmp_path, capsys):
         (["--width", "-64"], "width and height must be positive integers, got -64x480"),
         (["--sheet", "--sheet-frames", "0"], "num_frames must be a positive integer, got 0"),
         (["--out", "x.txt"], "video is written as .mp4, but the output path 'x.txt' ends in '.txt'"),
+        (["--sheet", "--width", "63"], "H.264 video needs an even width and height, got 63x480"),  # and no sheet
     ],
 )
 def test_cli_play_refuses_a_bad_size_count_or_suffix_in_one_line(args, message, short_clip, tmp_path, capsys):

@@ -193,10 +193,10 @@ class TrainConfig:
 
 
 def check_max_minutes(value: float | None, name: str = "max_minutes") -> None:
-    """A time budget is positive or None (no budget): 0 or less would stop a run before its first iteration and
-    leave an untrained policy that looks finished."""
+    """A time budget is positive or None (no budget): 0 or less would end a run before its first iteration, with
+    an untrained policy."""
     if value is not None and not value > 0:
-        raise ValueError(f"{name} must be > 0 or null (no budget), got {value}")
+        raise ValueError(f"{name} must be > 0 or null (no budget), got {value:g}")
 
 
 def check_curriculum(cfg: TrainConfig) -> None:

@@ -286,6 +286,14 @@ def check_video_output(out_path: str | os.PathLike, width: int, height: int) -> 
     _check_size(width, height, even=True)
 
 
+def check_sheet_output(out_png: str | os.PathLike, width: int, height: int, num_frames: int) -> None:
+    """The ValueError a contact sheet would raise for this path, tile size and frame count, before any rendering."""
+    _check_suffix(Path(out_png), ".png", "contact sheet")
+    _check_size(width, height, even=False)
+    if int(num_frames) != num_frames or num_frames < 1:
+        raise ValueError(f"num_frames must be a positive integer, got {num_frames}")
+
+
 def _open_video_writer(path: Path, size: tuple[int, int], fps: float) -> Generator[None, np.ndarray, None]:
     """A started imageio-ffmpeg generator writing H.264 mp4 to ``path`` (any file name; the container is forced)."""
     import imageio_ffmpeg
@@ -480,10 +488,7 @@ def write_contact_sheet(
             title = f"{clip.name} ({clip.category}, {clip.num_frames} frames, {clip.duration:.2f} s)"
     else:
         q = validate_qpos(clip_or_qpos)
-    _check_suffix(out_png, ".png", "contact sheet")
-    _check_size(width, height, even=False)
-    if int(num_frames) != num_frames or num_frames < 1:
-        raise ValueError(f"num_frames must be a positive integer, got {num_frames}")
+    check_sheet_output(out_png, width, height, num_frames)
     if not fps > 0:
         raise ValueError(f"fps must be positive, got {fps}")
     n = min(int(num_frames), len(q))

@@ -49,23 +49,31 @@ def test_the_lock_of_a_killed_process_is_gone(tmp_path):
         pass
 
 
-def test_a_failed_run_that_wrote_no_checkpoint_is_removed_and_one_that_did_is_kept(tmp_path):
-    with pytest.raises(RuntimeError), folder_lock(tmp_path / "new", "rgsd train", discard_failed_run=True) as run:
-        (run / "config.yaml").write_text("seed: 0\n")  # written before the env failed to build
-        raise RuntimeError("no clips")
-    assert not (tmp_path / "new").exists()
-    with pytest.raises(KeyboardInterrupt), folder_lock(tmp_path / "ran", "rgsd train", discard_failed_run=True) as run:
-        (run / "checkpoints").mkdir()
-        (run / "checkpoints" / "latest.pt").write_bytes(b"x")  # resumable: kept
-        raise KeyboardInterrupt
-    assert (tmp_path / "ran" / "checkpoints" / "latest.pt").is_file()
+SETUP = ("config.yaml", "encoder.pt")
+
+
+def test_a_failed_run_is_removed_while_it_holds_only_its_setup_files(tmp_path):
+    def fail(name: str, writes: list[str], error: type[BaseException] = RuntimeError) -> None:
+        with pytest.raises(error), folder_lock(tmp_path / name, "rgsd train", setup_files=SETUP) as run:
+            for file in writes:
+                (run / file).parent.mkdir(parents=True, exist_ok=True)
+                (run / file).write_text("x")
+            raise error
+
+    fail("setup", ["config.yaml", "encoder.pt"])  # the env failed to build: nothing to resume
+    assert not (tmp_path / "setup").exists()
+    fail("logs", ["config.yaml", "tb/events"])  # a failure during training: its logs are kept
+    fail("pretrained", ["config.yaml", "pretrain/encoder.pt"], KeyboardInterrupt)  # a reusable pretraining
+    fail("checkpointed", ["config.yaml", "checkpoints/latest.pt"], KeyboardInterrupt)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpointed", "logs", "pretrained"]
     (tmp_path / "mine").mkdir()
-    with pytest.raises(RuntimeError), folder_lock(tmp_path / "mine", "rgsd train", discard_failed_run=True):
+    with pytest.raises(RuntimeError), folder_lock(tmp_path / "mine", "rgsd train", setup_files=SETUP) as run:
+        (run / "config.yaml").write_text("x")
         raise RuntimeError("a folder the user made is never removed")
-    assert (tmp_path / "mine").is_dir()
-    with folder_lock(tmp_path / "done", "rgsd train", discard_failed_run=True) as run:
-        (run / "config.yaml").write_text("seed: 0\n")
-    assert (tmp_path / "done" / "config.yaml").is_file()
+    assert (tmp_path / "mine" / "config.yaml").is_file()
+    with folder_lock(tmp_path / "done", "rgsd train", setup_files=SETUP) as run:
+        (run / "config.yaml").write_text("x")
+    assert (tmp_path / "done" / "config.yaml").is_file()  # no failure: kept
 
 
 def test_an_output_path_that_is_a_file_or_lies_under_one_is_named_not_a_traceback(tmp_path):

@@ -52,6 +52,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     """``rgsd downstream`` of one style with the run folder held in ``stack``."""
     from rgsd_agents.config import load_config
     from rgsd_agents.downstream.runner import DownstreamConfig, DownstreamRunner
+    from rgsd_envs.runs.run_dir import RunDir
     from rgsd_envs.utils.device import resolve_device
     from rgsd_envs.utils.files import folder_lock
 
@@ -79,7 +80,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         if (out / "checkpoints" / "latest.pt").exists():
             print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
             return 2
-        stack.enter_context(folder_lock(out, "rgsd downstream", discard_failed_run=True))
+        stack.enter_context(folder_lock(out, "rgsd downstream", setup_files=(RunDir.CONFIG,)))
         runner = DownstreamRunner(cfg, out, progress=not args.no_progress)
     try:
         runner.learn()

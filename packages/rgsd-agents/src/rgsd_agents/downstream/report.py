@@ -16,7 +16,7 @@ import yaml
 from matplotlib.figure import Figure
 
 from rgsd_envs.runs.run_dir import RunDir
-from rgsd_envs.utils.files import InputFileError, atomic_path
+from rgsd_envs.utils.files import InputFileError, atomic_path, output_folder
 from rgsd_eval.plots import plot_goal_trajectories, save_figure
 
 EVALUATIONS = "evaluations.jsonl"
@@ -262,7 +262,7 @@ def aggregate_seeds(run_dirs: Sequence[str | os.PathLike], out_dir: str | os.Pat
         by_group.setdefault((style, method, start), []).append(r)
     groups = [seed_curves(rs) for rs in by_group.values()]
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    output_folder(out)
     paths = {"json": out / "seeds.json", "csv": out / "seeds.csv", "figure": out / "seeds.png"}
     doc = []
     rows = []

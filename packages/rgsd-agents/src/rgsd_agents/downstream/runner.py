@@ -55,7 +55,7 @@ from rgsd_envs.envs.registration import GOAL_ENV_ID
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import save_yaml, to_dict
 from rgsd_envs.utils.device import HostBridge, env_device, resolve_device
-from rgsd_envs.utils.files import InputFileError
+from rgsd_envs.utils.files import InputFileError, output_folder
 from rgsd_envs.utils.threads import torch_threads
 from rgsd_eval.features import motion_features, num_windows
 from rgsd_eval.fid import GaussianStats, fid
@@ -245,7 +245,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         low = check_low_level(cfg.low_level)
         if cfg.torch_threads is not None:
             torch.set_num_threads(cfg.torch_threads)
-        self.run.path.mkdir(parents=True, exist_ok=True)
+        output_folder(self.run.path)
         if not _resume:
             cfg.low_level = str(low.path.resolve())
             save_yaml(cfg, self.run.config_path)

@@ -35,7 +35,7 @@ import yaml
 from rgsd_agents.rl.distributed import DataParallel
 from rgsd_agents.rl.progress import ProgressBar
 from rgsd_envs.runs.run_dir import RunDir
-from rgsd_envs.utils.config import check_overrides, from_dict
+from rgsd_envs.utils.config import check_overrides, from_dict_with_overrides
 from rgsd_envs.utils.files import InputFileError, PickledObjectsError, atomic_path, load_plain, save_plain
 
 log = logging.getLogger(__name__)
@@ -320,10 +320,14 @@ class TrainingLoop:
             raise UnreadableCheckpoint(path, f"not an {self.CHECKPOINT_FORMAT} file (wrong kind of checkpoint)")
         try:
             self.load_state_dict(state)
+        except torch.OutOfMemoryError:
+            raise
         except (RuntimeError, KeyError, ValueError, TypeError) as err:  # torch's size mismatch, a missing entry
+            # not UnreadableCheckpoint: the load may have changed part of the trainer already (networks, curriculum
+            # steps, the env's rule), so no older checkpoint is tried on top of it; the command ends here instead
             detail = " ".join(str(err).split())[:300]
-            raise UnreadableCheckpoint(
-                path, "a checkpoint of other networks (another config or version?)", detail
+            raise InputFileError(
+                path, f"does not fit this run's networks and state (another config or version?): {detail}"
             ) from None
 
 
@@ -340,9 +344,7 @@ def resume_config(
             f"--resume {run.path}",
             f"continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}{also}",
         )
-    data = run.config()
-    data.update(check_overrides(cls, overrides))
-    return from_dict(cls, data, str(run.config_path))
+    return from_dict_with_overrides(cls, run.config(), str(run.config_path), check_overrides(cls, overrides), overrides)
 
 
 CONFIG_CHANGES = "config_changes.yaml"

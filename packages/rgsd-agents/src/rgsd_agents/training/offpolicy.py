@@ -60,7 +60,7 @@ from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.runs.run_dir import RunDir, save_tracking_latents
 from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
 from rgsd_envs.utils.device import HostBridge, resolve_device
-from rgsd_envs.utils.files import atomic_path
+from rgsd_envs.utils.files import atomic_path, output_folder
 from rgsd_envs.utils.threads import torch_threads
 
 Tensor = torch.Tensor
@@ -98,7 +98,7 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
                 "FB-CPR's latent is the env's skill; set both (--set method.options.z_dim=N --set env.skill_dim=N)"
             )
         if not _resume:
-            self.run.path.mkdir(parents=True, exist_ok=True)
+            output_folder(self.run.path)
             resolve(cfg)
             cfg.method.options = to_dict(self.method_cfg)
             save_yaml(cfg, self.run.config_path)

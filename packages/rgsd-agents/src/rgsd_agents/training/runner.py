@@ -63,7 +63,7 @@ from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
 from rgsd_envs.utils.device import HostBridge, resolve_device
 from rgsd_envs.utils.device import env_device as device_rule
-from rgsd_envs.utils.files import atomic_path
+from rgsd_envs.utils.files import atomic_path, output_folder
 from rgsd_envs.utils.threads import torch_threads
 
 Tensor = torch.Tensor
@@ -136,7 +136,7 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
         if cfg.torch_threads is not None:
             torch.set_num_threads(cfg.torch_threads)
         if not _resume and self.is_main:
-            self.run.path.mkdir(parents=True, exist_ok=True)
+            output_folder(self.run.path)
             resolve(cfg)
             save_yaml(cfg, self.run.config_path)
             prepare_encoder(cfg, self.run, progress)

@@ -92,21 +92,26 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 def _cmd_play(args: argparse.Namespace) -> int:
     from rgsd_envs.motion.clip import load_clip
-    from rgsd_envs.render import render_clip, write_contact_sheet
+    from rgsd_envs.render import check_sheet_output, check_video_output, render_clip, write_contact_sheet
 
     clip = load_clip(args.clip)
     out = Path(args.out) if args.out else Path(args.clip).with_suffix(".mp4")
-    try:  # the renderers check the size, frame count and suffix before they write
-        if out.suffix.lower() == ".png" or args.sheet:
-            sheet = out if out.suffix.lower() == ".png" else out.with_suffix(".png")
-            write_contact_sheet(clip, sheet, num_frames=args.sheet_frames, width=args.width, height=args.height)
-            print(f"wrote {sheet}")
-        if out.suffix.lower() != ".png":
-            render_clip(clip, out, width=args.width, height=args.height)
-            print(f"wrote {out}")
-    except ValueError as err:  # odd size, no frames, not .mp4 (and an unwritable output: InputFileError)
+    sheet = out if out.suffix.lower() == ".png" else (out.with_suffix(".png") if args.sheet else None)
+    video = None if out.suffix.lower() == ".png" else out
+    try:  # both outputs checked before either is written: a bad video size leaves no sheet behind
+        if sheet is not None:
+            check_sheet_output(sheet, args.width, args.height, args.sheet_frames)
+        if video is not None:
+            check_video_output(video, args.width, args.height)
+    except ValueError as err:  # odd size, no frames, not .mp4
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if sheet is not None:
+        write_contact_sheet(clip, sheet, num_frames=args.sheet_frames, width=args.width, height=args.height)
+        print(f"wrote {sheet}")
+    if video is not None:
+        render_clip(clip, video, width=args.width, height=args.height)
+        print(f"wrote {video}")
     return 0
 
 

@@ -101,20 +101,25 @@ def from_dict_with_overrides(
         return from_dict(cls, data, source)
     try:
         from_dict(cls, copy.deepcopy(data), source)
-        file_alone_fits = True
-    except InputFileError:
-        file_alone_fits = False  # the file's own error, unless an override mends it
+        file_error = None
+    except InputFileError as err:
+        file_error = str(err)  # the file's own error, unless an override mends it
     for key, value in overrides.items():
         apply_override(data, key, value)
     try:
         return from_dict(cls, data, source)
     except InputFileError as err:
-        if not file_alone_fits:
+        if str(err) == file_error:
             raise
-        named = [k for k in overrides if k == err.field or k.rsplit(".", 1)[-1] in err.reason] or list(overrides)
+        named = [k for k in overrides if k == err.field or _names(err.reason, k.rsplit(".", 1)[-1])]
         shown = typed or overrides
-        sets = " ".join(f"--set {k}={_show(shown.get(k, overrides[k]))}" for k in named)
+        sets = " ".join(f"--set {k}={_show(shown.get(k, overrides[k]))}" for k in named or overrides)
         raise InputFileError(sets, err.reason, err.field) from None
+
+
+def _names(text: str, key: str) -> bool:
+    """Whether ``text`` names the field ``key`` as a word (``clip`` is not named by ``clip_sampling``)."""
+    return re.search(rf"(?<!\w){re.escape(key)}(?!\w)", text) is not None
 
 
 class OverrideError(InputFileError):

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ def output_folder(path: str | os.PathLike) -> bool:
 
 @contextlib.contextmanager
 def folder_lock(
-    path: str | os.PathLike, command: str, create: bool = True, discard_failed_run: bool = False
+    path: str | os.PathLike, command: str, create: bool = True, setup_files: Collection[str] = ()
 ) -> Iterator[Path]:
     """Hold ``path`` for one process while ``command`` writes into it; a second one gets FolderInUse.
 
@@ -76,10 +76,11 @@ def folder_lock(
     in another terminal) would otherwise interleave its checkpoints with the first one's. The lock is an advisory
     ``flock`` on ``<path>/.lock`` that the system drops when the process ends, so a killed run never leaves a stale
     lock. A folder this call created is removed again if nothing but the lock was written into it; with
-    ``create=False`` a missing folder is not created and not locked (the command's own check names it). With
-    ``discard_failed_run``, a folder this call created is removed whole when the command fails before it wrote a
-    checkpoint (``checkpoints/*.pt``): its config and encoder alone cannot be resumed, and a later run must not take
-    them for a run. No lock on systems without ``fcntl`` (Windows).
+    ``create=False`` a missing folder is not created and not locked (the command's own check names it). A folder
+    this call created is also removed when the command fails while the folder holds nothing but ``setup_files``
+    (a run's config and encoder, written before its environment is built): they cannot be resumed, and a later run
+    must not take them for a run. Anything else (TensorBoard logs, a pretraining, checkpoints) keeps the folder. No
+    lock on systems without ``fcntl`` (Windows).
     """
     path = Path(path)
     try:
@@ -106,8 +107,8 @@ def folder_lock(
         failed = False
     finally:
         os.close(fd)  # closing drops the flock
-        unfinished = failed and discard_failed_run and not any((path / "checkpoints").glob("*.pt"))
-        if created and (unfinished or [p.name for p in path.iterdir()] == [LOCK_NAME]):
+        removable = {LOCK_NAME, *(setup_files if failed else ())}
+        if created and {p.name for p in path.iterdir()} <= removable:
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -282,7 +283,9 @@ def load_plain(path: str | os.PathLike, hint: str = "use a file written by this 
         if not _OBJECT_REFUSED.search(text):
             # not an object but garbage (an unknown opcode, a broken stream): the caller says corrupt, with torch's
             # reason alone (its advice to retry with weights_only=False is wrong for garbage and unsafe in general)
-            reason = text.rsplit("WeightsUnpickler error:", 1)[-1].strip().splitlines()
+            reason = (
+                text.split("WeightsUnpickler error:", 1)[1].strip().splitlines() if "WeightsUnpickler" in text else []
+            )
             raise pickle.UnpicklingError(reason[0] if reason else "not a torch file") from None
         found = re.search(r"GLOBAL ([\w.]+)", text)
         what = f" ({found.group(1)})" if found else ""
