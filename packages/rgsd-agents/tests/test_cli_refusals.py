@@ -21,7 +21,7 @@ def test_pretraining_into_a_trained_run_is_refused_and_its_encoder_kept(tmp_path
     assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "encoder.pt"]
 
 
-def test_a_training_that_fails_before_its_first_checkpoint_leaves_no_run_folder(tmp_path, capsys):
+def test_a_training_that_fails_during_set_up_leaves_no_run_folder(tmp_path, capsys):
     encoder = tiny_encoder_file(tmp_path / "encoder.pt")
     (tmp_path / "empty").mkdir()
     out = tmp_path / "run"

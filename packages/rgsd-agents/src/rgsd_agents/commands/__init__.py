@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from rgsd_envs.utils.config import add_set_argument
@@ -75,3 +76,11 @@ def run_overrides(args: argparse.Namespace) -> dict:
     if getattr(args, "device", None) is not None:
         overrides["device"] = args.device
     return overrides
+
+
+def holds_run(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` holds a run's latest checkpoint: a run to continue with ``--resume``, not to start again."""
+    from rgsd_agents.rl.loop import LATEST
+    from rgsd_envs.runs.run_dir import RunDir
+
+    return (RunDir(folder).checkpoints_dir / LATEST).exists()

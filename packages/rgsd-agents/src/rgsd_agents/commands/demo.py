@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rgsd_agents.commands import add_device_argument, add_set_argument, run_overrides
+from rgsd_agents.commands import add_device_argument, add_set_argument, holds_run, run_overrides
 from rgsd_envs.utils.config import number_type
 
 DEFAULT_MINUTES = 15.0
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from rgsd_envs.utils.device import resolve_device
 
     out = Path(args.out)
-    if (out / "checkpoints" / "latest.pt").exists():
+    if holds_run(out):
         print(f"error: {out} already holds a run; choose another --out (or continue it: rgsd train --resume {out})")
         return 2
     overrides = {"max_minutes": args.minutes, **run_overrides(args)}

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rgsd_agents.commands import add_run_arguments, run_overrides
+from rgsd_agents.commands import add_run_arguments, holds_run, run_overrides
 from rgsd_envs.envs.goal_reaching_v0 import STYLES
 
 
@@ -77,7 +77,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             if args.out
             else Path("runs") / f"downstream_{cfg.task.style}_{time.strftime('%Y%m%d-%H%M%S')}"
         )
-        if (out / "checkpoints" / "latest.pt").exists():
+        if holds_run(out):
             print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
             return 2
         stack.enter_context(folder_lock(out, "rgsd downstream", setup_files=(RunDir.CONFIG,)))

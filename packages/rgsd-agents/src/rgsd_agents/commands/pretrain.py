@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rgsd_agents.commands import add_device_argument, add_doc_parser, add_set_argument
+from rgsd_agents.commands import add_device_argument, add_doc_parser, add_set_argument, holds_run
 
 if TYPE_CHECKING:
     from rgsd_agents.pretraining.config import PretrainConfig
@@ -100,11 +100,12 @@ def run(args: argparse.Namespace) -> int:
         return code
     from rgsd_agents.pretraining.loop import pretrain
     from rgsd_agents.pretraining.reward_sharpness import format_table
+    from rgsd_envs.runs.run_dir import RunDir
     from rgsd_envs.utils.files import InputFileError
 
     cfg = config_from_args(args)
     out = Path(args.out)
-    if (out / "policy.pt").exists() or (out / "checkpoints" / "latest.pt").exists():
+    if (out / RunDir.POLICY).exists() or holds_run(out):
         # its encoder.pt is the one its policy was trained with: replacing it would silently change the policy's skills
         print(f"error: {out} holds a trained run; pretrain into another --out", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rgsd_agents.commands import add_run_arguments, run_overrides
+from rgsd_agents.commands import add_run_arguments, holds_run, run_overrides
 
 if TYPE_CHECKING:
     from rgsd_agents.rl.distributed import DataParallel
@@ -93,7 +93,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         if extra is None:
             return 2
         out = Path(args.out) if args.out else default_out(args.config)
-        taken = (out / "checkpoints" / "latest.pt").exists()
+        taken = holds_run(out)
         if dp is not None:  # rank 0 decides: the clock and the file system may differ between ranks
             out, taken = dp.main_value((out, taken))
         if taken:
