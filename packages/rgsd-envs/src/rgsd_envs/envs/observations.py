@@ -21,10 +21,14 @@ the last 5 frames stacked oldest first, ``s_t = (o_{t-4}, ..., o_t)`` (1795-D).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from rgsd_envs.humanoid import skeleton as sk
+
+if TYPE_CHECKING:
+    from rgsd_envs.motion.library import MotionLib
 
 Tensor = torch.Tensor
 
@@ -180,7 +184,7 @@ def history_indices(frames: Tensor, clip_starts: Tensor) -> Tensor:
     return torch.maximum(idx, clip_starts.unsqueeze(-1))
 
 
-def reference_frame_features(lib) -> Tensor:
+def reference_frame_features(lib: MotionLib) -> Tensor:
     """359-D features of every reference frame of a MotionLib, (F, 359), phase included."""
     frames = torch.arange(lib.total_frames, device=lib.device)
     clip = lib.clip_of_frame
@@ -195,7 +199,7 @@ def stack_history(features: Tensor, indices: Tensor) -> Tensor:
     return features[indices].flatten(-2)
 
 
-def reference_encoder_inputs(lib, features: Tensor | None = None) -> Tensor:
+def reference_encoder_inputs(lib: MotionLib, features: Tensor | None = None) -> Tensor:
     """Encoder input s_t (F, 1795) for every reference frame (history clamped to clip starts)."""
     feats = reference_frame_features(lib) if features is None else features
     frames = torch.arange(lib.total_frames, device=lib.device)

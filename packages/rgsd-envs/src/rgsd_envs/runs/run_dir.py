@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -34,6 +34,10 @@ import yaml
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.utils.files import InputFileError
+
+if TYPE_CHECKING:
+    from rgsd_envs.rewards.encoders import MLPEncoder
+    from rgsd_envs.runs.policy import PolicyMLP
 
 
 class RunDir:
@@ -122,14 +126,14 @@ class RunDir:
         data.update(overrides)
         return from_dict(EnvConfig, data, str(self.config_path), "env.")
 
-    def load_policy(self):
+    def load_policy(self) -> PolicyMLP:
         """The exported policy (``rgsd_envs.runs.policy.PolicyMLP``)."""
         from rgsd_envs.runs.policy import load_policy
 
         self.check(self.POLICY)
         return load_policy(self.policy_path)
 
-    def load_encoder(self, discovery: bool = False):
+    def load_encoder(self, discovery: bool = False) -> MLPEncoder:
         """The frozen (or, with ``discovery``, the trained discovery) encoder."""
         from rgsd_envs.rewards.encoders import load_encoder
 
