@@ -38,7 +38,7 @@ GROUPS = {
 }
 """Joint group -> the body whose first hinge represents it."""
 SETTINGS = {
-    "1/60 s, c=2 (today)": (DEFAULT_TIMESTEP, 2.0),
+    "1/60 s, c=2 (default)": (DEFAULT_TIMESTEP, 2.0),
     "1/120 s, c=2": (1 / 120, 2.0),
     "1/120 s, c=1": (1 / 120, 1.0),
     "1/120 s, c=0.5": (1 / 120, 0.5),

@@ -1,8 +1,8 @@
-"""Every figure in the README's and the results page's tables is traced to a committed file that holds it.
+"""Every figure in the tables of the README, the docs and the packages' READMEs is traced to a committed file.
 
 A table names its evidence in an HTML comment on one of the lines just above it:
 
-    <!-- source: docs/results/gpu_check_h200/throughput.json docs/results/gpu_check_h200/sharing.json -->
+    <!-- source: docs/results/gpu_h200/throughput.json docs/results/gpu_h200/sharing.json -->
 
 Every number in the table's body (the first column, a row's label, aside) must be one of the numbers of its
 sources as the table rounds it: a JSON value or key, a CSV cell, or a number in a text file, taken as it is or in
@@ -23,8 +23,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = ("README.md", "docs/results.md")
-"""The pages whose tables hold measured figures."""
+PAGES = (
+    "README.md",
+    *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md")),
+    *sorted(str(p.relative_to(REPO)) for p in (REPO / "packages").glob("*/README.md")),
+)
+"""The pages whose tables may hold measured figures: the README, every docs page, the packages' READMEs."""
 SOURCE = re.compile(r"<!--\s*source:\s*(.+?)\s*-->")
 SCALES = (1.0, 100.0, 0.01, 1e-3, 1e-6, 10.0, 0.1)
 """Unit changes between a source and a table: m -> cm, fraction -> %, -> k, -> M, mm <-> cm."""
@@ -32,10 +36,30 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s?[
 LEADING_FIGURE = re.compile(r"^\**[-+]?\d")
 """A first cell that starts with a number is a figure, not a row's label."""
 UNTRACED = {
-    ("docs/results.md", "option | what it does | measured outcome"): "the arms named in each row",
+    ("docs/results.md", "option | what it does | measured outcome"):
+        "none: each row's option was deleted with its code, which git history keeps",
+    ("docs/downstream.md", "start | cosine to the style latent, untrained -> trained | style FID, untrained -> trained | success"):
+        "the two rgsd downstream commands above the table, then their evaluations.jsonl committed",
 }  # fmt: skip
 """(page, header row) -> the command that would give its tables a committed source (one entry serves every table
 of the page with that header)."""
+REFERENCE = {
+    ("docs/development.md", "script | measures"): "what each benchmark measures",
+    ("docs/environments.md", " | "): "the env's spaces and settings",
+    ("docs/evaluation.md", "flag | meaning"): "rgsd eval's flags",
+    ("docs/evaluation.md", " | `quick` (default) | `paper`"): "the two protocols' settings",
+    ("docs/evaluation.md", "metric | `metrics.json` field | per rollout | per clip, category, all"): "metric definitions",
+    ("docs/methods.md", "method | train with | reward | latent while training | a clip's latent in `rgsd eval`"):
+        "the methods' presets and rules",
+    ("docs/methods.md", "method | property asserted"): "the known-answer tests' thresholds",
+    ("docs/methods.md", "method | the paper | rgsd | why, and the paper's setting"): "settings beside the papers'",
+    ("docs/reproduce.md", "field | meaning"): "the reproduce scale's fields",
+    ("docs/training.md", "preset | for"): "the presets' settings",
+    ("docs/training.md", "group | what"): "TensorBoard's groups",
+    ("docs/viewer.md", "Control | What it does"): "the viewer's controls",
+}  # fmt: skip
+"""(page, header row) -> what its numbers are: tables of settings, definitions and thresholds, not measurements.
+Every other table with numbers is a table of figures and needs a source or an ``UNTRACED`` entry."""
 
 
 @dataclass
@@ -84,11 +108,16 @@ def _walk(obj: object) -> Iterator[float]:
 
 
 def _text_numbers(text: str) -> Iterator[float]:
-    for m in re.finditer(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?", text):
+    """Each number written in ``text``; one written with k or M ("82 M") also as its value (82e6)."""
+    for m in re.finditer(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?(\s?[kM](?![a-zA-Z]))?", text):
+        number = m.group()[: m.start(1) - m.start()] if m.group(1) else m.group()
         try:
-            yield float(m.group().replace(",", ""))
+            value = float(number.replace(",", ""))
         except ValueError:
             continue
+        yield value
+        if m.group(1):
+            yield value * {"k": 1e3, "M": 1e6}[m.group(1).strip()]
 
 
 def source_numbers(paths: list[str]) -> list[float]:
@@ -140,7 +169,12 @@ def _has_numbers(cell: str) -> bool:
 
 
 def _all_tables() -> list[Table]:
-    return [t for page in PAGES for t in tables(page) if any(_has_numbers(c) for r in t.rows for c in r[1:])]
+    return [
+        t
+        for page in PAGES
+        for t in tables(page)
+        if (t.page, t.header) not in REFERENCE and any(_has_numbers(c) for r in t.rows for c in r[1:])
+    ]
 
 
 @pytest.mark.parametrize("table", _all_tables(), ids=lambda t: f"{t.page}:{t.line}")
@@ -153,6 +187,11 @@ def test_every_figure_of_a_results_table_is_in_its_committed_source(table):
         return
     bad = untraced_cells(table)
     assert not bad, f"{table.page}:{table.line}: figures not in {table.sources}: {bad}"
+
+
+def test_the_reference_list_names_only_tables_that_exist():
+    present = {(page, t.header) for page in PAGES for t in tables(page)}
+    assert set(REFERENCE) <= present, f"gone, drop from REFERENCE: {sorted(set(REFERENCE) - present)}"
 
 
 def test_the_untraced_list_names_only_tables_still_untraced():

@@ -296,9 +296,9 @@ def build_plan(
     ds_budget += f", {ds_cfg.num_envs} worlds x {ds_cfg.horizon}"
     ds_ids: list[str] = []
     methods_ = plan.methods
-    arms = [(method, NEUTRAL_START) for method in methods_] + [(m, "style") for m in d.style_start if m in methods_]
+    starts = [(method, NEUTRAL_START) for method in methods_] + [(m, "style") for m in d.style_start if m in methods_]
     for style in d.styles:
-        for method, start in arms:
+        for method, start in starts:
             best_of_n = method_class(method).LATENT_CHOICE == "best_of_n"
             neutral = start == NEUTRAL_START
             name = method if neutral else f"{method}-{start}-start"
