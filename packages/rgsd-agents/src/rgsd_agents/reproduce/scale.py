@@ -88,6 +88,7 @@ class DownstreamBudget:
     """Downstream preset (``presets/downstream``): "default" is the paper's 20 x 20 m arena (docs/downstream.md),
     "demo" a 4 x 4 m one for low-level policies that barely travel."""
     styles: list[str] = field(default_factory=lambda: ["freestyle", "sidestep", "backward"])
+    """Style commands, each trained on every method's and seed's policy (empty: no downstream steps)."""
     minutes: float | None = None
     """``max_minutes`` of every downstream training (None: the preset's)."""
     iterations: int | None = None
