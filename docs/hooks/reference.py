@@ -117,6 +117,11 @@ class Index:
             return node.value
         if isinstance(node, (ast.Tuple, ast.List)):
             return [self.value(module, e, depth + 1) for e in node.elts]
+        if isinstance(node, ast.Dict) and None not in node.keys:
+            return {
+                self.value(module, k, depth + 1): self.value(module, v, depth + 1)
+                for k, v in zip(node.keys, node.values)
+            }
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             v = self.value(module, node.operand, depth + 1)
             return -v if isinstance(node.op, ast.USub) else v
@@ -126,10 +131,45 @@ class Index:
             )
         if isinstance(node, ast.Name):
             found = self.resolve(module, node.id)
-            if found and node.id not in found[0].classes:
+            if found and found[1] not in found[0].classes:
                 mod, name = found
                 return self.value(mod.name, mod.constants[name], depth + 1)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):  # QUICK.rollouts
+            found = self.resolve(module, node.value.id)
+            if found and found[1] not in found[0].classes and isinstance(found[0].constants[found[1]], ast.Call):
+                mod, name = found
+                return self.call_field(mod.name, mod.constants[name], node.attr, depth + 1)
         raise ValueError(ast.unparse(node))
+
+    def call_field(self, module: str, call: ast.Call, attr: str, depth: int = 0) -> Any:
+        """The value of field ``attr`` of a dataclass built by ``call`` in ``module``: its keyword, its positional
+        argument, else the field's default."""
+        for kw in call.keywords:
+            if kw.arg == attr:
+                return self.value(module, kw.value, depth + 1)
+        found = self.resolve(module, call.func.id) if isinstance(call.func, ast.Name) else None
+        if found and found[1] in found[0].classes:
+            mod, name = found
+            defaults = self.field_defaults(mod, mod.classes[name])
+            if attr in defaults:
+                i = list(defaults).index(attr)
+                if i < len(call.args):
+                    return self.value(module, call.args[i], depth + 1)
+                if defaults[attr] is not None:
+                    return self.value(mod.name, defaults[attr], depth + 1)
+        raise ValueError(f"{ast.unparse(call)}.{attr}")
+
+    def field_defaults(self, mod: Module, cls: ast.ClassDef, depth: int = 0) -> dict[str, ast.expr | None]:
+        """A dataclass's fields in order (bases first) -> their default expressions (None: no default)."""
+        out: dict[str, ast.expr | None] = {}
+        for base in cls.bases if depth < 8 else []:
+            found = self.resolve(mod.name, ast.unparse(base))
+            if found and found[1] in found[0].classes:
+                out.update(self.field_defaults(found[0], found[0].classes[found[1]], depth + 1))
+        for node in cls.body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                out[node.target.id] = node.value
+        return out
 
 
 def _is_dataclass(cls: ast.ClassDef) -> bool:
@@ -170,6 +210,8 @@ def _show(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:.1f}" if value.is_integer() and abs(value) < 1e6 else format(value, ".6g")
+    if value == "":
+        return '""'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_show(v) for v in value) + "]"
     if isinstance(value, dict):
@@ -229,6 +271,8 @@ class Walker:
                 return Field(name, type_text, self._default(mod, kw["default"]), doc)
             factory = kw.get("default_factory")
             overrides: dict[str, ast.expr] = {}
+            if isinstance(factory, ast.Lambda) and not isinstance(factory.body, ast.Call):  # lambda: ["a", "b"]
+                return Field(name, type_text, self._default(mod, factory.body), doc)
             if isinstance(factory, ast.Lambda) and isinstance(factory.body, ast.Call):
                 overrides = {k.arg: k.value for k in factory.body.keywords if k.arg}
                 factory = factory.body.func

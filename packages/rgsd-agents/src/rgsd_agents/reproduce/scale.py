@@ -114,7 +114,7 @@ class ReproduceScale:
     """One scale of ``rgsd reproduce`` (see the module docstring)."""
 
     description: str = ""
-    """What the scale is for, what it can and cannot show, and its stated time."""
+    """What the scale is for, what it can and cannot show, and its stated time (quoted in the report)."""
     seeds: int = 3
     """Seeds of every method (training, evaluation and downstream each); the paper uses 3."""
     device: str = "auto"
