@@ -13,12 +13,16 @@ A page asks for a table with an HTML comment on a line of its own:
     the keys every preset YAML file of that folder sets, one column per preset.
 ``<!-- observation-layout -->``
     the slices of ``rgsd_envs.envs.observations.POLICY_LAYOUT`` (imported: they are computed there).
+``<!-- commands: rgsd_agents.cli:build_parser -->``
+    every subcommand and argument of the argparse parser that function builds (imported and called): the help
+    text and the default that ``--help`` shows.
 
-Nothing here knows a field name: adding, removing or documenting a field changes the site at the next build.
+Nothing here knows a field name or a flag: adding, removing or documenting one changes the site at the next build.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
 import operator
@@ -386,12 +390,17 @@ def preset_table(folder: str) -> list[str]:
     return out + ["", "An empty cell is the dataclass default (the configuration reference lists them)."]
 
 
-def observation_table() -> list[str]:
-    """The policy observation's slices, from ``rgsd_envs.envs.observations`` itself."""
+def _import(module: str) -> Any:
+    """A module of the three packages, imported from their sources."""
     for src in SOURCES:
         if str(src) not in sys.path:
             sys.path.insert(0, str(src))
-    obs = importlib.import_module("rgsd_envs.envs.observations")
+    return importlib.import_module(module)
+
+
+def observation_table() -> list[str]:
+    """The policy observation's slices, from ``rgsd_envs.envs.observations`` itself."""
+    obs = _import("rgsd_envs.envs.observations")
     out = ["| part | slice | size |", "|---|---|---|"]
     for name, s in obs.POLICY_LAYOUT.items():
         out.append(f"| `{name}` | `{s.start}:{s.stop}` | {s.stop - s.start} |")
@@ -401,6 +410,81 @@ def observation_table() -> list[str]:
         f"(frame features then the {obs.SKILL_DIM}-D skill); encoder input: the last {obs.HISTORY_LEN} frames "
         f"stacked oldest first, {obs.ENCODER_INPUT_DIM}.",
     ]
+    return out
+
+
+# -- command lines --------------------------------------------------------------------
+
+
+def parser_of(target: str) -> argparse.ArgumentParser:
+    """The parser ``module:function`` builds (``rgsd_agents.cli:build_parser``)."""
+    module, _, function = target.partition(":")
+    return getattr(_import(module), function or "build_parser")()
+
+
+def documented_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The arguments of ``parser`` a reference lists: all but ``--help``, hidden ones and the subcommand choice."""
+    return [
+        a
+        for a in parser._actions
+        if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)) and a.help != argparse.SUPPRESS
+    ]
+
+
+def subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
+    """(name, one-line help, parser) of each subcommand of ``parser``, in help order."""
+    out = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            out += [(name, helps.get(name, ""), sub) for name, sub in action.choices.items()]
+    return out
+
+
+def _argument_default(action: argparse.Action) -> str:
+    if action.required and action.nargs not in ("*", "?"):  # argparse marks a "*" positional required
+        return "required"
+    if action.nargs == 0 or action.default in (None, argparse.SUPPRESS, [], ()):  # switches; nothing given
+        return ""
+    value = action.default
+    return _code(" ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value))
+
+
+def _argument_help(action: argparse.Action) -> str:
+    text = action.help or ""
+    if "%" in text:  # argparse's %(default)s and the like
+        text = text % {**vars(action), "prog": "", "default": action.default}
+    return _cell(" ".join(text.split()))
+
+
+def command_tables(target: str) -> list[str]:
+    """Markdown: the program ``target`` builds the parser of, then each of its subcommands (recursively), each with
+    a table of its arguments."""
+    parser = parser_of(target)
+    lead = (parser.description or "").split("\n\n")[0]
+    return _command_sections(parser, parser.prog, 2, lead)
+
+
+def _command_sections(parser: argparse.ArgumentParser, name: str, level: int, lead: str) -> list[str]:
+    formatter = parser._get_formatter()
+    out = [f"{'#' * level} `{name}`", ""]
+    if lead:
+        out += [_cell(" ".join(lead.split())), ""]
+    actions = documented_actions(parser)
+    if actions:
+        out += ["| argument | default | meaning |", "|---|---|---|"]
+        for a in actions:
+            invocation = formatter._format_action_invocation(a)
+            out.append(f"| {_code(invocation)} | {_argument_default(a)} | {_argument_help(a)} |")
+        out.append("")
+    subs = subcommands(parser)
+    if subs:
+        out += ["| command | what it does |", "|---|---|"]
+        out += [f"| `{name} {sub}` | {_cell(summary)} |" for sub, summary, _ in subs]
+        out.append("")
+    for sub, summary, subparser in subs:
+        lead = summary[:1].upper() + summary[1:] + ("" if summary.endswith(".") else ".") if summary else ""
+        out += _command_sections(subparser, f"{name} {sub}", min(level + 1, 6), lead)
     return out
 
 
@@ -428,6 +512,8 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
                 lines = preset_table(arg or "")
             elif kind == "observation-layout":
                 lines = observation_table()
+            elif kind == "commands":
+                lines = command_tables(arg or "")
             else:
                 return match.group(0)
         except (MarkerError, KeyError, SyntaxError, ImportError) as err:
