@@ -1,4 +1,5 @@
-"""The docs site's configuration reference (docs/hooks/reference.py) lists every field the dataclasses have."""
+"""The docs site's generated references (docs/hooks/reference.py): every field the config dataclasses have, every
+subcommand and argument the command-line programs have."""
 
 from __future__ import annotations
 
@@ -7,11 +8,37 @@ import re
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from rgsd_agents.config import TrainConfig
 from rgsd_agents.downstream.runner import DownstreamConfig
+from rgsd_agents.pretraining.config import PretrainConfig
+from rgsd_agents.reproduce.scale import ReproduceScale
+from rgsd_eval.config import EvalConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+COMMAND_CONFIGS = {
+    "rgsd train": TrainConfig,
+    "rgsd pretrain": PretrainConfig,
+    "rgsd downstream": DownstreamConfig,
+    "rgsd eval": EvalConfig,
+    "rgsd reproduce": ReproduceScale,
+}
+"""The config each command's ``--set`` sets: the configuration reference has every one of them."""
+COMMANDS = ROOT / "docs" / "commands.md"
+
+
+def _programs() -> dict[str, str]:
+    """Each program the packages install (``[project.scripts]``) -> the module whose ``build_parser`` parses it."""
+    out = {}
+    for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
+        scripts = tomllib.loads(pyproject.read_text())["project"].get("scripts", {})
+        out.update({name: target.partition(":")[0] for name, target in scripts.items()})
+    return out
+
+
+PROGRAMS = _programs()
 
 
 @pytest.fixture(scope="module")
@@ -37,15 +64,43 @@ def _table_rows(markdown: str) -> dict[str, str]:
     return dict(rows)
 
 
-def test_the_reference_lists_every_field_with_its_default(hook):
+def _rows_with_meaning(markdown: str) -> dict[str, str]:
+    """Key -> meaning cell of the reference's rows."""
+    return dict(re.findall(r"^\| `([^`]+)` \| `[^`]*` \| (?:`[^`]*`)? \| (.*) \|$", markdown, flags=re.M))
+
+
+def test_the_configuration_page_has_every_commands_config():
+    markers = re.findall(r"^<!-- config: (\S+) -->$", CONFIGURATION.read_text(), flags=re.M)
+    for command, cls in COMMAND_CONFIGS.items():
+        assert f"{cls.__module__}:{cls.__name__}" in markers, (
+            f"{command}: {cls.__name__} is not on {CONFIGURATION.name}"
+        )
+
+
+@pytest.mark.parametrize("cls", list(COMMAND_CONFIGS.values()), ids=lambda c: c.__name__)
+def test_the_reference_lists_every_field_with_its_default(hook, cls):
+    """Every leaf field, with the default a default instance has: never the source text of an expression the hook
+    could not evaluate (``QUICK.rollouts``, ``field(...)``)."""
     walker = hook.Walker(hook.Index())
-    for module, cls in (("rgsd_agents.config", TrainConfig), ("rgsd_agents.downstream.runner", DownstreamConfig)):
-        rows = _table_rows("\n".join(hook.config_tables(walker, *walker.dataclass_at(module, cls.__name__))))
-        expected = _keys(cls())
-        assert set(rows) == set(expected), set(rows) ^ set(expected)
-        for key, value in expected.items():
-            if isinstance(value, (bool, int, float, str, tuple)) or value is None:
-                assert rows[key] == hook._show(list(value) if isinstance(value, tuple) else value), key
+    rows = _table_rows("\n".join(hook.config_tables(walker, *walker.dataclass_at(cls.__module__, cls.__name__))))
+    expected = _keys(cls())
+    assert set(rows) == set(expected), set(rows) ^ set(expected)
+    for key, value in expected.items():
+        value = list(value) if isinstance(value, tuple) else value
+        if isinstance(value, (bool, int, float, str, list, dict)) or value is None:
+            assert rows[key] == hook._show(value), key
+
+
+def test_every_field_has_a_meaning(hook):
+    walker = hook.Walker(hook.Index())
+    text = [
+        hook.config_tables(walker, *walker.dataclass_at(c.__module__, c.__name__)) for c in COMMAND_CONFIGS.values()
+    ]
+    text.append(hook.method_tables(walker, "rgsd_agents.methods"))
+    rows = _rows_with_meaning("\n".join(line for lines in text for line in lines))
+    assert len(rows) > 100
+    blank = sorted(key for key, meaning in rows.items() if not meaning.strip())
+    assert not blank, f"fields without a docstring under them: {blank}"
 
 
 def test_every_method_config_gets_a_section(hook):
@@ -56,3 +111,45 @@ def test_every_method_config_gets_a_section(hook):
         assert f"`method.options` of `{name}`: {method.CONFIG.__name__}" in text
         for f in dataclasses.fields(method.CONFIG):
             assert f"`method.options.{f.name}`" in text
+
+
+def _sections(markdown: str) -> dict[str, str]:
+    """Heading's command (`` ## `rgsd train` ``) -> the text under it, up to the next heading."""
+    parts = re.split(r"^#+ `([^`]+)`$", markdown, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def _commands(hook, parser, name: str):
+    """(command line, parser) of a program and of every subcommand under it."""
+    yield name, parser
+    for sub, _, subparser in hook.subcommands(parser):
+        yield from _commands(hook, subparser, f"{name} {sub}")
+
+
+def test_the_command_reference_has_every_program():
+    assert {"rgsd", "rgsd-motions", "rgsd-eval"} <= set(PROGRAMS)
+    markers = re.findall(r"^<!-- commands: (\S+) -->$", COMMANDS.read_text(), flags=re.M)
+    for program, module in PROGRAMS.items():
+        assert f"{module}:build_parser" in markers, f"{program} is not on {COMMANDS.name}"
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_every_argument_has_help_and_a_row_under_its_command(hook, program):
+    target = f"{PROGRAMS[program]}:build_parser"
+    parser = hook.parser_of(target)
+    assert parser.prog == program
+    sections = _sections("\n".join(hook.command_tables(target)))
+    no_help, missing = [], []
+    for name, sub in _commands(hook, parser, program):
+        assert name in sections, f"no section for {name}"
+        rows = re.findall(r"^\| `([^`]+)` \|", sections[name], flags=re.M)
+        for action in hook.documented_actions(sub):
+            label = f"{name} {'/'.join(action.option_strings) or action.dest}"
+            if not (action.help or "").strip():
+                no_help.append(label)
+            written = action.option_strings or [action.metavar or action.dest]
+            if not any(row.split(" ")[0].rstrip(",") in written for row in rows):
+                missing.append(label)
+    assert not no_help, f"arguments without help text: {no_help}"
+    assert not missing, f"arguments missing from the command reference: {missing}"
+    assert len(sections) > (5 if program == "rgsd" else 0)

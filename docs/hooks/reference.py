@@ -13,12 +13,16 @@ A page asks for a table with an HTML comment on a line of its own:
     the keys every preset YAML file of that folder sets, one column per preset.
 ``<!-- observation-layout -->``
     the slices of ``rgsd_envs.envs.observations.POLICY_LAYOUT`` (imported: they are computed there).
+``<!-- commands: rgsd_agents.cli:build_parser -->``
+    every subcommand and argument of the argparse parser that function builds (imported and called): the help
+    text and the default that ``--help`` shows.
 
-Nothing here knows a field name: adding, removing or documenting a field changes the site at the next build.
+Nothing here knows a field name or a flag: adding, removing or documenting one changes the site at the next build.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
 import operator
@@ -117,6 +121,11 @@ class Index:
             return node.value
         if isinstance(node, (ast.Tuple, ast.List)):
             return [self.value(module, e, depth + 1) for e in node.elts]
+        if isinstance(node, ast.Dict) and None not in node.keys:
+            return {
+                self.value(module, k, depth + 1): self.value(module, v, depth + 1)
+                for k, v in zip(node.keys, node.values)
+            }
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             v = self.value(module, node.operand, depth + 1)
             return -v if isinstance(node.op, ast.USub) else v
@@ -126,10 +135,45 @@ class Index:
             )
         if isinstance(node, ast.Name):
             found = self.resolve(module, node.id)
-            if found and node.id not in found[0].classes:
+            if found and found[1] not in found[0].classes:
                 mod, name = found
                 return self.value(mod.name, mod.constants[name], depth + 1)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):  # QUICK.rollouts
+            found = self.resolve(module, node.value.id)
+            if found and found[1] not in found[0].classes and isinstance(found[0].constants[found[1]], ast.Call):
+                mod, name = found
+                return self.call_field(mod.name, mod.constants[name], node.attr, depth + 1)
         raise ValueError(ast.unparse(node))
+
+    def call_field(self, module: str, call: ast.Call, attr: str, depth: int = 0) -> Any:
+        """The value of field ``attr`` of a dataclass built by ``call`` in ``module``: its keyword, its positional
+        argument, else the field's default."""
+        for kw in call.keywords:
+            if kw.arg == attr:
+                return self.value(module, kw.value, depth + 1)
+        found = self.resolve(module, call.func.id) if isinstance(call.func, ast.Name) else None
+        if found and found[1] in found[0].classes:
+            mod, name = found
+            defaults = self.field_defaults(mod, mod.classes[name])
+            if attr in defaults:
+                i = list(defaults).index(attr)
+                if i < len(call.args):
+                    return self.value(module, call.args[i], depth + 1)
+                if defaults[attr] is not None:
+                    return self.value(mod.name, defaults[attr], depth + 1)
+        raise ValueError(f"{ast.unparse(call)}.{attr}")
+
+    def field_defaults(self, mod: Module, cls: ast.ClassDef, depth: int = 0) -> dict[str, ast.expr | None]:
+        """A dataclass's fields in order (bases first) -> their default expressions (None: no default)."""
+        out: dict[str, ast.expr | None] = {}
+        for base in cls.bases if depth < 8 else []:
+            found = self.resolve(mod.name, ast.unparse(base))
+            if found and found[1] in found[0].classes:
+                out.update(self.field_defaults(found[0], found[0].classes[found[1]], depth + 1))
+        for node in cls.body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                out[node.target.id] = node.value
+        return out
 
 
 def _is_dataclass(cls: ast.ClassDef) -> bool:
@@ -170,6 +214,8 @@ def _show(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:.1f}" if value.is_integer() and abs(value) < 1e6 else format(value, ".6g")
+    if value == "":
+        return '""'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_show(v) for v in value) + "]"
     if isinstance(value, dict):
@@ -229,6 +275,8 @@ class Walker:
                 return Field(name, type_text, self._default(mod, kw["default"]), doc)
             factory = kw.get("default_factory")
             overrides: dict[str, ast.expr] = {}
+            if isinstance(factory, ast.Lambda) and not isinstance(factory.body, ast.Call):  # lambda: ["a", "b"]
+                return Field(name, type_text, self._default(mod, factory.body), doc)
             if isinstance(factory, ast.Lambda) and isinstance(factory.body, ast.Call):
                 overrides = {k.arg: k.value for k in factory.body.keywords if k.arg}
                 factory = factory.body.func
@@ -342,12 +390,17 @@ def preset_table(folder: str) -> list[str]:
     return out + ["", "An empty cell is the dataclass default (the configuration reference lists them)."]
 
 
-def observation_table() -> list[str]:
-    """The policy observation's slices, from ``rgsd_envs.envs.observations`` itself."""
+def _import(module: str) -> Any:
+    """A module of the three packages, imported from their sources."""
     for src in SOURCES:
         if str(src) not in sys.path:
             sys.path.insert(0, str(src))
-    obs = importlib.import_module("rgsd_envs.envs.observations")
+    return importlib.import_module(module)
+
+
+def observation_table() -> list[str]:
+    """The policy observation's slices, from ``rgsd_envs.envs.observations`` itself."""
+    obs = _import("rgsd_envs.envs.observations")
     out = ["| part | slice | size |", "|---|---|---|"]
     for name, s in obs.POLICY_LAYOUT.items():
         out.append(f"| `{name}` | `{s.start}:{s.stop}` | {s.stop - s.start} |")
@@ -357,6 +410,81 @@ def observation_table() -> list[str]:
         f"(frame features then the {obs.SKILL_DIM}-D skill); encoder input: the last {obs.HISTORY_LEN} frames "
         f"stacked oldest first, {obs.ENCODER_INPUT_DIM}.",
     ]
+    return out
+
+
+# -- command lines --------------------------------------------------------------------
+
+
+def parser_of(target: str) -> argparse.ArgumentParser:
+    """The parser ``module:function`` builds (``rgsd_agents.cli:build_parser``)."""
+    module, _, function = target.partition(":")
+    return getattr(_import(module), function or "build_parser")()
+
+
+def documented_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The arguments of ``parser`` a reference lists: all but ``--help``, hidden ones and the subcommand choice."""
+    return [
+        a
+        for a in parser._actions
+        if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)) and a.help != argparse.SUPPRESS
+    ]
+
+
+def subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
+    """(name, one-line help, parser) of each subcommand of ``parser``, in help order."""
+    out = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            out += [(name, helps.get(name, ""), sub) for name, sub in action.choices.items()]
+    return out
+
+
+def _argument_default(action: argparse.Action) -> str:
+    if action.required and action.nargs not in ("*", "?"):  # argparse marks a "*" positional required
+        return "required"
+    if action.nargs == 0 or action.default in (None, argparse.SUPPRESS, [], ()):  # switches; nothing given
+        return ""
+    value = action.default
+    return _code(" ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value))
+
+
+def _argument_help(action: argparse.Action) -> str:
+    text = action.help or ""
+    if "%" in text:  # argparse's %(default)s and the like
+        text = text % {**vars(action), "prog": "", "default": action.default}
+    return _cell(" ".join(text.split()))
+
+
+def command_tables(target: str) -> list[str]:
+    """Markdown: the program ``target`` builds the parser of, then each of its subcommands (recursively), each with
+    a table of its arguments."""
+    parser = parser_of(target)
+    lead = (parser.description or "").split("\n\n")[0]
+    return _command_sections(parser, parser.prog, 2, lead)
+
+
+def _command_sections(parser: argparse.ArgumentParser, name: str, level: int, lead: str) -> list[str]:
+    formatter = parser._get_formatter()
+    out = [f"{'#' * level} `{name}`", ""]
+    if lead:
+        out += [_cell(" ".join(lead.split())), ""]
+    actions = documented_actions(parser)
+    if actions:
+        out += ["| argument | default | meaning |", "|---|---|---|"]
+        for a in actions:
+            invocation = formatter._format_action_invocation(a)
+            out.append(f"| {_code(invocation)} | {_argument_default(a)} | {_argument_help(a)} |")
+        out.append("")
+    subs = subcommands(parser)
+    if subs:
+        out += ["| command | what it does |", "|---|---|"]
+        out += [f"| `{name} {sub}` | {_cell(summary)} |" for sub, summary, _ in subs]
+        out.append("")
+    for sub, summary, subparser in subs:
+        lead = summary[:1].upper() + summary[1:] + ("" if summary.endswith(".") else ".") if summary else ""
+        out += _command_sections(subparser, f"{name} {sub}", min(level + 1, 6), lead)
     return out
 
 
@@ -384,6 +512,8 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
                 lines = preset_table(arg or "")
             elif kind == "observation-layout":
                 lines = observation_table()
+            elif kind == "commands":
+                lines = command_tables(arg or "")
             else:
                 return match.group(0)
         except (MarkerError, KeyError, SyntaxError, ImportError) as err:

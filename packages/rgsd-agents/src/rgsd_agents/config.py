@@ -43,9 +43,9 @@ class PPOConfig:
     ``rgsd_agents.rl.ppo``)."""
 
     actor_lr: float = 2e-5
-    """Adam learning rate of the actor (paper: 2e-5)."""
+    """Adam learning rate of the actor (the RGSD paper's skill policy: 2e-5)."""
     critic_lr: float = 1e-4
-    """Adam learning rate of the critic (paper: 1e-4)."""
+    """Adam learning rate of the critic (the RGSD paper's skill policy: 1e-4)."""
     gamma: float = 0.99
     """Discount factor."""
     gae_lambda: float = 0.95

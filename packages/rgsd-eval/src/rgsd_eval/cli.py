@@ -140,7 +140,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="std of Gaussian action noise for every run, or 'policy': each run's own policy std (quick 0: "
         "deterministic, one imitation rollout per clip; paper: policy)",
     )
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the best-of-N candidates, the vMF samples and the rollouts (default 0)",
+    )
     p.add_argument(
         "--device", default=None, help="torch device of the policy: auto (default; cuda when available), cpu, cuda:N"
     )

@@ -50,6 +50,8 @@ class EvalConfig:
     the policy and the simulator are deterministic, so all imitation rollouts of a clip are identical and one is
     run."""
     seed: int = 0
+    """Seeds the best-of-N candidate latents, the vMF samples (per clip and kappa) and the rollouts' starts and action
+    noise."""
     device: str = "auto"
     """Torch device of the policy's forward pass: "auto" (cuda when available), "cpu", "cuda" or "cuda:N" (the
     mujoco simulator stays on the CPU)."""
@@ -62,6 +64,7 @@ class EvalConfig:
     fid_eps: float = DEFAULT_EPS
     """Added to both covariance diagonals (feature units squared) before the matrix square root."""
     video: bool = True
+    """Write the videos and HTML replays of the video clips (``--no-video``: False)."""
     video_clips: int = 5
     """Clips that get videos (the first clip of each category first)."""
     video_variants: int = 3

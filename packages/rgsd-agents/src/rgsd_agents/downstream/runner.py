@@ -68,27 +68,56 @@ INIT_SKILLS = (NEUTRAL_START, "mean", "style")
 
 
 @dataclass
+class HighLevelNetworkConfig(NetworkConfig):
+    """The high-level actor and critic: small tanh MLPs on the 364-D goal observation, whose action is a skill, with a
+    learned standard deviation (the low-level skill policy's networks are ``TrainConfig.networks``)."""
+
+    actor_hidden: tuple[int, ...] = (256, 256)
+    """Hidden sizes of the high-level actor (the downstream run's ``policy.pt``)."""
+    critic_hidden: tuple[int, ...] = (256, 256)
+    """Hidden sizes of the high-level critic."""
+    latent_branch: tuple[int, ...] = ()
+    """Keep it empty: the goal observation has no skill slice for a latent branch to take."""
+    init_log_std: float = -1.0
+    """Initial log standard deviation of the Gaussian over skills (exp(-1) = 0.37 per component, before the skill is
+    normalised)."""
+    learn_std: bool = True
+    """Learn the log std (False: keep it at ``init_log_std``; the entropy bonus then has no effect)."""
+    init_mean_action: str = "zero"
+    """Not read by downstream training: the high level's initial mean skill is set by ``init_skill``."""
+
+
+@dataclass
 class DownstreamConfig:
     """A high-level training run on RGSD-SMPL-GoalReaching-v0."""
 
     low_level: str = ""
     """The frozen low-level policy: an rgsd run folder (policy.pt, encoder.pt, config.yaml)."""
     seed: int = 0
+    """Seeds the high-level networks, the action noise, the minibatches, the worlds (starts and goals) and the
+    evaluation episodes."""
     device: str = "auto"
     """Torch device of the high-level learner: "auto" (cuda when available), "cpu", "cuda" or "cuda:N". The
     low-level policy runs with the env on ``task.device``, except that a MuJoCo Warp low level's worlds follow the
     learner onto its GPU, as they did in training (``task_config``)."""
     num_envs: int = 64
+    """Parallel goal-reaching worlds."""
     horizon: int = 16
     """High-level steps per world per iteration (each holds z for task.low_level_steps control steps)."""
     iterations: int = 2000
+    """Rollout-and-update iterations."""
     max_minutes: float | None = None
+    """Stop after this much wall time of the training loop (minutes, > 0; None: run all iterations)."""
     checkpoint_every: int = 25
+    """Iterations between checkpoints (also written at the end and on Ctrl-C)."""
     keep_checkpoints: int = 3
+    """Newest ``iter_XXXXXX.pt`` files kept (``latest.pt`` is always kept)."""
     log_every: int = 1
+    """Iterations between TensorBoard writes."""
     eval_every: int = 10
     """Iterations between evaluations (success rate, style FID); also one before training."""
     eval_episodes: int = 16
+    """Deterministic episodes per evaluation, one per world, each to its end."""
     init_skill: str = NEUTRAL_START
     """Where the high-level policy starts (its output layer's bias, the initial mean skill before normalisation).
 
@@ -107,20 +136,15 @@ class DownstreamConfig:
     latents), so exploration starts in the commanded style: faster on a small budget, but the untrained
     policy already has the style's FID and every method is given its style latent."""
     torch_threads: int | None = None
+    """torch intra-op threads of the PPO updates (None: torch's default, one per core)."""
     rollout_threads: int | None = 1
+    """torch intra-op threads while collecting a rollout and during evaluations (None: as the updates)."""
     task: GoalReachingConfig = field(default_factory=GoalReachingConfig)
-    networks: NetworkConfig = field(
-        default_factory=lambda: NetworkConfig(
-            actor_hidden=(256, 256),
-            critic_hidden=(256, 256),
-            init_log_std=-1.0,
-            learn_std=True,
-            init_mean_action="zero",
-        )
-    )
+    networks: HighLevelNetworkConfig = field(default_factory=HighLevelNetworkConfig)
     ppo: PPOConfig = field(
         default_factory=lambda: PPOConfig(actor_lr=3e-4, critic_lr=1e-3, epochs=5, minibatch_size=512, entropy_coef=0.0)
     )
+    """The high level's PPO update."""
 
     def __post_init__(self) -> None:
         if self.init_skill not in INIT_SKILLS:

@@ -90,6 +90,8 @@ class ASEConfig(AdversarialConfig):
     diversity_coef: float = 0.0
     """ASE's diversity loss weight; 0 (off) as in the RGSD paper's ASE baseline (ASE's own: 0.01)."""
     diversity_target: float = 1.0
+    """Target of the diversity loss: the mean squared action change per unit of latent distance (1 - z^T z') / 2
+    that it asks for (ASE: 1.0); no effect while ``diversity_coef`` is 0."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -206,8 +206,14 @@ class AdversarialConfig:
     """One latent per episode (False), as the RGSD paper ran every method; True: a new one mid-episode after
     ``latent_steps_min`` .. ``latent_steps_max`` steps, as ASE's and CALM's code."""
     latent_steps_min: int = 1
+    """With ``resample``: fewest steps a latent is held, the hold drawn uniformly up to ``latent_steps_max`` (ASE:
+    1)."""
     latent_steps_max: int = 150
+    """With ``resample``: most steps a latent is held (ASE and CALM: 150)."""
     max_grad_norm: float | None = None
+    """Gradient-norm clip of each discriminator step (ASE: its network, the encoder head included; CALM: the motion
+    encoder and the conditional discriminator together); None: no clipping. The policy's clip is
+    ``ppo.max_grad_norm``."""
 
     def __post_init__(self) -> None:
         if self.disc_minibatch_size is not None and self.disc_minibatch_size < 1:

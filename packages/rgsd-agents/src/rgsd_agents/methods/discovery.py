@@ -33,12 +33,18 @@ class DiscoveryConfig:
     of RGSD and DIAYN."""
 
     lr: float = 1e-4
+    """Learning rate of the discovery encoder's own Adam optimiser (PPO's actor and critic have theirs,
+    ``ppo.actor_lr`` and ``ppo.critic_lr``)."""
     alpha: float = 0.5
     """Weight of KL(q_phi'(.|s) || q_frozen(.|s)) on imitation samples."""
     epochs: int = 1
     """Passes over each rollout."""
     minibatch_size: int = 32768
+    """Samples per gradient step of the discovery encoder: each pass splits the rollout (num_envs x horizon) into
+    rollout // minibatch_size random parts, as ``ppo.minibatch_size`` does for PPO."""
     max_grad_norm: float | None = None
+    """Gradient-norm clip of the discovery encoder's steps (None: no clipping); ``ppo.max_grad_norm`` clips the
+    actor and the critic only, each on its own (default 1.0)."""
     update_every: int = 1
     """Update the encoder after every k-th iteration only (on that iteration's rollout): 1/k of the cost."""
 

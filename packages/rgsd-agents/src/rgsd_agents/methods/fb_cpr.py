@@ -98,29 +98,46 @@ class FBCPRConfig:
     """Latent dimension d; the env's skill slot fixes it: it must equal ``env.skill_dim`` (16 by default; its code:
     256; module docstring)."""
     discount: float = 0.98
+    """Discount per control step (1/30 s) of the FB, FB Q and critic targets; 0 after a terminated step (its code:
+    0.98)."""
     batch_size: int = 1024
     """Replay samples per update (also the frames of expert windows per update); a multiple of ``seq_length``."""
     seq_length: int = 8
     """Frames of an expert window (its z is the mean of B over them), also the window of the tracking inference."""
     lr_f: float = 1e-4
+    """Adam learning rate of the forward map F (its code: 1e-4)."""
     lr_b: float = 1e-5
+    """Adam learning rate of the backward map B (its code: 1e-5)."""
     lr_actor: float = 1e-4
+    """Adam learning rate of the actor (its code: 1e-4)."""
     lr_critic: float = 1e-4
+    """Adam learning rate of the discriminator's critic Q (its code: 1e-4)."""
     lr_discriminator: float = 1e-5
+    """Adam learning rate of the discriminator D(s, z) (its code: 1e-5)."""
     ortho_coef: float = 100.0
     """Weight of B's orthonormality loss in the FB loss."""
     q_loss_coef: float = 0.1
     """Weight of the FB Q loss (F^T z regressed on B's implicit reward; metamotivo's script: 0.1, "or 0")."""
     fb_target_tau: float = 0.01
+    """Soft-update rate of the target F and B after every update: target += tau (online - target) (its code:
+    0.01)."""
     critic_target_tau: float = 0.005
+    """Soft-update rate of the target critic after every update (its code: 0.005)."""
     fb_pessimism: float = 0.0
     """Penalty on the ensemble spread of the FB targets: the target M of the FB loss and next Q of the FB Q loss."""
     actor_pessimism: float = 0.5
+    """Penalty on the ensemble spread of Q_fb and Q_D in the actor loss: mean - penalty x spread (0.5 with 2
+    members: the smaller of the two; its code: 0.5)."""
     critic_pessimism: float = 0.5
+    """The same penalty on the target critic's next Q in the critic's TD target (its code: 0.5)."""
     reg_coeff: float = 0.01
     """Weight of the discriminator critic's Q in the actor loss (scaled by |Q_fb| with ``scale_reg``)."""
     scale_reg: bool = True
+    """Scale the discriminator critic's term in the actor loss by the batch's mean |Q_fb| (no gradient through the
+    scale), so ``reg_coeff`` is relative to the FB value; False: ``reg_coeff`` alone (its code: True)."""
     actor_std: float = 0.2
+    """Fixed std of the actor's Gaussian action noise, in the worlds and in the updates (there clipped to
+    ``stddev_clip``); also the run's noise in ``rgsd eval`` under ``action_noise: policy`` (its code: 0.2)."""
     stddev_clip: float = 0.3
     """Clip of the actor's noise in the updates."""
     grad_penalty: float = 10.0
@@ -136,13 +153,23 @@ class FBCPRConfig:
     ensemble: int = 2
     """Members of the F and critic ensembles."""
     f_hidden: int = 1024
+    """Width h of F: its (s, z) and (s, a) embeddings end in h/2 units each, its trunk layers have h (its code:
+    1024)."""
     f_layers: int = 2
+    """Hidden layers of F's trunk after the two embeddings (its code: 2)."""
     critic_hidden: int = 1024
+    """Width of the critic Q(s, a, z), built as F with one output (its code: 1024)."""
     critic_layers: int = 2
+    """Hidden layers of the critic's trunk after its embeddings (its code: 2)."""
     b_hidden: int = 256
+    """Width of B's hidden layers (its code: 256)."""
     b_layers: int = 1
+    """Hidden layers of B: the first Linear -> LayerNorm -> tanh, the others Linear -> ReLU (its code: 1)."""
     disc_hidden: int = 1024
+    """Width of the discriminator's hidden layers (its code: 1024)."""
     disc_layers: int = 3
+    """Hidden layers of the discriminator: the first Linear -> LayerNorm -> tanh, the others Linear -> ReLU (its
+    code: 3)."""
     loop: OffPolicyConfig = field(default_factory=OffPolicyConfig)
     """The off-policy loop: steps and updates per iteration, random steps, replay (``OffPolicyConfig``)."""
 

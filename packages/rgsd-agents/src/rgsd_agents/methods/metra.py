@@ -51,15 +51,24 @@ class METRAConfig:
     """METRA's representation, dual variable and update (defaults: the METRA paper's values)."""
 
     hidden: tuple[int, ...] = (1024, 1024)
+    """Hidden sizes of phi, a ReLU MLP from the 358-D frame features to the skill dimension (METRA: 1024,
+    1024)."""
     lr: float = 1e-4
+    """Adam learning rate of phi (METRA: 1e-4)."""
     dual_lr: float = 1e-4
+    """Adam learning rate of log lambda, the dual variable (METRA: 1e-4)."""
     dual_lambda_init: float = 30.0
+    """Initial lambda, the weight of the constraint ||phi(s') - phi(s)||^2 <= 1 in phi's loss (METRA: 30)."""
     dual_slack: float = 1e-3
+    """eps of the constraint term min(eps, 1 - ||phi(s') - phi(s)||^2): slack beyond eps counts for nothing, so a
+    satisfied constraint lowers lambda slowly and does not pay phi to shrink its steps (METRA: 1e-3)."""
     phi_steps: int = 50
     """Gradient steps of phi and lambda per iteration (METRA's code: 50-200)."""
     minibatch_size: int = 256
     """Transitions per step, drawn uniformly from the rollout (METRA's code: 256)."""
     max_grad_norm: float | None = None
+    """Gradient-norm clip of phi's and of log lambda's steps, each on its own (None: no clipping); the policy's
+    clip is ``ppo.max_grad_norm``."""
 
     def __post_init__(self) -> None:
         self.hidden = tuple(int(h) for h in self.hidden)

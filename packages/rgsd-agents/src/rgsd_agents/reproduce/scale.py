@@ -88,6 +88,7 @@ class DownstreamBudget:
     """Downstream preset (``presets/downstream``): "default" is the paper's 20 x 20 m arena (docs/downstream.md),
     "demo" a 4 x 4 m one for low-level policies that barely travel."""
     styles: list[str] = field(default_factory=lambda: ["freestyle", "sidestep", "backward"])
+    """Style commands, each trained on every method's and seed's policy (empty: no downstream steps)."""
     minutes: float | None = None
     """``max_minutes`` of every downstream training (None: the preset's)."""
     iterations: int | None = None
@@ -113,7 +114,7 @@ class ReproduceScale:
     """One scale of ``rgsd reproduce`` (see the module docstring)."""
 
     description: str = ""
-    """What the scale is for, what it can and cannot show, and its stated time."""
+    """What the scale is for, what it can and cannot show, and its stated time (quoted in the report)."""
     seeds: int = 3
     """Seeds of every method (training, evaluation and downstream each); the paper uses 3."""
     device: str = "auto"

@@ -73,7 +73,7 @@ class LivePage:
     RESET_LABEL = "reset"
 
     def __init__(self, session: LiveSession, cfg: ServeConfig) -> None:
-        """Serve ``session`` on ``cfg.host:cfg.port`` (a busy port is an error naming it)."""
+        """Serve ``session`` on ``cfg.host:cfg.port``; viser moves a taken port to the next free one (``self.port``)."""
         import viser
 
         self.session, self.cfg = session, cfg

@@ -93,17 +93,29 @@ class GoalReachingConfig:
     """Task parameters of RGSD-SMPL-GoalReaching-v0 (see the module docstring)."""
 
     style: str = "freestyle"
+    """The style command: "freestyle" (reach the goal, any motion), "sidestep" or "backward" (reach it in the style
+    of the low-level run's clips of that category, which also give the start states)."""
     arena_size: float = 20.0
     """Side of the square arena (m); the start is at its centre."""
     min_goal_distance: float = 1.0
+    """Goals are drawn uniformly in the arena at least this far from the start (m)."""
     success_radius: float = 0.5
+    """An episode succeeds once the pelvis comes this close to the goal (m, horizontal)."""
     episode_seconds: float = 20.0
+    """Episode length (s of simulated time); episodes do not end at the goal."""
     low_level_steps: int = 5
     """Control steps (1/30 s each) per high-level action."""
     distance_scale: float = 0.25
+    """a of the reward's goal term exp(-a d_goal), d_goal the pelvis-goal distance in m (the paper's 0.25)."""
     style_scale: float = 8.0
+    """b of the reward's style term exp(-b (1 - cos)), cos the skill's cosine to the nearest style clip latent (the
+    paper's 8; no style term for freestyle)."""
     num_threads: int | None = None
+    """C threads stepping the worlds, in place of the low-level run's ``env.num_threads`` (None: one per core, at
+    most the worlds)."""
     device: str = "cpu"
+    """Torch device of the env-side tensors and of the frozen low-level policy, in place of the low-level run's
+    ``env.device``; under ``rgsd downstream`` a MuJoCo Warp low level's worlds follow the learner's device instead."""
     clip_latents: str | None = None
     """A JSON file {clip name: latent (16 floats)} giving each clip's latent instead of the run's encoder
     embeddings: the style latent of a method that picks clip latents as the best of N (ASE, METRA, DIAYN).

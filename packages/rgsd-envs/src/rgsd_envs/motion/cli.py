@@ -143,7 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--smpl-model", metavar="DIR", help="SMPL model folder: use the subject's body shape (needs smplx)"
     )
     imp.add_argument("--betas", type=float, nargs="*", help="shape coefficients for --smpl-model (default: zeros)")
-    imp.add_argument("--gender", default="neutral", choices=("neutral", "male", "female"))
+    imp.add_argument(
+        "--gender",
+        default="neutral",
+        choices=("neutral", "male", "female"),
+        help="which model file of --smpl-model to read (default: neutral)",
+    )
     imp.add_argument(
         "--cycles",
         type=int,
@@ -178,12 +183,27 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(func=_cmd_info)
 
     play = sub.add_parser("play", help="render a clip offscreen to mp4 (and/or a PNG contact sheet)")
-    play.add_argument("clip")
+    play.add_argument("clip", help="an rgsd clip file (.npz)")
     play.add_argument("--out", help="output .mp4 (or .png for a contact sheet only); default: beside the clip")
     play.add_argument("--sheet", action="store_true", help="also write a PNG contact sheet")
-    play.add_argument("--sheet-frames", type=int, default=8)
-    play.add_argument("--width", type=int, default=640)
-    play.add_argument("--height", type=int, default=480)
+    play.add_argument(
+        "--sheet-frames",
+        type=int,
+        default=8,
+        help="frames of the contact sheet, evenly spaced first to last (default 8)",
+    )
+    play.add_argument(
+        "--width",
+        type=int,
+        default=640,
+        help="width in pixels of the video (even) and of each sheet frame (default 640)",
+    )
+    play.add_argument(
+        "--height",
+        type=int,
+        default=480,
+        help="height in pixels of the video (even) and of each sheet frame (default 480)",
+    )
     play.set_defaults(func=_cmd_play)
     return p
 
