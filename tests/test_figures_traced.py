@@ -53,9 +53,9 @@ REFERENCE = {
         "the methods' presets and rules",
     ("docs/methods.md", "method | property asserted"): "the known-answer tests' thresholds",
     ("docs/methods.md", "method | the paper | rgsd | why, and the paper's setting"): "settings beside the papers'",
-    ("docs/reproduce.md", "field | meaning"): "the reproduce scale's fields",
     ("docs/training.md", "preset | for"): "the presets' settings",
     ("docs/training.md", "group | what"): "TensorBoard's groups",
+    ("docs/training.md", " | name | shape (float32) | what"): "the exported ONNX file's inputs and outputs",
     ("docs/viewer.md", "Control | What it does"): "the viewer's controls",
 }  # fmt: skip
 """(page, header row) -> what its numbers are: tables of settings, definitions and thresholds, not measurements.

@@ -57,6 +57,11 @@ def test_downstream_set_is_checked_against_its_own_config():
     assert isinstance(load_config("demo", {}), TrainConfig)
 
 
+def test_a_downstream_latent_branch_is_refused_when_the_config_loads():
+    with pytest.raises(ValueError, match=r"--set networks.latent_branch=\[64\]: .*latent_branch must be empty"):
+        load_config("default", {"networks.latent_branch": [64]}, cls=DownstreamConfig, presets="downstream")
+
+
 def test_method_options_pass_the_set_check_and_the_method_checks_them():
     cfg = load_config("ase", parse_set(["method.options.hidden=[16, 8]", "method.options.beta=0.25"]))
     assert cfg.method.options == {"hidden": [16, 8], "beta": 0.25}

@@ -150,7 +150,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--device", default=None, help="torch device of the policy: auto (default; cuda when available), cpu, cuda:N"
     )
     p.add_argument("--batch-size", type=_positive_int, default=None, help="worlds stepped at once (default 512)")
-    p.add_argument("--no-video", action="store_true", help="skip the mp4 videos")
+    p.add_argument("--no-video", action="store_true", help="skip the mp4 videos and their HTML replays")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

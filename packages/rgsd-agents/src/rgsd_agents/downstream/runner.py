@@ -86,6 +86,13 @@ class HighLevelNetworkConfig(NetworkConfig):
     init_mean_action: str = "zero"
     """Not read by downstream training: the high level's initial mean skill is set by ``init_skill``."""
 
+    def __post_init__(self) -> None:
+        if self.latent_branch:
+            raise ValueError(
+                f"latent_branch must be empty for the high level (the goal observation has no skill slice), "
+                f"got {list(self.latent_branch)}"
+            )
+
 
 @dataclass
 class DownstreamConfig:
