@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig
 from rgsd_agents.rl.networks import ActorCritic, ValueNormalizer
-from rgsd_agents.rl.ppo import PPO
+from rgsd_agents.rl.ppo import BOUNDS_COEF, PPO
 from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.runs.policy import PolicyMLP
 
@@ -196,3 +197,49 @@ def test_critic_coef_weighs_the_squared_value_error_and_no_clip_leaves_gradients
     torch.testing.assert_close(grads[5.0, None], 10.0 * grads[0.5, None])  # the critic's only loss is the value's
     assert float(grads[5.0, None].norm()) > 1e-2
     assert float(grads[5.0, 1e-3].norm()) == pytest.approx(1e-3, rel=1e-3)  # clipped to the norm asked for
+
+
+def test_an_update_step_is_ppos_loss_written_out_by_hand():
+    """One epoch of one minibatch: the reported losses and the gradients of every parameter equal those of the
+    clipped surrogate on standardised advantages, the value error on standardised returns, the entropy bonus and the
+    bounds loss on both sides, written here with torch.distributions."""
+    ac = _ac(learn_std=True)
+    with torch.no_grad():
+        ac.actor.net[-1].bias.copy_(torch.tensor([1.6, -1.7]))  # some means beyond +bound, some beyond -bound
+    t_len, n = 4, 8
+    st = RolloutStorage(t_len, n, 4, 2, 0, 0)
+    g = torch.Generator().manual_seed(3)
+    for t in range(t_len):
+        obs = torch.randn(n, 4, generator=g)
+        a, lp, v = ac.act(obs, g)
+        old = lp + 0.4 * torch.randn(n, generator=g)  # ratios inside and beyond the clip range, both ways
+        st.add(obs, a, old, v, torch.randn(n, generator=g) + 1.0, torch.full((n,), float(t == 1)))
+    st.compute_returns(torch.zeros(n), 0.99, 0.95)
+    ref = copy.deepcopy(ac)
+    cfg = PPOConfig(epochs=1, minibatch_size=t_len * n, clip=0.2, entropy_coef=0.1, critic_coef=0.5, max_grad_norm=None)
+    stats = PPO(ac, cfg).update(st, torch.Generator().manual_seed(0))
+
+    obs, actions, old = st.flat("obs"), st.flat("actions"), st.flat("log_probs")
+    mean = ref.actor.net(obs)
+    dist = torch.distributions.Normal(mean, ref.log_std.exp())
+    ratio = (dist.log_prob(actions).sum(-1) - old).exp()
+    adv = st.flat("advantages")
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    surrogate = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean()
+    ref.value_normalizer.update(st.returns)
+    value = (ref.critic(obs).squeeze(-1) - ref.value_normalizer.normalize(st.flat("returns"))).square().mean()
+    entropy = dist.entropy().sum(-1).mean()
+    bounds = (mean.abs() - cfg.bound).clamp_min(0).square().sum(-1).mean()
+    (surrogate + 0.5 * value - 0.1 * entropy + BOUNDS_COEF * bounds).backward()
+
+    assert 0.0 < stats["clip_fraction"] < 1.0 and stats["bounds_loss"] > 0.0
+    for name, want in (
+        ("policy_loss", surrogate),
+        ("value_loss", value),
+        ("entropy", entropy),
+        ("bounds_loss", bounds),
+    ):
+        assert stats[name] == pytest.approx(float(want.detach()), rel=1e-5, abs=1e-7), name
+    for (name, p), (_, q) in zip(ac.named_parameters(), ref.named_parameters(), strict=True):
+        if q.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)
