@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ import torch
 from rgsd_agents.config import NetworkConfig, PPOConfig
 from rgsd_agents.rl.networks import ActorCritic, ValueNormalizer
 from rgsd_agents.rl.ppo import BOUNDS_COEF, PPO
+from rgsd_agents.rl.rollout import collect_rollout
 from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.runs.policy import PolicyMLP
 
@@ -243,3 +245,34 @@ def test_an_update_step_is_ppos_loss_written_out_by_hand():
     for (name, p), (_, q) in zip(ac.named_parameters(), ref.named_parameters(), strict=True):
         if q.grad is not None:
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+class _ScriptedEnv:
+    """Two worlds, three steps: at step 1 world 0 reaches its clip's end (truncated) and world 1 falls (terminated)."""
+
+    device = torch.device("cpu")
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def step(self, actions: torch.Tensor):
+        term, trunc = torch.tensor([False, self.t == 1]), torch.tensor([self.t == 1, False])
+        done = term | trunc
+        final = torch.full((2, 4), 0.5 * (self.t + 1))
+        final[1] *= -1.0
+        self.t += 1
+        extras = SimpleNamespace(done=done, done_host=done.numpy(), time_outs_host=trunc.numpy(), final_obs=final)
+        return torch.where(done[:, None], torch.zeros(2, 4), final), torch.ones(2), term, trunc, extras
+
+
+def test_a_rollout_bootstraps_the_truncated_step_with_gamma_v_of_its_final_state_and_not_the_terminated():
+    ac = _ac()
+    storage = RolloutStorage(3, 2, 4, 2, 0, 0)
+    env = _ScriptedEnv()
+    collect_rollout(env, ac, storage, torch.zeros(2, 4), torch.Generator().manual_seed(0), gamma=0.9, gae_lambda=0.95)
+    with torch.no_grad():
+        v_final = ac.value(torch.full((1, 4), 1.0) * (1.0 + ac.obs_normalizer.eps) ** -0.5).item()
+    assert storage.dones[1].tolist() == [1.0, 1.0]
+    assert storage.rewards[1, 0].item() == pytest.approx(1.0 + 0.9 * v_final, rel=1e-6)
+    assert storage.rewards[1, 1].item() == 1.0  # a fall has no future value
+    assert storage.rewards[0].tolist() == [1.0, 1.0] and storage.rewards[2].tolist() == [1.0, 1.0]

@@ -160,3 +160,21 @@ def test_discovery_episodes_run_to_discovery_end_frame_and_imitation_episodes_to
     assert ended.tolist() == [5, 100 - last + 5, 100 - last + 5]  # imitation at the clip's end, discovery later
     with pytest.raises(ValueError, match="discovery_end_frame"):
         EnvConfig(discovery_end_frame=0)
+
+
+def test_a_step_reports_as_time_outs_the_truncated_worlds_and_not_the_fallen():
+    from rgsd_envs.envs.torch_env import RGSDTorchEnv
+
+    env = RGSDTorchEnv(2, encoder_reward=False)
+    last = int(env.core.lib.num_frames[0]) - 1
+    try:
+        env.reset(seed=0, options={"clip": [0, 0], "start_frame": [0, last - 1], "task": ["imitation", "imitation"]})
+        qpos = env.core.lib.frame_state(torch.tensor([0]), torch.tensor([0])).qpos.clone()
+        qpos[0, 2] = 0.15  # world 0's pelvis near the floor: lying down, it falls at this step
+        env.core.backend.set_state(torch.tensor([0]), qpos.double(), torch.zeros(1, 75, dtype=torch.float64))
+        _, _, term, trunc, extras = env.step(torch.zeros(2, env.act_dim))  # world 1 reaches its clip's last frame
+    finally:
+        env.close()
+    assert term.tolist() == [True, False] and trunc.tolist() == [False, True]
+    assert extras.done_host.tolist() == [True, True] and extras.done.tolist() == [True, True]
+    assert extras.time_outs_host.tolist() == [False, True] and extras.time_outs.tolist() == [False, True]
