@@ -130,7 +130,15 @@ def test_streamed_statistics_equal_the_pooled_sample_statistics():
     for p in parts:
         s.add(p)
     merged = GaussianStats.pool([GaussianStats.of(p) for p in parts], 4)
-    for st in (s, merged):
+    # sums kept around a first batch's mean are not centred on the set's: merging must move them whole
+    uncentred = []
+    for p in parts:
+        st = GaussianStats.of(p[:1])
+        st.add(p[1:])
+        uncentred.append(st)
+    assert any(np.abs(st.total).max() > 1.0 for st in uncentred)
+    shifted = GaussianStats.pool(uncentred, 4)
+    for st in (s, merged, shifted):
         assert st.count == 36
         np.testing.assert_allclose(st.mean, pooled.mean(0), atol=1e-10)
         np.testing.assert_allclose(st.cov, np.cov(pooled, rowvar=False), atol=1e-9)
