@@ -131,6 +131,7 @@ def test_rollouts_record_mpjpe_and_success_beside_err(env, lib):
     held = run_rollouts(env, _policy(), jobs, on_step=replay, features=False, max_frames=20)
     assert held.mpjpe.max() < 1e-5 and held.success.all()
     free = run_rollouts(env, _policy(1), jobs, features=False)  # a random policy falls: far off, failed
+    assert free.fell.all() and not held.fell.any()
     assert (free.mpjpe > 0).all() and (free.mpjpe < free.error).all()
     worst = np.nanmax(free.frame_error[:, 1:], axis=1)
     np.testing.assert_array_equal(free.success, worst <= 0.5)
