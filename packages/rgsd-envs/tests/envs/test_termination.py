@@ -178,3 +178,17 @@ def test_a_step_reports_as_time_outs_the_truncated_worlds_and_not_the_fallen():
     assert term.tolist() == [True, False] and trunc.tolist() == [False, True]
     assert extras.done_host.tolist() == [True, True] and extras.done.tolist() == [True, True]
     assert extras.time_outs_host.tolist() == [False, True] and extras.time_outs.tolist() == [False, True]
+
+
+def test_an_exploding_world_terminates_even_where_nothing_else_ends_an_episode():
+    from rgsd_envs.envs.torch_env import RGSDTorchEnv
+
+    env = RGSDTorchEnv(2, config=EnvConfig().without_early_termination(), encoder_reward=False)
+    try:
+        env.reset(seed=0, options={"clip": [0, 0], "start_frame": [0, 0], "task": ["imitation", "imitation"]})
+        env.core.backend._qvel[1] = 1e12  # blow world 1 up
+        _, _, term, trunc, extras = env.step(torch.zeros(2, env.act_dim))
+    finally:
+        env.close()
+    assert extras.unstable.tolist() == [False, True] and not extras.fall.any() and not extras.deviation.any()
+    assert term.tolist() == [False, True] and not trunc.any()
