@@ -36,6 +36,9 @@ def test_lib_holds_every_clip_back_to_back(lib, real_clips):
     assert lib.num_frames.tolist() == [c.num_frames for c in real_clips]
     assert lib.starts.tolist() == np.concatenate([[0], np.cumsum(lib.num_frames.tolist())[:-1]]).tolist()
     assert lib.total_frames == sum(c.num_frames for c in real_clips)
+    # a clip's duration runs from its first frame to its last: 91 frames at 30 fps are 3 s
+    torch.testing.assert_close(lib.durations, (lib.num_frames - 1).double() / 30.0)
+    assert MotionLib("demo").durations[0].item() == pytest.approx(3.0)
 
 
 def test_sample_clips_is_uniform_over_clips(lib):

@@ -41,6 +41,11 @@ def test_axis_angle_to_quat_is_accurate_for_tiny_angles():
     same_rotation(rot.quat_from_axis_angle(aa), wxyz(Rotation.from_rotvec(aa.numpy())), atol=1e-15)
 
 
+def test_quat_to_axis_angle_is_accurate_for_tiny_angles():
+    aa = torch.tensor([[1e-9, -2e-9, 3e-10], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(rot.quat_to_axis_angle(rot.quat_from_axis_angle(aa)), aa, atol=1e-18, rtol=1e-6)
+
+
 def test_quat_to_axis_angle_matches_scipy():
     np.testing.assert_allclose(rot.quat_to_axis_angle(wxyz(SCIPY_R)).numpy(), SCIPY_R.as_rotvec(), atol=1e-10)
 
