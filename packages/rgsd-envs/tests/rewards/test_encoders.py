@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, reference_encoder_inputs
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, FRAME_DIM, FRAME_LAYOUT, reference_encoder_inputs
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import (
@@ -153,3 +153,22 @@ def test_nearest_other_frame_in_chunks_equals_the_full_distance_matrix(monkeypat
     full.fill_diagonal_(float("inf"))
     monkeypatch.setattr(encoders, "NEAREST_CHUNK", 7)  # 50 rows in 8 chunks, the last one short
     torch.testing.assert_close(encoders._nearest_other_distance(keys), full.min(dim=1).values)
+
+
+def test_the_kernel_encoder_weighs_clips_by_a_gaussian_of_the_nearest_frames_distance(lib, inputs):
+    """mu(s) = normalize(sum_c w_c d_c), w = softmax_c(-min_f |k(s) - k_f|^2 / (2 b^2)), the min over clip c's frames."""
+    enc = ReferenceKernelEncoder(inputs, lib.clip_of_frame, lib.num_clips)
+    g = torch.Generator().manual_seed(0)
+    states = inputs[torch.randint(len(inputs), (6,), generator=g)] + 0.3 * torch.randn(6, inputs.shape[1], generator=g)
+    newest = states[:, -FRAME_DIM:]
+    keys = torch.cat([newest[:, FRAME_LAYOUT[k]] for k in ("phase", "root_height", "body_pos", "body_lin_vel")], -1)
+    d2 = torch.cdist((keys - enc.key_mean) / enc.key_std, enc.keys).square()
+    nearest = torch.stack([d2[:, lib.clip_of_frame == c].min(1).values for c in range(lib.num_clips)], 1)
+    w = torch.softmax(-nearest / (2 * enc.bandwidth**2), dim=1)
+    assert w.max(1).values.min() < 0.99  # the states sit between clips: the bandwidth matters
+    torch.testing.assert_close(
+        enc(states), torch.nn.functional.normalize(w @ enc.directions, dim=-1), atol=1e-5, rtol=0
+    )
+    older = states.clone()
+    older[:, :-FRAME_DIM] = torch.randn(6, inputs.shape[1] - FRAME_DIM, generator=g)  # only the newest frame counts
+    torch.testing.assert_close(enc(older), enc(states))

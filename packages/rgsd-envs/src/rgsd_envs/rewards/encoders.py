@@ -221,7 +221,7 @@ class ReferenceKernelEncoder(nn.Module):
         """Unit embeddings (B, 16) of states (B, 1795)."""
         k = (_kernel_keys(x.to(torch.float32)) - self.key_mean) / self.key_std
         logits = -torch.cdist(k, self.keys).square() / (2.0 * self.bandwidth**2)  # (B, F)
-        # per clip: log-sum-exp over its frames, then a softmax over clips
+        # per clip: its nearest frame's logit (a max over its frames), then a softmax over clips
         per_clip = torch.full((x.shape[0], self.num_clips), float("-inf"), device=x.device)
         per_clip = per_clip.scatter_reduce(1, self.clip_of_frame.expand(x.shape[0], -1), logits, reduce="amax")
         w = torch.softmax(per_clip, dim=-1)
