@@ -10,7 +10,14 @@ import torch
 from scipy import stats
 from torch import nn
 
-from rgsd_agents.methods.ase import ASEConfig, ASENetwork, ase_discriminator_loss, ase_reward, diversity_loss
+from rgsd_agents.methods.ase import (
+    ASEConfig,
+    ASENetwork,
+    ase_discriminator_loss,
+    ase_encoder_loss,
+    ase_reward,
+    diversity_loss,
+)
 from rgsd_agents.methods.calm import (
     CALMConfig,
     ConditionalDiscriminator,
@@ -111,6 +118,19 @@ def test_ase_reward_is_minus_log_one_minus_d_plus_beta_clamped_log_q():
     np.testing.assert_allclose(disc.numpy(), [LN4, LN4], rtol=1e-6)
     np.testing.assert_allclose(enc.numpy(), [2.0, 0.0])  # kappa mu^T z, clamped at 0
     np.testing.assert_allclose(reward.numpy(), [LN4 + 1.0, LN4], rtol=1e-6)
+
+
+def test_ase_encoder_loss_is_minus_kappa_mean_cosine_and_its_step_aligns_mu_with_the_latents():
+    net = _constant_ase_net(0.0, mu_axis=0)
+    z = torch.zeros(2, 16)
+    z[0, 0], z[1, 1] = 1.0, 1.0  # one latent along mu, one orthogonal to it
+    x = torch.randn(2, 4)
+    loss = ase_encoder_loss(net, x, z, kappa=2.0)
+    assert loss.item() == pytest.approx(-2.0 * (1.0 + 0.0) / 2)
+    loss.backward()
+    with torch.no_grad():
+        net.enc.bias -= 0.1 * net.enc.bias.grad  # a gradient step turns mu towards the latents' mean
+    assert net.mu(x)[0, 1].item() > 0.05 and ase_encoder_loss(net, x, z, kappa=2.0).item() < loss.item()
 
 
 def test_ase_discriminator_loss_adds_penalty_logit_regulariser_and_weight_decay():
