@@ -37,7 +37,7 @@ from rgsd_agents.methods.common import (
     vmf_log_normalizer,
     vmf_log_prob,
 )
-from rgsd_agents.methods.metra import constraint_slack, metra_losses, metra_reward
+from rgsd_agents.methods.metra import constraint_slack, metra_losses, metra_reward, state_pair
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 
 LN2, LN3, LN4 = math.log(2.0), math.log(3.0), math.log(4.0)
@@ -274,6 +274,13 @@ def test_calm_conditional_discriminator_joins_its_latent_through_the_branch_as_c
     torch.testing.assert_close(disc(x, z), disc.net(torch.cat([disc.norm(x), style], -1)).squeeze(-1))
     # weight decay covers the branch as CALM's covers its whole conditional MLP
     assert len([m for m in disc.modules() if isinstance(m, nn.Linear)]) == 5
+
+
+def test_metra_state_pair_is_the_second_newest_frame_then_the_newest_without_the_phase():
+    frames = torch.arange(5.0)[:, None].expand(5, FRAME_DIM).clone()  # frame k's features all k, oldest first
+    s, s_next = state_pair(frames.reshape(1, -1).expand(3, -1))
+    assert s.shape == s_next.shape == (3, FRAME_DIM - 1)
+    assert (s == 3.0).all() and (s_next == 4.0).all()
 
 
 def test_metra_reward_and_constraint_by_hand():
