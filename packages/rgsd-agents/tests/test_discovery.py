@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
 import torch
 
 from rgsd_agents.methods.discovery import DiscoveryConfig, DiscoveryTrainer, discovery_loss
+from rgsd_agents.methods.rgsd import RGSD
 from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, SKILL_DIM
 from rgsd_envs.envs.skills import vmf_kl_same_kappa
@@ -68,3 +70,19 @@ def test_update_raises_skill_likelihood_on_discovery_samples_and_leaves_frozen_a
     assert "kl_to_frozen" not in stats  # no imitation samples: the term is left out, not NaN
     for k, v in frozen.state_dict().items():
         assert torch.equal(v, frozen_before[k])
+
+
+def test_the_discovery_encoder_updates_on_the_first_rollout_and_every_update_every_th_after():
+    updated: list[int] = []
+    optimizer = SimpleNamespace(param_groups=[{"lr": 1e-4}])
+    method = SimpleNamespace(
+        iteration=0,
+        cfg=SimpleNamespace(update_every=3),
+        trainer=SimpleNamespace(
+            optimizer=optimizer, update=lambda storage, gen: updated.append(method.iteration) or {}
+        ),
+        sync_env_encoder=lambda: None,
+    )
+    for _ in range(7):
+        RGSD.update(method, None, None)
+    assert [i - 1 for i in updated] == [0, 3, 6]  # the count has moved on when the trainer runs
