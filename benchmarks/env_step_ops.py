@@ -1,8 +1,8 @@
 """Torch operations and warp kernel launches per env step, counted on the CPU warp device.
 
 On a GPU each torch operation is (at least) one kernel launch and each ``wp.launch`` outside a captured graph is
-another; at 8192 worlds the H200 spends 16 ms of GPU work in an env step that takes 25 ms, the rest being the host
-launching them (docs/results/gpu_h200/profile.txt). The counts are device-independent, so this runs on a
+another; at 8192 worlds the H200 spends 16.2 ms of GPU work in an env step that takes 21.3 ms, the rest being the
+host launching them and waiting (docs/results/gpu_h200/profile.txt). The counts are device-independent, so this runs on a
 CPU: ``RGSDTorchEnv`` with the encoder reward on warp (``--device cpu``), actions already on the device, and for
 ``--steps`` steps after a warm-up it counts
 

@@ -102,7 +102,7 @@ def test_pairs_come_from_the_sampled_clip_and_clips_are_uniform():
     freq = torch.bincount(clips, minlength=lib.num_clips).float() / clips.numel()
     assert torch.allclose(freq, torch.full_like(freq, 1 / lib.num_clips), atol=0.02)
     assert (anchors != positives).float().mean() > 0.9  # independent draws inside the clip
-    # every frame of every clip is drawn, its first and last too, about equally often (~44 draws each)
+    # every frame of every clip is drawn, its first and last too, about equally often (~89 draws each)
     counts = torch.bincount(torch.cat((anchors, positives)), minlength=lib.total_frames)
     assert counts.min() > 15 and counts[lib.starts + lib.num_frames - 1].min() > 15
 

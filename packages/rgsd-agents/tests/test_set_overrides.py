@@ -60,6 +60,8 @@ def test_downstream_set_is_checked_against_its_own_config():
 def test_a_downstream_latent_branch_is_refused_when_the_config_loads():
     with pytest.raises(ValueError, match=r"--set networks.latent_branch=\[64\]: .*latent_branch must be empty"):
         load_config("default", {"networks.latent_branch": [64]}, cls=DownstreamConfig, presets="downstream")
+    with pytest.raises(ValueError, match=r"actor_hidden and critic_hidden must be non-empty"):  # the base's checks hold
+        load_config("default", {"networks.actor_hidden": []}, cls=DownstreamConfig, presets="downstream")
 
 
 def test_method_options_pass_the_set_check_and_the_method_checks_them():

@@ -277,10 +277,11 @@ def test_calm_conditional_discriminator_joins_its_latent_through_the_branch_as_c
 
 
 def test_metra_state_pair_is_the_second_newest_frame_then_the_newest_without_the_phase():
-    frames = torch.arange(5.0)[:, None].expand(5, FRAME_DIM).clone()  # frame k's features all k, oldest first
+    frames = 1000.0 * torch.arange(5.0)[:, None] + torch.arange(float(FRAME_DIM))  # frame k, column j: 1000 k + j
     s, s_next = state_pair(frames.reshape(1, -1).expand(3, -1))
-    assert s.shape == s_next.shape == (3, FRAME_DIM - 1)
-    assert (s == 3.0).all() and (s_next == 4.0).all()
+    columns = torch.arange(1.0, FRAME_DIM)  # every column but the phase (column 0)
+    torch.testing.assert_close(s, (3000.0 + columns).expand(3, -1))
+    torch.testing.assert_close(s_next, (4000.0 + columns).expand(3, -1))
 
 
 def test_metra_reward_and_constraint_by_hand():

@@ -87,6 +87,7 @@ class HighLevelNetworkConfig(NetworkConfig):
     """Not read by downstream training: the high level's initial mean skill is set by ``init_skill``."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.latent_branch:
             raise ValueError(
                 f"latent_branch must be empty for the high level (the goal observation has no skill slice), "

@@ -480,8 +480,7 @@ class RGSDCore:
         ref_pos = self.lib.frames("body_pos")[g]
         dist = (pos - ref_pos).norm(dim=-1)
         err = dist.mean(dim=-1)
-        # MuJoCo resets an exploding world (finite again); a copy, as a restart in the same step clears the backend's flags
-        unstable = s.unstable.to(self.device, copy=True)
+        unstable = s.unstable.to(self.device)  # MuJoCo resets an exploding world (finite again)
         fall = pos[:, 0, 2] < self.cfg.fall_height
         if self.cfg.contact_termination:
             fall = fall | (s.contact.to(self.device) & self._non_foot).any(dim=-1)

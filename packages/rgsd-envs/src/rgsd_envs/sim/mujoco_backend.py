@@ -145,7 +145,10 @@ class MujocoBackend(SimBackend):
             body_lin_vel=torch.from_numpy(lin.astype(f32)),
             body_ang_vel=torch.from_numpy(ang.astype(f32)),
             contact=torch.from_numpy(a["sensordata"][rows] > 0),
-            unstable=self._unstable[torch.from_numpy(np.asarray(rows))] if env_ids is not None else self._unstable,
+            # a copy: a restart later in the same env step clears these flags in place
+            unstable=self._unstable[torch.from_numpy(np.asarray(rows))]
+            if env_ids is not None
+            else self._unstable.clone(),
         )
         if self.device.type != "cpu":
             out = SimState(**{k: v.to(self.device) for k, v in vars(out).items()})
