@@ -99,7 +99,7 @@ def test_clipping_bounds_the_ratio_gradient():
     cfg = PPOConfig(actor_lr=1e-3, critic_lr=1e-3, clip=0.2, entropy_coef=0.0)
     ppo = PPO(ac, cfg)
     obs = torch.randn(8, 4)
-    actions = ac.actor.net(obs).detach()  # at the mean: log-prob is maximal
+    actions = ac.actor.net(obs).detach() + 0.3  # off the mean, where the log-prob has a gradient to cut
     log_probs, _, _, _ = ac.evaluate(obs, actions)
     old = log_probs.detach() - 1.0  # ratio = e > 1.2
     ppo.optimizer.zero_grad()

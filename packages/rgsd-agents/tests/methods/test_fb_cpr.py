@@ -459,3 +459,21 @@ def test_rollout_latents_are_redrawn_at_each_episode_start_and_every_update_z_ev
         longest = max(longest, int(held.max()))
     assert longest == every  # a latent is held for exactly update_z_every steps of an episode
     runner.close()
+
+
+def test_a_truncated_step_is_stored_unterminated_with_the_state_it_reached(tmp_path):
+    """A world reaching its clip's last frame is cut off, not ended: its row keeps terminated False, and next_obs is
+    the state it reached (phase 1), not the next episode's first."""
+    one_step = {**RING, "loop": {**RING["loop"], "steps_per_iteration": 1}}
+    cfg = dataclasses.replace(tiny_config(1), method=MethodConfig(fb_cpr.NAME, tiny_options(fb_cpr.NAME, **one_step)))
+    runner = OffPolicyRunner(cfg, tmp_path / "run", progress=False)
+    try:
+        last = int(runner.env.core.lib.num_frames[0]) - 1
+        obs, _ = runner.env.reset(options={"clip": 0, "start_frame": last - 1, "task": "discovery"})
+        runner.obs = obs.clone()
+        runner.collect()
+        rows = slice(len(runner.replay) - 4, len(runner.replay))
+        assert not runner.replay.data["terminated"][rows].any()
+        torch.testing.assert_close(runner.replay.data["next_obs"][rows][:, 0], torch.ones(4))  # the phase column
+    finally:
+        runner.close()

@@ -211,3 +211,16 @@ def test_low_level_may_be_the_policy_file_of_a_run(low_level):
     obs, _ = env.reset(seed=0)
     assert obs.shape == (GOAL_OBS_DIM,)
     env.close()
+
+
+def test_a_world_that_falls_on_the_last_step_is_terminated_not_truncated(low_level):
+    task = GoalReachingCore(2, low_level, GoalReachingConfig(episode_seconds=0.1, low_level_steps=3))
+    assert task.max_steps == 1
+    task.core.seed([0, 1], [0, 1])
+    task.reset_envs([0, 1])
+    qpos = task.core.backend.state().qpos.clone()
+    qpos[0, 2] = 0.15  # world 0's pelvis near the floor: it falls within the step
+    task.core.backend.set_state(torch.tensor([0, 1]), qpos.double(), torch.zeros(2, 75, dtype=torch.float64))
+    _, term, trunc, _ = task.step(torch.randn(2, 16))
+    task.close()
+    assert term.tolist() == [True, False] and trunc.tolist() == [False, True]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -53,7 +54,7 @@ def screenshot(
 ) -> Path:
     """Open ``url`` in headless Chromium at ``size`` and write what it shows to ``out_png``; returns the path."""
     out_png = Path(out_png).resolve()
-    with tempfile.TemporaryDirectory(prefix="rgsd-chromium-") as profile:
+    with _profile() as profile:
         cmd = chromium_command(
             profile, size, f"--virtual-time-budget={int(virtual_ms)}", f"--screenshot={out_png}", url
         )
@@ -61,6 +62,32 @@ def screenshot(
     if not out_png.is_file():
         raise RuntimeError(f"Chromium wrote no screenshot of {url} (exit {done.returncode}): {done.stderr[-2000:]}")
     return out_png
+
+
+def _profile() -> tempfile.TemporaryDirectory:
+    """A throw-away Chromium profile folder; a helper process still writing into it as it goes does not fail the
+    caller (the folder is then left in the system's temporary folder)."""
+    return tempfile.TemporaryDirectory(prefix="rgsd-chromium-", ignore_cleanup_errors=True)
+
+
+def _end_group(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """Terminate Chromium and its helper processes (its process group) and wait until all are gone, killing them
+    after ``timeout_s``."""
+    import time
+
+    deadline, sig = time.monotonic() + timeout_s, signal.SIGTERM
+    while True:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:  # every process of the group has ended
+            break
+        proc.poll()  # reap Chromium itself, or the group never empties
+        if time.monotonic() > deadline + timeout_s:  # zombies nobody reaps: the profile's cleanup tolerates them
+            break
+        if time.monotonic() > deadline:
+            sig = signal.SIGKILL
+        time.sleep(0.05)
+    proc.wait()
 
 
 def live_screenshot(
@@ -80,9 +107,12 @@ def live_screenshot(
     from websockets.sync.client import connect
 
     out_png = Path(out_png).resolve()
-    with tempfile.TemporaryDirectory(prefix="rgsd-chromium-") as profile:
+    with _profile() as profile:
         cmd = chromium_command(profile, size, "--remote-debugging-port=0", "about:blank")
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # its own process group, so that its helper processes end with it and stop writing into the profile
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         try:
             deadline = time.monotonic() + timeout_s
             port_file = Path(profile) / "DevToolsActivePort"  # Chromium writes its debugging port here
@@ -117,11 +147,7 @@ def live_screenshot(
                 shot = call("Page.captureScreenshot", format="png")
             out_png.write_bytes(base64.b64decode(shot["data"]))
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            _end_group(proc)
     if out_png.read_bytes()[:4] != b"\x89PNG":
         raise RuntimeError(f"Chromium's screenshot of {url} is not a PNG")
     return out_png
