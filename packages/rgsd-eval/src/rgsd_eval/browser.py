@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -73,8 +74,6 @@ def _profile() -> tempfile.TemporaryDirectory:
 def _end_group(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
     """Terminate Chromium and its helper processes (its process group) and wait until all are gone, killing them
     after ``timeout_s``."""
-    import time
-
     deadline, sig = time.monotonic() + timeout_s, signal.SIGTERM
     while True:
         try:
@@ -102,7 +101,6 @@ def live_screenshot(
     ``wait_s`` real seconds more, and write what it shows to ``out_png``."""
     import base64
     import json
-    import time
 
     from websockets.sync.client import connect
 
