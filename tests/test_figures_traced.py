@@ -38,8 +38,6 @@ LEADING_FIGURE = re.compile(r"^\**[-+]?\d")
 UNTRACED = {
     ("docs/results.md", "option | what it does | measured outcome"):
         "none: each row's option was deleted with its code, which git history keeps",
-    ("docs/downstream.md", "start | cosine to the style latent, untrained -> trained | style FID, untrained -> trained | success"):
-        "the two rgsd downstream commands above the table, then their evaluations.jsonl committed",
 }  # fmt: skip
 """(page, header row) -> the command that would give its tables a committed source (one entry serves every table
 of the page with that header)."""
