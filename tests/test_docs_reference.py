@@ -153,3 +153,17 @@ def test_every_argument_has_help_and_a_row_under_its_command(hook, program):
     assert not no_help, f"arguments without help text: {no_help}"
     assert not missing, f"arguments missing from the command reference: {missing}"
     assert len(sections) > (5 if program == "rgsd" else 0)
+
+
+def test_the_committed_tables_are_those_the_code_generates(hook):
+    """Each page holds its generated tables (read complete on GitHub or in an editor), and they match the code."""
+    stale = [str(p.relative_to(ROOT)) for p in hook.stale_pages()]
+    assert not stale, f"stale generated tables in {stale}: run python docs/hooks/reference.py"
+
+
+def test_regenerating_replaces_a_committed_table_and_leaves_the_rest(hook):
+    marker = "<!-- observation-layout -->"
+    fresh = hook.regenerate(f"# Page\n\n{marker}\n\nintro <!-- source: x.json -->\n", "page.md")
+    assert fresh.count(hook.END) == 1 and "| `" in fresh and fresh.endswith("intro <!-- source: x.json -->\n")
+    stale = fresh.replace("| `", "| `old", 1)
+    assert hook.regenerate(stale, "page.md") == fresh == hook.regenerate(fresh, "page.md")

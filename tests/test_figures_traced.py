@@ -34,6 +34,8 @@ SCALES = (1.0, 100.0, 0.01, 1e-3, 1e-6, 10.0, 0.1)
 """Unit changes between a source and a table: m -> cm, fraction -> %, -> k, -> M, mm <-> cm."""
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s?[kM](?![a-zA-Z]))?")
 LEADING_FIGURE = re.compile(r"^\**[-+]?\d")
+GENERATED_MARKER = re.compile(r"^<!-- [a-z-]+(?::\s*\S+)? -->$")
+GENERATED_END = "<!-- end generated -->"
 """A first cell that starts with a number is a figure, not a row's label."""
 UNTRACED = {
     ("docs/results.md", "option | what it does | measured outcome"):
@@ -71,12 +73,30 @@ class Table:
     sources: list[str]
 
 
+def generated_lines(lines: list[str]) -> set[int]:
+    """The indices of the lines of tables generated from the code (``docs/hooks/reference.py``): from a marker line
+    to its ``<!-- end generated -->``. They hold settings and help texts, not measurements."""
+    out: set[int] = set()
+    start = None
+    for i, line in enumerate(lines):
+        if GENERATED_MARKER.match(line):
+            start = i
+        elif line == GENERATED_END and start is not None:
+            out.update(range(start, i + 1))
+            start = None
+    return out
+
+
 def tables(page: str) -> Iterator[Table]:
-    """The markdown tables of ``page`` (a header, a ``|---|`` rule, body rows), with the source comment above."""
+    """The markdown tables of ``page`` (a header, a ``|---|`` rule, body rows), with the source comment above; the
+    tables generated from the code are left out."""
     lines = (REPO / page).read_text().splitlines()
+    generated = generated_lines(lines)
     i = 0
     while i < len(lines) - 1:
-        if lines[i].startswith("|") and re.match(r"^\|[-:| ]+\|$", lines[i + 1].strip()):
+        if i in generated:
+            i += 1
+        elif lines[i].startswith("|") and re.match(r"^\|[-:| ]+\|$", lines[i + 1].strip()):
             header = " | ".join(c.strip() for c in lines[i].strip().strip("|").split("|"))
             sources = [s for ln in lines[max(0, i - 3) : i] for m in SOURCE.finditer(ln) for s in m.group(1).split()]
             rows, j = [], i + 2

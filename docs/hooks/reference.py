@@ -1,6 +1,10 @@
-"""MkDocs hook: tables generated from the code, so that the site cannot drift from it.
+"""Tables generated from the code, committed into the docs pages and refreshed by the MkDocs build.
 
-A page asks for a table with an HTML comment on a line of its own:
+A page asks for a table with an HTML comment on a line of its own; the table follows it, up to
+``<!-- end generated -->``, so that the page reads complete where it is read as a file (GitHub, an editor).
+``python docs/hooks/reference.py`` rewrites every page's tables from the code (``--check``: only report the pages
+whose tables are stale; a test runs it), and the MkDocs hook regenerates them at every build, so neither the site
+nor the committed pages can drift from the code. The markers:
 
 ``<!-- config: rgsd_agents.config:TrainConfig -->``
     every field of the dataclass, its nested dataclasses as sections of their own (``env.``, ``ppo.`` ...),
@@ -488,36 +492,78 @@ def _command_sections(parser: argparse.ArgumentParser, name: str, level: int, le
     return out
 
 
-# -- MkDocs ---------------------------------------------------------------------------
+# -- pages ----------------------------------------------------------------------------
+
+END = "<!-- end generated -->"
+KINDS = ("config", "fields", "method-configs", "presets", "observation-layout", "commands")
+
+
+def _generate(walker: Walker, kind: str, arg: str) -> list[str]:
+    """The lines of one marker's table."""
+    if kind in ("config", "fields"):
+        module, _, name = arg.partition(":")
+        found = walker.dataclass_at(module, name)
+        if not found:
+            raise MarkerError(f"no dataclass {name} in {module}")
+        return config_tables(walker, *found) if kind == "config" else field_table(walker, *found)
+    if kind == "method-configs":
+        return method_tables(walker, arg)
+    if kind == "presets":
+        return preset_table(arg)
+    if kind == "observation-layout":
+        return observation_table()
+    return command_tables(arg)
+
+
+def regenerate(markdown: str, where: str) -> str:
+    """``markdown`` with the table under each marker generated afresh (an old table, up to its end line, replaced)."""
+    if "<!-- " not in markdown:
+        return markdown
+    walker: Walker | None = None
+    lines, out, i = markdown.split("\n"), [], 0
+    while i < len(lines):
+        line = lines[i]
+        match = MARKER.fullmatch(line)
+        i += 1
+        if not match or match.group(1) not in KINDS:
+            out.append(line)
+            continue
+        if END in lines[i:]:  # a committed table: skip it up to its end line, unless another marker comes first
+            end = lines.index(END, i)
+            if not any(MARKER.fullmatch(x) and MARKER.fullmatch(x).group(1) in KINDS for x in lines[i:end]):
+                i = end + 1
+        walker = walker or Walker(Index())
+        try:
+            table = _generate(walker, match.group(1), match.group(2) or "")
+        except (MarkerError, KeyError, SyntaxError, ImportError) as err:
+            raise MarkerError(f"{where}: {line}: {err}") from err
+        while table and not table[-1]:
+            table.pop()
+        out += [line, "", *table, "", END]
+    return "\n".join(out)
+
+
+def stale_pages(docs: Path = ROOT / "docs", write: bool = False) -> list[Path]:
+    """The pages under ``docs`` whose generated tables differ from the code's (rewritten when ``write``)."""
+    stale = []
+    for page in sorted(docs.glob("*.md")):
+        text = page.read_text()
+        fresh = regenerate(text, str(page.relative_to(ROOT)))
+        if fresh != text:
+            stale.append(page)
+            if write:
+                page.write_text(fresh)
+    return stale
 
 
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
-    """Replace each marker line of a page with its generated table."""
-    if "<!-- " not in markdown:
-        return markdown
-    walker = Walker(Index())
+    """MkDocs: the page with its tables generated from the code at this build."""
+    return regenerate(markdown, page.file.src_path)
 
-    def fill(match: re.Match[str]) -> str:
-        kind, arg = match.group(1), match.group(2)
-        try:
-            if kind in ("config", "fields"):
-                module, _, name = (arg or "").partition(":")
-                found = walker.dataclass_at(module, name)
-                if not found:
-                    raise MarkerError(f"no dataclass {name} in {module}")
-                lines = config_tables(walker, *found) if kind == "config" else field_table(walker, *found)
-            elif kind == "method-configs":
-                lines = method_tables(walker, arg or "")
-            elif kind == "presets":
-                lines = preset_table(arg or "")
-            elif kind == "observation-layout":
-                lines = observation_table()
-            elif kind == "commands":
-                lines = command_tables(arg or "")
-            else:
-                return match.group(0)
-        except (MarkerError, KeyError, SyntaxError, ImportError) as err:
-            raise MarkerError(f"{page.file.src_path}: {match.group(0)}: {err}") from err
-        return "\n".join(lines)
 
-    return MARKER.sub(fill, markdown)
+if __name__ == "__main__":
+    check = "--check" in sys.argv[1:]
+    pages = stale_pages(write=not check)
+    for page in pages:
+        print(f"{page.relative_to(ROOT)}: {'stale; run python docs/hooks/reference.py' if check else 'rewritten'}")
+    sys.exit(1 if check and pages else 0)
