@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,9 @@ def test_real_mocap_script_imports_the_eight_clips_with_their_categories(real_mo
     expected = ["jog", "kick", "punch", "run", "spinkick", "stealthy_walk", "walk", "zombie_walk"]
     assert sorted(lib.names) == expected
     assert dict(zip(lib.names, lib.categories)) == {c: c for c in expected}
+    # one import per clip: the folder's report keeps every call's entry
+    report = json.loads((tmp_path / "cpu_mit_clips" / "import_report.json").read_text())
+    assert {f["name"]: (f["status"], f["category"]) for f in report["files"]} == {c: ("kept", c) for c in expected}
     assert not run.exists()  # no training was started
 
 

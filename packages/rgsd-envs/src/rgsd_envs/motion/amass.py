@@ -189,7 +189,21 @@ def clip_name_from_path(path: str | os.PathLike) -> str:
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break
-    return re.sub(r"[^0-9A-Za-z]+", "_", stem).strip("_").lower()
+    return safe_name(stem)
+
+
+def safe_name(text: str) -> str:
+    """``text`` as a clip name: lower case, runs of non-alphanumerics to one '_'."""
+    return re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_").lower()
+
+
+def is_rgsd_clip(path: str | os.PathLike) -> bool:
+    """Whether a file is an rgsd clip (``root_pos``, no ``poses``); False for anything unreadable."""
+    try:
+        members = read_npz(path, ()).files
+    except InputFileError:
+        return False
+    return "root_pos" in members and "poses" not in members
 
 
 def find_amass_files(paths: list[str | os.PathLike]) -> list[Path]:

@@ -46,11 +46,13 @@ def _cmd_import(args: argparse.Namespace) -> int:
         pelvis_rest=pelvis,
         progress=not args.quiet,
         keep_going=not args.strict,
-        missing=missing,
+        missing=missing if args.paper_set else None,
         cycles=args.cycles,
     )
     for path, err in report.failed.items():
         print(f"rejected {path}: {err}", file=sys.stderr)
+    for line in report.rename_notes():
+        print(line, file=sys.stderr)
     for name in missing:
         print(f"not found: {name}", file=sys.stderr)
     for line in report.residual_warnings():
@@ -123,11 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     imp = sub.add_parser(
         "import",
         help="convert AMASS SMPL+H / SMPL-X files to rgsd clips (30 Hz, grounded)",
-        description="Convert AMASS SMPL+H (*_poses.npz) and SMPL-X (*_stageii.npz) files to rgsd clips "
-        "(30 Hz, grounded). Body-shape files (shape.npz, *_stagei.npz) are skipped. Writes "
-        "import_report.json beside the clips: per input file kept/skipped/rejected and why, frame "
-        "rates, frames and seconds before and after resampling, and per joint the residual (max and mean "
-        "degrees): how far the in-range hinge angles kept are from the captured rotation.",
+        description="Convert AMASS SMPL+H (*_poses.npz) and SMPL-X (*_stageii.npz) files to rgsd clips (30 Hz,\n"
+        "grounded), one clip per file, named by the file (walk_poses.npz: walk). Body-shape files (shape.npz,\n"
+        "*_stagei.npz) and rgsd clips already in the output folder are skipped.\n\n"
+        "No clip of another file is overwritten: files that ask for the same name (a/walk_poses.npz,\n"
+        "b/walk_poses.npz) are named by their parent folders (a_walk, b_walk), and a name that a clip in the\n"
+        "output folder has from another file stays with it; each renamed file gets a 'note:' line. Importing a\n"
+        "file again rewrites its own clip.\n\n"
+        "import_report.json beside the clips says per input file kept/skipped/rejected and why, frame rates,\n"
+        "frames and seconds before and after resampling, and per joint the residual (max and mean degrees): how\n"
+        "far the in-range hinge angles kept are from the captured rotation. Each import is merged into the\n"
+        "folder's report: the entries of other files stay, a file imported again replaces its own.",
         epilog="example:\n  rgsd-motions import ~/AMASS/ACCAD --out clips/ --category walk\n"
         "  rgsd-motions import --paper-set ~/AMASS --out clips/\n"
         "  rgsd-motions import run_poses.npz --out clips/ --category run --cycles 3   (a one-cycle clip, looped)",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -16,16 +17,20 @@ from rgsd_envs.motion.amass import (
     amass_to_clip_and_fit,
     clip_name_from_path,
     find_amass_files,
+    is_rgsd_clip,
     read_amass,
+    safe_name,
 )
 from rgsd_envs.motion.kinematics import KinematicModel
 from rgsd_envs.motion.paper_set import PAPER_CLIPS, find_paper_clips
-from rgsd_envs.utils.files import InputFileError, atomic_path, output_folder
+from rgsd_envs.utils.files import InputFileError, atomic_path, npz_text, output_folder, read_npz
 
 REPORT_NAME = "import_report.json"
 """Written beside the clips by every import."""
 RESIDUAL_WARN_DEG = 10.0
 """A joint residual larger than this (degrees) is worth a look: a joint range or the source is off."""
+Job = tuple[Path, str, str]
+"""One clip to import: (source file, clip name asked for, category)."""
 
 
 @dataclass
@@ -53,6 +58,10 @@ class FileResult:
     max_residual_joint: str | None = None
     residual_deg: dict[str, dict[str, float]] | None = None
     """Per joint, ``{"max": deg, "mean": deg}`` of that residual over the clip's frames."""
+    renamed_from: str | None = None
+    """The clip name the file asked for (from its file name, or the paper set's) where another source file has it,
+    in this import or in the output folder; the clip is named by its parent folder(s) instead and ``reason`` names
+    the other file(s)."""
 
 
 @dataclass
@@ -62,6 +71,22 @@ class ImportReport:
     files: list[FileResult] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     """Paper-set clips that were not found under the AMASS root."""
+    output_clips: list[str] = field(default_factory=list)
+    """Inputs that are rgsd clips inside the output folder (an earlier import's own output): skipped, and left
+    out of the saved report."""
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> ImportReport:
+        """Read a saved ``import_report.json``; an unreadable one is an InputFileError naming it."""
+        known = {f.name for f in fields(FileResult)}
+        try:
+            data = json.loads(Path(path).read_text())
+            files = [FileResult(**{k: v for k, v in entry.items() if k in known}) for entry in data["files"]]
+            return cls(files, [str(m) for m in data.get("missing", [])])
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+            raise InputFileError(
+                path, f"not a readable import report ({err}); move it out of the folder to start a new one"
+            ) from None
 
     @property
     def written(self) -> list[Path]:
@@ -78,9 +103,13 @@ class ImportReport:
         return {s: sum(f.status == s for f in self.files) for s in ("kept", "skipped", "rejected")}
 
     def summary(self) -> str:
-        """One line: ``kept N, skipped N shape file(s), rejected N; worst joint residual D deg (JOINT in CLIP)``."""
+        """One line: ``kept N, skipped N shape file(s), rejected N; worst joint residual D deg (JOINT in CLIP)``
+        (``skipped N shape file(s) and M clip(s) already in the output folder`` where inputs held its clips)."""
         c = self.counts()
-        line = f"kept {c['kept']}, skipped {c['skipped']} shape file(s), rejected {c['rejected']}"
+        skipped = f"skipped {c['skipped']} shape file(s)"
+        if self.output_clips:
+            skipped += f" and {len(self.output_clips)} clip(s) already in the output folder"
+        line = f"kept {c['kept']}, {skipped}, rejected {c['rejected']}"
         kept = [f for f in self.files if f.status == "kept"]
         if kept:
             worst = max(kept, key=lambda f: f.max_residual_deg or 0.0)
@@ -98,6 +127,42 @@ class ImportReport:
             if f.status == "kept" and (f.max_residual_deg or 0.0) > threshold_deg
         ]
 
+    def rename_notes(self) -> list[str]:
+        """One line per kept clip named by its folder(s) because another source file has the name it asked for."""
+        return [
+            f"note: {f.source} imported as {f.name}: {f.reason}"
+            for f in self.files
+            if f.status == "kept" and f.renamed_from
+        ]
+
+    def clip_sources(self, out: Path) -> dict[str, str]:
+        """Clip name -> source file of the kept entries whose clip file is in ``out``."""
+        return {
+            Path(f.clip).stem: f.source
+            for f in self.files
+            if f.status == "kept" and f.clip and (out / Path(f.clip).name).is_file()
+        }
+
+    def merged(self, earlier: ImportReport, out: Path, keep_missing: bool) -> ImportReport:
+        """This import's entries over ``earlier``'s (the report already in ``out``).
+
+        An earlier kept entry stays while its clip is in ``out`` and this import did not write that clip again; an
+        earlier skipped or rejected entry stays unless this import read its source again. ``keep_missing``: this
+        was not a paper-set import, so the earlier list of paper clips not found stays.
+        """
+        rewritten = {Path(f.clip).name for f in self.files if f.status == "kept" and f.clip}
+        reread = {_same_file_key(f.source) for f in self.files}
+        on_disk = earlier.clip_sources(out)
+
+        def stays(f: FileResult) -> bool:
+            if f.status != "kept":
+                return _same_file_key(f.source) not in reread
+            clip = Path(f.clip or "")
+            return on_disk.get(clip.stem) == f.source and clip.name not in rewritten
+
+        files = [f for f in earlier.files if stays(f)] + self.files
+        return ImportReport(files, earlier.missing if keep_missing else list(self.missing))
+
     def to_dict(self) -> dict:
         """The report as JSON-ready data."""
         return {**self.counts(), "files": [asdict(f) for f in self.files], "missing": list(self.missing)}
@@ -110,30 +175,42 @@ class ImportReport:
 
 
 def import_motions(
-    jobs: Iterable[tuple[Path, str, str]],
+    jobs: Iterable[Job],
     out_dir: str | os.PathLike,
     offsets: np.ndarray | None = None,
     pelvis_rest: np.ndarray | None = None,
     progress: bool = True,
     keep_going: bool = True,
-    missing: Iterable[str] = (),
+    missing: Iterable[str] | None = None,
     cycles: int = 1,
 ) -> ImportReport:
-    """Convert (source file, clip name, category) jobs into clips under out_dir.
+    """Convert (source file, clip name, category) jobs into clips under out_dir; returns this import's report.
 
     Each clip is written atomically, so an interrupted import leaves only whole
-    files. Body-shape files are skipped. With ``keep_going``, unreadable files are
-    reported and skipped; otherwise the first error is raised. The report is also
-    written to ``out_dir/import_report.json``, with ``missing`` (paper-set clips
-    not found) listed in it. ``cycles`` > 1 repeats each file's motion as one cycle of a looping motion
-    (DeepMimic's ``Loop: wrap``; ``rgsd_envs.motion.cycles``).
+    files. Body-shape files are skipped, and so are rgsd clips inside out_dir (an
+    earlier import's output found again while walking the inputs). With ``keep_going``, unreadable files are
+    reported and skipped; otherwise the first error is raised. No clip of another source file is overwritten:
+    sources asking for a name that another one has are named by their folders (``clip_names``). The report is
+    merged into ``out_dir/import_report.json`` (``ImportReport.merged``), with ``missing`` (paper-set clips not
+    found; None: not a paper-set import) listed in it. ``cycles`` > 1 repeats each file's motion as one cycle of a
+    looping motion (DeepMimic's ``Loop: wrap``; ``rgsd_envs.motion.cycles``).
     """
     out = Path(out_dir)
     output_folder(out)
-    jobs = list(jobs)
+    report_path = out / REPORT_NAME
+    earlier = ImportReport.load(report_path) if report_path.exists() else ImportReport()
+    report = ImportReport(missing=list(missing or ()))
+    todo: list[Job] = []
+    for job in _distinct_sources(jobs):
+        if _inside(job[0], out) and is_rgsd_clip(job[0]):
+            report.output_clips.append(str(job[0]))
+        else:
+            todo.append(job)
+    names = clip_names(todo, out, earlier.clip_sources(out))
     km = KinematicModel(offsets)
-    report = ImportReport(missing=list(missing))
-    for src, name, category in tqdm(jobs, desc="import", unit="clip", disable=not progress):
+    for (src, asked, category), (name, others) in tqdm(
+        list(zip(todo, names)), desc="import", unit="clip", disable=not progress
+    ):
         try:
             motion = read_amass(src)
             clip, fit = amass_to_clip_and_fit(motion, name, category, offsets, pelvis_rest, km, cycles)
@@ -150,6 +227,7 @@ def import_motions(
             FileResult(
                 source=str(src),
                 status="kept",
+                reason=f"{asked!r} is also the name of {' and '.join(others)}" if others else "",
                 clip=str(clip.save(out / f"{name}.npz")),
                 name=name,
                 category=category,
@@ -162,13 +240,96 @@ def import_motions(
                 max_residual_deg=round(fit.worst_deg, 3),
                 max_residual_joint=fit.worst_joint,
                 residual_deg=fit.per_joint(),
+                renamed_from=asked if others else None,
             )
         )
-    report.save(out / REPORT_NAME)
+    report.merged(earlier, out, keep_missing=missing is None).save(report_path)
     return report
 
 
-def file_jobs(paths: list[str | os.PathLike], category: str = "unlabelled") -> list[tuple[Path, str, str]]:
+def clip_names(jobs: list[Job], out: Path, folder: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """The clip name each job writes into ``out``, and the other source files that have the name it asked for.
+
+    ``folder`` maps the names of the clips already in ``out`` to their source files. A name stays with the source
+    that has it in ``out``; sources of one import asking for the same name are named by the nearest parent
+    folders that tell them apart (``a/walk_poses.npz`` and ``b/walk_poses.npz`` become ``a_walk`` and
+    ``b_walk``), with ``_2``, ``_3``... where the folders cannot. The same jobs give the same names, so importing
+    a source again rewrites its own clip.
+    """
+    asking: dict[str, list[int]] = {}
+    for i, (_, name, _) in enumerate(jobs):
+        asking.setdefault(name, []).append(i)
+    names: list[tuple[str, list[str]]] = [(name, []) for _, name, _ in jobs]
+    clashes: list[tuple[int, list[str]]] = []
+    for name, idx in asking.items():
+        owner = _owner(out, name, folder)
+        keeper = next((i for i in idx if owner is not None and _same_file(jobs[i][0], owner)), None)
+        if owner is None and len(idx) == 1:
+            keeper = idx[0]
+        claimants = [str(jobs[i][0]) for i in idx] + ([owner] if owner is not None and keeper is None else [])
+        clashes += [(i, [c for c in claimants if c != str(jobs[i][0])]) for i in idx if i != keeper]
+    taken = set(asking)
+    for i, others in clashes:
+        src, name, _ = jobs[i]
+        base = _folder_name(src, name, others)
+        chosen, n = base, 2
+        while chosen in taken or not _same_file(src, _owner(out, chosen, folder) or src):
+            chosen, n = f"{base}_{n}", n + 1
+        taken.add(chosen)
+        names[i] = (chosen, others)
+    return names
+
+
+def _folder_name(src: Path, name: str, others: list[str]) -> str:
+    """``name`` after the fewest parent folders of ``src`` (outermost first) whose chain no other file shares."""
+    mine = Path(os.path.abspath(src)).parent.parts[::-1]
+    theirs = [Path(os.path.abspath(o)).parent.parts[::-1] for o in others]
+    depth = next((d for d in range(1, len(mine) + 1) if all(t[:d] != mine[:d] for t in theirs)), 1)
+    return safe_name("_".join([*reversed(mine[:depth]), name])) or name
+
+
+def _owner(out: Path, name: str, folder: dict[str, str]) -> str | None:
+    """The source file of the clip ``out/<name>.npz``, or None where there is no such file.
+
+    Clips missing from the report name their source themselves; a file that is no rgsd clip (an AMASS file in an
+    output folder that is also the input) has an owner no source matches, so nothing overwrites it.
+    """
+    if name in folder:
+        return folder[name]
+    path = out / f"{name}.npz"
+    if not path.exists():
+        return None
+    if is_rgsd_clip(path):
+        with contextlib.suppress(InputFileError, KeyError):
+            return npz_text(read_npz(path, ("source",))["source"])
+    return f"{path} (not an rgsd clip)"
+
+
+def _same_file_key(path: str | os.PathLike) -> str:
+    return os.path.realpath(path)
+
+
+def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    return _same_file_key(a) == _same_file_key(b)
+
+
+def _inside(path: str | os.PathLike, folder: Path) -> bool:
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
+
+
+def _distinct_sources(jobs: Iterable[Job]) -> list[Job]:
+    """Jobs with each source file once (a file given twice, or given and found again in a folder)."""
+    seen: set[str] = set()
+    out: list[Job] = []
+    for job in jobs:
+        key = _same_file_key(job[0])
+        if key not in seen:
+            seen.add(key)
+            out.append(job)
+    return out
+
+
+def file_jobs(paths: list[str | os.PathLike], category: str = "unlabelled") -> list[Job]:
     """Import jobs for AMASS files and folders, one clip per file."""
     files = find_amass_files(paths)
     if not files:
@@ -176,7 +337,7 @@ def file_jobs(paths: list[str | os.PathLike], category: str = "unlabelled") -> l
     return [(f, clip_name_from_path(f), category) for f in files]
 
 
-def paper_set_jobs(root: str | os.PathLike) -> tuple[list[tuple[Path, str, str]], list[str]]:
+def paper_set_jobs(root: str | os.PathLike) -> tuple[list[Job], list[str]]:
     """Import jobs for the paper's 20 clips under an AMASS root, and the names not found."""
     found, missing = find_paper_clips(root)
     jobs = [(found[c], c.clip_name, c.category) for c in PAPER_CLIPS if c in found]
