@@ -171,6 +171,16 @@ def _open_gl_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.
         ) from err
 
 
+def rendering_problem() -> str | None:
+    """Why offscreen rendering cannot start in this process, without the install advice (None when a tiny
+    renderer opens): a long job that ends in videos checks this before its work starts."""
+    try:
+        _open_gl_renderer(mujoco.MjModel.from_xml_string("<mujoco/>"), 16, 16).close()
+    except RenderBackendError as err:
+        return str(err).removesuffix(" " + _GL_ADVICE).rstrip(".")
+    return None
+
+
 class HumanoidRenderer:
     """Render humanoid poses offscreen; one GL context reused for many frames. Close it (or use ``with``)."""
 

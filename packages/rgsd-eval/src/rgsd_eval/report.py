@@ -63,6 +63,11 @@ TRACKING_COLUMNS = (
     ("fall_rate", "Fall rate", 2),
 )
 """The tracking metrics of every report table (``metrics.DEFINITIONS``): field, column, decimals."""
+VIDEO_ADVICE = (
+    "For videos install libegl1 (MUJOCO_GL=egl) or libosmesa6 (MUJOCO_GL=osmesa, software) and evaluate again; "
+    "--no-video skips them"
+)
+"""What to do when the videos cannot render (the warning and the report say it)."""
 SIMULATORS = {"mujoco": "MuJoCo", "warp": "MuJoCo Warp"}
 
 
@@ -89,6 +94,8 @@ class ReportInputs:
     artifacts: dict[str, RunArtifacts]
     figures: dict[str, str] = field(default_factory=dict)
     """Figures over all runs (spread, comparison)."""
+    videos_skipped: str = ""
+    """Why the mp4 videos were not rendered although ``config.video`` asked for them ("": they were, or not asked)."""
 
 
 def _fmt(x: Any, decimals: int) -> str:
@@ -459,6 +466,8 @@ def render_markdown(inputs: ReportInputs) -> str:
     videos = [(ev.label, v) for ev in inputs.runs for v in inputs.artifacts[ev.label].videos]
     if videos:
         lines += ["## Videos", ""] + [f"- {label}: [{cap}]({path})" for label, (cap, path) in videos] + [""]
+    if inputs.videos_skipped:
+        lines += ["## Videos", "", f"Not rendered: {inputs.videos_skipped}. {VIDEO_ADVICE}", ""]
     replays = [(ev.label, r) for ev in inputs.runs for r in inputs.artifacts[ev.label].replays]
     if replays:
         lines += (
@@ -562,6 +571,7 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         "figures": {"all": inputs.figures, **{k: a.figures for k, a in inputs.artifacts.items()}},
         "videos": {k: [{"caption": c, "path": p} for c, p in a.videos] for k, a in inputs.artifacts.items()},
         "replays": {k: [{"caption": c, "path": p} for c, p in a.replays] for k, a in inputs.artifacts.items()},
+        "videos_skipped": inputs.videos_skipped,
     }
 
 
