@@ -358,6 +358,11 @@ def sweep_section(data: ReportData, clips: list[str], sweep: dict[str, Any], fig
 
 def downstream_section(data: ReportData, final: dict[str, dict[str, dict[str, Any]]], figure: str | None) -> list[str]:
     """The downstream curves and the last evaluation's numbers per style and method."""
+    dropped = [f"- {style}: not run: {reason}." for style, reason in data.plan.dropped_styles.items()]
+    return _downstream_lines(data, final, figure) + (dropped + [""] if dropped else [])
+
+
+def _downstream_lines(data: ReportData, final: dict[str, dict[str, dict[str, Any]]], figure: str | None) -> list[str]:
     if not final:
         return ["No downstream aggregation: see the steps below.", ""]
     rows = []
@@ -653,6 +658,7 @@ def recorded_plan(folder: str | os.PathLike) -> tuple[Plan, set[str]]:
     steps = [_step_of(k, out, v.budget, v.output) for k, v in state.steps.items()]
     scale_file = Path(state.info.get("scale", out / "scale.yaml"))  # as the command named it (the report says so)
     plan = Plan(out, motions, scale, scale_file, list(methods), [], steps, method_seeds=methods)
+    plan.dropped_styles = dict(state.info.get("dropped_styles", {}))
     return plan, state.done()
 
 
