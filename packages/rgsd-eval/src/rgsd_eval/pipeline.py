@@ -69,7 +69,7 @@ def run_evaluation(
     artifacts: dict[str, RunArtifacts] = {}
     for run in loaded:
         log.info("evaluating %s (%s latents) on %d clips", run.label, run.latent, lib.num_clips)
-        log.info("%s: %s", run.label, eval_plan(lib, cfg, search_size(run)).summary(cfg.protocol))
+        log.info("%s: %s", run.label, eval_plan(lib, cfg, search_size(run), not videos_skipped).summary(cfg.protocol))
         ev = evaluate_run(run, lib, ref, cfg)
         evaluations.append(ev)
         artifacts[run.label] = _run_artifacts(ev, lib, out, cfg, render=not videos_skipped)
