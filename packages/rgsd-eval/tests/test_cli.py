@@ -67,3 +67,12 @@ def test_without_offscreen_gl_eval_warns_before_the_rollouts_and_writes_the_repo
     assert "Not rendered: offscreen OpenGL" in (out / "report.md").read_text()
     assert json.loads((out / "metrics.json").read_text())["videos_skipped"].startswith("offscreen OpenGL")
     assert [p.suffix for p in (out / "myrun" / "videos").iterdir()] == [".html"]  # the replay, no mp4
+
+
+def test_report_links_to_a_run_folder_with_a_space_stay_links(tmp_path):
+    run, out = make_fake_run(tmp_path / "my run"), tmp_path / "my report"
+    code = cli.main(["--run", str(run), "--motions", "demo", "--out", str(out), "--rollouts", "2", "--kappas", "20",
+                     "--no-video", "--no-progress"])  # fmt: skip
+    assert code == 0
+    md = (out / "report.md").read_text()
+    assert "![my run kappa sweep](<my run/kappa_sweep.png>)" in md and "](my run/" not in md

@@ -20,6 +20,7 @@ import csv
 import json
 import math
 import os
+import shlex
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -49,6 +50,7 @@ from rgsd_eval.report import (
     TRACKING_COLUMNS,
     clips_text,
     differences_table,
+    link_target,
     noise_text,
     samples_text,
     simulators_text,
@@ -352,7 +354,7 @@ def sweep_section(data: ReportData, clips: list[str], sweep: dict[str, Any], fig
         plan = data.folder[m]
         png = plan.eval_dir(m) / plan.run_dir(m, seed).name / "kappa_sweep.png"
         if png.is_file():
-            tops.append(f"- {m} (seed {seed}): [top views at every κ]({data.link(png)})")
+            tops.append(f"- {m} (seed {seed}): [top views at every κ]({link_target(data.link(png))})")
     return lines + tops + ([""] if tops else [])
 
 
@@ -519,13 +521,13 @@ def write_report(
     seeds = data.seeds()
     if len(parts) == 1:
         command = (
-            f"`rgsd reproduce --motions {plan.motions} --scale {plan.scale_file.stem}` (scale file "
+            f"`rgsd reproduce --motions {shlex.quote(plan.motions)} --scale {plan.scale_file.stem}` (scale file "
             f"`{plan.scale_file}`, copied to `scale.yaml`)"
         )
     else:
-        froms = " ".join(f"--from {data.link(p.out)}" for p, _ in parts)
+        froms = " ".join(f"--from {shlex.quote(data.link(p.out))}" for p, _ in parts)
         command = (
-            f"`rgsd reproduce --report-only {froms}`: {len(parts)} folders run with `--motions {plan.motions}` and one "
+            f"`rgsd reproduce --report-only {froms}`: {len(parts)} folders run with `--motions {shlex.quote(plan.motions)}` and one "
             f"scale (`scale.yaml` in each)"
         )
     lines = [
