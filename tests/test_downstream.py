@@ -193,3 +193,16 @@ def test_a_warp_low_level_s_worlds_follow_the_learner_onto_its_gpu(tmp_path):
     assert task_config(cfg, torch.device("cuda", 1)).device == "cuda:1"
     assert task_config(cfg, torch.device("cpu")).device == "cpu"
     assert cfg.task.device == "cpu", "the saved config keeps the spec; the device is chosen when the run starts"
+
+
+@pytest.mark.parametrize(("style", "fid"), [("freestyle", False), ("sidestep", True)])
+def test_the_report_names_style_fid_only_for_a_style_that_has_one(tmp_path, style, fid):
+    from types import SimpleNamespace
+
+    from rgsd_agents.downstream.report import write_downstream_report
+
+    cfg = SimpleNamespace(task=GoalReachingConfig(style=style), low_level="runs/x", num_envs=4, horizon=4,
+                          eval_episodes=4)  # fmt: skip
+    final = {"eval/success_rate": 0.5, **({"eval/style_fid": 3.0} if fid else {})}
+    text = write_downstream_report(tmp_path, cfg, [], {}, final, []).read_text()
+    assert ("Style FID:" in text) == fid and ("style FID" in text) == fid

@@ -809,3 +809,28 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
     assert report["imitation"]["fb_cpr"]["all"]["success_rate"]["mean"] == 0.75
     csv_rows = paths["csv"].read_text().splitlines()
     assert "imitation,rgsd,walk,,,,fid_rank,value,2,paper (quoted)" in csv_rows
+
+
+def test_styles_the_motions_cannot_ground_are_left_out_of_the_plan_with_a_warning_and_the_report_says_so(
+    tmp_path, capsys
+):
+    from rgsd_agents.reproduce.report import write_report
+    from rgsd_envs.motion.library import load_motions
+
+    motions = tmp_path / "motions"
+    motions.mkdir()
+    for clip in load_motions("demo"):
+        if clip.category in ("walk", "punch"):
+            clip.save(motions / f"{clip.name}.npz")
+    out = tmp_path / "r"
+    args = ["reproduce", "--motions", str(motions), "--out", str(out), "--scale", "smoke", "--methods", "rgsd"]
+    assert rgsd([*args, "--seeds", "1", "--plan-only"]) == 0
+    captured = capsys.readouterr()
+    warnings = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    assert [w.split("'")[1] for w in warnings] == ["sidestep", "backward"], captured.err
+    assert "categories ['punch', 'walk']" in warnings[0]
+    assert "downstream/freestyle/rgsd/seed0" in captured.out and "downstream/sidestep" not in captured.out
+    scale, path = load_scale("smoke")
+    plan = build_plan(scale, path, str(motions), out, methods=["rgsd"], seeds=1)
+    md = write_report([(plan, set())], plan.out)["report"].read_text()
+    assert "- sidestep: not run: it needs reference clips of category 'sidestep'" in md

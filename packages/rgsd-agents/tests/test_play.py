@@ -33,11 +33,14 @@ def test_play_writes_an_mp4_with_the_requested_frames_and_size(demo_run, tmp_pat
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-def test_play_with_reference_puts_two_tiles_side_by_side(demo_run, tmp_path):
+def test_play_with_reference_puts_two_tiles_side_by_side_with_progress_lines(demo_run, tmp_path, capsys):
     out = tmp_path / "ref.mp4"
     assert rgsd(["play", str(demo_run), "--frames", "3", "--size", "64", "48", "--reference", "--out", str(out)]) == 0
     frames, _ = _read_video(out)
     assert frames.shape == (3, 48, 128, 3)
+    lines = capsys.readouterr().err.splitlines()  # not a terminal: whole lines with the time left
+    assert any(line.startswith("rollout: 100%") and " left" in line for line in lines), lines
+    assert any(line.startswith("video: 100%") and "6/6 tile" in line for line in lines), lines
 
 
 def test_play_skill_is_z_m_or_a_vmf_sample_around_it(demo_run):

@@ -6,10 +6,10 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-from rgsd_agents.rl import progress
 from rgsd_agents.rl.loop import TrainingLoop
-from rgsd_agents.rl.progress import ProgressBar, StatusBar, clock
 from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils import progress
+from rgsd_envs.utils.progress import ProgressBar, StatusBar, clock
 
 
 def test_clock_formats_minutes_and_hours():
@@ -154,3 +154,16 @@ def test_pretraining_bar_follows_its_seconds_budget(tmp_path):
     assert result.steps < 100000
     assert "00:01/00:01, 00:00 left" in last and f"| {result.steps} step," in last and "align=" in last
     assert "100000" not in buf.getvalue()
+
+
+def test_a_count_bar_writes_lines_with_the_time_left_to_a_log_file(monkeypatch):
+    from rgsd_envs.utils.progress import CountBar
+
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 0.0)
+    log = io.StringIO()
+    with CountBar("r1: videos", 4, unit="tile", file=log) as bar:
+        for _ in range(4):
+            bar.update()
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue() and len(lines) == 5, lines
+    assert lines[-1].startswith("r1: videos: 100%") and "4/4 tile" in lines[-1] and "00:00 left" in lines[-1]

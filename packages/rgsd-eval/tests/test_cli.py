@@ -48,3 +48,31 @@ def test_rgsd_eval_runs_end_to_end(tmp_path, capsys):
     doc = json.loads((out / "metrics.json").read_text())
     assert list(doc["runs"]) == ["myrun"] and doc["config"]["rollouts"] == 2
     assert not (out / "myrun" / "videos").exists()
+
+
+def test_without_offscreen_gl_eval_warns_before_the_rollouts_and_writes_the_report(tmp_path, monkeypatch, caplog):
+    import mujoco
+
+    def no_gl(*args, **kwargs):
+        raise mujoco.FatalError("an OpenGL platform library has not been loaded into this process")
+
+    monkeypatch.setattr(mujoco, "Renderer", no_gl)
+    run, out = make_fake_run(tmp_path / "myrun"), tmp_path / "out"
+    code = cli.main(["--run", str(run), "--motions", "demo", "--out", str(out), "--rollouts", "2", "--kappas", "20",
+                     "--set", "video_clips=1", "--set", "video_size=[16,16]", "--no-progress"])  # fmt: skip
+    assert code == 0
+    warning = next(r for r in caplog.records if r.levelname == "WARNING").getMessage()
+    assert warning.startswith("videos skipped: offscreen OpenGL is not available") and "\n" not in warning
+    assert "libegl1" in warning and "libosmesa6" in warning and "--no-video" in warning
+    assert "Not rendered: offscreen OpenGL" in (out / "report.md").read_text()
+    assert json.loads((out / "metrics.json").read_text())["videos_skipped"].startswith("offscreen OpenGL")
+    assert [p.suffix for p in (out / "myrun" / "videos").iterdir()] == [".html"]  # the replay, no mp4
+
+
+def test_report_links_to_a_run_folder_with_a_space_stay_links(tmp_path):
+    run, out = make_fake_run(tmp_path / "my run"), tmp_path / "my report"
+    code = cli.main(["--run", str(run), "--motions", "demo", "--out", str(out), "--rollouts", "2", "--kappas", "20",
+                     "--no-video", "--no-progress"])  # fmt: skip
+    assert code == 0
+    md = (out / "report.md").read_text()
+    assert "![my run kappa sweep](<my run/kappa_sweep.png>)" in md and "](my run/" not in md

@@ -268,3 +268,19 @@ def test_eval_plan_counts_the_rollouts_and_world_steps_of_each_protocol():
     line = paper.summary("paper", world_steps_per_second=1000.0)
     assert line.startswith("paper protocol on 5 clips: 9500 rollouts")
     assert f"about {paper.world_steps / 1000.0 / 60.0:.0f} min" in line and "at 1000 world steps/s" in line
+
+
+def test_eval_plan_counts_the_video_tiles_in_its_estimate_unless_rendering_is_off():
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_eval.evaluate import eval_plan, video_tile_seconds
+    from rgsd_eval.runs import representative_clips
+
+    lib = MotionLib("demo")
+    cfg = EvalConfig(video_clips=1, rollouts=2)
+    c = representative_clips(lib, 1)[0]
+    plan = eval_plan(lib, cfg)
+    # policy and reference, then the reference and 2 variants (only 2 rollouts), every 2nd frame
+    assert plan.video_tiles == -(-int(lib.num_frames[c]) // 2) * 5
+    assert plan.video_seconds == plan.video_tiles * video_tile_seconds(cfg.video_size) > 0
+    assert f"+ {plan.video_seconds:.0f} s of videos ({plan.video_tiles} tiles)" in plan.summary("quick")
+    assert eval_plan(lib, cfg, render=False).video_tiles == 0

@@ -240,3 +240,10 @@ def test_report_shows_the_clip_cosine_matrix_below_the_embedding_figure(report):
     for run in ("rgsd", "diayn"):
         pca = section.index(f"]({run}/embedding.png)")
         assert section.index(f"]({run}/embeddings_cosine.png)") > pca
+
+
+def test_the_protocol_line_counts_the_sweep_clips_the_motions_have():
+    from rgsd_eval.report import protocol_line
+
+    line = protocol_line(EvalConfig.for_protocol("paper"), ["walk", "kick"])
+    assert "κ sweep 20, 100, 1000 on 2 clips;" in line

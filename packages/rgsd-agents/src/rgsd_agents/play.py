@@ -27,6 +27,7 @@ from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import model_for_clip, render_side_by_side
 from rgsd_envs.runs.run_dir import RunDir, load_clip_latents, load_tracking_latents
+from rgsd_envs.utils.progress import CountBar
 from rgsd_eval.rollouts import RolloutJobs, SkillTracks, run_rollouts, track_centres
 from rgsd_eval.runs import load_run
 
@@ -58,8 +59,10 @@ def play_rollout(
     frames: int | None = None,
     motions: str | None = None,
     seed: int = 0,
+    progress: bool = True,
 ) -> PlayedRollout:
-    """Roll out ``run``'s policy on ``clip``'s skill (default: the first clip); ``frames`` cuts it short."""
+    """Roll out ``run``'s policy on ``clip``'s skill (default: the first clip); ``frames`` cuts it short; a progress
+    bar with ``progress``."""
     folder = RunDir(run)
     tracking = folder.tracking_latents_path() if folder.path.is_dir() else None
     stored = folder.clip_latents_path() if folder.path.is_dir() and tracking is None else None
@@ -93,8 +96,9 @@ def play_rollout(
         z = z_m if kappa is None else skills.sample_vmf(np.random.default_rng(seed), z_m, float(kappa))
         jobs = RolloutJobs(clip=[c], skill=z[None], group=0, keep_qpos=True)
         res = run_rollouts(
-            env, loaded.policy, jobs, seed=seed, fall_height=loaded.fall_height, features=False, skill_tracks=tracks
-        )
+            env, loaded.policy, jobs, seed=seed, fall_height=loaded.fall_height, features=False, skill_tracks=tracks,
+            progress=progress, desc="rollout",
+        )  # fmt: skip
     finally:
         env.close()
     qpos = res.qpos[0] if frames is None else res.qpos[0][:frames]
@@ -130,13 +134,17 @@ def write_play_video(
     out_path: str | os.PathLike,
     size: tuple[int, int] = (640, 480),
     reference: bool = False,
+    progress: bool = True,
 ) -> Path:
-    """Render a played rollout (beside its reference with ``reference``) to an mp4 at 30 fps; returns the path."""
+    """Render a played rollout (beside its reference with ``reference``) to an mp4 at 30 fps, with a progress bar
+    over its tiles (a minute for a clip beside its reference on 2 cores); returns the path."""
     qs = [played.qpos] + ([played.reference_qpos] if reference else [])
     labels = [label(played)] + (["reference"] if reference else [])
-    return render_side_by_side(
-        qs, out_path, labels=labels, fps=CLIP_FPS, width=size[0], height=size[1], model=played.model
-    )
+    with CountBar("video", len(played.qpos) * len(qs), unit="tile", disable=not progress) as bar:
+        return render_side_by_side(
+            qs, out_path, labels=labels, fps=CLIP_FPS, width=size[0], height=size[1], model=played.model,
+            on_frame=bar.update,
+        )  # fmt: skip
 
 
 def has_display() -> bool:

@@ -27,7 +27,7 @@ import itertools
 import math
 import os
 import sys
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,6 +169,16 @@ def _open_gl_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.
             f"offscreen OpenGL is not available (MUJOCO_GL={used or '<unset: glfw, needs a display>'!r}): "
             f"{type(err).__name__}: {err}. " + _GL_ADVICE
         ) from err
+
+
+def rendering_problem() -> str | None:
+    """Why offscreen rendering cannot start in this process, without the install advice (None when a tiny
+    renderer opens): a long job that ends in videos checks this before its work starts."""
+    try:
+        _open_gl_renderer(mujoco.MjModel.from_xml_string("<mujoco/>"), 16, 16).close()
+    except RenderBackendError as err:
+        return str(err).removesuffix(" " + _GL_ADVICE).rstrip(".")
+    return None
 
 
 class HumanoidRenderer:
@@ -427,13 +437,15 @@ def render_side_by_side(
     frame_step: int = 1,
     shadows: bool = True,
     reflections: bool = True,
+    on_frame: Callable[[int], None] | None = None,
 ) -> Path:
     """Render several qpos (T_i, 76) as tiles of ``width`` x ``height`` in one mp4, left to right.
 
     Each tile's camera follows its own character. Shorter trajectories hold their
     last frame until the longest ends. ``frame_step`` draws every k-th frame and
     plays at ``fps / k``, so motion stays in real time (shadows and reflections off
-    render about 3x faster with software GL). Returns the path.
+    render about 3x faster with software GL). ``on_frame(tiles)`` is called after
+    each frame (a progress bar). Returns the path.
     """
     out_path = Path(out_path)
     if len(qpos_list) == 0:
@@ -454,6 +466,8 @@ def render_side_by_side(
             if labels is not None:
                 tiles = [_label(tile, text) if text else tile for tile, text in zip(tiles, labels)]
             yield np.concatenate(tiles, axis=1)
+            if on_frame is not None:
+                on_frame(len(tiles))
 
     with HumanoidRenderer(width, height, model=model, camera=camera, shadows=shadows, reflections=reflections) as r:
         return write_video(tiled(r), out_path, fps / frame_step)

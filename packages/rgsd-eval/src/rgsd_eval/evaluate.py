@@ -57,26 +57,44 @@ cores: the rate behind the estimate logged before an evaluation starts. Cores sh
 machine."""
 
 
+VIDEO_SECONDS_PER_TILE_FRAME = 0.032
+"""Seconds to render and encode one 480 x 360 shadow-free video tile (``videos.render_tiles``, 2 and 4 tiles of
+the demo walk clip, setup included) with Mesa's software EGL on 2 shared CPU cores; smaller tiles cost in proportion
+to their pixels. The videos dominate the quick protocol's time: the estimate logged before an evaluation counts
+them."""
+
+
+def video_tile_seconds(size: tuple[int, int]) -> float:
+    """Estimated seconds per rendered tile of ``size`` (width, height) pixels."""
+    return VIDEO_SECONDS_PER_TILE_FRAME * size[0] * size[1] / (480 * 360)
+
+
 @dataclass(frozen=True)
 class EvalPlan:
-    """The rollouts one run's evaluation makes and the world steps they cost (idle worlds of a batch included)."""
+    """The rollouts one run's evaluation makes and the world steps they cost (idle worlds of a batch included),
+    and the video tiles it renders."""
 
     clips: int
     rollouts: int
     world_steps: int
+    video_tiles: int = 0
+    """Tiles rendered over all the run's videos (a video frame of k side-by-side tiles counts k)."""
+    video_seconds: float = 0.0
+    """Their estimated rendering time (``video_tile_seconds``)."""
 
     def seconds(self, world_steps_per_second: float = EVAL_WORLD_STEPS_PER_SECOND) -> float:
-        """Estimated wall time at a rate of world steps per second."""
-        return self.world_steps / world_steps_per_second
+        """Estimated wall time at a rate of world steps per second, videos included."""
+        return self.world_steps / world_steps_per_second + self.video_seconds
 
     def summary(self, protocol: str, world_steps_per_second: float = EVAL_WORLD_STEPS_PER_SECOND) -> str:
         """One line for the user before the evaluation starts."""
         seconds = self.seconds(world_steps_per_second)
         total = f"{seconds / 60.0:.0f} min" if seconds >= 60.0 else f"{seconds:.0f} s"
+        videos = f" + {self.video_seconds:.0f} s of videos ({self.video_tiles} tiles)" if self.video_tiles else ""
         return (
             f"{protocol} protocol on {self.clips} clips: {self.rollouts} rollouts, {self.world_steps / 1e6:.2f} M "
             f"world steps, about {total} ({seconds / max(self.clips, 1):.1f} s per clip) at "
-            f"{world_steps_per_second:.0f} world steps/s, 2 idle CPU cores' rate (longer on shared cores)"
+            f"{world_steps_per_second:.0f} world steps/s{videos}, 2 idle CPU cores' rate (longer on shared cores)"
         )
 
 
@@ -85,9 +103,10 @@ def _chunked_steps(job_clips: np.ndarray, num_frames: np.ndarray, batch: int) ->
     return sum(batch * (int(num_frames[job_clips[i : i + batch]].max()) - 1) for i in range(0, len(job_clips), batch))
 
 
-def eval_plan(lib: MotionLib, cfg: EvalConfig, best_of: int = 0) -> EvalPlan:
+def eval_plan(lib: MotionLib, cfg: EvalConfig, best_of: int = 0, render: bool = True) -> EvalPlan:
     """The rollouts and world steps of ``evaluate_run`` on ``lib`` (``best_of``: N of a best-of-N latent search, 0:
-    none), computed from the settings alone."""
+    none) and the video tiles it renders (``render``: False where rendering cannot start), from the settings
+    alone."""
     m, nf = lib.num_clips, lib.num_frames.cpu().numpy()
     plan = cfg.kappa_plan(list(lib.categories), representative_clips(lib, cfg.video_clips) if cfg.video else [])
     search = np.repeat(np.arange(m), best_of)
@@ -97,7 +116,18 @@ def eval_plan(lib: MotionLib, cfg: EvalConfig, best_of: int = 0) -> EvalPlan:
     )
     batch = min(cfg.batch_size, max(len(search), len(evals)))
     steps = _chunked_steps(search, nf, batch) + _chunked_steps(evals, nf, batch)
-    return EvalPlan(clips=m, rollouts=len(search) + len(evals), world_steps=steps)
+    tiles = video_tiles(lib, cfg) if render else 0
+    return EvalPlan(m, len(search) + len(evals), steps, tiles, tiles * video_tile_seconds(cfg.video_size))
+
+
+def video_tiles(lib: MotionLib, cfg: EvalConfig) -> int:
+    """Tiles the videos of ``videos.write_run_videos`` render: per video clip, every ``video_frame_step``-th frame
+    of the imitation video (policy and reference) and of the variants video (reference and the variants)."""
+    if not cfg.video:
+        return 0
+    per_frame = 2 + 1 + min(cfg.video_variants, cfg.rollouts)
+    step = cfg.video_frame_step
+    return sum(-(-int(lib.num_frames[c]) // step) * per_frame for c in representative_clips(lib, cfg.video_clips))
 
 
 @dataclass

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.render import rendering_problem
 from rgsd_envs.utils.config import save_yaml
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
@@ -35,7 +36,7 @@ from rgsd_eval.plots import (
     plot_trajectory_comparison,
     top_view_variants,
 )
-from rgsd_eval.report import ReportInputs, RunArtifacts, write_report
+from rgsd_eval.report import VIDEO_ADVICE, ReportInputs, RunArtifacts, write_report
 from rgsd_eval.runs import load_run, representative_clips, unique_labels
 from rgsd_eval.topviews import TOP_VIEWS, save_top_views
 from rgsd_eval.videos import write_run_replays, write_run_videos
@@ -63,14 +64,15 @@ def run_evaluation(
     spec = motions if motions is not None else _training_motions(loaded[0].env_config.motions)
     lib = MotionLib(spec)
     ref = ReferenceFeatures.of(lib, cfg.fid_window)
+    videos_skipped = _video_problem(cfg)
     evaluations: list[RunEvaluation] = []
     artifacts: dict[str, RunArtifacts] = {}
     for run in loaded:
         log.info("evaluating %s (%s latents) on %d clips", run.label, run.latent, lib.num_clips)
-        log.info("%s: %s", run.label, eval_plan(lib, cfg, search_size(run)).summary(cfg.protocol))
+        log.info("%s: %s", run.label, eval_plan(lib, cfg, search_size(run), not videos_skipped).summary(cfg.protocol))
         ev = evaluate_run(run, lib, ref, cfg)
         evaluations.append(ev)
-        artifacts[run.label] = _run_artifacts(ev, lib, out, cfg)
+        artifacts[run.label] = _run_artifacts(ev, lib, out, cfg, render=not videos_skipped)
     figures = {"spread": _rel(plot_spread(evaluations, out / "spread.png"), out)}
     if len(evaluations) > 1:
         clips = representative_clips(lib, 5)
@@ -91,10 +93,23 @@ def run_evaluation(
         runs=evaluations,
         artifacts=artifacts,
         figures=figures,
+        videos_skipped=videos_skipped,
     )
     paths = write_report(inputs, out)
     paths["config"] = save_yaml(cfg, out / "eval_config.yaml")
     return paths
+
+
+def _video_problem(cfg: EvalConfig) -> str:
+    """Why the videos asked for cannot render here ("" if they can or none are asked for), warned in one line
+    before any rollout: the metrics, figures, HTML replays and report do not need OpenGL."""
+    if not (cfg.video and cfg.video_clips):
+        return ""
+    problem = rendering_problem()
+    if problem is None:
+        return ""
+    log.warning("videos skipped: %s. %s", problem, VIDEO_ADVICE)
+    return problem
 
 
 def _training_motions(motions: str | list[str]) -> str:
@@ -109,7 +124,7 @@ def _rel(path: Path | None, root: Path) -> str:
     return "" if path is None else path.relative_to(root).as_posix()
 
 
-def _run_artifacts(ev: RunEvaluation, lib, out: Path, cfg: EvalConfig) -> RunArtifacts:
+def _run_artifacts(ev: RunEvaluation, lib, out: Path, cfg: EvalConfig, render: bool = True) -> RunArtifacts:
     """Figures and videos of one run under out/<label>/."""
     d = out / ev.label
     art = RunArtifacts()
@@ -134,5 +149,6 @@ def _run_artifacts(ev: RunEvaluation, lib, out: Path, cfg: EvalConfig) -> RunArt
     if cfg.video:
         # the replays first: they need no OpenGL, so they are there even when a video cannot render
         art.replays = [(cap, _rel(p, out)) for cap, p in write_run_replays(ev, lib, d / "videos", cfg)]
-        art.videos = [(cap, _rel(p, out)) for cap, p in write_run_videos(ev, lib, d / "videos", cfg)]
+        if render:
+            art.videos = [(cap, _rel(p, out)) for cap, p in write_run_videos(ev, lib, d / "videos", cfg)]
     return art

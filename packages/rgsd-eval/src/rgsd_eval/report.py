@@ -63,6 +63,11 @@ TRACKING_COLUMNS = (
     ("fall_rate", "Fall rate", 2),
 )
 """The tracking metrics of every report table (``metrics.DEFINITIONS``): field, column, decimals."""
+VIDEO_ADVICE = (
+    "For videos install libegl1 (MUJOCO_GL=egl) or libosmesa6 (MUJOCO_GL=osmesa, software) and evaluate again; "
+    "--no-video skips them"
+)
+"""What to do when the videos cannot render (the warning and the report say it)."""
 SIMULATORS = {"mujoco": "MuJoCo", "warp": "MuJoCo Warp"}
 
 
@@ -89,6 +94,14 @@ class ReportInputs:
     artifacts: dict[str, RunArtifacts]
     figures: dict[str, str] = field(default_factory=dict)
     """Figures over all runs (spread, comparison)."""
+    videos_skipped: str = ""
+    """Why the mp4 videos were not rendered although ``config.video`` asked for them ("": they were, or not asked)."""
+
+
+def link_target(path: str) -> str:
+    """``path`` as a Markdown link or image destination: in angle brackets when it holds a space or a parenthesis,
+    where CommonMark would otherwise end the link."""
+    return f"<{path}>" if any(c in path for c in " ()") else path
 
 
 def _fmt(x: Any, decimals: int) -> str:
@@ -266,7 +279,7 @@ def render_markdown(inputs: ReportInputs) -> str:
     lines = ["# RGSD evaluation report", ""]
     cat_counts = ", ".join(f"{c} {sum(1 for x in inputs.clips if x['category'] == c)}" for c in inputs.categories)
     lines += [
-        protocol_line(cfg),
+        protocol_line(cfg, [c["category"] for c in inputs.clips]),
         "",
         f"Motions: `{inputs.motions}` ({len(inputs.clips)} clips: {cat_counts}).",
         "Runs: "
@@ -397,11 +410,11 @@ def render_markdown(inputs: ReportInputs) -> str:
     )
     lines += ["", *sampled_fid_table(inputs), ""]
     if "spread" in inputs.figures:
-        lines += [f"![spread against kappa]({inputs.figures['spread']})", ""]
+        lines += [f"![spread against kappa]({link_target(inputs.figures['spread'])})", ""]
     for ev in inputs.runs:
         art = inputs.artifacts[ev.label]
         if "kappa_sweep" in art.figures:
-            lines += [f"![{ev.label} kappa sweep]({art.figures['kappa_sweep']})", ""]
+            lines += [f"![{ev.label} kappa sweep]({link_target(art.figures['kappa_sweep'])})", ""]
     lines += [
         "## Top-view trajectories",
         "",
@@ -410,11 +423,11 @@ def render_markdown(inputs: ReportInputs) -> str:
         "",
     ]
     if "comparison" in inputs.figures:
-        lines += [f"![runs side by side]({inputs.figures['comparison']})", ""]
+        lines += [f"![runs side by side]({link_target(inputs.figures['comparison'])})", ""]
     for ev in inputs.runs:
         art = inputs.artifacts[ev.label]
         if "trajectories" in art.figures:
-            lines += [f"![{ev.label} trajectories]({art.figures['trajectories']})", ""]
+            lines += [f"![{ev.label} trajectories]({link_target(art.figures['trajectories'])})", ""]
     searches = [ev for ev in inputs.runs if "search" in ev.metrics]
     if searches:
         lines += [
@@ -444,21 +457,25 @@ def render_markdown(inputs: ReportInputs) -> str:
             lines += [
                 f"**{ev.label}**: within-motion alignment {a:.5f}.",
                 "",
-                f"![{ev.label} embedding]({art.figures['embedding']})",
+                f"![{ev.label} embedding]({link_target(art.figures['embedding'])})",
                 "",
             ]
             if "embedding_cosine" in art.figures:
                 lines += [
                     "Cosine between the clip embeddings z_m, clip by clip (1: the same skill, 0: orthogonal):",
                     "",
-                    f"![{ev.label} clip cosine matrix]({art.figures['embedding_cosine']})",
+                    f"![{ev.label} clip cosine matrix]({link_target(art.figures['embedding_cosine'])})",
                     "",
                 ]
         else:
             lines += [f"**{ev.label}**: no encoder.pt, no embedding figure.", ""]
     videos = [(ev.label, v) for ev in inputs.runs for v in inputs.artifacts[ev.label].videos]
     if videos:
-        lines += ["## Videos", ""] + [f"- {label}: [{cap}]({path})" for label, (cap, path) in videos] + [""]
+        lines += (
+            ["## Videos", ""] + [f"- {label}: [{cap}]({link_target(path)})" for label, (cap, path) in videos] + [""]
+        )
+    if inputs.videos_skipped:
+        lines += ["## Videos", "", f"Not rendered: {inputs.videos_skipped}. {VIDEO_ADVICE}", ""]
     replays = [(ev.label, r) for ev in inputs.runs for r in inputs.artifacts[ev.label].replays]
     if replays:
         lines += (
@@ -468,7 +485,7 @@ def render_markdown(inputs: ReportInputs) -> str:
                 "Each page opens from disk in a browser, with no server and no network: play, scrub, drag to orbit.",
                 "",
             ]
-            + [f"- {label}: [{cap}]({path})" for label, (cap, path) in replays]
+            + [f"- {label}: [{cap}]({link_target(path)})" for label, (cap, path) in replays]
             + [""]
         )
     lines += [
@@ -491,8 +508,9 @@ def render_markdown(inputs: ReportInputs) -> str:
     return "\n".join(lines)
 
 
-def protocol_line(cfg: EvalConfig) -> str:
-    """Which protocol made the report and what was changed from it."""
+def protocol_line(cfg: EvalConfig, categories: list[str] | None = None) -> str:
+    """Which protocol made the report and what was changed from it (``categories``: each clip's, to count the
+    sweep's clips as run)."""
     changed = cfg.overrides()
     text = (
         "; changed: " + ", ".join(f"{k} = {_show(v)}" for k, v in changed.items())
@@ -506,7 +524,8 @@ def protocol_line(cfg: EvalConfig) -> str:
         else "1 deterministic imitation rollout per clip"
     )
     discovery = "none" if cfg.discovery_kappa is None else f"κ = {cfg.discovery_kappa:g} on every clip"
-    sweep = "every clip" if cfg.sweep_all_clips else f"{cfg.sweep_clips} clips"
+    shown = cfg.sweep_clips if categories is None else len(cfg.sweep_clip_ids(categories))
+    sweep = "every clip" if cfg.sweep_all_clips else f"{shown} clip{'s' * (shown != 1)}"
     return (
         f"Protocol: **{cfg.protocol}**{text}. {imitation}; {cfg.rollouts} vMF rollouts per clip and κ; best-of-"
         f"{cfg.best_of} latents where the method has no motion encoder; discovery: {discovery}; κ sweep "
@@ -562,6 +581,7 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         "figures": {"all": inputs.figures, **{k: a.figures for k, a in inputs.artifacts.items()}},
         "videos": {k: [{"caption": c, "path": p} for c, p in a.videos] for k, a in inputs.artifacts.items()},
         "replays": {k: [{"caption": c, "path": p} for c, p in a.replays] for k, a in inputs.artifacts.items()},
+        "videos_skipped": inputs.videos_skipped,
     }
 
 

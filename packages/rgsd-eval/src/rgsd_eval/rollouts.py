@@ -30,12 +30,12 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.utils import threads
+from rgsd_envs.utils.progress import CountBar
 from rgsd_eval.features import FEATURE_DIM, WINDOW, motion_features, num_windows
 from rgsd_eval.fid import GaussianStats
 from rgsd_eval.metrics import frame_errors, root_relative_frame_errors, tracking_success
@@ -211,8 +211,8 @@ def run_rollouts(
     total = sum(int(nf[jobs.clip[c]].max()) - 1 for c in chunks)
     gen = torch.Generator().manual_seed(int(seed))
     with (
-        # on a terminal only (None): in a log file tqdm's in-place redraws pile up as carriage-return noise
-        tqdm(total=total, desc=desc, unit="step", disable=None if progress else True, leave=False) as bar,
+        # redrawn on a terminal, a line a minute with the time left in a log file (``nohup``)
+        CountBar(desc, total, unit="step", disable=not progress) as bar,
         threads.torch_threads(torch_threads),
     ):
         noise = torch.as_tensor(np.asarray(action_noise, dtype=np.float32))
@@ -248,7 +248,7 @@ class _ChunkOptions:
     features: bool
     fid_window: int
     on_step: StepHook | None
-    bar: tqdm
+    bar: CountBar
     max_frames: int | None = None
     clamp_unit_box: bool = False
     """Clamp noisy actions into [-1, 1] (policies with a tanh output)."""

@@ -11,7 +11,7 @@ motion stays in real time.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import mujoco
@@ -20,6 +20,7 @@ import numpy as np
 from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import DEFAULT_TILE_SIZE, model_for_clip, render_side_by_side
+from rgsd_envs.utils.progress import CountBar
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import RunEvaluation
 from rgsd_eval.html_replay import (
@@ -39,8 +40,10 @@ def render_tiles(
     size: tuple[int, int] = DEFAULT_TILE_SIZE,
     frame_step: int = 2,
     model: mujoco.MjModel | None = None,
+    on_frame: Callable[[int], None] | None = None,
 ) -> Path:
-    """Trajectories qpos (T_i, 76) as captioned, shadow-free tiles left to right in one mp4."""
+    """Trajectories qpos (T_i, 76) as captioned, shadow-free tiles left to right in one mp4 (``on_frame(tiles)``
+    after each frame)."""
     width, height = size
     return render_side_by_side(
         qpos_list,
@@ -53,41 +56,36 @@ def render_tiles(
         frame_step=frame_step,
         shadows=False,
         reflections=False,
+        on_frame=on_frame,
     )
 
 
 def write_run_videos(
     ev: RunEvaluation, lib: MotionLib, out_dir: str | os.PathLike, cfg: EvalConfig
 ) -> list[tuple[str, Path]]:
-    """Imitation-vs-reference and variants videos of a run's video clips; returns (caption, path) pairs."""
+    """Imitation-vs-reference and variants videos of a run's video clips, with a progress bar over their tiles
+    (``cfg.progress``); returns (caption, path) pairs."""
     out_dir = Path(out_dir)
-    model = model_for_clip(lib.clips[0])
-    written: list[tuple[str, Path]] = []
     latent = ev.metrics["latent"]
+    kappa = cfg.video_kappa_value
+    videos = []  # (caption, file name, trajectories, labels)
     for c, q in sorted(ev.imitation_qpos.items()):
         name = lib.names[c]
-        path = render_tiles(
-            [q, lib.clips[c].qpos],
-            out_dir / f"{name}_imitation.mp4",
-            [f"policy ({latent})", "reference"],
-            cfg.video_size,
-            cfg.video_frame_step,
-            model,
-        )
-        written.append((f"{name}: imitation (left) and reference (right)", path))
-    kappa = cfg.video_kappa_value
+        caption = f"{name}: imitation (left) and reference (right)"
+        videos.append((caption, f"{name}_imitation.mp4", [q, lib.clips[c].qpos], [f"policy ({latent})", "reference"]))
     for c, qs in sorted(ev.variant_qpos.items()):
         name = lib.names[c]
         labels = ["reference"] + [f"z~vMF k={kappa:g} #{i + 1}" for i in range(len(qs))]
-        path = render_tiles(
-            [lib.clips[c].qpos, *qs],
-            out_dir / f"{name}_variants_k{kappa:g}.mp4",
-            labels,
-            cfg.video_size,
-            cfg.video_frame_step,
-            model,
-        )
-        written.append((f"{name}: reference and {len(qs)} discovered variants, z ~ vMF(z_m, {kappa:g})", path))
+        caption = f"{name}: reference and {len(qs)} discovered variants, z ~ vMF(z_m, {kappa:g})"
+        videos.append((caption, f"{name}_variants_k{kappa:g}.mp4", [lib.clips[c].qpos, *qs], labels))
+    step = cfg.video_frame_step
+    tiles = sum(-(-max(len(q) for q in qs) // step) * len(qs) for _, _, qs, _ in videos)
+    model = model_for_clip(lib.clips[0])
+    written: list[tuple[str, Path]] = []
+    with CountBar(f"{ev.label}: videos", tiles, unit="tile", disable=not cfg.progress) as bar:
+        for caption, file, qs, labels in videos:
+            path = render_tiles(qs, out_dir / file, labels, cfg.video_size, step, model, on_frame=bar.update)
+            written.append((caption, path))
     return written
 
 

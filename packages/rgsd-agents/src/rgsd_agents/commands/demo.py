@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 
 from rgsd_agents.commands import add_device_argument, add_set_argument, holds_run, run_overrides
@@ -40,6 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-eval", action="store_true", help="skip the evaluation step")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
+
+
+def _q(path: object) -> str:
+    """A path as the copy-paste commands print it (quoted for the shell where it holds a space)."""
+    return shlex.quote(str(path))
 
 
 def eval_available() -> bool:
@@ -85,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     if holds_run(out):
-        print(f"error: {out} already holds a run; choose another --out (or continue it: rgsd train --resume {out})")
+        print(f"error: {out} already holds a run; choose another --out (or continue it: rgsd train --resume {_q(out)})")
         return 2
     overrides = {"max_minutes": args.minutes, **run_overrides(args)}
     cfg = load_config("demo", overrides)
@@ -123,13 +129,13 @@ def run(args: argparse.Namespace) -> int:
     print("\nresults:")
     print(f"  run folder      {out}  (config.yaml, policy.pt, encoder.pt, discovery_encoder.pt, checkpoints/)")
     print(f"  pretraining     {out / 'pretrain'}  (embeddings.png: the grounded latent space)")
-    print(f"  training curves tensorboard --logdir {out / 'tb'}")
+    print(f"  training curves tensorboard --logdir {_q(out / 'tb')}")
     if report.exists():
         print(f"  evaluation      {report}")
     replays = sorted(report.glob("*/videos/*_replay.html"))
     if replays:
         print(f"  3D replays      {replays[0]}  (and the other *_replay.html: open in a browser, no server)")
-    print(f"  explore live    rgsd view {out}   (a page in your browser: clip, kappa, variants)")
-    print(f"  watch a skill   rgsd play {out} --clip demo_walk --reference   (or --viewer with a display)")
-    print(f"  ONNX export     rgsd export {out} --onnx {out / 'policy.onnx'}")
+    print(f"  explore live    rgsd view {_q(out)}   (a page in your browser: clip, kappa, variants)")
+    print(f"  watch a skill   rgsd play {_q(out)} --clip demo_walk --reference   (or --viewer with a display)")
+    print(f"  ONNX export     rgsd export {_q(out)} --onnx {_q(out / 'policy.onnx')}")
     return 0

@@ -19,6 +19,7 @@ cores; its card.json states its error on each clip); its folder is printed, for 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.viewer and not has_display():  # before the rollout: say it at once
         print(
             "error: --viewer needs a display (neither DISPLAY nor WAYLAND_DISPLAY is set); "
-            f"write a video instead: rgsd play {args.run} --out play.mp4",
+            f"write a video instead: rgsd play {shlex.quote(args.run)} --out play.mp4",
             file=sys.stderr,
         )
         return 2

@@ -181,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
     except (InputFileError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    for style, reason in plan.dropped_styles.items():
+        print(f"warning: downstream style {style!r} left out of the plan: {reason}", file=sys.stderr)
     if args.plan_only:
         print(format_plan(plan, state, scale.parallel), flush=True)
         return 0
@@ -242,7 +244,13 @@ def _run_plan(args: argparse.Namespace, plan: Plan, scale: ReproduceScale, scale
         save_yaml(scale, out / "scale.yaml")
     else:
         shutil.copyfile(scale_file, out / "scale.yaml")
-    state.info = {"scale": str(scale_file), "motions": args.motions, "methods": plan.methods, "seeds": len(plan.seeds)}
+    state.info = {
+        "scale": str(scale_file),
+        "motions": args.motions,
+        "methods": plan.methods,
+        "seeds": len(plan.seeds),
+        "dropped_styles": plan.dropped_styles,
+    }
     if args.overrides:
         state.info["sets"] = list(args.overrides)
     state.save()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -181,7 +182,7 @@ def summary(run: Path, history: list[dict[str, float]], initial_probe: dict[str,
                 lines.append(f"    per clip (cm): {per_clip}")
         sps = sum(h["charts/SPS"] for h in history) / len(history)
         lines.append(f"  {len(history)} iterations this session, mean {sps:.0f} samples/s")
-    lines.append(f"  policy: {run / 'policy.pt'}   TensorBoard: tensorboard --logdir {run / 'tb'}")
+    lines.append(f"  policy: {run / 'policy.pt'}   TensorBoard: tensorboard --logdir {shlex.quote(str(run / 'tb'))}")
     return "\n".join(lines)
 
 

@@ -71,6 +71,12 @@ def write_downstream_report(
             b = fmt.format(final[key]) if key in final else "-"
             table.append(f"| {label} | {a} | {b} |")
     t = cfg.task
+    style_fid = (
+        f"Style FID: motion features of the evaluation episodes against the `{style}` reference clips (lower is "
+        "closer).\n"
+        if "eval/style_fid" in initial or "eval/style_fid" in final
+        else ""
+    )
     text = f"""# Goal reaching with style: {style}
 
 Low-level policy: `{cfg.low_level}` (frozen). High-level policy: this run's `policy.pt`,
@@ -79,8 +85,7 @@ trained with PPO for {len(history)} iterations in this session ({cfg.num_envs} w
 Task: {t.arena_size:g} x {t.arena_size:g} m arena, start at its centre with a random heading, goal uniform in the arena
 (at least {t.min_goal_distance:g} m away); {t.episode_seconds:g} s episodes; the skill is held for {t.low_level_steps}
 control steps (30 Hz). **Success**: the pelvis comes within {t.success_radius:g} m of the goal during the episode.
-Style FID: motion features of the evaluation episodes against the `{style}` reference clips (lower is closer).
-
+{style_fid}
 Evaluation: {cfg.eval_episodes} deterministic episodes (mean skill of the policy).
 
 {chr(10).join(table)}

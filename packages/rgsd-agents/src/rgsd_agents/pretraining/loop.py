@@ -178,7 +178,7 @@ def pretrain(
     """Pretrain the encoder with InfoNCE on ``cfg.motions``; write encoder.pt, pretrain.yaml, embeddings.png, tb/.
 
     ``env_cfg``: the simulator settings of the reward report's simulated twins (default ``EnvConfig()``)."""
-    from rgsd_agents.rl.progress import ProgressBar
+    from rgsd_envs.utils.progress import ProgressBar
 
     out = Path(out_dir)
     device = resolve_device(cfg.device)  # before any file is written

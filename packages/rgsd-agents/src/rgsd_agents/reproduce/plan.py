@@ -144,6 +144,8 @@ class Plan:
     steps: list[Step] = field(default_factory=list)
     method_seeds: dict[str, list[int]] = field(default_factory=dict)
     """The seeds of each method where they differ from ``seeds`` (a kept method's, as they ran)."""
+    dropped_styles: dict[str, str] = field(default_factory=dict)
+    """Downstream styles of the scale left out of the plan, with why (the motions lack the style's category)."""
 
     def step(self, step_id: str) -> Step:
         """The step called ``step_id``."""
@@ -297,7 +299,8 @@ def build_plan(
     ds_ids: list[str] = []
     methods_ = plan.methods
     starts = [(method, NEUTRAL_START) for method in methods_] + [(m, "style") for m in d.style_start if m in methods_]
-    for style in d.styles:
+    styles, plan.dropped_styles = runnable_styles(d.styles, motions)
+    for style in styles:
         for method, start in starts:
             best_of_n = method_class(method).LATENT_CHOICE == "best_of_n"
             neutral = start == NEUTRAL_START
@@ -345,6 +348,35 @@ def build_plan(
         )
     )  # fmt: skip
     return plan
+
+
+def motion_categories(motions: str) -> set[str]:
+    """The categories of the clips ``motions`` names, read without loading the clips' arrays."""
+    from rgsd_envs.motion.library import clip_files, load_motions
+    from rgsd_envs.utils.files import InputFileError, read_npz
+
+    if motions == "demo":
+        return {c.category for c in load_motions("demo")}
+    categories = set()
+    for f in clip_files(motions):
+        try:
+            categories.update(str(c) for c in read_npz(f, ("category",)).values())
+        except InputFileError:  # the training that reads this clip stops with the file and the problem named
+            continue
+    return categories
+
+
+def runnable_styles(styles: Sequence[str], motions: str) -> tuple[list[str], dict[str, str]]:
+    """The downstream styles the motions can ground (a style other than freestyle needs clips of its category) and,
+    for each other style, why it is left out."""
+    categories = motion_categories(motions)
+    kept = [s for s in styles if s == "freestyle" or s in categories]
+    dropped = {
+        s: f"it needs reference clips of category {s!r}; the motions' clips have categories {sorted(categories)}"
+        for s in styles
+        if s not in kept
+    }
+    return kept, dropped
 
 
 def _pretrain_command(out: Path, device: str) -> Callable[[set[str]], list[str]]:

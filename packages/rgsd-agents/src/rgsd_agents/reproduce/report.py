@@ -20,6 +20,7 @@ import csv
 import json
 import math
 import os
+import shlex
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -49,6 +50,7 @@ from rgsd_eval.report import (
     TRACKING_COLUMNS,
     clips_text,
     differences_table,
+    link_target,
     noise_text,
     samples_text,
     simulators_text,
@@ -352,12 +354,17 @@ def sweep_section(data: ReportData, clips: list[str], sweep: dict[str, Any], fig
         plan = data.folder[m]
         png = plan.eval_dir(m) / plan.run_dir(m, seed).name / "kappa_sweep.png"
         if png.is_file():
-            tops.append(f"- {m} (seed {seed}): [top views at every κ]({data.link(png)})")
+            tops.append(f"- {m} (seed {seed}): [top views at every κ]({link_target(data.link(png))})")
     return lines + tops + ([""] if tops else [])
 
 
 def downstream_section(data: ReportData, final: dict[str, dict[str, dict[str, Any]]], figure: str | None) -> list[str]:
     """The downstream curves and the last evaluation's numbers per style and method."""
+    dropped = [f"- {style}: not run: {reason}." for style, reason in data.plan.dropped_styles.items()]
+    return _downstream_lines(data, final, figure) + (dropped + [""] if dropped else [])
+
+
+def _downstream_lines(data: ReportData, final: dict[str, dict[str, dict[str, Any]]], figure: str | None) -> list[str]:
     if not final:
         return ["No downstream aggregation: see the steps below.", ""]
     rows = []
@@ -514,13 +521,13 @@ def write_report(
     seeds = data.seeds()
     if len(parts) == 1:
         command = (
-            f"`rgsd reproduce --motions {plan.motions} --scale {plan.scale_file.stem}` (scale file "
+            f"`rgsd reproduce --motions {shlex.quote(plan.motions)} --scale {plan.scale_file.stem}` (scale file "
             f"`{plan.scale_file}`, copied to `scale.yaml`)"
         )
     else:
-        froms = " ".join(f"--from {data.link(p.out)}" for p, _ in parts)
+        froms = " ".join(f"--from {shlex.quote(data.link(p.out))}" for p, _ in parts)
         command = (
-            f"`rgsd reproduce --report-only {froms}`: {len(parts)} folders run with `--motions {plan.motions}` and one "
+            f"`rgsd reproduce --report-only {froms}`: {len(parts)} folders run with `--motions {shlex.quote(plan.motions)}` and one "
             f"scale (`scale.yaml` in each)"
         )
     lines = [
@@ -653,6 +660,7 @@ def recorded_plan(folder: str | os.PathLike) -> tuple[Plan, set[str]]:
     steps = [_step_of(k, out, v.budget, v.output) for k, v in state.steps.items()]
     scale_file = Path(state.info.get("scale", out / "scale.yaml"))  # as the command named it (the report says so)
     plan = Plan(out, motions, scale, scale_file, list(methods), [], steps, method_seeds=methods)
+    plan.dropped_styles = dict(state.info.get("dropped_styles", {}))
     return plan, state.done()
 
 

@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from rgsd_agents.reproduce.plan import NothingToDo, Plan, Step, makespan, step_fingerprint, step_label
-from rgsd_agents.rl.progress import StatusBar, clock
 from rgsd_envs.utils.files import LOCK_NAME, FolderInUse, InputFileError, atomic_path, folder_lock
+from rgsd_envs.utils.progress import StatusBar, clock
 
 STEPS_FILE = "steps.json"
 STEPS_FORMAT = "rgsd-reproduce-steps"

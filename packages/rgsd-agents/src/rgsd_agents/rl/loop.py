@@ -3,7 +3,7 @@
 A trainer subclasses ``TrainingLoop`` and provides ``iterate`` (one iteration,
 returning its metrics), ``state_dict``/``load_state_dict`` (everything the next
 iteration depends on) and ``export`` (the deployable files). The loop adds the
-progress bar (its total and ETA follow the time budget: ``rgsd_agents.rl.progress``),
+progress bar (its total and ETA follow the time budget: ``rgsd_envs.utils.progress``),
 TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
 finishes the iteration and saves, a second aborts), the wall-clock budget and
 exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, the newest readable
@@ -33,10 +33,10 @@ import torch
 import yaml
 
 from rgsd_agents.rl.distributed import DataParallel
-from rgsd_agents.rl.progress import ProgressBar
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import check_overrides, from_dict_with_overrides
 from rgsd_envs.utils.files import InputFileError, PickledObjectsError, atomic_path, load_plain, save_plain
+from rgsd_envs.utils.progress import ProgressBar
 
 log = logging.getLogger(__name__)
 LATEST = "latest.pt"

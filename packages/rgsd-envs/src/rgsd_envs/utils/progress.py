@@ -16,6 +16,9 @@ On a terminal the bar is redrawn in place; on anything else (the log file of a
 ``nohup`` run, a pipe) it is written as a whole line at most every
 ``LOG_INTERVAL`` seconds and once at the end, so a long run's log reads as
 lines, not one line of carriage-return redraws.
+
+``CountBar`` is the same bar for a loop without a time budget that counts its
+own units (an evaluation's rollout steps and video frames).
 """
 
 from __future__ import annotations
@@ -193,6 +196,35 @@ class ProgressBar:
         self._bar.close()
 
     def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class CountBar:
+    """A ``ProgressBar`` over ``total`` units timed by its own clock, advanced like tqdm's (``update(n)``): the
+    rollouts and videos of an evaluation, a long render."""
+
+    def __init__(self, desc: str, total: int, *, unit: str = "it", disable: bool = False, file: IO[str] | None = None):
+        self._t0 = time.monotonic()
+        self.done = 0
+        self._bar = ProgressBar(desc, total, None, unit=unit, disable=disable, file=file)
+
+    def update(self, n: int = 1) -> None:
+        """``n`` more units done."""
+        self.done += n
+        self._bar.update(self.done, time.monotonic() - self._t0)
+
+    def render(self) -> str:
+        """The bar's current line (as printed)."""
+        return self._bar.render()
+
+    def close(self) -> None:
+        """Draw the last state and end the bar's line."""
+        self._bar.close()
+
+    def __enter__(self) -> CountBar:
         return self
 
     def __exit__(self, *exc: object) -> None:
