@@ -162,3 +162,10 @@ def test_a_wrong_flag_or_a_missing_required_argument_fails(parse):
         ("block", "rgsd eval --run a    --out b"),
         ("block", "rgsd view --pretrained"),
     ]
+
+
+def test_rgsd_help_gives_the_demo_the_duration_the_readme_measured():
+    from rgsd_agents.cli import build_parser
+
+    minutes = re.search(r"about (\d+) minutes on 2 cores", (ROOT / "README.md").read_text()).group(1)
+    assert f"about {minutes} minutes on 2 cores" in " ".join(build_parser().format_help().split())  # unwrapped

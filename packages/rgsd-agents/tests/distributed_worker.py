@@ -3,7 +3,8 @@
 Run by torchrun: ``python -m torch.distributed.run --standalone --nproc-per-node 2 distributed_worker.py
 RECORD_DIR -- <rgsd train arguments>``. After each iteration every rank appends a line to
 ``RECORD_DIR/rank<r>.jsonl``: the iteration and a SHA-256 per learner (actor, critic, discovery encoder,
-observation and value normalisers) of its parameters' bytes.
+observation and value normalisers) of its parameters' bytes. ``RGSD_TEST_SIGTERM=R:I`` makes rank R send itself
+SIGTERM after iteration I (as a scheduler that stops one process of the job would).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -52,6 +54,8 @@ def record_to(folder: Path) -> None:
         line["actor_lr"] = metrics["charts/actor_lr"]
         with open(folder / f"rank{rank}.jsonl", "a") as f:
             f.write(json.dumps(line) + "\n")
+        if os.environ.get("RGSD_TEST_SIGTERM") == f"{rank}:{self.iteration}":
+            signal.raise_signal(signal.SIGTERM)
 
     Runner.on_iteration = on_iteration
 

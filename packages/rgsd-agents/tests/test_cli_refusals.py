@@ -98,3 +98,81 @@ def test_eval_checks_every_run_s_encoder_before_it_evaluates_any(demo_run, tmp_p
     err = capsys.readouterr().err
     assert err.startswith(f"error: {other / 'encoder.pt'}: field 'out_dim': encoder maps states to 8-D skills"), err
     assert not out.exists()  # the first run was not evaluated either
+
+
+def _low_level_without_sidestep(tmp_path):
+    """A fake low-level run whose clips are one walk."""
+    from rgsd_envs.motion.demo import demo_clips
+    from rgsd_eval.testing import make_fake_run
+
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    next(c for c in demo_clips() if c.category == "walk").save(clips / "walk.npz")
+    return make_fake_run(tmp_path / "low", motions=str(clips))
+
+
+def test_downstream_refuses_a_style_the_low_level_has_no_clips_of_before_any_folder(tmp_path, capsys):
+    low = _low_level_without_sidestep(tmp_path)
+    out = tmp_path / "goal"
+    assert rgsd(["downstream", "--low-level", str(low), "--style", "sidestep", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        f"error: {low / 'config.yaml'}: field 'env.motions': style 'sidestep' needs reference clips of category "
+        "'sidestep'; the low-level run's clips have categories ['walk']"
+    ), err
+    assert not out.exists()
+
+
+def test_play_without_rendering_says_how_to_get_it_in_one_line_before_the_rollout(tmp_path, monkeypatch, capsys):
+    import rgsd_agents.play
+    import rgsd_envs.render
+
+    def no_rollout(*_, **__):
+        raise AssertionError("the rollout ran before rendering was checked")
+
+    monkeypatch.setattr(rgsd_agents.play, "play_rollout", no_rollout)
+    monkeypatch.setattr(rgsd_envs.render, "_gl_backend", lambda: "disable")  # as MUJOCO_GL=disable
+    assert rgsd(["play", str(tmp_path / "run"), "--frames", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: MuJoCo's rendering is disabled"), err
+    assert "apt-get install libegl1" in err and f"rgsd view {tmp_path / 'run'}" in err
+
+
+@pytest.mark.parametrize("command", ["play", "eval"])
+def test_training_motions_that_moved_are_named_with_their_config_field_and_the_flag(command, tmp_path, capsys):
+    from rgsd_eval.testing import make_fake_run
+
+    run = make_fake_run(tmp_path / "run", motions=str(tmp_path / "renamed"))
+    argv = ["play", str(run)] if command == "play" else ["eval", "--run", str(run), "--out", str(tmp_path / "ev")]
+    assert rgsd(argv) == 2
+    assert capsys.readouterr().err == (
+        f"error: {run / 'config.yaml'}: field 'env.motions': motions not found: {tmp_path / 'renamed'} (the clips "
+        "this run trained on, as its config names them; moved or renamed?); give the clips with --motions PATH\n"
+    )
+    assert not (tmp_path / "ev").exists()
+
+
+def test_a_downstream_run_stopped_by_sigterm_checkpoints_writes_no_report_and_exits_130(tmp_path, monkeypatch, capsys):
+    import signal
+
+    from rgsd_agents.downstream.runner import DownstreamRunner
+    from rgsd_eval.testing import make_fake_run
+
+    iterate = DownstreamRunner.iterate
+
+    def iterate_then_sigterm(self):
+        metrics = iterate(self)
+        signal.raise_signal(signal.SIGTERM)
+        return metrics
+
+    monkeypatch.setattr(DownstreamRunner, "iterate", iterate_then_sigterm)
+    low = make_fake_run(tmp_path / "low")
+    out = tmp_path / "goal"
+    tiny = ["num_envs=4", "horizon=4", "iterations=50", "eval_every=100", "networks.actor_hidden=[16]"]
+    sets = [a for kv in [*tiny, "networks.critic_hidden=[16]", "ppo.minibatch_size=8"] for a in ("--set", kv)]
+    assert rgsd(["downstream", "--low-level", str(low), "--out", str(out), "--no-progress", *sets]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"stopped by SIGTERM after iteration 1: checkpoint {out / 'checkpoints' / 'latest.pt'}; "
+        f"continue with: rgsd downstream --resume {out}"
+    )
+    assert (out / "checkpoints" / "latest.pt").is_file() and not (out / "report.md").exists()

@@ -29,14 +29,19 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def torchrun(record: Path, *train_args: str) -> list[list[dict]]:
-    """Run ``rgsd train`` on 2 CPU ranks; each rank's records, one dict per iteration."""
+def torchrun(record: Path, *train_args: str, code: int = 0, **env: str) -> list[list[dict]]:
+    """Run ``rgsd train`` on 2 CPU ranks (``env``: more environment variables; ``code``: the exit status each
+    rank must end with); each rank's records, one dict per iteration."""
     record.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
     cmd += [str(WORKER), str(record), "--", "train", *train_args, "--device", "cpu", "--no-progress"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **env}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout[-3000:] + proc.stderr[-3000:]
+    if code:  # torchrun fails when a rank does, and names each rank's exit status
+        assert proc.returncode != 0 and out.count(f"exitcode  : {code}") == 2, out
+    else:
+        assert proc.returncode == 0, out
     return [[json.loads(line) for line in (record / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)]
 
 
@@ -72,6 +77,18 @@ def test_two_gloo_ranks_stay_identical_and_resume_exactly(tmp_path):
 
     assert [r["iteration"] for r in again0] == [r["iteration"] for r in again1] == [3, 4]
     assert again0 == rank0[2:] and again1 == rank1[2:]  # learners and each rank's losses
+
+
+def test_sigterm_to_one_rank_stops_both_at_the_same_iteration_with_a_checkpoint(tmp_path):
+    encoder = tiny_encoder_file(tmp_path / "encoder.pt")
+    config = save_yaml(tiny_train_config(encoder, iterations=50, checkpoint_every=100), tmp_path / "tiny.yaml")
+    out = tmp_path / "run"
+    rank0, rank1 = torchrun(
+        tmp_path / "rec", "--config", str(config), "--out", str(out), code=130, RGSD_TEST_SIGTERM="1:2"
+    )
+    assert [r["iteration"] for r in rank0] == [r["iteration"] for r in rank1] == [1, 2]
+    state = torch.load(out / "checkpoints" / "latest.pt", map_location="cpu", weights_only=True)
+    assert state["iteration"] == 2 and len(state["rank_states"]) == 2
 
 
 BASELINES = {

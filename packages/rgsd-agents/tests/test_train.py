@@ -252,26 +252,138 @@ def test_cli_train_writes_a_run_from_a_yaml_file_and_set_overrides(tmp_path, tin
     assert load_policy(out / "policy.pt").meta["iteration"] == 3
 
 
-def test_ctrl_c_finishes_the_iteration_saves_and_stops(tmp_path, tiny_encoder):
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_ctrl_c_sigterm_and_sighup_finish_the_iteration_save_and_stop(tmp_path, tiny_encoder, name):
     import signal
 
+    sig = getattr(signal, name)
+    if signal.getsignal(sig) == signal.SIG_IGN and sig != signal.SIGINT:
+        pytest.skip(f"{name} is ignored in this process (nohup): the loop leaves it so")
     runner = Runner(tiny_config(tiny_encoder, iterations=50, checkpoint_every=100), tmp_path / "run", progress=False)
     iterate = runner.iterate
 
     def iterate_then_interrupt():
         metrics = iterate()
         if runner.iteration == 2:
-            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(sig)
         return metrics
 
     runner.iterate = iterate_then_interrupt
-    before = signal.getsignal(signal.SIGINT)  # SIG_IGN under nohup, Python's default otherwise
+    before = signal.getsignal(sig)  # SIG_IGN under nohup, Python's default otherwise
     history = runner.learn()
     runner.close()
-    assert len(history) == 2
+    assert len(history) == 2 and runner.stopped_by == sig
     assert torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=True)["iteration"] == 2
     assert load_policy(tmp_path / "run" / "policy.pt").meta["iteration"] == 2
-    assert signal.getsignal(signal.SIGINT) is before  # the loop's handler is removed again
+    assert signal.getsignal(sig) is before  # the loop's handler is removed again
+
+
+def _tiny_yaml(tmp_path, tiny_encoder, iterations: int = 2) -> str:
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(
+        f"num_envs: 4\nhorizon: 8\niterations: {iterations}\ncheckpoint_every: 100\nprobe_every: 0\n"
+        f"encoder: {tiny_encoder}\n"
+        "networks: {actor_hidden: [16], critic_hidden: [16]}\n"
+        "ppo: {minibatch_size: 16, epochs: 1}\nmethod: {options: {minibatch_size: 32}}\n"
+    )
+    return str(cfg)
+
+
+def _signal_at(monkeypatch, iteration: int, *signals: int) -> None:
+    """Every Runner sends itself ``signals`` (one after the other) at the end of ``iteration``."""
+    import signal
+
+    iterate = Runner.iterate
+
+    def iterate_then_signal(self):
+        metrics = iterate(self)
+        if self.iteration == iteration:
+            for sig in signals:
+                signal.raise_signal(sig)
+        return metrics
+
+    monkeypatch.setattr(Runner, "iterate", iterate_then_signal)
+
+
+def test_a_stopped_train_exits_130_with_one_line_naming_the_checkpoint_and_the_resume_command(
+    tmp_path, tiny_encoder, monkeypatch, capsys
+):
+    import signal
+
+    from rgsd_agents.cli import main
+
+    _signal_at(monkeypatch, 1, signal.SIGTERM)
+    out = tmp_path / "run"
+    assert (
+        main(["train", "--config", _tiny_yaml(tmp_path, tiny_encoder, 50), "--out", str(out), "--no-progress"]) == 130
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"stopped by SIGTERM after iteration 1: checkpoint {out / 'checkpoints' / 'latest.pt'}; "
+        f"continue with: rgsd train --resume {out}"
+    ]
+    assert torch.load(out / "checkpoints" / "latest.pt", weights_only=True)["iteration"] == 1
+
+
+def test_a_second_stop_signal_aborts_with_one_line_and_no_traceback(tmp_path, tiny_encoder, monkeypatch, capsys):
+    import signal
+
+    from rgsd_agents.cli import main
+
+    _signal_at(monkeypatch, 1, signal.SIGINT, signal.SIGINT)
+    out = tmp_path / "run"
+    assert (
+        main(["train", "--config", _tiny_yaml(tmp_path, tiny_encoder, 50), "--out", str(out), "--no-progress"]) == 130
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert (
+        err[0] == f"aborted by a second Ctrl-C without writing a checkpoint; no checkpoint in {out / 'checkpoints'} yet"
+    )
+    assert not (out / "checkpoints" / "latest.pt").exists()
+
+
+def test_resuming_a_run_that_reached_its_budget_says_so_and_writes_nothing(tmp_path, tiny_encoder, capsys):
+    from rgsd_agents.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", "--config", _tiny_yaml(tmp_path, tiny_encoder), "--out", str(out), "--no-progress"]) == 0
+
+    def files_written() -> dict:  # but the lock each command takes on the folder
+        return {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.name != ".lock"}
+
+    files = files_written()
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--no-progress"]) == 0
+    said = capsys.readouterr().out.strip().splitlines()
+    assert len(said) == 1 and "already reached its budget (iterations=2;" in said[0]
+    assert said[0].endswith(f"rgsd train --resume {out} --set iterations=N")
+    assert files_written() == files  # no TensorBoard file, no config rewritten
+    more = ["--set", "iterations=100", "--set", "max_minutes=1e-6"]  # the 2 iterations took longer than that
+    assert main(["train", "--resume", str(out), *more, "--no-progress"]) == 0
+    said = capsys.readouterr().out
+    assert "already reached its budget (max_minutes=1e-06;" in said and "--set max_minutes=N" in said
+    assert files_written() == files
+
+
+def test_the_summary_of_a_resumed_session_compares_its_first_and_last_probe(tmp_path):
+    from rgsd_agents.commands.train import summary
+
+    def it(i: int, err: float | None = None) -> dict[str, float]:
+        m = {"charts/iteration": float(i), "charts/SPS": 100.0}
+        if err is not None:
+            m.update(
+                {"probe/cartesian_error_cm": err, "probe/frames_within_threshold": 0.5, "probe_clips/walk_cm": err}
+            )
+        return m
+
+    text = summary(tmp_path, [it(5), it(6, 30.0), it(7), it(8, 20.0)])
+    assert "iteration 6 -> iteration 8): Cartesian error 30.0 cm -> 20.0 cm" in text
+    assert "per clip (cm): walk 30 -> 20" in text
+    fresh = summary(
+        tmp_path, [it(1), it(2, 20.0)], {"probe/cartesian_error_cm": 40.0, "probe/frames_within_threshold": 0.1}
+    )
+    assert "untrained -> iteration 2): Cartesian error 40.0 cm -> 20.0 cm" in fresh
 
 
 def test_diayn_ablation_uses_a_random_encoder_and_no_imitation(tmp_path):

@@ -15,6 +15,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
+import contextlib
 import importlib
 import logging
 import sys
@@ -67,6 +68,7 @@ def _missing(command: str, package: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rgsd``."""
+    from rgsd_agents.signals import INTERRUPTED, on_stop_signals, raise_interrupt, restore_signals
     from rgsd_envs.sim import WarpUnavailableError
     from rgsd_envs.utils.device import DeviceError
     from rgsd_envs.utils.files import InputFileError
@@ -76,11 +78,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
+    previous = on_stop_signals(raise_interrupt)  # SIGTERM and SIGHUP end a command as Ctrl-C does
     try:
         return int(args.func(args) or 0)
     except (InputFileError, FileNotFoundError, DeviceError, WarpUnavailableError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:  # one line, not a traceback (a training loop's second Ctrl-C says more)
+        with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
+            print(str(err) or "interrupted", file=sys.stderr)
+        return INTERRUPTED
+    finally:
+        restore_signals(previous)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def play_rollout(
     stored = folder.clip_latents_path() if folder.path.is_dir() and tracking is None else None
     mode = "tracking" if tracking is not None else "encoder" if stored is None else "stored"
     loaded = load_run(run, latent=mode)
-    source = motions or loaded.env_config.motions
+    source = motions or loaded.run.training_motions()
     lib = MotionLib(source)
     c = 0 if clip is None else _clip_index(lib.names, clip, source)
     if kappa is not None and not kappa > 0:

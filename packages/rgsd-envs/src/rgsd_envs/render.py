@@ -143,14 +143,20 @@ _GL_ADVICE = (
 )
 
 
-def _open_gl_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
-    """A mujoco.Renderer, or RenderBackendError saying how to get offscreen GL."""
+def check_rendering() -> None:
+    """RenderBackendError (saying how to get offscreen GL) when MuJoCo's rendering is turned off in this process:
+    a command that renders can say so before it computes anything."""
     if _gl_backend().lower() in DISABLED_GL or not hasattr(mujoco, "Renderer"):
         raise RenderBackendError(
             f"MuJoCo's rendering is disabled (MUJOCO_GL={_gl_backend()!r} when mujoco was first imported; "
             "rgsd_envs selects 'disable' on a Linux machine without a display where libEGL.so.1 does not "
             "load). " + _GL_ADVICE
         )
+
+
+def _open_gl_renderer(model: mujoco.MjModel, width: int, height: int) -> mujoco.Renderer:
+    """A mujoco.Renderer, or RenderBackendError saying how to get offscreen GL."""
+    check_rendering()
     substitute = _headless_substitute()
     used = _gl_backend() if substitute is None else substitute[0]
     try:

@@ -202,6 +202,7 @@ def test_make_without_low_level_says_what_to_pass_and_how_to_get_one(make):
     msg = str(err.value)
     assert isinstance(err.value, ValueError) and "\n" not in msg
     assert "low_level=<run folder or policy.pt>" in msg and "rgsd train --config demo" in msg
+    assert "rgsd_agents.pretrained.pretrained_run()" in msg and "rgsd play --pretrained" in msg  # the shipped one
 
 
 def test_low_level_may_be_the_policy_file_of_a_run(low_level):

@@ -125,7 +125,7 @@ def backend_parity(
     MuJoCo Warp on ``device``, from each clip's first frame for ``max_frames`` frames (default: to the clip's end),
     and compare the per-clip errors (see the module docstring)."""
     loaded = load_run(run, latent="encoder")
-    source = motions or loaded.env_config.motions
+    source = motions or loaded.run.training_motions()
     lib = MotionLib(source)
     names = list(lib.names) if clips is None else clips
     unknown = [c for c in names if c not in lib.names]

@@ -61,7 +61,7 @@ def run_evaluation(
     loaded = [
         load_run(r, cfg.latent, cfg.best_of, label, device=cfg.device) for r, label in zip(runs, labels)
     ]  # all checked before any work
-    spec = motions if motions is not None else _training_motions(loaded[0].env_config.motions)
+    spec = motions if motions is not None else _training_motions(loaded[0].run.training_motions())
     lib = MotionLib(spec)
     ref = ReferenceFeatures.of(lib, cfg.fid_window)
     videos_skipped = _video_problem(cfg)

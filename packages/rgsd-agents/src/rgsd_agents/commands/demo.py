@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import sys
 from pathlib import Path
 
 from rgsd_agents.commands import add_device_argument, add_set_argument, holds_run, run_overrides
+from rgsd_agents.signals import INTERRUPTED
 from rgsd_envs.utils.config import number_type
 
 DEFAULT_MINUTES = 15.0
@@ -25,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rgsd demo`` to the CLI."""
     p = subparsers.add_parser(
         "demo",
-        help="pretrain, train and evaluate on the built-in demo motions (about 20 minutes on 2 cores)",
+        help="pretrain, train and evaluate on the built-in demo motions (about 17 minutes on 2 cores)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -104,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
         runner.close()
     training = summary(out, history, runner.initial_probe)
     print(training, flush=True)
+    if runner.stopped_by:  # no evaluation of a run cut short
+        print(runner.stop_message(), file=sys.stderr)
+        return INTERRUPTED
     report = out / "report"
     if args.no_eval:
         print("[3/3] evaluation skipped (--no-eval)")

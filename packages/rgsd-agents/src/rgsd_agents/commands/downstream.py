@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shlex
 import sys
 import time
 from pathlib import Path
 
 from rgsd_agents.commands import add_run_arguments, holds_run, run_overrides
+from rgsd_agents.signals import INTERRUPTED
 from rgsd_envs.envs.goal_reaching_v0 import STYLES
 
 
@@ -78,15 +80,23 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             else Path("runs") / f"downstream_{cfg.task.style}_{time.strftime('%Y%m%d-%H%M%S')}"
         )
         if holds_run(out):
-            print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
+            print(f"error: {out} already holds a run; continue it with --resume {shlex.quote(str(out))} or choose another --out")
             return 2
         stack.enter_context(folder_lock(out, "rgsd downstream", setup_files=(RunDir.CONFIG,)))
         runner = DownstreamRunner(cfg, out, progress=not args.no_progress)
+    if runner.budget_reached():
+        print(runner.budget_message())
+        runner.close()
+        return 0
     try:
         runner.learn()
-        report = runner.write_report()
+        # a stopped run writes no report: that takes evaluation episodes, and a stop signal asks to end soon
+        report = None if runner.stopped_by else runner.write_report()
     finally:
         runner.close()
+    if report is None:
+        print(runner.stop_message(), file=sys.stderr)
+        return INTERRUPTED
     before, after = runner.initial_eval, runner.last_eval
     print(f"run folder: {runner.run.path}\nreport: {report}")
     for key, label in (

@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd play``."""
     from rgsd_agents.play import NoDisplayError, has_display, label, play_rollout, view, write_play_video
-    from rgsd_envs.render import check_video_output
+    from rgsd_envs.render import RenderBackendError, check_rendering, check_video_output
 
     if (args.run is None) == (not args.pretrained):
         print("error: give a RUN folder or --pretrained (one of them)", file=sys.stderr)
@@ -73,11 +73,15 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        if not args.viewer:  # before the rollout: an odd size or a path that is not .mp4 is said at once
+        if not args.viewer:  # before the rollout: an odd size, a path that is not .mp4, no rendering: said at once
             check_video_output(args.out or "play.mp4", *args.size)
+            check_rendering()
         played = play_rollout(args.run, args.clip, args.kappa, args.frames, args.motions, args.seed)
     except ValueError as err:  # InputFileError (unknown clip, incomplete run) is a ValueError too
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except RenderBackendError as err:
+        print(no_rendering(err, "--pretrained" if args.pretrained else args.run), file=sys.stderr)
         return 2
     fell = ", fell" if played.fell else ""
     print(f"{label(played)}: {len(played.qpos)} frames; over the clip: Cartesian error {played.error_cm:.1f} cm{fell}")
@@ -96,5 +100,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:  # odd size, not .mp4
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except RenderBackendError as err:  # the GL backend is selected but does not start
+        print(no_rendering(err, "--pretrained" if args.pretrained else args.run), file=sys.stderr)
+        return 2
     print(f"video: {out}")
     return 0
+
+
+def no_rendering(err: Exception, run: str) -> str:
+    """The one-line error of ``rgsd play`` without offscreen rendering: why, how to get it, what works without."""
+    return f"error: {err} Without rendering, `rgsd view {run}` shows the policy in a browser (pip install viser)."

@@ -6,11 +6,13 @@ import argparse
 import contextlib
 import logging
 import shlex
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rgsd_agents.commands import add_run_arguments, holds_run, run_overrides
+from rgsd_agents.signals import INTERRUPTED
 
 if TYPE_CHECKING:
     from rgsd_agents.rl.distributed import DataParallel
@@ -98,11 +100,17 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         if dp is not None:  # rank 0 decides: the clock and the file system may differ between ranks
             out, taken = dp.main_value((out, taken))
         if taken:
-            print(f"error: {out} already holds a run; continue it with --resume {out} or choose another --out")
+            print(f"error: {out} already holds a run; continue it with --resume {shlex.quote(str(out))} or choose another --out")
             shutdown(dp)
             return 2
         hold(stack, dp, out)
         runner = trainer(cfg, out, progress=not args.no_progress, **extra)
+    if runner.budget_reached():  # every rank loaded the same checkpoint: they agree
+        runner.close()
+        shutdown(dp)
+        if runner.is_main:
+            print(runner.budget_message())
+        return 0
     try:
         history = runner.learn()
     except BaseException:
@@ -112,8 +120,11 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     runner.close()
     shutdown(dp)
     if runner.is_main:
-        print(summary(runner.run.path, history, getattr(runner, "initial_probe", None)))
-    return 0
+        with contextlib.suppress(OSError):  # stopped by SIGHUP: the terminal may be gone
+            print(summary(runner.run.path, history, getattr(runner, "initial_probe", None)))
+            if runner.stopped_by:
+                print(runner.stop_message(), file=sys.stderr)
+    return INTERRUPTED if runner.stopped_by else 0
 
 
 def hold(stack: contextlib.ExitStack, dp: DataParallel | None, folder: str | Path, create: bool = True) -> None:
@@ -166,10 +177,13 @@ def summary(run: Path, history: list[dict[str, float]], initial_probe: dict[str,
             if key in first and key in last:
                 lines.append(f"    {label}: {scale * first[key]:.2f}{unit} -> {scale * last[key]:.2f}{unit}")
         probes = [h for h in history if "probe/cartesian_error_cm" in h]
-        if initial_probe and probes:
-            before, after = initial_probe, probes[-1]
+        if probes:
+            # a fresh run compares with the untrained policy; a resumed session with its own first probe
+            before, after = initial_probe or probes[0], probes[-1]
+            since = "untrained" if initial_probe else f"iteration {before.get('charts/iteration', 0):.0f}"
             lines.append(
-                "  probe (fixed starts of every clip, mean action, no early termination): Cartesian error "
+                "  probe (fixed starts of every clip, mean action, no early termination; "
+                f"{since} -> iteration {after.get('charts/iteration', 0):.0f}): Cartesian error "
                 f"{before['probe/cartesian_error_cm']:.1f} cm -> {after['probe/cartesian_error_cm']:.1f} cm, frames within "
                 f"the deviation threshold {100 * before['probe/frames_within_threshold']:.0f}% -> "
                 f"{100 * after['probe/frames_within_threshold']:.0f}%"

@@ -50,7 +50,13 @@ from rgsd_agents.rl.ppo import PPO
 from rgsd_agents.rl.precision import configure_tf32
 from rgsd_agents.rl.rollout import RolloutCollector
 from rgsd_agents.rl.storage import RolloutStorage
-from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, GoalReachingTorchEnv, GoalStepExtras
+from rgsd_envs.envs.goal_reaching_v0 import (
+    GOAL_OBS_DIM,
+    GoalReachingConfig,
+    GoalReachingTorchEnv,
+    GoalStepExtras,
+    check_style,
+)
 from rgsd_envs.envs.registration import GOAL_ENV_ID
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import save_yaml, to_dict
@@ -267,6 +273,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
 
     CHECKPOINT_FORMAT = "rgsd-downstream-checkpoint"
     PROGRESS_DESC = "downstream"
+    COMMAND = "rgsd downstream"
 
     def __init__(self, cfg: DownstreamConfig, run_dir: str | os.PathLike, progress: bool = True, _resume: bool = False):
         super().__init__()
@@ -275,6 +282,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         configure_tf32(self.device)
         self.bridge = HostBridge(self.device)
         low = check_low_level(cfg.low_level)
+        check_style(low, cfg.task.style)  # a style the low level has no clips of: said before any folder exists
         if cfg.torch_threads is not None:
             torch.set_num_threads(cfg.torch_threads)
         output_folder(self.run.path)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rgsd_agents.reproduce.plan import NothingToDo, Plan, Step, makespan, step_fingerprint, step_label
+from rgsd_agents.signals import on_stop_signals, raise_interrupt, restore_signals
 from rgsd_envs.utils.files import LOCK_NAME, FolderInUse, InputFileError, atomic_path, folder_lock
 from rgsd_envs.utils.progress import StatusBar, clock
 
@@ -501,7 +502,7 @@ def run_plan(
                 return
             start(step, inputs if step.command is not None else None, fp)
 
-    previous = _on_stop_signals()
+    previous = on_stop_signals(raise_interrupt)  # SIGTERM and SIGHUP stop the plan as Ctrl-C does
     try:
         while True:
             schedule()
@@ -527,7 +528,7 @@ def run_plan(
             this[step_id] = INTERRUPTED
         state.save()
     finally:
-        _restore_signals(previous)
+        restore_signals(previous)
         try:
             bar.refresh(running)
             bar.close()
@@ -541,32 +542,6 @@ def _say(bar: PlanProgress, line: str) -> None:
     """A line above the bar, where the terminal is still there (after SIGHUP it may be gone)."""
     with contextlib.suppress(OSError):
         bar.write(line)
-
-
-STOP_SIGNALS = ("SIGTERM", "SIGHUP")
-"""Signals that stop the plan as Ctrl-C does (SIGHUP: the terminal closed; not where it is ignored, as by nohup)."""
-
-
-def _on_stop_signals() -> dict[int, Any]:
-    """SIGTERM and SIGHUP stop the plan as Ctrl-C does (its steps checkpoint); returns the previous handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = {}
-    for name in STOP_SIGNALS:
-        sig = getattr(signal, name, None)
-        if sig is None or signal.getsignal(sig) == signal.SIG_IGN:  # no such signal here, or nohup
-            continue
-        previous[sig] = signal.signal(sig, handler)
-    return previous
-
-
-def _restore_signals(previous: dict[int, Any]) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
 
 
 def format_seconds(seconds: float) -> str:

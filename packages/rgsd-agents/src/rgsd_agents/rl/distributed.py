@@ -109,6 +109,12 @@ class DataParallel:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item() > 0)
 
+    def max_int(self, value: int) -> int:
+        """The largest ``value`` over the ranks (every rank gets the same answer)."""
+        t = torch.tensor([value], dtype=torch.int64, device=self._collective_device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
+
     def main_value(self, value: Any) -> Any:
         """Rank 0's ``value`` (a picklable object) on every rank."""
         box = [value]

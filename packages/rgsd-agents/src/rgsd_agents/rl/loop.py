@@ -4,8 +4,8 @@ A trainer subclasses ``TrainingLoop`` and provides ``iterate`` (one iteration,
 returning its metrics), ``state_dict``/``load_state_dict`` (everything the next
 iteration depends on) and ``export`` (the deployable files). The loop adds the
 progress bar (its total and ETA follow the time budget: ``rgsd_envs.utils.progress``),
-TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C (the first Ctrl-C
-finishes the iteration and saves, a second aborts), the wall-clock budget and
+TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C, SIGTERM
+or SIGHUP (the first finishes the iteration and saves, a second aborts: ``deferred_interrupt``), the wall-clock budget and
 exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, the newest readable
 ``iter_*.pt``). Checkpoints hold tensors and plain values only and load with ``weights_only=True``
 (``rgsd_envs.utils.files.save_plain``/``load_plain``): resuming a run folder from elsewhere runs no code. Keys in a trainer's ``RESUME_CURRICULUM`` may change on resume too: the trainer takes them
@@ -14,7 +14,7 @@ as a curriculum step (``add_curriculum_step``), and ``record_config_changes`` ke
 
 In a data-parallel run (``self.dp``, see ``rgsd_agents.rl.distributed``) every rank
 runs the loop in step: the decisions to stop (iterations, the wall-clock budget
-of rank 0, Ctrl-C on any rank) are taken together, every rank contributes its
+of rank 0, a stop signal on any rank) are taken together, every rank contributes its
 state to a checkpoint, and rank 0 alone writes files and TensorBoard.
 """
 
@@ -23,9 +23,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import shlex
 import shutil
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -33,6 +34,7 @@ import torch
 import yaml
 
 from rgsd_agents.rl.distributed import DataParallel
+from rgsd_agents.signals import on_stop_signals, restore_signals, signal_name
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import check_overrides, from_dict_with_overrides
 from rgsd_envs.utils.files import InputFileError, PickledObjectsError, atomic_path, load_plain, save_plain
@@ -73,29 +75,37 @@ class LoopConfig(Protocol):
     log_every: int
 
 
+class Aborted(KeyboardInterrupt):
+    """A second stop signal during training: the loop ends at once, without a checkpoint; the message says so."""
+
+
 @contextlib.contextmanager
-def deferred_interrupt() -> Iterator[list[bool]]:
-    """First Ctrl-C sets a flag (the loop stops after the iteration and saves); a second one raises."""
-    flag = [False]
+def deferred_interrupt(resume_hint: Callable[[], str] = lambda: "") -> Iterator[list[int]]:
+    """The first Ctrl-C, SIGTERM or SIGHUP (``rgsd_agents.signals``) sets ``flag[0]`` to its number (the loop stops
+    after the iteration and saves); a second one raises ``Aborted``, whose message ends with ``resume_hint()``."""
+    flag = [0]
 
     def handler(signum: int, frame: Any) -> None:
+        name = signal_name(signum)
         if flag[0]:
-            raise KeyboardInterrupt
-        flag[0] = True
-        print(
-            "\nCtrl-C: finishing this iteration and writing a checkpoint (Ctrl-C again to abort without saving)",
-            flush=True,
-        )
+            raise Aborted(f"aborted by a second {name} without writing a checkpoint; {resume_hint()}")
+        flag[0] = signum
+        with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
+            print(
+                f"\n{name}: finishing this iteration and writing a checkpoint ({name} again to abort without saving)",
+                flush=True,
+            )
 
     try:
-        previous = signal.signal(signal.SIGINT, handler)
+        previous = {signal.SIGINT: signal.signal(signal.SIGINT, handler)}
     except ValueError:  # not the main thread: no signal handling
         yield flag
         return
+    previous.update(on_stop_signals(handler))
     try:
         yield flag
     finally:
-        signal.signal(signal.SIGINT, previous)
+        restore_signals(previous)
 
 
 class TrainingLoop:
@@ -104,6 +114,8 @@ class TrainingLoop:
     CHECKPOINT_FORMAT = "rgsd-checkpoint"
     CHECKPOINT_VERSION = 1
     PROGRESS_DESC = "train"
+    COMMAND = "rgsd train"
+    """The command that continues this trainer's runs (``<COMMAND> --resume RUN``), named in its messages."""
 
     CONFIG_CLASS: type
     """The trainer's config dataclass (for resume)."""
@@ -140,6 +152,9 @@ class TrainingLoop:
         """Seconds spent in the loop over all sessions (for max_minutes)."""
         self.history: list[dict[str, float]] = []
         """Per-iteration metrics of this session."""
+        self.stopped_by = 0
+        """The signal that stopped this session before its budget (``deferred_interrupt``; 0: none), the same on
+        every rank."""
 
     @property
     def is_main(self) -> bool:
@@ -150,13 +165,49 @@ class TrainingLoop:
         """``flag`` if set on any rank (a single process: ``flag``); keeps the ranks' loops in step."""
         return flag if self.dp is None else self.dp.any(flag)
 
+    def agree_signal(self, signum: int) -> int:
+        """The highest signal number any rank received (0: none), the same on every rank."""
+        return signum if self.dp is None else self.dp.max_int(signum)
+
+    def budget_reached(self) -> str | None:
+        """The budget setting this run has used up (``iterations=N``, ``max_minutes=M``), None while some is left;
+        rank 0's clock counts, as in ``learn``."""
+        cfg = self.cfg
+        if self.iteration >= cfg.iterations:
+            return f"iterations={cfg.iterations}"
+        if cfg.max_minutes is not None and self.elapsed >= 60.0 * cfg.max_minutes:
+            return f"max_minutes={cfg.max_minutes:g}"
+        return None
+
+    def budget_message(self) -> str:
+        """One line for a resumed run with no budget left: which setting, and how to raise it."""
+        reached = self.budget_reached() or "its budget"
+        key = reached.partition("=")[0]
+        return (
+            f"{self.run.path} already reached its budget ({reached}; {self.iteration} iterations, "
+            f"{self.elapsed / 60:.1f} min trained): nothing to do; to train on, raise it: "
+            f"{self.COMMAND} --resume {shlex.quote(str(self.run.path))} --set {key}=N"
+        )
+
+    def resume_hint(self) -> str:
+        """Where the run's latest checkpoint is and the command that continues from it (rank 0's files)."""
+        latest = self.run.checkpoints_dir / LATEST
+        if not latest.is_file():
+            return f"no checkpoint in {self.run.checkpoints_dir} yet"
+        return f"checkpoint {latest}; continue with: {self.COMMAND} --resume {shlex.quote(str(self.run.path))}"
+
+    def stop_message(self) -> str:
+        """One line for a session ``stopped_by`` a signal: after which iteration, the checkpoint, how to resume."""
+        return f"stopped by {signal_name(self.stopped_by)} after iteration {self.iteration}: {self.resume_hint()}"
+
     @classmethod
     def resume(
         cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True, **kwargs: Any
     ) -> Any:
         """Continue a run from its newest readable checkpoint (``load_newest_readable``); only
         ``RESUME_OVERRIDABLE`` keys may change, and ``RESUME_CURRICULUM`` keys through ``add_curriculum_step``
-        (``kwargs`` go to the trainer's constructor, e.g. ``dp``)."""
+        (``kwargs`` go to the trainer's constructor, e.g. ``dp``). A run with no budget left (``budget_reached``)
+        is loaded but nothing is written."""
         from rgsd_envs.utils.config import save_yaml
 
         run = RunDir(run_dir)
@@ -166,6 +217,8 @@ class TrainingLoop:
         cfg = resume_config(run, cls.CONFIG_CLASS, overrides, cls.RESUME_OVERRIDABLE, cls.RESUME_CURRICULUM)
         runner = cls(cfg, run.path, progress=progress, _resume=True, **kwargs)
         runner.load_newest_readable(run)
+        if runner.budget_reached():  # nothing to train: the command says so and the run folder stays as it is
+            return runner
         if overrides and runner.is_main:
             save_yaml(cfg, run.config_path)
         if changes:
@@ -207,7 +260,8 @@ class TrainingLoop:
 
     # -- the loop -----------------------------------------------------------------------
     def learn(self) -> list[dict[str, float]]:
-        """Train until ``iterations`` (or ``max_minutes``); checkpoint periodically, at the end and on Ctrl-C."""
+        """Train until ``iterations`` (or ``max_minutes``); checkpoint periodically, at the end and on Ctrl-C,
+        SIGTERM or SIGHUP (then ``stopped_by`` names it); a second such signal raises ``Aborted``."""
         from torch.utils.tensorboard import SummaryWriter
 
         cfg = self.cfg
@@ -226,7 +280,7 @@ class TrainingLoop:
         saved_at = self.iteration
         try:
             self.on_start(writer)
-            with deferred_interrupt() as interrupted:
+            with deferred_interrupt(self.resume_hint) as interrupted:
                 while self.iteration < cfg.iterations and not self.agree(main and self.elapsed >= budget):
                     metrics = self.iterate()
                     metrics.update(gpu_memory_metrics())
@@ -235,18 +289,22 @@ class TrainingLoop:
                     if writer is not None and (self.iteration % cfg.log_every == 0 or self.iteration == cfg.iterations):
                         for k, v in metrics.items():
                             writer.add_scalar(k, v, self.global_step)
-                    bar.update(self.iteration, self.elapsed, self.postfix(metrics))
+                    # the terminal closed (SIGHUP): the run goes on to its checkpoint without the bar
+                    with contextlib.suppress(OSError):
+                        bar.update(self.iteration, self.elapsed, self.postfix(metrics))
                     if self.iteration % cfg.checkpoint_every == 0:
                         self.save_checkpoint()
                         saved_at = self.iteration
-                    if self.agree(interrupted[0]):
-                        log.info("stopped by Ctrl-C after iteration %d", self.iteration)
+                    self.stopped_by = self.agree_signal(interrupted[0])
+                    if self.stopped_by:
+                        log.info("stopped by %s after iteration %d", signal_name(self.stopped_by), self.iteration)
                         break
                 has_latest = main and (self.run.checkpoints_dir / LATEST).exists()
                 if self.agree(saved_at != self.iteration or (main and not has_latest)):
                     self.save_checkpoint()
         finally:
-            bar.close()
+            with contextlib.suppress(OSError):
+                bar.close()
             if writer is not None:
                 writer.close()
             self.on_finish()

@@ -15,8 +15,8 @@ The run folder follows ``rgsd_envs.runs.run_dir.RunDir``. A checkpoint holds
 everything the next iteration depends on (networks, optimisers, normalisers,
 the method's networks and state, the env's full state, the current observation, the
 generators, the episode trackers), so ``--resume`` continues with the same
-numbers as an uninterrupted run. Ctrl-C finishes the current iteration,
-writes a checkpoint and stops; a second Ctrl-C aborts at once.
+numbers as an uninterrupted run. Ctrl-C, SIGTERM or SIGHUP finishes the current
+iteration, writes a checkpoint and stops; a second one aborts at once.
 
 Devices: the learner (actor-critic, PPO, storage, the method's networks) lives
 on ``cfg.device``; the env's tensors on ``cfg.env.device`` (the mujoco simulator

@@ -416,7 +416,7 @@ def open_viewer(
     from rgsd_eval.runs import load_run
 
     loaded = load_run(run, latent="auto", device="cpu")
-    lib = MotionLib(motions or loaded.env_config.motions)
+    lib = MotionLib(motions or loaded.run.training_motions())
     sim = ViewerSession(loaded, lib, session or SessionConfig(), latents)
     try:
         if clip is not None:

@@ -68,9 +68,11 @@ from rgsd_envs.envs.core import RGSDCore
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.envs.smpl_v0 import final_obs_info
 from rgsd_envs.envs.world_random import Stream
+from rgsd_envs.motion.library import load_motions
 from rgsd_envs.runs.policy import PolicyMLP, check_policy_fits
 from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
 from rgsd_envs.utils import rotations as rot
+from rgsd_envs.utils.files import InputFileError
 from rgsd_envs.utils.host_reads import read_host_flags
 from rgsd_envs.utils.threads import env_side
 
@@ -156,12 +158,28 @@ def style_embedding(core: RGSDCore, style: str, clip_latents: Tensor | None = No
         return None
     ids = [i for i, c in enumerate(core.lib.categories) if c == style]
     if not ids:
-        raise ValueError(
-            f"style {style!r} needs reference clips of category {style!r}; the low-level run's clips have "
-            f"categories {sorted(set(core.lib.categories))}"
-        )
+        raise ValueError(_style_without_clips(style, core.lib.categories))
     latents = core.clip_embeddings if clip_latents is None else clip_latents
     return torch.nn.functional.normalize(latents[ids], dim=-1)
+
+
+def _style_without_clips(style: str, categories: list[str]) -> str:
+    return (
+        f"style {style!r} needs reference clips of category {style!r}; the low-level run's clips have "
+        f"categories {sorted(set(categories))} (choose one of those styles, freestyle, or a low level trained on "
+        f"{style} clips)"
+    )
+
+
+def check_style(run: RunDir, style: str) -> None:
+    """An InputFileError naming the run's ``env.motions`` unless the low-level run's clips have ``style``'s
+    category (freestyle needs none): said before any simulator is built or file written."""
+    if style == "freestyle":
+        return
+    motions = run.env_config().motions
+    categories = [clip.category for clip in load_motions(motions)]
+    if style not in categories:
+        raise InputFileError(run.config_path, _style_without_clips(style, categories), "env.motions")
 
 
 class MissingLowLevelPolicyError(ValueError):
@@ -171,7 +189,8 @@ class MissingLowLevelPolicyError(ValueError):
         super().__init__(
             "RGSD-SMPL-GoalReaching-v0 needs a trained low-level policy: pass low_level=<run folder or policy.pt>, "
             'e.g. gym.make("RGSD-SMPL-GoalReaching-v0", low_level="runs/demo"); '
-            "get one with `rgsd train --config demo --out runs/demo`"
+            "the shipped one works at once: its folder is rgsd_agents.pretrained.pretrained_run() (`rgsd play "
+            "--pretrained` prints it), or train one with `rgsd train --config demo --out runs/demo`"
         )
 
 
@@ -194,6 +213,7 @@ class GoalReachingCore:
         self.cfg = config or GoalReachingConfig()
         run = low_level_run(low_level)
         run.check(RunDir.CONFIG, RunDir.POLICY)
+        check_style(run, self.cfg.style)
         env_cfg = dataclasses.replace(
             run.env_config(num_threads=self.cfg.num_threads, device=self.cfg.device, eval_kappa=None),
             deviation=NO_DEVIATION,

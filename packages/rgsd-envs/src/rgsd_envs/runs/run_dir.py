@@ -126,6 +126,20 @@ class RunDir:
         data.update(overrides)
         return from_dict(EnvConfig, data, str(self.config_path), "env.")
 
+    def training_motions(self) -> Any:
+        """The motions the run trained on (``env.motions`` of config.yaml, as ``env_config`` reads it); an error
+        naming that field and ``--motions`` when a file or folder it names is gone (moved or renamed)."""
+        motions = self.env_config().motions
+        for item in motions if isinstance(motions, (list, tuple)) else [motions]:
+            if isinstance(item, (str, os.PathLike)) and str(item) != "demo" and not Path(item).exists():
+                raise InputFileError(
+                    self.config_path,
+                    f"motions not found: {item} (the clips this run trained on, as its config names them; moved or "
+                    "renamed?); give the clips with --motions PATH",
+                    "env.motions",
+                )
+        return motions
+
     def load_policy(self) -> PolicyMLP:
         """The exported policy (``rgsd_envs.runs.policy.PolicyMLP``)."""
         from rgsd_envs.runs.policy import load_policy

@@ -221,14 +221,27 @@ def check_override(cls: type, dotted: str, value: Any) -> Any:
         hints = _field_types(node)
         if part not in hints:
             where = f"'{'.'.join(parts[:i])}'" if i else "the config"
+            elsewhere = [k for k in key_paths(cls) if k.rsplit(".", 1)[-1] == part]
+            hint = f" (did you mean {' or '.join(elsewhere)}?)" if elsewhere else ""
             raise OverrideError(
-                dotted, value, f"unknown key '{part}' in {where}; valid keys: {', '.join(sorted(hints))}"
+                dotted, value, f"unknown key '{part}' in {where}{hint}; valid keys: {', '.join(sorted(hints))}"
             )
         tp = hints[part]
     try:
         return convert_value(tp, value)
     except ValueError:
         raise OverrideError(dotted, value, f"expected {_type_name(tp)}, got {_show(value)!r}") from None
+
+
+def key_paths(cls: type, prefix: str = "") -> list[str]:
+    """Every dotted key of dataclass ``cls``, its nested dataclasses' keys included (a mapping's are free-form)."""
+    paths = []
+    for name, tp in _field_types(cls).items():
+        paths.append(prefix + name)
+        node = _unwrap_optional(tp)
+        if dataclasses.is_dataclass(node) and isinstance(node, type):
+            paths += key_paths(node, f"{prefix}{name}.")
+    return paths
 
 
 def check_overrides(cls: type, overrides: dict[str, Any] | None) -> dict[str, Any]:
