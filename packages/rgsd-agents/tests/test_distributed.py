@@ -132,3 +132,25 @@ def test_commands_other_than_train_refuse_several_torchrun_processes(monkeypatch
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "only `rgsd train` runs data-parallel" in err
     assert not out.exists()
+
+
+def test_a_rank_that_left_its_group_ends_at_once_with_its_code_and_its_output_flushed():
+    """``end_rank`` returns the code in a process that never joined a group; after ``shutdown`` it exits there."""
+    from rgsd_agents.rl import distributed
+
+    assert distributed.end_rank(7) == 7  # this process never joined a group
+    script = (
+        "import atexit, sys, logging\n"
+        "from rgsd_agents.rl import distributed\n"
+        "logging.basicConfig(level=logging.INFO)\n"
+        "atexit.register(lambda: print('teardown ran'))\n"
+        "distributed._left_group = True\n"
+        "print('summary', end='')\n"
+        "logging.getLogger('x').info('logged')\n"
+        "distributed.end_rank(130)\n"
+        "print('after')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130
+    assert proc.stdout == "summary"  # flushed, and nothing after: no code and no interpreter teardown ran
+    assert "logged" in proc.stderr

@@ -80,7 +80,9 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             else Path("runs") / f"downstream_{cfg.task.style}_{time.strftime('%Y%m%d-%H%M%S')}"
         )
         if holds_run(out):
-            print(f"error: {out} already holds a run; continue it with --resume {shlex.quote(str(out))} or choose another --out")
+            print(
+                f"error: {out} already holds a run; continue it with --resume {shlex.quote(str(out))} or choose another --out"
+            )
             return 2
         stack.enter_context(folder_lock(out, "rgsd downstream", setup_files=(RunDir.CONFIG,)))
         runner = DownstreamRunner(cfg, out, progress=not args.no_progress)

@@ -51,8 +51,11 @@ def default_out(config: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd train`` (also one rank of ``torchrun ... -m rgsd_agents.cli train``)."""
+    from rgsd_agents.rl.distributed import end_rank
+
     with contextlib.ExitStack() as stack:  # holds the run folder's lock while the run writes into it
-        return _train(args, stack)
+        code = _train(args, stack)
+    return end_rank(code)  # a torchrun rank ends here, once its lock is released
 
 
 def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
@@ -100,7 +103,9 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         if dp is not None:  # rank 0 decides: the clock and the file system may differ between ranks
             out, taken = dp.main_value((out, taken))
         if taken:
-            print(f"error: {out} already holds a run; continue it with --resume {shlex.quote(str(out))} or choose another --out")
+            print(
+                f"error: {out} already holds a run; continue it with --resume {shlex.quote(str(out))} or choose another --out"
+            )
             shutdown(dp)
             return 2
         hold(stack, dp, out)

@@ -19,9 +19,11 @@ rank. Rank 0 alone writes the run folder, TensorBoard, probes and checkpoints.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -158,7 +160,30 @@ def init_distributed(device_spec: str = "auto") -> DataParallel | None:
 
 def shutdown(dp: DataParallel | None, wait: bool = True) -> None:
     """Leave the process group (no-op for a single process); ``wait``: after every rank has arrived here."""
+    global _left_group
     if dp is not None and dist.is_initialized():
         if wait:  # a rank tearing its group down while another still talks to it can abort that one at exit
             dist.barrier()
         dist.destroy_process_group()
+        _left_group = True
+
+
+_left_group = False
+"""Whether this process has joined a process group and left it (``shutdown``)."""
+
+
+def end_rank(code: int) -> int:
+    """``code``, or for a rank that has left its process group: the process ends here with ``code``.
+
+    Past ``destroy_process_group`` the backend's threads can still be alive, and the interpreter's teardown then
+    aborts the rank now and then ("terminate called without an active exception", exit -6) after a complete run,
+    which torchrun reports as a failed job. Once the run's files are closed (the caller's), nothing is left for
+    that teardown to do: the streams are flushed and the process exits at once.
+    """
+    if not _left_group:
+        return code
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed terminal (SIGHUP) or stream
+            stream.flush()
+    os._exit(code)
