@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Iterable
@@ -19,18 +18,16 @@ from rgsd_envs.motion.amass import (
     find_amass_files,
     is_rgsd_clip,
     read_amass,
-    safe_name,
 )
+from rgsd_envs.motion.clip_names import Job, clip_names, distinct_sources, inside, same_file_key
 from rgsd_envs.motion.kinematics import KinematicModel
 from rgsd_envs.motion.paper_set import PAPER_CLIPS, find_paper_clips
-from rgsd_envs.utils.files import InputFileError, atomic_path, npz_text, output_folder, read_npz
+from rgsd_envs.utils.files import InputFileError, atomic_path, output_folder
 
 REPORT_NAME = "import_report.json"
 """Written beside the clips by every import."""
 RESIDUAL_WARN_DEG = 10.0
 """A joint residual larger than this (degrees) is worth a look: a joint range or the source is off."""
-Job = tuple[Path, str, str]
-"""One clip to import: (source file, clip name asked for, category)."""
 
 
 @dataclass
@@ -151,12 +148,12 @@ class ImportReport:
         was not a paper-set import, so the earlier list of paper clips not found stays.
         """
         rewritten = {Path(f.clip).name for f in self.files if f.status == "kept" and f.clip}
-        reread = {_same_file_key(f.source) for f in self.files}
+        reread = {same_file_key(f.source) for f in self.files}
         on_disk = earlier.clip_sources(out)
 
         def stays(f: FileResult) -> bool:
             if f.status != "kept":
-                return _same_file_key(f.source) not in reread
+                return same_file_key(f.source) not in reread
             clip = Path(f.clip or "")
             return on_disk.get(clip.stem) == f.source and clip.name not in rewritten
 
@@ -201,8 +198,8 @@ def import_motions(
     earlier = ImportReport.load(report_path) if report_path.exists() else ImportReport()
     report = ImportReport(missing=list(missing or ()))
     todo: list[Job] = []
-    for job in _distinct_sources(jobs):
-        if _inside(job[0], out) and is_rgsd_clip(job[0]):
+    for job in distinct_sources(jobs):
+        if inside(job[0], out) and is_rgsd_clip(job[0]):
             report.output_clips.append(str(job[0]))
         else:
             todo.append(job)
@@ -245,88 +242,6 @@ def import_motions(
         )
     report.merged(earlier, out, keep_missing=missing is None).save(report_path)
     return report
-
-
-def clip_names(jobs: list[Job], out: Path, folder: dict[str, str]) -> list[tuple[str, list[str]]]:
-    """The clip name each job writes into ``out``, and the other source files that have the name it asked for.
-
-    ``folder`` maps the names of the clips already in ``out`` to their source files. A name stays with the source
-    that has it in ``out``; sources of one import asking for the same name are named by the nearest parent
-    folders that tell them apart (``a/walk_poses.npz`` and ``b/walk_poses.npz`` become ``a_walk`` and
-    ``b_walk``), with ``_2``, ``_3``... where the folders cannot. The same jobs give the same names, so importing
-    a source again rewrites its own clip.
-    """
-    asking: dict[str, list[int]] = {}
-    for i, (_, name, _) in enumerate(jobs):
-        asking.setdefault(name, []).append(i)
-    names: list[tuple[str, list[str]]] = [(name, []) for _, name, _ in jobs]
-    clashes: list[tuple[int, list[str]]] = []
-    for name, idx in asking.items():
-        owner = _owner(out, name, folder)
-        keeper = next((i for i in idx if owner is not None and _same_file(jobs[i][0], owner)), None)
-        if owner is None and len(idx) == 1:
-            keeper = idx[0]
-        claimants = [str(jobs[i][0]) for i in idx] + ([owner] if owner is not None and keeper is None else [])
-        clashes += [(i, [c for c in claimants if c != str(jobs[i][0])]) for i in idx if i != keeper]
-    taken = set(asking)
-    for i, others in clashes:
-        src, name, _ = jobs[i]
-        base = _folder_name(src, name, others)
-        chosen, n = base, 2
-        while chosen in taken or not _same_file(src, _owner(out, chosen, folder) or src):
-            chosen, n = f"{base}_{n}", n + 1
-        taken.add(chosen)
-        names[i] = (chosen, others)
-    return names
-
-
-def _folder_name(src: Path, name: str, others: list[str]) -> str:
-    """``name`` after the fewest parent folders of ``src`` (outermost first) whose chain no other file shares."""
-    mine = Path(os.path.abspath(src)).parent.parts[::-1]
-    theirs = [Path(os.path.abspath(o)).parent.parts[::-1] for o in others]
-    depth = next((d for d in range(1, len(mine) + 1) if all(t[:d] != mine[:d] for t in theirs)), 1)
-    return safe_name("_".join([*reversed(mine[:depth]), name])) or name
-
-
-def _owner(out: Path, name: str, folder: dict[str, str]) -> str | None:
-    """The source file of the clip ``out/<name>.npz``, or None where there is no such file.
-
-    Clips missing from the report name their source themselves; a file that is no rgsd clip (an AMASS file in an
-    output folder that is also the input) has an owner no source matches, so nothing overwrites it.
-    """
-    if name in folder:
-        return folder[name]
-    path = out / f"{name}.npz"
-    if not path.exists():
-        return None
-    if is_rgsd_clip(path):
-        with contextlib.suppress(InputFileError, KeyError):
-            return npz_text(read_npz(path, ("source",))["source"])
-    return f"{path} (not an rgsd clip)"
-
-
-def _same_file_key(path: str | os.PathLike) -> str:
-    return os.path.realpath(path)
-
-
-def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
-    return _same_file_key(a) == _same_file_key(b)
-
-
-def _inside(path: str | os.PathLike, folder: Path) -> bool:
-    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
-
-
-def _distinct_sources(jobs: Iterable[Job]) -> list[Job]:
-    """Jobs with each source file once (a file given twice, or given and found again in a folder)."""
-    seen: set[str] = set()
-    out: list[Job] = []
-    for job in jobs:
-        key = _same_file_key(job[0])
-        if key not in seen:
-            seen.add(key)
-            out.append(job)
-    return out
 
 
 def file_jobs(paths: list[str | os.PathLike], category: str = "unlabelled") -> list[Job]:
