@@ -163,7 +163,7 @@ def test_a_count_bar_writes_lines_with_the_time_left_to_a_log_file(monkeypatch):
     log = io.StringIO()
     with CountBar("r1: videos", 4, unit="tile", file=log) as bar:
         for _ in range(4):
-            bar.update()
+            bar.advance()
     lines = log.getvalue().splitlines()
     assert "\r" not in log.getvalue() and len(lines) == 5, lines
     assert lines[-1].startswith("r1: videos: 100%") and "4/4 tile" in lines[-1] and "00:00 left" in lines[-1]

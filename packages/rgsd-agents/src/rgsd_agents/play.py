@@ -143,7 +143,7 @@ def write_play_video(
     with CountBar("video", len(played.qpos) * len(qs), unit="tile", disable=not progress) as bar:
         return render_side_by_side(
             qs, out_path, labels=labels, fps=CLIP_FPS, width=size[0], height=size[1], model=played.model,
-            on_frame=bar.update,
+            on_frame=bar.advance,
         )  # fmt: skip
 
 

@@ -341,9 +341,9 @@ def _run_chunk(
         length[ended] = np.where(bad[ended], t, t + 1)  # an unstable step's state is the engine's reset
         unstable |= bad
         alive &= ~ended
-        opts.bar.update(1)
+        opts.bar.advance(1)
         if not alive.any():
-            opts.bar.update(steps - 1 - t)
+            opts.bar.advance(steps - 1 - t)
             break
     recording = _Recording(body_pos.cpu().numpy(), qpos.cpu().numpy(), keep, fell.cpu().numpy(), length, unstable)
     _summarise(out, jobs, ids, lib, recording, opts)

@@ -84,7 +84,7 @@ def write_run_videos(
     written: list[tuple[str, Path]] = []
     with CountBar(f"{ev.label}: videos", tiles, unit="tile", disable=not cfg.progress) as bar:
         for caption, file, qs, labels in videos:
-            path = render_tiles(qs, out_dir / file, labels, cfg.video_size, step, model, on_frame=bar.update)
+            path = render_tiles(qs, out_dir / file, labels, cfg.video_size, step, model, on_frame=bar.advance)
             written.append((caption, path))
     return written
 

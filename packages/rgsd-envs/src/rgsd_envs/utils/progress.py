@@ -27,7 +27,7 @@ import io
 import math
 import sys
 import time
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from tqdm import tqdm
 
@@ -127,6 +127,9 @@ class StatusBar:
         self._bar.close()
 
 
+_Bar_T = TypeVar("_Bar_T", bound="ProgressBar")
+
+
 class ProgressBar:
     """A progress bar for a loop bounded by ``iterations`` and optionally ``max_seconds`` (see the module docstring)."""
 
@@ -195,37 +198,21 @@ class ProgressBar:
         """Draw the last state and end the bar's line."""
         self._bar.close()
 
-    def __enter__(self) -> ProgressBar:
+    def __enter__(self: _Bar_T) -> _Bar_T:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class CountBar:
-    """A ``ProgressBar`` over ``total`` units timed by its own clock, advanced like tqdm's (``update(n)``): the
+class CountBar(ProgressBar):
+    """A ``ProgressBar`` over ``total`` units timed by its own clock and moved on with ``advance(n)``: the
     rollouts and videos of an evaluation, a long render."""
 
     def __init__(self, desc: str, total: int, *, unit: str = "it", disable: bool = False, file: IO[str] | None = None):
+        super().__init__(desc, total, None, unit=unit, disable=disable, file=file)
         self._t0 = time.monotonic()
-        self.done = 0
-        self._bar = ProgressBar(desc, total, None, unit=unit, disable=disable, file=file)
 
-    def update(self, n: int = 1) -> None:
+    def advance(self, n: int = 1) -> None:
         """``n`` more units done."""
-        self.done += n
-        self._bar.update(self.done, time.monotonic() - self._t0)
-
-    def render(self) -> str:
-        """The bar's current line (as printed)."""
-        return self._bar.render()
-
-    def close(self) -> None:
-        """Draw the last state and end the bar's line."""
-        self._bar.close()
-
-    def __enter__(self) -> CountBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.update(self.done + n, time.monotonic() - self._t0)
