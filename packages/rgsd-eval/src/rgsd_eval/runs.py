@@ -140,6 +140,16 @@ def load_run(
     )  # fmt: skip
 
 
+def best_of_latents_needed(loaded: LoadedRun) -> InputFileError:
+    """The refusal of a command that plays a best-of-N run (DIAYN, ASE, METRA) without the clip latents ``rgsd
+    eval`` chose for it: the run stores none of its own."""
+    return InputFileError(
+        loaded.run.path,
+        f"this {loaded.method} run picks each clip's latent by best-of-N; give the ones rgsd eval chose: "
+        f"--latents <report>/{loaded.run.name}/clip_latents.json",
+    )
+
+
 def unique_labels(names: list[str]) -> list[str]:
     """Names made unique by numbering repeats (two runs called "run" become "run" and "run-2")."""
     seen: dict[str, int] = {}

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from rgsd_agents.config import check_max_minutes
-from rgsd_envs.utils.config import from_dict_with_overrides
+from rgsd_envs.utils.config import from_dict_with_overrides, yaml_error
 from rgsd_envs.utils.files import InputFileError
 
 SCALE_FOLDER = "reproduce"
@@ -202,7 +202,7 @@ def load_scale(spec: str | os.PathLike, overrides: dict[str, Any] | None = None)
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
-        raise InputFileError(path, f"not valid YAML: {err}") from None
+        raise InputFileError(path, yaml_error(err)) from None
     scale = from_dict_with_overrides(ReproduceScale, data, str(path), overrides)
     from rgsd_agents.methods import method_names
 

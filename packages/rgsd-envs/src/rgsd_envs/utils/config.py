@@ -79,6 +79,17 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return clean(obj)
 
 
+def yaml_error(err: yaml.YAMLError) -> str:
+    """PyYAML's error in one line: where in the file (1-based line and column) and what is wrong."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    context, context_mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if context and context_mark is not None:
+        context += f" from line {context_mark.line + 1}, column {context_mark.column + 1}"
+    return f"not valid YAML{where}: {problem}" + (f" ({context})" if context else "")
+
+
 def load_yaml(cls: type[T], path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> T:
     """Load dataclass ``cls`` from a YAML file, then apply dotted-key overrides."""
     path = Path(path)
@@ -87,7 +98,7 @@ def load_yaml(cls: type[T], path: str | os.PathLike, overrides: dict[str, Any] |
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
-        raise InputFileError(path, f"not valid YAML: {err}") from None
+        raise InputFileError(path, yaml_error(err)) from None
     return from_dict_with_overrides(cls, data, str(path), overrides)
 
 
