@@ -119,6 +119,15 @@ def test_an_error_in_a_base_file_names_that_file_and_the_field(tmp_path):
     assert (err.value.path, err.value.field) == (str(tmp_path / "child.yaml"), "ppo.epohcs")
 
 
+def test_a_bad_method_option_names_its_file_and_field_in_one_line(tmp_path):
+    (tmp_path / "base.yaml").write_text("base: ase\nmethod: {options: {betta: 0.3}}\n")
+    (tmp_path / "child.yaml").write_text("base: base.yaml\nnum_envs: 8\n")
+    with pytest.raises(InputFileError) as err:
+        load_config(tmp_path / "child.yaml")
+    assert (err.value.path, err.value.field) == (str(tmp_path / "base.yaml"), "method.options.betta")
+    assert "<config>" not in str(err.value) and "valid keys: beta," in str(err.value)
+
+
 def test_a_missing_base_is_named_by_the_file_that_names_it(tmp_path):
     (tmp_path / "child.yaml").write_text("base: nosuch.yaml\n")
     with pytest.raises(InputFileError) as err:

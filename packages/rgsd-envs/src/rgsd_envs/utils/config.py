@@ -18,6 +18,9 @@ import yaml
 from rgsd_envs.utils.files import InputFileError, atomic_path
 
 T = TypeVar("T")
+UNNAMED = "<config>"
+"""The source of a check that does not know the config's file (a field's own validation): ``from_dict`` puts the
+file's name in its place."""
 _SCIENTIFIC = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$")
 """Numbers like 3e-4 that YAML 1.1 (PyYAML) reads as strings."""
 
@@ -60,6 +63,10 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<dict>", prefix
             ) from None
     try:
         return cls(**kwargs)
+    except InputFileError as err:
+        if err.path != UNNAMED:  # about another file (a motion clip): said as it is
+            raise
+        raise InputFileError(source, err.reason, err.field) from None
     except (TypeError, ValueError) as err:
         raise InputFileError(source, str(err), prefix.rstrip(".") or None) from None
 
