@@ -166,6 +166,34 @@ def test_a_copied_scale_file_is_accepted_and_its_overrides_are_checked_before_an
     assert not (tmp_path / "r").exists()
 
 
+def test_a_scale_file_on_a_base_inherits_it_names_its_errors_and_is_saved_resolved(tmp_path, monkeypatch):
+    """``base: smoke`` and the keys changed: the folder's scale.yaml is the merged scale, which loads on its own."""
+    import rgsd_agents.reproduce.steps as steps_module
+    from rgsd_envs.utils.config import to_dict
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("base: smoke\nseeds: 1\neval: {settings: {rollouts: 2}}\n")
+    scale, path = load_scale(mine)
+    smoke, _ = load_scale("smoke")
+    assert path == mine and scale.seeds == 1 and scale.eval.settings == {**smoke.eval.settings, "rollouts": 2}
+    (tmp_path / "typo.yaml").write_text("base: mine.yaml\ntrain: {minutse: 1}\n")
+    with pytest.raises(InputFileError, match=r"typo.yaml: field 'train.minutse'"):
+        load_scale(tmp_path / "typo.yaml")
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Stop
+
+    monkeypatch.setattr(steps_module, "run_plan", stop)
+    out = tmp_path / "r"
+    with pytest.raises(Stop):
+        rgsd(["reproduce", "--motions", "demo", "--out", str(out), "--scale", str(mine), "--methods", "metra"])
+    assert "base" not in yaml.safe_load((out / "scale.yaml").read_text())
+    assert to_dict(load_scale(out / "scale.yaml")[0]) == to_dict(scale)
+
+
 def test_the_expected_time_runs_steps_in_order_two_at_a_time():
     deps = {"c": {"a"}, "d": {"b", "c"}}
     t = {"a": 10.0, "b": 4.0, "c": 3.0, "d": 5.0}

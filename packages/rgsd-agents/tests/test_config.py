@@ -105,6 +105,46 @@ def test_a_base_that_loops_is_a_clear_error(tmp_path):
         load_config(tmp_path / "a.yaml")
 
 
+def test_an_error_in_a_base_file_names_that_file_and_the_field(tmp_path):
+    """A typo or a wrong type in a base is blamed on the base, not on the file that inherits from it; a key both
+    set is the inheriting file's."""
+    (tmp_path / "base.yaml").write_text("base: cpu\nppo: {epohcs: 3}\n")
+    (tmp_path / "child.yaml").write_text("base: base.yaml\nmax_minutes: 1\n")
+    with pytest.raises(InputFileError) as err:
+        load_config(tmp_path / "child.yaml")
+    assert (err.value.path, err.value.field) == (str(tmp_path / "base.yaml"), "ppo.epohcs")
+    (tmp_path / "child.yaml").write_text("base: base.yaml\nppo: {epochs: 1, epohcs: 2}\n")
+    with pytest.raises(InputFileError) as err:
+        load_config(tmp_path / "child.yaml")
+    assert (err.value.path, err.value.field) == (str(tmp_path / "child.yaml"), "ppo.epohcs")
+
+
+def test_a_bad_method_option_names_its_file_and_field_in_one_line(tmp_path):
+    (tmp_path / "base.yaml").write_text("base: ase\nmethod: {options: {betta: 0.3}}\n")
+    (tmp_path / "child.yaml").write_text("base: base.yaml\nnum_envs: 8\n")
+    with pytest.raises(InputFileError) as err:
+        load_config(tmp_path / "child.yaml")
+    assert (err.value.path, err.value.field) == (str(tmp_path / "base.yaml"), "method.options.betta")
+    assert "<config>" not in str(err.value) and "valid keys: beta," in str(err.value)
+
+
+def test_a_missing_base_is_named_by_the_file_that_names_it(tmp_path):
+    (tmp_path / "child.yaml").write_text("base: nosuch.yaml\n")
+    with pytest.raises(InputFileError) as err:
+        load_config(tmp_path / "child.yaml")
+    assert (err.value.path, err.value.field) == (str(tmp_path / "child.yaml"), "base")
+    assert "'nosuch.yaml' is neither a file beside it" in str(err.value) and "cpu" in str(err.value)
+
+
+def test_a_config_that_is_not_valid_yaml_is_one_line_with_its_line_and_column(tmp_path):
+    (tmp_path / "bad.yaml").write_text("base: cpu\nenv: {motions: demo\n")
+    with pytest.raises(InputFileError) as err:
+        load_config(tmp_path / "bad.yaml")
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(str(tmp_path / "bad.yaml") + ": not valid YAML at line 3")
+    assert "from line 2, column 6" in text
+
+
 def test_cpu_preset_holds_the_measured_recipe():
     cfg = load_config("cpu")
     assert cfg.max_minutes == 150 and cfg.env.deviation.heading_deg == 15.0 and not cfg.env.deviation.adaptive

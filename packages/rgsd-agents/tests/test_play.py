@@ -121,3 +121,24 @@ def test_play_follows_the_per_step_latents_of_a_tracking_run(tmp_path):
     centre = track_centres([per_step[lib.names[2]].double().numpy()])[0]
     np.testing.assert_allclose(played.skill, centre, atol=1e-6)  # the track's mean: the track itself is played
     assert played.qpos.shape[0] == 3
+
+
+def test_play_of_a_best_of_n_run_asks_for_the_latents_rgsd_eval_chose_and_plays_them(tmp_path, capsys):
+    """A DIAYN run has no latent of its own for a clip: rgsd play says to pass rgsd eval's clip_latents.json
+    (before any rollout), and plays the given latent."""
+    import json
+
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_eval.testing import make_fake_run
+
+    method = {"name": "diayn", "latent_choice": "best_of_n"}
+    run = make_fake_run(tmp_path / "diayn", p_imitation=0.0, encoder_init="random", method=method)
+    assert rgsd(["play", str(run), "--frames", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err
+    assert "best-of-N" in err and "--latents <report>/diayn/clip_latents.json" in err
+    names = MotionLib("demo").names
+    latents = {n: np.eye(16)[(i + 3) % 16].tolist() for i, n in enumerate(names)}
+    (tmp_path / "clip_latents.json").write_text(json.dumps(latents))
+    played = play_rollout(run, clip=names[1], frames=3, latents=tmp_path / "clip_latents.json")
+    np.testing.assert_allclose(played.skill, latents[names[1]])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 
 import gymnasium as gym
@@ -218,6 +219,17 @@ def test_early_stop_at_the_target_alignment(tmp_path):
     assert r.steps < cfg.steps and r.steps % cfg.eval_every == 0
 
 
+def test_a_target_the_untrained_encoder_meets_is_said_in_a_warning(tmp_path, caplog):
+    """Random weights map every state near one direction, so a low target is met before any step: the encoder
+    saved is untrained, and a warning says so."""
+    cfg = PretrainConfig(motions="demo", hidden=(32,), steps=50, eval_every=5, target_alignment=0.1)
+    with caplog.at_level(logging.WARNING, logger="rgsd_agents.pretraining.loop"):
+        r = pretrain(cfg, tmp_path, progress=False)
+    assert r.steps == 0 and r.reached_target
+    said = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.WARNING]
+    assert len(said) == 1 and "met by the untrained encoder" in said[0] and "no step taken" in said[0]
+
+
 # -- command line ----------------------------------------------------------------------
 def rgsd_pretrain(argv: list[str]) -> int:
     """Run ``rgsd pretrain ARGV`` through its subcommand module."""
@@ -250,6 +262,7 @@ def test_cli_writes_encoder_plot_tensorboard_and_config(tmp_path, capsys):
     saved = load_yaml(PretrainConfig, out / CONFIG_FILE)
     assert (saved.kappa, saved.batch_size, saved.steps, saved.seed, saved.hidden) == (8.0, 64, 6, 3, (32, 16))
     assert "sim_twin" in printed  # the sharpness table's column
+    assert f"cosines:    {out / COSINE_PLOT_FILE}" in printed
 
 
 def test_missing_motions_folder_is_a_clear_error(tmp_path):

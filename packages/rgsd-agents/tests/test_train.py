@@ -386,6 +386,17 @@ def test_the_summary_of_a_resumed_session_compares_its_first_and_last_probe(tmp_
     assert "untrained -> iteration 2): Cartesian error 40.0 cm -> 20.0 cm" in fresh
 
 
+def test_the_summary_has_no_empty_heading_when_no_metric_spans_both_windows(tmp_path):
+    """Meta Motivo's first iterations act at random with no update: its early window has no loss, so the summary
+    shows no early-against-late heading without rows; once both windows have the FB loss, it compares them."""
+    from rgsd_agents.commands.train import summary
+
+    random_phase = [{"charts/iteration": float(i), "charts/SPS": 100.0} for i in range(1, 21)]
+    updating = [{**h, "method/fb_loss": 2.0 - h["charts/iteration"] / 40} for h in random_phase]
+    assert "mean over" not in summary(tmp_path, random_phase[:18] + updating[18:])
+    assert "FB loss (Meta Motivo): 1.94 -> 1.51" in summary(tmp_path, updating)
+
+
 def test_diayn_ablation_uses_a_random_encoder_and_no_imitation(tmp_path):
     from rgsd_agents.pretraining.config import PretrainOptions
 

@@ -72,6 +72,27 @@ def test_auto_mode_follows_the_run_s_method_json(tmp_path):
         load_run(ase)
 
 
+def test_latent_encoder_on_a_method_that_picks_latents_otherwise_warns(tmp_path, caplog):
+    """Every baseline's run folder has an encoder.pt (the random initial encoder); --latent encoder evaluates it
+    and says that the method does not use it for its clip latents. RGSD's own encoder: no warning."""
+    import logging
+
+    from rgsd_eval.runs import load_run
+    from rgsd_eval.testing import make_fake_run
+
+    ase = make_fake_run(tmp_path / "ase", p_imitation=0.0, method={"name": "ase", "latent_choice": "best_of_n"})
+    rgsd = make_fake_run(
+        tmp_path / "rgsd", method={"name": "rgsd", "latent_choice": "encoder", "encoder": "encoder.pt"}
+    )
+    with caplog.at_level(logging.WARNING, logger="rgsd_eval.runs"):
+        assert load_run(rgsd, latent="encoder").encoder_path == rgsd / "encoder.pt"
+        assert not caplog.records
+        assert load_run(ase, latent="encoder").encoder_path == ase / "encoder.pt"
+    [record] = caplog.records
+    assert "ase's training does not use for its clip latents" in record.getMessage()
+    assert "latent_choice best_of_n" in record.getMessage()
+
+
 def test_auto_mode_evaluates_the_clip_latents_a_run_stored(tmp_path):
     """A run whose method.json has latent_choice "clip_latents" (FB-CPR) is evaluated with its stored latents."""
     import json

@@ -284,3 +284,19 @@ def test_eval_plan_counts_the_video_tiles_in_its_estimate_unless_rendering_is_of
     assert plan.video_seconds == plan.video_tiles * video_tile_seconds(cfg.video_size) > 0
     assert f"+ {plan.video_seconds:.0f} s of videos ({plan.video_tiles} tiles)" in plan.summary("quick")
     assert eval_plan(lib, cfg, render=False).video_tiles == 0
+
+
+def test_one_rollout_per_kappa_leaves_the_spreads_empty_without_a_numpy_warning(tmp_path):
+    """A spread needs two rollouts: with one per clip and kappa, every clip's is None and so is their mean, and the
+    evaluation's output has no 'Mean of empty slice' warning."""
+    import warnings
+
+    from rgsd_eval.pipeline import run_evaluation
+
+    run = make_fake_run(tmp_path / "run")
+    cfg = EvalConfig.for_protocol("quick", rollouts=1, kappas=(100.0,), video=False, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        paths = run_evaluation([run], "demo", tmp_path / "out", cfg)
+    div = json.loads(paths["json"].read_text())["runs"]["run"]["diversity"]["100"]
+    assert div["mean"]["root_spread_m"] is None and div["mean"]["err_cm"] is not None

@@ -11,6 +11,7 @@ encoder, whether imitation episodes are trained). The resolved config is saved a
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass, field
 from importlib import resources
@@ -28,6 +29,7 @@ from rgsd_envs.utils.config import (
     from_dict_with_overrides,
     parse_set,  # noqa: F401  (rgsd_agents.config.parse_set, as before)
     to_dict,
+    yaml_error,
 )
 from rgsd_envs.utils.config import scientific_numbers as _numbers
 from rgsd_envs.utils.files import InputFileError
@@ -244,10 +246,23 @@ def preset_path(name: str, folder: str = "") -> Path:
     return path
 
 
-def read_config_data(spec: str | os.PathLike, presets: str = "", _seen: tuple[Path, ...] = ()) -> tuple[dict, Path]:
+def read_config_data(spec: str | os.PathLike, presets: str = "") -> tuple[dict, Path]:
     """The mapping of a YAML config file or preset, with its ``base:`` (a preset name or a file beside it) merged
     underneath: the file's keys win, mappings merge key by key, and a ``method`` naming another method than the
     base's replaces the base's whole ``method`` section (its options belong to the other method)."""
+    return _merged(config_chain(spec, presets))
+
+
+def _merged(chain: list[tuple[Path, dict]]) -> tuple[dict, Path]:
+    """A config chain's keys merged (``read_config_data``) and its top file."""
+    data: dict = {}
+    for _, own in chain:
+        data = merge_config(data, copy.deepcopy(own))
+    return data, chain[-1][0]
+
+
+def config_chain(spec: str | os.PathLike, presets: str = "", _seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict]]:
+    """The files of a config, its bases first and ``spec``'s last, each with the keys it sets itself."""
     path = Path(spec)
     if not path.is_file():
         if path.suffix or os.sep in str(spec):
@@ -258,18 +273,46 @@ def read_config_data(spec: str | os.PathLike, presets: str = "", _seen: tuple[Pa
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
-        raise InputFileError(path, f"not valid YAML: {err}") from None
+        raise InputFileError(path, yaml_error(err)) from None
     if not isinstance(data, dict):
         raise InputFileError(path, "expected a mapping of config keys")
     data = _numbers(data)
     base = data.pop("base", None)
     if base is None:
-        return data, path
+        return [(path, data)]
     if not isinstance(base, str):
-        raise InputFileError(path, f"base: expected a preset name or a YAML file, got {base!r}")
+        raise InputFileError(path, f"expected a preset name or a YAML file, got {base!r}", "base")
+    return [*config_chain(_base_file(path, base, presets), presets, (*_seen, path.resolve())), (path, data)]
+
+
+def _base_file(path: Path, base: str, presets: str) -> str | Path:
+    """The file or preset a config's ``base:`` names (a file beside the config first), or an error naming the
+    config and its ``base`` field."""
     beside = path.parent / base
-    base_data, _ = read_config_data(beside if beside.is_file() else base, presets, (*_seen, path.resolve()))
-    return merge_config(base_data, data), path
+    if beside.is_file():
+        return beside
+    names = preset_names(presets)
+    if Path(base).is_file() or (base in names and not Path(base).suffix and os.sep not in base):
+        return base
+    raise InputFileError(
+        path, f"{base!r} is neither a file beside it ({beside}) nor a preset ({', '.join(names)})", "base"
+    )
+
+
+def _blame(chain: list[tuple[Path, dict]], err: InputFileError) -> InputFileError:
+    """``err`` about the merged config, naming the file of the chain that set its field (the last to set it)."""
+    if err.field is None or err.path != str(chain[-1][0]):
+        return err
+    parts = err.field.split(".")
+    for path, own in reversed(chain):
+        node: Any = own
+        for part in parts:
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            return InputFileError(path, err.reason, err.field)
+    return err
 
 
 def merge_config(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
@@ -293,11 +336,15 @@ def load_config(
     """A config (``cls``, default TrainConfig) from a YAML file or a preset name (in ``presets/<presets>``; a file's
     ``base:`` merged underneath it), with dotted-key overrides (``--set``: converted to each field's type, or
     refused in one line naming it)."""
-    data, path = read_config_data(spec, presets)
+    chain = config_chain(spec, presets)
+    data, path = _merged(chain)
     cls = cls or TrainConfig
     # checked before the file: a bad --set is named as such, not blamed on the preset
     checked = check_overrides(cls, {k: _numbers(v) for k, v in (overrides or {}).items()})
-    return from_dict_with_overrides(cls, data, str(path), checked, overrides)
+    try:
+        return from_dict_with_overrides(cls, data, str(path), checked, overrides)
+    except InputFileError as err:  # a field a base file set is that file's error
+        raise _blame(chain, err) from None
 
 
 def resolve(cfg: TrainConfig, base_dir: str | os.PathLike = ".") -> TrainConfig:

@@ -3,7 +3,8 @@
 The rollout is an evaluation rollout (``rgsd_eval.rollouts``): the humanoid
 starts in the clip's first reference frame and runs the policy's mean action
 with the skill ``z = z_m`` (the clip's embedding under the run's frozen
-encoder, or the clip's latent the run stored: CALM's ``clip_latents.json``) or, with ``kappa``, one sample
+encoder, the clip's latent the run stored: CALM's ``clip_latents.json``, or, for a run that picks its latents by
+best-of-N, the ones ``rgsd eval`` chose, given as ``latents``) or, with ``kappa``, one sample
 ``z ~ vMF(z_m, kappa)``, without early termination, to the clip's last frame. A run with per-step latents (Meta
 Motivo's tracking inference, ``tracking_latents.npz``) changes the skill every step along the clip's track, as
 ``rgsd eval`` does; ``z_m`` is then the track's mean and ``kappa`` turns the whole track. The camera follows the pelvis
@@ -26,10 +27,10 @@ from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import model_for_clip, render_side_by_side
-from rgsd_envs.runs.run_dir import RunDir, load_clip_latents, load_tracking_latents
+from rgsd_envs.runs.run_dir import load_clip_latents, load_tracking_latents
 from rgsd_envs.utils.progress import CountBar
 from rgsd_eval.rollouts import RolloutJobs, SkillTracks, run_rollouts, track_centres
-from rgsd_eval.runs import load_run
+from rgsd_eval.runs import best_of_latents_needed, load_run
 
 
 @dataclass
@@ -60,14 +61,16 @@ def play_rollout(
     motions: str | None = None,
     seed: int = 0,
     progress: bool = True,
+    latents: str | os.PathLike | None = None,
 ) -> PlayedRollout:
     """Roll out ``run``'s policy on ``clip``'s skill (default: the first clip); ``frames`` cuts it short; a progress
-    bar with ``progress``."""
-    folder = RunDir(run)
-    tracking = folder.tracking_latents_path() if folder.path.is_dir() else None
-    stored = folder.clip_latents_path() if folder.path.is_dir() and tracking is None else None
-    mode = "tracking" if tracking is not None else "encoder" if stored is None else "stored"
-    loaded = load_run(run, latent=mode)
+    bar with ``progress``; ``latents``: a clip_latents.json (``rgsd eval``'s) instead of the run's own latents."""
+    loaded = load_run(run)  # its method says how a clip's latent is picked
+    kind = "given" if latents is not None else loaded.latent.kind
+    if kind == "best-of":  # its latents come from rgsd eval's search, not from the run folder
+        raise best_of_latents_needed(loaded)
+    tracking = loaded.tracking_latents if kind == "tracking" else None
+    stored = latents if latents is not None else loaded.clip_latents if kind == "stored" else None
     source = motions or loaded.run.training_motions()
     lib = MotionLib(source)
     c = 0 if clip is None else _clip_index(lib.names, clip, source)

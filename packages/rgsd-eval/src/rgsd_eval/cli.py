@@ -20,7 +20,15 @@ from typing import Any
 import yaml
 
 import rgsd_envs  # noqa: F401  (before torch: sets OMP_WAIT_POLICY and MUJOCO_GL)
-from rgsd_envs.utils.config import add_set_argument, apply_override, from_dict, number_type, set_overrides, to_dict
+from rgsd_envs.utils.config import (
+    add_set_argument,
+    apply_override,
+    from_dict,
+    number_type,
+    set_overrides,
+    to_dict,
+    yaml_error,
+)
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.latents import parse_latent_mode
@@ -44,7 +52,7 @@ def _yaml_settings(path: str) -> dict[str, Any]:
     except FileNotFoundError:
         raise InputFileError(path, "config file not found") from None
     except yaml.YAMLError as err:
-        raise InputFileError(path, f"not valid YAML: {err}") from None
+        raise InputFileError(path, yaml_error(err)) from None
     if not isinstance(data, dict):
         raise InputFileError(path, f"expected a mapping of EvalConfig fields, got {type(data).__name__}")
     return data

@@ -329,6 +329,12 @@ def _num(x: Any) -> float | None:
     return None if not np.isfinite(x) else x
 
 
+def _mean_of_numbers(values: list[float | None]) -> float | None:
+    """The mean of the values that are numbers; None when none is (a spread of one rollout per clip)."""
+    numbers = [v for v in values if v is not None]
+    return _num(np.mean(numbers)) if numbers else None
+
+
 def _group_summary(res: Rollouts, rows: np.ndarray) -> dict[str, Any]:
     """The tracking metrics (``metrics.DEFINITIONS``) over some rollouts, pooled."""
     some = len(rows) > 0
@@ -458,7 +464,7 @@ def _diversity_metrics(
             }
         rows = np.flatnonzero(jobs.group == g)
         mean = {
-            key: _num(np.nanmean([v[key] if v[key] is not None else np.nan for v in clips.values()]))
+            key: _mean_of_numbers([v[key] for v in clips.values()])
             for key in ("latent_angle_deg", "root_spread_m", "path_spread_m", "pose_spread", "err_cm", "mpjpe_cm")
         }
         mean.update(

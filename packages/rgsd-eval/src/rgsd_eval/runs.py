@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from rgsd_envs.utils.device import env_device, resolve_device
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.latents import LatentMode, auto_latent_mode, parse_latent_mode
 from rgsd_eval.rollouts import eval_env_config
+
+log = logging.getLogger(__name__)
 
 DEFAULT_LOG_STD = -2.9
 """The trainer's default ``networks.init_log_std`` (ASE's fixed std exp(-2.9) = 0.055), for runs that record none."""
@@ -107,6 +110,15 @@ def load_run(
         mode = auto_latent_mode(base.p_imitation, raw.get("encoder_init"), latent_encoder is not None, best_of)
     if mode.kind == "encoder" and latent_encoder is None and run.encoder_path.is_file():
         latent_encoder = run.encoder_path  # asked for explicitly: the run's frozen encoder, as before method.json
+        if info is not None:  # a method that picks its latents otherwise: encoder.pt is its random initial encoder
+            log.warning(
+                "%s: --latent encoder evaluates the clip embeddings of %s, which %s's training does not use for its "
+                "clip latents (method.json latent_choice %s); --latent auto evaluates the method's own",
+                run.name,
+                run.encoder_path,
+                info["name"],
+                info["latent_choice"],
+            )
     if mode.kind == "encoder" and latent_encoder is None:
         raise InputFileError(
             run.encoder_path, "missing: --latent encoder needs the run's frozen encoder; use --latent best-of-N instead"
@@ -138,6 +150,16 @@ def load_run(
         run, label or run.name, policy, env_config, fall_height, encoder, mode, method, stored, tracking, std, source,
         None if samples is None else int(samples),
     )  # fmt: skip
+
+
+def best_of_latents_needed(loaded: LoadedRun) -> InputFileError:
+    """The refusal of a command that plays a best-of-N run (DIAYN, ASE, METRA) without the clip latents ``rgsd
+    eval`` chose for it: the run stores none of its own."""
+    return InputFileError(
+        loaded.run.path,
+        f"this {loaded.method} run picks each clip's latent by best-of-N; give the ones rgsd eval chose: "
+        f"--latents <report>/{loaded.run.name}/clip_latents.json",
+    )
 
 
 def unique_labels(names: list[str]) -> list[str]:

@@ -1,8 +1,10 @@
 """``rgsd play``: watch a trained policy perform one clip's skill, as an mp4 or in the MuJoCo viewer.
 
 The humanoid starts in the clip's first frame and runs the policy's mean action
-with z = z_m (the clip's embedding) or, with --kappa, one z ~ vMF(z_m, kappa),
-to the clip's end (no early termination); the camera follows the pelvis.
+with z = z_m (the clip's latent as the run's method picks it: the encoder's embedding, CALM's stored latent,
+Meta Motivo's per-step track) or, with --kappa, one z ~ vMF(z_m, kappa), to the clip's end (no early
+termination); the camera follows the pelvis. A run that picks latents by best-of-N (DIAYN, ASE, METRA) plays
+the ones rgsd eval chose: --latents <report>/<run>/clip_latents.json.
 
 Examples::
 
@@ -11,6 +13,7 @@ Examples::
     rgsd play runs/demo --clip demo_walk --kappa 20 --seed 3 --out walk_k20.mp4
     rgsd play runs/demo --clip demo_punch --viewer        # interactive window (needs a display)
     rgsd play --pretrained --clip walk --reference        # the shipped policy, no training -> play_walk.mp4
+    rgsd play runs/diayn --latents reports/demo/diayn/clip_latents.json   # a best-of-N baseline
 
 --pretrained plays the policy rgsd ships (RGSD on the repository's 13 openly licensed clips, trained on 2 CPU
 cores; its card.json states its error on each clip); its folder is printed, for rgsd eval --run or downstream.
@@ -39,6 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the vMF sample (default 0)")
     p.add_argument("--frames", type=int, help="render only the first N frames (default and at most: the whole clip)")
+    p.add_argument(
+        "--latents",
+        help="a clip_latents.json (rgsd eval's <report>/<run>/) instead of the run's own; needed for a best-of-N run",
+    )
     p.add_argument("--motions", help='clips to choose from: "demo", a clip file or folder (default: the run\'s own)')
     p.add_argument("--out", help="mp4 path (default: <run>/play_<clip>[_k<kappa>].mp4; --pretrained: ./play_<clip>...)")
     p.add_argument("--size", type=int, nargs=2, default=(640, 480), metavar=("W", "H"), help="video size (even)")
@@ -76,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
         if not args.viewer:  # before the rollout: an odd size, a path that is not .mp4, no rendering: said at once
             check_video_output(args.out or "play.mp4", *args.size)
             check_rendering()
-        played = play_rollout(args.run, args.clip, args.kappa, args.frames, args.motions, args.seed)
+        played = play_rollout(
+            args.run, args.clip, args.kappa, args.frames, args.motions, args.seed, latents=args.latents
+        )
     except ValueError as err:  # InputFileError (unknown clip, incomplete run) is a ValueError too
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -98,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
     if (code := refuse_torchrun("pretrain")) is not None:
         return code
+    from rgsd_agents.pretraining.config import COSINE_PLOT_FILE
     from rgsd_agents.pretraining.loop import pretrain
     from rgsd_agents.pretraining.reward_sharpness import format_table
     from rgsd_envs.runs.run_dir import RunDir
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"encoder:    {result.encoder_path}")
     print(f"config:     {result.config_path}")
     print(f"embeddings: {result.plot_path}")
+    print(f"cosines:    {out / COSINE_PLOT_FILE}")
     print(f"sharpness:  {result.sharpness_path}")
     print(f"tensorboard: {result.tb_dir}")
     return 0

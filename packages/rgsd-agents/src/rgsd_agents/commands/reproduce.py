@@ -7,7 +7,7 @@ Examples::
     rgsd reproduce --motions motions/paper --out runs/repro_gpu --scale gpu       # ~25 minutes on one H100, estimated
     rgsd reproduce --motions motions/paper --out runs/repro_full --scale full     # our full budget (the paper has none)
     rgsd reproduce --motions demo --out runs/repro --scale smoke --methods rgsd ase --seeds 2
-    rgsd reproduce --motions demo --out runs/repro --scale my_scale.yaml          # a copied, edited scale
+    rgsd reproduce --motions demo --out runs/repro --scale my_scale.yaml          # a scale file (base: smoke, ...)
     rgsd reproduce --motions demo --out runs/repro --scale smoke --plan-only      # print the plan, run nothing
     rgsd reproduce --motions demo --out runs/repro --scale smoke --methods calm   # add a method to the folder
     rgsd reproduce --report-only --from runs/repro_a --from runs/repro_b --out runs/repro_ab   # one report, 2 folders
@@ -24,7 +24,8 @@ scale was called `paper`, a name --scale still accepts: the paper states no tota
 it runs with changed: its arguments, its preset's contents, the rgsd version, or a step it reads. --methods adds
 methods to a folder: the folder's other methods are kept as they are and the report covers them all.
 ``--set KEY=VALUE`` changes a field of the scale (ReproduceScale, checked and typed as in ``rgsd train``); the
-scale as run is saved as <out>/scale.yaml.
+scale as run is saved as <out>/scale.yaml. A scale file may start from a built-in scale with ``base: <name>``
+and set only what it changes.
 """
 
 from __future__ import annotations
@@ -234,13 +235,15 @@ def _report_only(args: argparse.Namespace) -> int:
 
 def _run_plan(args: argparse.Namespace, plan: Plan, scale: ReproduceScale, scale_file: Path) -> int:
     """Print the plan, run its steps (skipping finished ones) and say what became of each."""
+    from rgsd_agents.config import config_chain
+    from rgsd_agents.reproduce.scale import SCALE_FOLDER
     from rgsd_agents.reproduce.steps import DONE, StepsFile, run_plan, stale
     from rgsd_envs.utils.config import save_yaml
 
     out = plan.out
     state = StepsFile.load(out)
     print(format_plan(plan, state, scale.parallel), flush=True)
-    if args.overrides:  # the scale as run, its --set applied
+    if args.overrides or len(config_chain(scale_file, SCALE_FOLDER)) > 1:  # as run: its --set and base: applied
         save_yaml(scale, out / "scale.yaml")
     else:
         shutil.copyfile(scale_file, out / "scale.yaml")

@@ -161,6 +161,19 @@ def _quiet_other_ranks(dp: DataParallel | None) -> None:
         logging.getLogger().setLevel(logging.WARNING)
 
 
+SUMMARY_ROWS = (
+    ("rollout/imitation_reward", "imitation reward / step", 1.0, ""),
+    ("episodes/imitation_length", "imitation episode length", 1.0, " steps"),
+    ("rollout/imitation_cartesian_error", "imitation Cartesian error (training episodes)", 100.0, " cm"),
+    ("rollout/discovery_reward", "discovery reward / step", 1.0, ""),
+    ("method/reward", "method reward / step (ASE, CALM, METRA)", 1.0, ""),
+    ("method/fb_loss", "FB loss (Meta Motivo)", 1.0, ""),
+    ("method/disc_loss", "discriminator loss (Meta Motivo)", 1.0, ""),
+)
+"""The training summary's early-against-late rows: (metric, label, scale, unit); a row shows where both windows
+have its metric."""
+
+
 def summary(run: Path, history: list[dict[str, float]], initial_probe: dict[str, float] | None = None) -> str:
     """A few lines on how the session went (early vs late iterations, probe before vs after) and where its files are."""
     lines = [f"run folder: {run}"]
@@ -171,16 +184,13 @@ def summary(run: Path, history: list[dict[str, float]], initial_probe: dict[str,
         first = _mean(history[1 : 1 + w] if len(history) > w + 1 else history[:w])
         last = _mean(history[-w:])
         span = f"iterations 2-{1 + w}" if len(history) > w + 1 else "first iterations"
-        lines.append(f"  mean over {span} -> last {w}:")
-        for key, label, scale, unit in (
-            ("rollout/imitation_reward", "imitation reward / step", 1.0, ""),
-            ("episodes/imitation_length", "imitation episode length", 1.0, " steps"),
-            ("rollout/imitation_cartesian_error", "imitation Cartesian error (training episodes)", 100.0, " cm"),
-            ("rollout/discovery_reward", "discovery reward / step", 1.0, ""),
-            ("method/reward", "method reward / step (ASE, CALM, METRA)", 1.0, ""),
-        ):
-            if key in first and key in last:
-                lines.append(f"    {label}: {scale * first[key]:.2f}{unit} -> {scale * last[key]:.2f}{unit}")
+        rows = [
+            f"    {label}: {scale * first[key]:.2f}{unit} -> {scale * last[key]:.2f}{unit}"
+            for key, label, scale, unit in SUMMARY_ROWS
+            if key in first and key in last
+        ]
+        if rows:  # none: e.g. Meta Motivo's random-action phase filled the first window
+            lines += [f"  mean over {span} -> last {w}:", *rows]
         probes = [h for h in history if "probe/cartesian_error_cm" in h]
         if probes:
             # a fresh run compares with the untrained policy; a resumed session with its own first probe

@@ -28,7 +28,7 @@ from rgsd_agents.methods.calm import CALM
 from rgsd_agents.methods.fb_cpr import FBCPR
 from rgsd_agents.methods.metra import METRA
 from rgsd_agents.methods.rgsd import DIAYN, RGSD
-from rgsd_envs.utils.config import from_dict
+from rgsd_envs.utils.config import UNNAMED, from_dict
 
 METHODS: dict[str, type[SkillMethod]] = {m.NAME: m for m in (RGSD, DIAYN, ASE, CALM, METRA, FBCPR)}
 """Every method by name (``method.name`` of a training config)."""
@@ -46,12 +46,12 @@ def method_class(name: str) -> type[SkillMethod]:
     return METHODS[name]
 
 
-def method_config(name: str, options: dict[str, Any], source: str = "<config>") -> Any:
+def method_config(name: str, options: dict[str, Any], source: str = UNNAMED) -> Any:
     """The method's config dataclass from ``method.options`` (unknown keys are errors naming the key)."""
     return from_dict(method_class(name).CONFIG, dict(options or {}), source, "method.options.")
 
 
-def build_method(name: str, options: dict[str, Any], ctx: MethodContext, source: str = "<config>") -> SkillMethod:
+def build_method(name: str, options: dict[str, Any], ctx: MethodContext, source: str = UNNAMED) -> SkillMethod:
     """An instance of method ``name`` with its options."""
     return method_class(name)(method_config(name, options, source), ctx)
 

@@ -220,6 +220,14 @@ def pretrain(
                 break
         seconds = time.perf_counter() - t0
         monitor.evaluate(step)
+        if step == 0 and reached(alignment):
+            # an untrained encoder maps every state near one direction: high alignment, clips not told apart
+            log.warning(
+                "target_alignment %g is met by the untrained encoder (alignment %.3f): no step taken, the encoder "
+                "does not tell the clips apart; give a higher target, or -1 to run every step",
+                cfg.target_alignment,
+                alignment,
+            )
     finally:
         bar.close()
         monitor.writer.close()

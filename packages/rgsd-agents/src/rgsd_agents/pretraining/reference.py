@@ -10,6 +10,7 @@ import torch
 from rgsd_agents.pretraining.config import PretrainConfig
 from rgsd_envs.envs.observations import reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.utils.config import UNNAMED
 from rgsd_envs.utils.device import resolve_device
 from rgsd_envs.utils.files import InputFileError
 
@@ -21,7 +22,7 @@ def resolve_motions(motions: str | list[str]) -> str | list[str]:
     single = isinstance(motions, (str, os.PathLike))
     items = [motions] if single else list(motions)
     if not items:
-        raise InputFileError("<config>", "no reference motions given", "motions")
+        raise InputFileError(UNNAMED, "no reference motions given", "motions")
     resolved = []
     for item in items:
         if str(item) == "demo":

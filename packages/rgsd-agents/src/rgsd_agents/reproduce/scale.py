@@ -15,10 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from rgsd_agents.config import check_max_minutes
-from rgsd_envs.utils.config import from_dict_with_overrides
+from rgsd_agents.config import check_max_minutes, load_config
 from rgsd_envs.utils.files import InputFileError
 
 SCALE_FOLDER = "reproduce"
@@ -196,14 +193,10 @@ def scale_path(spec: str | os.PathLike) -> Path:
 
 
 def load_scale(spec: str | os.PathLike, overrides: dict[str, Any] | None = None) -> tuple[ReproduceScale, Path]:
-    """A scale (built-in name or YAML path) and its file, with dotted-key overrides (``--set``, checked by
-    ``set_overrides``) on top; errors name the file and the field."""
+    """A scale (built-in name or YAML path; its ``base:`` a built-in scale or a file beside it) and its file, with
+    dotted-key overrides (``--set``, checked by ``set_overrides``) on top; errors name the file and the field."""
     path = scale_path(spec)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise InputFileError(path, f"not valid YAML: {err}") from None
-    scale = from_dict_with_overrides(ReproduceScale, data, str(path), overrides)
+    scale = load_config(path, overrides, cls=ReproduceScale, presets=SCALE_FOLDER)  # a file's base: merged under it
     from rgsd_agents.methods import method_names
 
     scale.check_methods(method_names(), str(path))

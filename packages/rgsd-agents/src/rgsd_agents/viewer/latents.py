@@ -16,9 +16,8 @@ import numpy as np
 
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.run_dir import load_clip_latents, load_tracking_latents
-from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.rollouts import track_centres
-from rgsd_eval.runs import LoadedRun
+from rgsd_eval.runs import LoadedRun, best_of_latents_needed
 
 
 @dataclass
@@ -47,9 +46,5 @@ def choose_latents(
         per_step = load_tracking_latents(loaded.tracking_latents, names, lib.num_frames.tolist())
         return ClipLatents(track_centres(per_step), "tracking latents (per step)", per_step)
     if kind == "best-of":
-        raise InputFileError(
-            loaded.run.path,
-            f"this {loaded.method} run picks each clip's latent by best-of-N; give the ones rgsd eval chose: "
-            f"--latents <report>/{loaded.run.name}/clip_latents.json",
-        )
+        raise best_of_latents_needed(loaded)
     return ClipLatents(np.asarray(z_m, dtype=np.float64), "encoder z_m")

@@ -33,6 +33,7 @@ import yaml
 
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import SKILL_DIM
+from rgsd_envs.utils.config import yaml_error
 from rgsd_envs.utils.files import InputFileError
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class RunDir:
         try:
             data = yaml.safe_load(self.config_path.read_text()) or {}
         except yaml.YAMLError as err:
-            raise InputFileError(self.config_path, f"not valid YAML: {err}") from None
+            raise InputFileError(self.config_path, yaml_error(err)) from None
         if not isinstance(data, dict):
             raise InputFileError(self.config_path, "expected a mapping")
         return data

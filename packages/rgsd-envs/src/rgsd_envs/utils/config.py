@@ -18,6 +18,9 @@ import yaml
 from rgsd_envs.utils.files import InputFileError, atomic_path
 
 T = TypeVar("T")
+UNNAMED = "<config>"
+"""The source of a check that does not know the config's file (a field's own validation): ``from_dict`` puts the
+file's name in its place."""
 _SCIENTIFIC = re.compile(r"^[+-]?\d+(\.\d*)?[eE][+-]?\d+$")
 """Numbers like 3e-4 that YAML 1.1 (PyYAML) reads as strings."""
 
@@ -60,6 +63,10 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<dict>", prefix
             ) from None
     try:
         return cls(**kwargs)
+    except InputFileError as err:
+        if err.path != UNNAMED:  # about another file (a motion clip): said as it is
+            raise
+        raise InputFileError(source, err.reason, err.field) from None
     except (TypeError, ValueError) as err:
         raise InputFileError(source, str(err), prefix.rstrip(".") or None) from None
 
@@ -79,6 +86,17 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return clean(obj)
 
 
+def yaml_error(err: yaml.YAMLError) -> str:
+    """PyYAML's error in one line: where in the file (1-based line and column) and what is wrong."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    context, context_mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if context and context_mark is not None:
+        context += f" from line {context_mark.line + 1}, column {context_mark.column + 1}"
+    return f"not valid YAML{where}: {problem}" + (f" ({context})" if context else "")
+
+
 def load_yaml(cls: type[T], path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> T:
     """Load dataclass ``cls`` from a YAML file, then apply dotted-key overrides."""
     path = Path(path)
@@ -87,7 +105,7 @@ def load_yaml(cls: type[T], path: str | os.PathLike, overrides: dict[str, Any] |
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
-        raise InputFileError(path, f"not valid YAML: {err}") from None
+        raise InputFileError(path, yaml_error(err)) from None
     return from_dict_with_overrides(cls, data, str(path), overrides)
 
 
