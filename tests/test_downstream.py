@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
@@ -158,7 +160,7 @@ def test_a_calm_low_level_run_gives_its_style_latent_from_its_motion_encoder(tmp
     assert not torch.allclose(core.clip_embeddings.cpu(), frozen)
 
 
-def test_a_best_of_n_run_takes_its_style_latent_from_an_eval_clip_latents_file(tmp_path):
+def test_a_best_of_n_run_takes_its_style_latent_from_an_eval_clip_latents_file(tmp_path, caplog):
     import json
 
     from rgsd_envs.envs.goal_reaching_v0 import GoalReachingCore
@@ -171,6 +173,10 @@ def test_a_best_of_n_run_takes_its_style_latent_from_an_eval_clip_latents_file(t
     path.write_text(json.dumps(latents))
     task = GoalReachingCore(2, run, GoalReachingConfig(style="backward", clip_latents=str(path)))
     torch.testing.assert_close(task.z_style.cpu(), torch.eye(16)[3:4])  # the one backward clip
+    with caplog.at_level(logging.WARNING, logger="rgsd_envs.envs.goal_reaching_v0"):
+        for _ in range(2):  # a downstream run builds a training and an evaluation env: one warning
+            GoalReachingCore(2, run, GoalReachingConfig(style="backward"))
+    assert sum("picks clip latents as the best of N" in r.getMessage() for r in caplog.records) == 1
     del latents["demo_punch"]
     path.write_text(json.dumps(latents))
     with pytest.raises(Exception, match="demo_punch"):

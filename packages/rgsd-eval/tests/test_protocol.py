@@ -268,6 +268,8 @@ def test_eval_plan_counts_the_rollouts_and_world_steps_of_each_protocol():
     line = paper.summary("paper", world_steps_per_second=1000.0)
     assert line.startswith("paper protocol on 5 clips: 9500 rollouts")
     assert f"about {paper.world_steps / 1000.0 / 60.0:.0f} min" in line and "at 1000 world steps/s" in line
+    small = quick.summary("quick", world_steps_per_second=1e6)  # a few thousand world steps: counted, not 0.00 M
+    assert f"{quick.world_steps:,} world steps, about 1 s" in small
 
 
 def test_eval_plan_counts_the_video_tiles_in_its_estimate_unless_rendering_is_off():

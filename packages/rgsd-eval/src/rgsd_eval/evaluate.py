@@ -89,10 +89,11 @@ class EvalPlan:
     def summary(self, protocol: str, world_steps_per_second: float = EVAL_WORLD_STEPS_PER_SECOND) -> str:
         """One line for the user before the evaluation starts."""
         seconds = self.seconds(world_steps_per_second)
-        total = f"{seconds / 60.0:.0f} min" if seconds >= 60.0 else f"{seconds:.0f} s"
+        total = f"{seconds / 60.0:.0f} min" if seconds >= 60.0 else f"{max(seconds, 1.0):.0f} s"
+        steps = f"{self.world_steps / 1e6:.2f} M" if self.world_steps >= 1e5 else f"{self.world_steps:,}"
         videos = f" + {self.video_seconds:.0f} s of videos ({self.video_tiles} tiles)" if self.video_tiles else ""
         return (
-            f"{protocol} protocol on {self.clips} clips: {self.rollouts} rollouts, {self.world_steps / 1e6:.2f} M "
+            f"{protocol} protocol on {self.clips} clips: {self.rollouts} rollouts, {steps} "
             f"world steps, about {total} ({seconds / max(self.clips, 1):.1f} s per clip) at "
             f"{world_steps_per_second:.0f} world steps/s{videos}, 2 idle CPU cores' rate (longer on shared cores)"
         )

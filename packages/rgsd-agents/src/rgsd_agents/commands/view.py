@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:  # InputFileError (not a run, a bad latents file) is a ValueError too
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"rgsd view: {app.url}  ({app.summary}; Ctrl-C stops)")
+    print(f"rgsd view: {app.url}  {app.summary}; Ctrl-C stops")
     print(f"from another machine: {ssh_forward_line(app.port)}   then open http://localhost:{app.port}", flush=True)
     app.start()
     try:

@@ -86,7 +86,12 @@ def prepare_encoder(cfg: TrainConfig, run: RunDir, progress: bool = True) -> Pat
         _, inputs = load_reference(pretrain_cfg)
         encoder = build_encoder(pretrain_cfg, inputs)
         encoder.save(run.encoder_path, init="random", seed=cfg.seed)
-        log.info("random encoder (%s; hidden %s) -> %s", cfg.method.name, list(cfg.pretrain.hidden), run.encoder_path)
+        log.info(
+            "%s reads no pretrained encoder; a random one (hidden %s) -> %s, for the env's interface only",
+            cfg.method.name,
+            list(cfg.pretrain.hidden),
+            run.encoder_path,
+        )
     elif cfg.encoder is not None:
         load_encoder(cfg.encoder, cfg.env.skill_dim)  # clear error now rather than inside the env
         with atomic_path(run.encoder_path) as tmp:

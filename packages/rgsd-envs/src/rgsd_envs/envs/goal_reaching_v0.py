@@ -49,6 +49,7 @@ nearest style clip latent, 0 for freestyle), ``fall``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -78,6 +79,13 @@ from rgsd_envs.utils.threads import env_side
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    """A warning logged once per process: a downstream run builds several envs over one low level."""
+    log.warning(message)
+
 
 STYLES = ("freestyle", "sidestep", "backward")
 """Style commands; sidestep and backward name the motion categories they follow."""
@@ -237,11 +245,9 @@ class GoalReachingCore:
         embeddings."""
         info = run.method()
         if info is not None and info["latent_choice"] == "best_of_n" and self.cfg.clip_latents is None:
-            log.warning(
-                "%s picks clip latents as the best of N (%s): without task.clip_latents (rgsd eval writes "
-                "<report>/<run>/clip_latents.json) the style latent comes from its unused encoder.pt",
-                run.path,
-                info["name"],
+            _warn_once(
+                f"{run.path} picks clip latents as the best of N ({info['name']}): without task.clip_latents (rgsd "
+                "eval writes <report>/<run>/clip_latents.json) the style latent comes from its unused encoder.pt"
             )
         self.z_style = style_embedding(self.core, self.cfg.style, self.clip_latents)
         lib = self.core.lib
