@@ -34,7 +34,10 @@ SCALES = (1.0, 100.0, 0.01, 1e-3, 1e-6, 10.0, 0.1)
 """Unit changes between a source and a table: m -> cm, fraction -> %, -> k, -> M, mm <-> cm."""
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s?[kM](?![a-zA-Z]))?")
 LEADING_FIGURE = re.compile(r"^\**[-+]?\d")
-GENERATED_MARKER = re.compile(r"^<!-- [a-z-]+(?::\s*\S+)? -->$")
+GENERATED_MARKER = re.compile(
+    r"^<!-- (?:config|fields|method-configs|presets|observation-layout|commands)(?::\s*\S+)? -->$"
+)
+"""The markers of ``docs/hooks/reference.py`` (its ``KINDS``)."""
 GENERATED_END = "<!-- end generated -->"
 """A first cell that starts with a number is a figure, not a row's label."""
 UNTRACED = {

@@ -861,4 +861,4 @@ def test_styles_the_motions_cannot_ground_are_left_out_of_the_plan_with_a_warnin
     scale, path = load_scale("smoke")
     plan = build_plan(scale, path, str(motions), out, methods=["rgsd"], seeds=1)
     md = write_report([(plan, set())], plan.out)["report"].read_text()
-    assert "- sidestep: not run: it needs reference clips of category 'sidestep'" in md
+    assert "- sidestep: not run: style 'sidestep' needs reference clips of category 'sidestep'" in md

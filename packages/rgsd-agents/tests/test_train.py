@@ -319,8 +319,9 @@ def test_a_stopped_train_exits_130_with_one_line_naming_the_checkpoint_and_the_r
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
+        "SIGTERM: finishing this iteration and writing a checkpoint (SIGTERM again to abort without saving)",
         f"stopped by SIGTERM after iteration 1: checkpoint {out / 'checkpoints' / 'latest.pt'}; "
-        f"continue with: rgsd train --resume {out}"
+        f"continue with: rgsd train --resume {out}",
     ]
     assert torch.load(out / "checkpoints" / "latest.pt", weights_only=True)["iteration"] == 1
 
@@ -330,15 +331,16 @@ def test_a_second_stop_signal_aborts_with_one_line_and_no_traceback(tmp_path, ti
 
     from rgsd_agents.cli import main
 
+    monkeypatch.setattr("rgsd_agents.rl.loop.REPEAT_GRACE", 0.0)  # the second Ctrl-C comes at once here
     _signal_at(monkeypatch, 1, signal.SIGINT, signal.SIGINT)
     out = tmp_path / "run"
     assert (
         main(["train", "--config", _tiny_yaml(tmp_path, tiny_encoder, 50), "--out", str(out), "--no-progress"]) == 130
     )
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert len(err) == 2 and "Traceback" not in "".join(err), err  # the first stop's line, then the abort's
     assert (
-        err[0] == f"aborted by a second Ctrl-C without writing a checkpoint; no checkpoint in {out / 'checkpoints'} yet"
+        err[1] == f"aborted by a second Ctrl-C without writing a checkpoint; no checkpoint in {out / 'checkpoints'} yet"
     )
     assert not (out / "checkpoints" / "latest.pt").exists()
 
@@ -483,3 +485,31 @@ def test_demo_closing_summary_quotes_rgsd_eval_before_the_labelled_probe(tmp_pat
     assert "demo_backward    ERR 78.5 cm, falls 100%" in closing
     assert closing.index("demo_backward") < closing.index("training probe (") < closing.index("results:")
     assert "probe (fixed starts of every clip" in closing[closing.index("training probe (") :]
+
+
+def test_one_stop_delivered_twice_at_once_still_saves_and_stops(tmp_path, tiny_encoder, monkeypatch, capsys):
+    """SLURM signals every process of a job and torchrun passes the signal on: a rank gets one stop twice within
+    milliseconds, which is one stop, not an abort."""
+    import signal
+
+    from rgsd_agents.cli import main
+
+    _signal_at(monkeypatch, 1, signal.SIGTERM, signal.SIGTERM)
+    out = tmp_path / "run"
+    assert (
+        main(["train", "--config", _tiny_yaml(tmp_path, tiny_encoder, 50), "--out", str(out), "--no-progress"]) == 130
+    )
+    assert "stopped by SIGTERM after iteration 1" in capsys.readouterr().err
+    assert torch.load(out / "checkpoints" / "latest.pt", weights_only=True)["iteration"] == 1
+
+
+def test_a_fresh_run_of_zero_iterations_writes_the_untrained_policy(tmp_path, tiny_encoder, capsys):
+    """``--set iterations=0`` is how the untrained baseline of an evaluation is made: its policy is written."""
+    from rgsd_agents.cli import main
+
+    out = tmp_path / "untrained"
+    config = _tiny_yaml(tmp_path, tiny_encoder, 0)
+    assert main(["train", "--config", config, "--out", str(out), "--no-progress"]) == 0
+    assert load_policy(out / "policy.pt").meta["iteration"] == 0
+    assert (out / "checkpoints" / "latest.pt").is_file()
+    assert "already reached its budget" not in capsys.readouterr().out

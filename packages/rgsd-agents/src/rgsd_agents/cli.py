@@ -78,18 +78,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
+    from rgsd_agents.rl.distributed import end_rank
+
     previous = on_stop_signals(raise_interrupt)  # SIGTERM and SIGHUP end a command as Ctrl-C does
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
     except (InputFileError, FileNotFoundError, DeviceError, WarpUnavailableError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        code = 2
     except KeyboardInterrupt as err:  # one line, not a traceback (a training loop's second Ctrl-C says more)
         with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
             print(str(err) or "interrupted", file=sys.stderr)
-        return INTERRUPTED
+        code = INTERRUPTED
     finally:
         restore_signals(previous)
+    return end_rank(code)  # a torchrun rank that has left its process group ends here, its files closed
 
 
 if __name__ == "__main__":

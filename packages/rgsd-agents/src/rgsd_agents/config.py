@@ -125,7 +125,7 @@ class TrainConfig:
     max_minutes: float | None = None
     """Stop after this much wall time of the training loop (minutes, > 0; None: run all iterations)."""
     checkpoint_every: int = 100
-    """Iterations between checkpoints (also written at the end and on Ctrl-C)."""
+    """Iterations between checkpoints (also written at the end and when Ctrl-C, SIGTERM or SIGHUP stops the run)."""
     keep_checkpoints: int = 5
     """Newest ``iter_XXXXXX.pt`` files kept (``latest.pt`` is always kept)."""
     log_every: int = 1

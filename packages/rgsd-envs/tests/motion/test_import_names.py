@@ -198,3 +198,26 @@ def test_import_help_says_how_clips_are_named_and_the_report_merged(capsys):
         main(["import", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "named by their parent folder" in text and "merged" in text and "already in the output folder" in text
+
+
+def test_a_file_imported_again_from_another_working_directory_rewrites_its_own_clip(walk_raw, tmp_path, monkeypatch):
+    """The report and the clip name their source by its absolute path, so the file is known from anywhere."""
+    amass_file(tmp_path / "data" / "walk_poses.npz", walk_raw, 6)
+    monkeypatch.chdir(tmp_path)
+    assert run("data/walk_poses.npz", "--out", "clips") == 0
+    monkeypatch.chdir(tmp_path / "data")
+    assert run("walk_poses.npz", "--out", "../clips") == 0
+    assert sorted(p.name for p in (tmp_path / "clips").iterdir()) == [REPORT_NAME, "walk.npz"]
+    entries = report_of(tmp_path / "clips")["files"]
+    assert [e["source"] for e in entries] == [str(tmp_path / "data" / "walk_poses.npz")]
+    assert load_clip(tmp_path / "clips" / "walk.npz").source == str(tmp_path / "data" / "walk_poses.npz")
+
+
+def test_a_file_imported_again_and_rejected_has_one_entry(walk_raw, tmp_path):
+    src = amass_file(tmp_path / "data" / "walk_poses.npz", walk_raw, 6)
+    out = tmp_path / "clips"
+    assert run(src, "--out", out) == 0
+    src.write_bytes(b"not an npz")
+    run(src, "--out", out)
+    entries = report_of(out)["files"]
+    assert [(e["source"], e["status"]) for e in entries] == [(str(src), "rejected")]

@@ -86,7 +86,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             return 2
         stack.enter_context(folder_lock(out, "rgsd downstream", setup_files=(RunDir.CONFIG,)))
         runner = DownstreamRunner(cfg, out, progress=not args.no_progress)
-    if runner.budget_reached():
+    if args.resume and runner.budget_reached():  # a fresh run of 0 iterations still writes its files
         print(runner.budget_message())
         runner.close()
         return 0

@@ -51,11 +51,8 @@ def default_out(config: str) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd train`` (also one rank of ``torchrun ... -m rgsd_agents.cli train``)."""
-    from rgsd_agents.rl.distributed import end_rank
-
     with contextlib.ExitStack() as stack:  # holds the run folder's lock while the run writes into it
-        code = _train(args, stack)
-    return end_rank(code)  # a torchrun rank ends here, once its lock is released
+        return _train(args, stack)
 
 
 def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
@@ -110,7 +107,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             return 2
         hold(stack, dp, out)
         runner = trainer(cfg, out, progress=not args.no_progress, **extra)
-    if runner.budget_reached():  # every rank loaded the same checkpoint: they agree
+    if args.resume and runner.budget_reached():  # every rank loaded the same checkpoint: they agree
         runner.close()
         shutdown(dp)
         if runner.is_main:

@@ -350,32 +350,15 @@ def build_plan(
     return plan
 
 
-def motion_categories(motions: str) -> set[str]:
-    """The categories of the clips ``motions`` names, read without loading the clips' arrays."""
-    from rgsd_envs.motion.library import clip_files, load_motions
-    from rgsd_envs.utils.files import InputFileError, read_npz
-
-    if motions == "demo":
-        return {c.category for c in load_motions("demo")}
-    categories = set()
-    for f in clip_files(motions):
-        try:
-            categories.update(str(c) for c in read_npz(f, ("category",)).values())
-        except InputFileError:  # the training that reads this clip stops with the file and the problem named
-            continue
-    return categories
-
-
 def runnable_styles(styles: Sequence[str], motions: str) -> tuple[list[str], dict[str, str]]:
     """The downstream styles the motions can ground (a style other than freestyle needs clips of its category) and,
     for each other style, why it is left out."""
+    from rgsd_envs.envs.goal_reaching_v0 import style_without_clips
+    from rgsd_envs.motion.library import motion_categories
+
     categories = motion_categories(motions)
     kept = [s for s in styles if s == "freestyle" or s in categories]
-    dropped = {
-        s: f"it needs reference clips of category {s!r}; the motions' clips have categories {sorted(categories)}"
-        for s in styles
-        if s not in kept
-    }
+    dropped = {s: style_without_clips(s, categories) for s in styles if s not in kept}
     return kept, dropped
 
 

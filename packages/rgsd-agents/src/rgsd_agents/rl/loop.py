@@ -26,6 +26,8 @@ import math
 import shlex
 import shutil
 import signal
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -79,20 +81,31 @@ class Aborted(KeyboardInterrupt):
     """A second stop signal during training: the loop ends at once, without a checkpoint; the message says so."""
 
 
+REPEAT_GRACE = 2.0
+"""Seconds after a stop signal in which another one is the same stop, not a second: torchrun passes the signal it
+gets on to its ranks, a terminal's Ctrl-C reaches torchrun and the ranks alike, and SLURM signals every process of
+a job, so one stop can reach a rank twice within milliseconds."""
+
+
 @contextlib.contextmanager
 def deferred_interrupt(resume_hint: Callable[[], str] = lambda: "") -> Iterator[list[int]]:
     """The first Ctrl-C, SIGTERM or SIGHUP (``rgsd_agents.signals``) sets ``flag[0]`` to its number (the loop stops
-    after the iteration and saves); a second one raises ``Aborted``, whose message ends with ``resume_hint()``."""
+    after the iteration and saves); a second one, ``REPEAT_GRACE`` seconds or more later, raises ``Aborted``, whose
+    message ends with ``resume_hint()``."""
     flag = [0]
+    first = [0.0]
 
     def handler(signum: int, frame: Any) -> None:
         name = signal_name(signum)
         if flag[0]:
+            if time.monotonic() - first[0] < REPEAT_GRACE:  # the same stop, delivered twice
+                return
             raise Aborted(f"aborted by a second {name} without writing a checkpoint; {resume_hint()}")
-        flag[0] = signum
+        flag[0], first[0] = signum, time.monotonic()
         with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
             print(
                 f"\n{name}: finishing this iteration and writing a checkpoint ({name} again to abort without saving)",
+                file=sys.stderr,
                 flush=True,
             )
 

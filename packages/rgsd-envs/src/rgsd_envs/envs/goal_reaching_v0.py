@@ -53,6 +53,7 @@ import functools
 import logging
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ from rgsd_envs.envs.core import RGSDCore
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.envs.smpl_v0 import final_obs_info
 from rgsd_envs.envs.world_random import Stream
-from rgsd_envs.motion.library import load_motions
+from rgsd_envs.motion.library import motion_categories
 from rgsd_envs.runs.policy import PolicyMLP, check_policy_fits
 from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
 from rgsd_envs.utils import rotations as rot
@@ -166,12 +167,13 @@ def style_embedding(core: RGSDCore, style: str, clip_latents: Tensor | None = No
         return None
     ids = [i for i, c in enumerate(core.lib.categories) if c == style]
     if not ids:
-        raise ValueError(_style_without_clips(style, core.lib.categories))
+        raise ValueError(style_without_clips(style, core.lib.categories))
     latents = core.clip_embeddings if clip_latents is None else clip_latents
     return torch.nn.functional.normalize(latents[ids], dim=-1)
 
 
-def _style_without_clips(style: str, categories: list[str]) -> str:
+def style_without_clips(style: str, categories: Iterable[str]) -> str:
+    """Why ``style`` cannot be commanded over clips of ``categories``, and what to do instead."""
     return (
         f"style {style!r} needs reference clips of category {style!r}; the low-level run's clips have "
         f"categories {sorted(set(categories))} (choose one of those styles, freestyle, or a low level trained on "
@@ -184,10 +186,9 @@ def check_style(run: RunDir, style: str) -> None:
     category (freestyle needs none): said before any simulator is built or file written."""
     if style == "freestyle":
         return
-    motions = run.env_config().motions
-    categories = [clip.category for clip in load_motions(motions)]
+    categories = motion_categories(run.training_motions())
     if style not in categories:
-        raise InputFileError(run.config_path, _style_without_clips(style, categories), "env.motions")
+        raise InputFileError(run.config_path, style_without_clips(style, categories), "env.motions")
 
 
 class MissingLowLevelPolicyError(ValueError):

@@ -152,10 +152,10 @@ class ImportReport:
         on_disk = earlier.clip_sources(out)
 
         def stays(f: FileResult) -> bool:
-            if f.status != "kept":
-                return same_file_key(f.source) not in reread
+            if same_file_key(f.source) in reread:  # this import's entry for the file replaces it
+                return False
             clip = Path(f.clip or "")
-            return on_disk.get(clip.stem) == f.source and clip.name not in rewritten
+            return f.status != "kept" or (on_disk.get(clip.stem) == f.source and clip.name not in rewritten)
 
         files = [f for f in earlier.files if stays(f)] + self.files
         return ImportReport(files, earlier.missing if keep_missing else list(self.missing))
@@ -198,7 +198,8 @@ def import_motions(
     earlier = ImportReport.load(report_path) if report_path.exists() else ImportReport()
     report = ImportReport(missing=list(missing or ()))
     todo: list[Job] = []
-    for job in distinct_sources(jobs):
+    # sources as absolute paths: the report and the clips name their file wherever the next import runs from
+    for job in distinct_sources((Path(os.path.abspath(src)), name, category) for src, name, category in jobs):
         if inside(job[0], out) and is_rgsd_clip(job[0]):
             report.output_clips.append(str(job[0]))
         else:

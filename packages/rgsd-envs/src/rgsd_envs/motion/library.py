@@ -208,3 +208,21 @@ class MotionLib:
 def load_motions(source: MotionSource) -> list[MotionClip]:
     """The clips a source names ("demo", file, folder, or a list of these)."""
     return [clip for clip, _ in _collect(source)]
+
+
+def motion_categories(source: MotionSource) -> set[str]:
+    """The categories of the clips a source names, read without loading the clips' arrays (a file that cannot be
+    read is left to whatever loads the clips, which names it)."""
+    from rgsd_envs.utils.files import read_npz
+
+    out: set[str] = set()
+    for item in source if isinstance(source, (list, tuple)) else [source]:
+        if isinstance(item, MotionClip) or str(item) == "demo":
+            out.update(clip.category for clip in load_motions(item))
+            continue
+        for f in clip_files(item):
+            try:
+                out.update(str(c) for c in read_npz(f, ("category",)).values())
+            except InputFileError:
+                continue
+    return out
