@@ -68,6 +68,7 @@ def _missing(command: str, package: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rgsd``."""
+    from rgsd_agents.rl.distributed import end_rank
     from rgsd_agents.signals import INTERRUPTED, on_stop_signals, raise_interrupt, restore_signals
     from rgsd_envs.sim import WarpUnavailableError
     from rgsd_envs.utils.device import DeviceError
@@ -78,8 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
-    from rgsd_agents.rl.distributed import end_rank
-
     previous = on_stop_signals(raise_interrupt)  # SIGTERM and SIGHUP end a command as Ctrl-C does
     try:
         code = int(args.func(args) or 0)

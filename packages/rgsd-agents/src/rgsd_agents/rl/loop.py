@@ -294,7 +294,7 @@ class TrainingLoop:
         try:
             self.on_start(writer)
             with deferred_interrupt(self.resume_hint) as interrupted:
-                while self.iteration < cfg.iterations and not self.agree(main and self.elapsed >= budget):
+                while not self.agree(main and self.budget_reached() is not None):
                     metrics = self.iterate()
                     metrics.update(gpu_memory_metrics())
                     self.on_iteration(metrics)

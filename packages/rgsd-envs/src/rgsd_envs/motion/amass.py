@@ -68,7 +68,7 @@ def read_amass(path: str | os.PathLike) -> AmassMotion:
     if is_shape_file_name(path) or ("poses" not in members and "trans" not in members and "betas" in members):
         raise ShapeFileError(path, "a body-shape file (betas, no motion); skipped, it holds no frames to import")
     raw = read_npz(path, AMASS_KEYS)
-    if "root_pos" in raw.files and "poses" not in raw.files:
+    if _clip_members(members):
         raise InputFileError(path, "this is already an rgsd clip, not an AMASS file; load it with load_clip", "poses")
     for key in ("poses", "trans"):
         if key not in raw:
@@ -200,9 +200,13 @@ def safe_name(text: str) -> str:
 def is_rgsd_clip(path: str | os.PathLike) -> bool:
     """Whether a file is an rgsd clip (``root_pos``, no ``poses``); False for anything unreadable."""
     try:
-        members = read_npz(path, ()).files
+        return _clip_members(read_npz(path, ()).files)
     except InputFileError:
         return False
+
+
+def _clip_members(members: list[str]) -> bool:
+    """Whether an archive's member names are an rgsd clip's (``root_pos``, no ``poses``)."""
     return "root_pos" in members and "poses" not in members
 
 
