@@ -1,5 +1,6 @@
-"""The docs site's generated references (docs/hooks/reference.py): every field the config dataclasses have, every
-subcommand and argument the command-line programs have."""
+"""The docs site's generated tables (docs/hooks/reference.py): every field the config dataclasses have, every
+subcommand and argument the command-line programs have, and the tables of measured figures as their committed files
+give them (docs/hooks/results_tables.py)."""
 
 from __future__ import annotations
 
@@ -167,3 +168,50 @@ def test_regenerating_replaces_a_committed_table_and_leaves_the_rest(hook):
     assert fresh.count(hook.END) == 1 and "| `" in fresh and fresh.endswith("intro <!-- source: x.json -->\n")
     stale = fresh.replace("| `", "| `old", 1)
     assert hook.regenerate(stale, "page.md") == fresh == hook.regenerate(fresh, "page.md")
+
+
+RESULTS_PAGE = ROOT / "docs" / "results.md"
+
+
+def _block(text: str, name: str) -> tuple[int, int]:
+    """(start, end) offsets of the table under ``<!-- results: name -->`` in ``text``."""
+    start = text.index(f"<!-- results: {name} -->")
+    return start, text.index("<!-- end generated -->", start)
+
+
+def test_an_edited_results_cell_makes_the_page_stale(hook):
+    """A figure typed over, or two figures swapped, in a generated results table: the page is stale, and
+    regenerating it gives back the files' figures."""
+    page = RESULTS_PAGE.read_text()
+    start, end = _block(page, "reproduce-cpu")
+    table = page[start:end]
+    assert "| RGSD | **84.6** |" in table and "| ASE | 102.6 |" in table
+    typed_over = page[:start] + table.replace("**84.6**", "**4.5**") + page[end:]
+    swapped = page[:start] + table.replace("84.6", "@").replace("102.6", "84.6").replace("@", "102.6") + page[end:]
+    for edited in (typed_over, swapped):
+        assert edited != page
+        assert hook.regenerate(edited, "results.md") == page
+
+
+def test_every_results_table_is_on_a_page_and_reads_only_its_files(hook, monkeypatch):
+    """Each registered table fills a marker of some page, and reads exactly the files it is registered with (the
+    list a reader of ``results_tables.py`` trusts)."""
+    tables = hook.results_tables
+    used = {m for p in hook.pages() for m in re.findall(r"^<!-- results: (\S+) -->$", p.read_text(), flags=re.M)}
+    assert used == set(tables.TABLES), set(tables.TABLES) ^ used
+    read: list[str] = []
+    real_load = tables.load
+    monkeypatch.setattr(tables, "load", lambda rel: read.append(rel) or real_load(rel))
+    for name, (render, files) in tables.TABLES.items():
+        read.clear()
+        assert render() and set(read) == set(files), f"{name}: reads {sorted(set(read))}, registered {files}"
+
+
+def test_a_missing_results_figure_names_its_file_and_key(hook):
+    tables = hook.results_tables
+    with pytest.raises(tables.SourceError, match=r"docs/results/demo_seeds.json: no range/clips/demo_fly"):
+        tables.at(tables.DEMO_SEEDS, "range", "clips", "demo_fly", "err_cm_min")
+    with pytest.raises(tables.SourceError, match=r"docs/results/gpu_h200/profile.txt: nothing matches"):
+        tables.number(tables.H200_PROFILE, r"^teleport\s+([\d.]+)$")
+    with pytest.raises(hook.MarkerError, match=r"page.md: <!-- results: no-such-table -->: .*no results table"):
+        hook.regenerate("<!-- results: no-such-table -->\n", "page.md")

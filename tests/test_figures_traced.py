@@ -1,24 +1,35 @@
-"""Every figure in the tables of the README, the docs and the packages' READMEs is traced to a committed file.
+"""Every table of figures in the README, the docs and the packages' READMEs either is generated from the committed
+files or names a committed source whose numbers its figures must be among.
 
-A table names its evidence in an HTML comment on one of the lines just above it:
+Most tables of measured figures are generated (``<!-- results: NAME -->``, ``docs/hooks/results_tables.py``): each of
+their cells is written from named key paths of named files, and ``tests/test_docs_reference.py`` fails while a page's
+table differs from what its files give. This test skips them, as it skips the reference tables generated from the
+code.
 
-    <!-- source: docs/results/gpu_h200/throughput.json docs/results/gpu_h200/sharing.json -->
+The tables written by hand name their evidence in an HTML comment on one of the lines just above them:
 
-Every number in the table's body (the first column, a row's label, aside) must be one of the numbers of its
+    <!-- source: docs/results/simulator/timestep_choice.txt packages/rgsd-envs/src/rgsd_envs/motion/demo.py -->
+
+and every number in such a table's body (the first column, a row's label, aside) must be one of the numbers of its
 sources as the table rounds it: a JSON value or key, a CSV cell, or a number in a text file, taken as it is or in
-the units tables use (m as cm, a fraction as a percentage, thousands and millions written as k and M). A number
-edited by hand, or a table that outlives the run behind it, then fails here. Tables without a committed source
-are listed in ``UNTRACED`` with the command that would make one; the list only shrinks.
+the units tables use (m as cm, a fraction as a percentage, thousands and millions written as k and M). That is a
+weak check: it catches a number that no source holds anywhere (a figure typed in by hand, a table left behind by a
+new run whose numbers all changed), but not a number moved to another cell, two cells swapped, or a figure replaced
+by another number the sources happen to hold. A table of figures that has to be exact is generated instead. Tables
+without a committed source are listed in ``UNTRACED``, with why; the list only shrinks.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -34,18 +45,26 @@ SCALES = (1.0, 100.0, 0.01, 1e-3, 1e-6, 10.0, 0.1)
 """Unit changes between a source and a table: m -> cm, fraction -> %, -> k, -> M, mm <-> cm."""
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s?[kM](?![a-zA-Z]))?")
 LEADING_FIGURE = re.compile(r"^\**[-+]?\d")
-GENERATED_MARKER = re.compile(
-    r"^<!-- (?:config|fields|method-configs|presets|observation-layout|commands)(?::\s*\S+)? -->$"
-)
-"""The markers of ``docs/hooks/reference.py`` (its ``KINDS``)."""
-GENERATED_END = "<!-- end generated -->"
 """A first cell that starts with a number is a figure, not a row's label."""
+
+
+def _load_hook() -> ModuleType:
+    """``docs/hooks/reference.py`` (a script, loaded from its file): its markers say which tables are generated."""
+    spec = importlib.util.spec_from_file_location("docs_reference_hook", REPO / "docs" / "hooks" / "reference.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+HOOK = _load_hook()
 UNTRACED = {
     ("docs/results.md", "option | what it does | measured outcome"):
-        "none: each row's option was deleted with its code, which git history keeps",
+        "none: each row is the outcome of a run whose output was not committed (most rows' options were deleted "
+        "with their code, which git history keeps); its figures are not checked",
 }  # fmt: skip
-"""(page, header row) -> the command that would give its tables a committed source (one entry serves every table
-of the page with that header)."""
+"""(page, header row) -> why its tables have no committed source, or the command that would make one (one entry
+serves every table of the page with that header)."""
 REFERENCE = {
     ("docs/development.md", "script | measures"): "what each benchmark measures",
     ("docs/environments.md", " | "): "the env's spaces and settings",
@@ -77,14 +96,15 @@ class Table:
 
 
 def generated_lines(lines: list[str]) -> set[int]:
-    """The indices of the lines of tables generated from the code (``docs/hooks/reference.py``): from a marker line
-    to its ``<!-- end generated -->``. They hold settings and help texts, not measurements."""
+    """The indices of the lines of generated tables (``docs/hooks/reference.py``): from a marker line to its
+    ``<!-- end generated -->``. ``tests/test_docs_reference.py`` checks them against the code and the results."""
     out: set[int] = set()
     start = None
     for i, line in enumerate(lines):
-        if GENERATED_MARKER.match(line):
+        marker = HOOK.MARKER.fullmatch(line)
+        if marker and marker.group(1) in HOOK.KINDS:
             start = i
-        elif line == GENERATED_END and start is not None:
+        elif line == HOOK.END and start is not None:
             out.update(range(start, i + 1))
             start = None
     return out
@@ -221,7 +241,8 @@ def test_the_untraced_list_names_only_tables_still_untraced():
 
 
 def test_an_edited_figure_is_caught(tmp_path):
-    """The check fails when a number of a traced table is changed by hand."""
+    """The check fails when a number of a traced table is changed by hand to one that no source holds (the only
+    edit it can see: the module docstring says what it misses)."""
     traced_tables = [t for t in _all_tables() if t.sources]
     assert traced_tables, "no traced table to check"
     table = traced_tables[0]

@@ -1,4 +1,5 @@
-"""Tables generated from the code, committed into the docs pages and refreshed by the MkDocs build.
+"""Tables generated from the code and from the committed results, committed into the docs pages and refreshed by the
+MkDocs build.
 
 A page asks for a table with an HTML comment on a line of its own; the table follows it, up to
 ``<!-- end generated -->``, so that the page reads complete where it is read as a file (GitHub, an editor).
@@ -20,8 +21,12 @@ nor the committed pages can drift from the code. The markers:
 ``<!-- commands: rgsd_agents.cli:build_parser -->``
     every subcommand and argument of the argparse parser that function builds (imported and called): the help
     text and the default that ``--help`` shows.
+``<!-- results: reproduce-cpu -->``
+    a table of measured figures, each cell read from the committed file that holds it (``docs/hooks/results_tables.py``
+    names each table's files and writes its cells).
 
 Nothing here knows a field name or a flag: adding, removing or documenting one changes the site at the next build.
+The pages are those of ``docs/`` and the repository's README.
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+HOOKS = Path(__file__).resolve().parent
+if str(HOOKS) not in sys.path:  # results_tables sits beside this file, which MkDocs and the tests load by its path
+    sys.path.insert(0, str(HOOKS))
+import results_tables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "packages").glob("*/src"))
@@ -495,7 +505,7 @@ def _command_sections(parser: argparse.ArgumentParser, name: str, level: int, le
 # -- pages ----------------------------------------------------------------------------
 
 END = "<!-- end generated -->"
-KINDS = ("config", "fields", "method-configs", "presets", "observation-layout", "commands")
+KINDS = ("config", "fields", "method-configs", "presets", "observation-layout", "commands", "results")
 
 
 def _generate(walker: Walker, kind: str, arg: str) -> list[str]:
@@ -512,6 +522,8 @@ def _generate(walker: Walker, kind: str, arg: str) -> list[str]:
         return preset_table(arg)
     if kind == "observation-layout":
         return observation_table()
+    if kind == "results":
+        return results_tables.render(arg)
     return command_tables(arg)
 
 
@@ -535,7 +547,7 @@ def regenerate(markdown: str, where: str) -> str:
         walker = walker or Walker(Index())
         try:
             table = _generate(walker, match.group(1), match.group(2) or "")
-        except (MarkerError, KeyError, SyntaxError, ImportError) as err:
+        except (MarkerError, results_tables.SourceError, KeyError, SyntaxError, ImportError) as err:
             raise MarkerError(f"{where}: {line}: {err}") from err
         while table and not table[-1]:
             table.pop()
@@ -543,10 +555,16 @@ def regenerate(markdown: str, where: str) -> str:
     return "\n".join(out)
 
 
+def pages(docs: Path = ROOT / "docs") -> list[Path]:
+    """The pages that may hold generated tables: those of ``docs`` and the repository's README."""
+    return [*sorted(docs.glob("*.md")), ROOT / "README.md"]
+
+
 def stale_pages(docs: Path = ROOT / "docs", write: bool = False) -> list[Path]:
-    """The pages under ``docs`` whose generated tables differ from the code's (rewritten when ``write``)."""
+    """The pages whose generated tables differ from the code's and the committed results' (rewritten when
+    ``write``)."""
     stale = []
-    for page in sorted(docs.glob("*.md")):
+    for page in pages(docs):
         text = page.read_text()
         fresh = regenerate(text, str(page.relative_to(ROOT)))
         if fresh != text:
@@ -557,7 +575,7 @@ def stale_pages(docs: Path = ROOT / "docs", write: bool = False) -> list[Path]:
 
 
 def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
-    """MkDocs: the page with its tables generated from the code at this build."""
+    """MkDocs: the page with its tables generated from the code and the committed results at this build."""
     return regenerate(markdown, page.file.src_path)
 
 
