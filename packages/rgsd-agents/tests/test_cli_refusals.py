@@ -31,6 +31,19 @@ def test_a_training_that_fails_during_set_up_leaves_no_run_folder(tmp_path, caps
     assert not out.exists()  # its config.yaml and encoder.pt were written, then removed with the folder
 
 
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+def test_an_empty_motions_list_in_a_config_file_names_the_file_before_any_folder(command, tmp_path, capsys):
+    config = tmp_path / "config.yaml"
+    config.write_text("env:\n  motions: []\n" if command == "train" else "motions: []\n")
+    out = tmp_path / "run"
+    assert rgsd([command, "--config", str(config), "--out", str(out), "--no-progress"]) == 2
+    field = "field 'env': " if command == "train" else ""
+    assert capsys.readouterr().err == (
+        f"error: {config}: {field}motions is empty ([]): give 'demo', clip files or folders of clips\n"
+    )
+    assert not out.exists()
+
+
 def test_a_garbage_encoder_file_is_called_corrupt_without_torch_s_unsafe_advice(tmp_path, capsys):
     garbage = tmp_path / "encoder.pt"
     garbage.write_text("garbage\n")

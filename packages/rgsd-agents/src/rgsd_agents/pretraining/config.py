@@ -93,6 +93,8 @@ class PretrainConfig(PretrainOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not self.motions:
+            raise ValueError(f"motions is empty ({self.motions!r}): give 'demo', clip files or folders of clips")
         if not (self.max_seconds is None or self.max_seconds > 0):
             raise ValueError(f"invalid max_seconds = {self.max_seconds!r} (see PretrainConfig's field docs)")
         if self.skill_dim < 2:

@@ -111,6 +111,8 @@ class EnvConfig:
             self.deviation = DeviationConfig(**self.deviation)
         if isinstance(self.clip_sampling, dict):
             self.clip_sampling = ClipSamplingConfig(**self.clip_sampling)
+        if not self.motions:
+            raise ValueError(f"motions is empty ({self.motions!r}): give 'demo', clip files or folders of clips")
         if not 0.0 <= self.p_imitation <= 1.0:
             raise ValueError(f"p_imitation must be in [0, 1], got {self.p_imitation}")
         if self.backend not in BACKENDS:
