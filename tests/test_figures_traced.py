@@ -42,7 +42,10 @@ GENERATED_END = "<!-- end generated -->"
 """A first cell that starts with a number is a figure, not a row's label."""
 UNTRACED = {
     ("docs/results.md", "option | what it does | measured outcome"):
-        "none: each row's option was deleted with its code, which git history keeps",
+        "none kept: the runs of most rows were not committed; a deleted option's code is in git history, a setting of "
+        "an option that remains (env.deviation.metric, env.deviation.min, pretrain.negatives, ppo.minibatch_size, "
+        "ppo.actor_lr) reruns with `--set <option>=<value>` on the run the row names, and the PGS and armature rows cite "
+        "sim_step.txt and timestep_choice.txt in their cells",
 }  # fmt: skip
 """(page, header row) -> the command that would give its tables a committed source (one entry serves every table
 of the page with that header)."""
