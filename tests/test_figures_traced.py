@@ -60,8 +60,10 @@ def _load_hook() -> ModuleType:
 HOOK = _load_hook()
 UNTRACED = {
     ("docs/results.md", "option | what it does | measured outcome"):
-        "none: each row is the outcome of a run whose output was not committed (most rows' options were deleted "
-        "with their code, which git history keeps); its figures are not checked",
+        "none kept: the runs of most rows were not committed; a deleted option's code is in git history, a setting of "
+        "an option that remains (env.deviation.metric, env.deviation.min, pretrain.negatives, ppo.minibatch_size, "
+        "ppo.actor_lr) reruns with `--set <option>=<value>` on the run the row names, and the PGS and armature rows cite "
+        "sim_step.txt and timestep_choice.txt in their cells",
 }  # fmt: skip
 """(page, header row) -> why its tables have no committed source, or the command that would make one (one entry
 serves every table of the page with that header)."""

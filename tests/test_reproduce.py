@@ -807,6 +807,8 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
             "config": {"action_noise": "policy", "discovery_kappa": 50.0, "kappas": [20.0, 100.0, 1000.0]},
             "runs": {plan.run_dir(m, k).name: _run_metrics(e + k, m) for k in (0, 1)},
         }
+        if m == "fb_cpr":  # an evaluation by another rgsd than the report's; rgsd's by one that recorded none
+            doc["provenance"] = {"rgsd": {"version": "0.0.9", "git": "abc123"}, "packages": {"torch": "2.4.0"}}
         plan.eval_dir(m).mkdir(parents=True)
         (plan.eval_dir(m) / "metrics.json").write_text(json.dumps(doc))
     paths = write_report([(plan, {eval_id("rgsd"), eval_id("fb_cpr")})], plan.out)
@@ -837,6 +839,16 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
     assert report["imitation"]["fb_cpr"]["all"]["success_rate"]["mean"] == 0.75
     csv_rows = paths["csv"].read_text().splitlines()
     assert "imitation,rgsd,walk,,,,fid_rank,value,2,paper (quoted)" in csv_rows
+    # the code that wrote the report, and each evaluation's own record ("not recorded": an older rgsd's file)
+    from rgsd_envs.utils.provenance import provenance, provenance_text
+
+    assert report["provenance"]["report"] == provenance()
+    assert report["provenance"]["evaluations"]["rgsd"] is None
+    assert report["provenance"]["evaluations"]["fb_cpr"]["rgsd"]["git"] == "abc123"
+    code = md.split("## Code", 1)[1].split("## Steps", 1)[0]
+    assert f"| this report | {provenance_text(provenance())} |" in code
+    assert "| `eval/rgsd` | not recorded |" in code
+    assert "| `eval/fb_cpr` | rgsd 0.0.9 (git abc123); torch 2.4.0 |" in code
 
 
 def test_styles_the_motions_cannot_ground_are_left_out_of_the_plan_with_a_warning_and_the_report_says_so(

@@ -165,6 +165,18 @@ def test_report_files_exist(report):
     assert all((out / link).is_file() for link in links), links
 
 
+def test_the_report_records_the_code_and_library_versions_that_made_it(report):
+    from importlib.metadata import version
+
+    from rgsd_envs.utils.provenance import provenance, provenance_text
+
+    recorded = report["json"]["provenance"]
+    assert recorded == provenance()
+    assert recorded["packages"]["torch"] == version("torch") and recorded["packages"]["mujoco"] == version("mujoco")
+    assert f"- Code: {provenance_text(recorded)} (`provenance` in `metrics.json`)." in report["md"]
+    assert provenance_text(recorded).startswith(f"rgsd {version('rgsd-eval')}")
+
+
 def test_table_has_every_category_and_both_runs_side_by_side(report):
     table = _main_table(report["md"])
     assert list(table) == ["rgsd", "diayn"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from rgsd_envs.utils.config import to_dict
 from rgsd_envs.utils.files import atomic_path
+from rgsd_envs.utils.provenance import provenance, provenance_text
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import RunEvaluation
 from rgsd_eval.features import FEATURE_BODIES, FEATURE_DIM
@@ -96,6 +97,8 @@ class ReportInputs:
     """Figures over all runs (spread, comparison)."""
     videos_skipped: str = ""
     """Why the mp4 videos were not rendered although ``config.video`` asked for them ("": they were, or not asked)."""
+    provenance: dict[str, Any] = field(default_factory=provenance)
+    """The code that made the evaluation (``rgsd_envs.utils.provenance``)."""
 
 
 def link_target(path: str) -> str:
@@ -502,6 +505,7 @@ def render_markdown(inputs: ReportInputs) -> str:
         "column is PHC's figure over successful rollouts.",
         f"- FID feature: {FID_FEATURE_DOC}",
         f"- Settings: `{json.dumps(to_dict(cfg))}`.",
+        f"- Code: {provenance_text(inputs.provenance)} (`provenance` in `metrics.json`).",
         "- Every number is in `metrics.json` and `metrics.csv`; `eval_config.yaml` repeats the settings (`--config`).",
         "",
     ]
@@ -582,6 +586,7 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         "videos": {k: [{"caption": c, "path": p} for c, p in a.videos] for k, a in inputs.artifacts.items()},
         "replays": {k: [{"caption": c, "path": p} for c, p in a.replays] for k, a in inputs.artifacts.items()},
         "videos_skipped": inputs.videos_skipped,
+        "provenance": inputs.provenance,
     }
 
 

@@ -43,12 +43,13 @@ from typing import Any
 
 from rgsd_agents.downstream.report import NEUTRAL_START, start_label
 from rgsd_agents.reproduce.scale import ReproduceScale
+from rgsd_envs.utils.provenance import RGSD_PACKAGES, installed_versions
 
 PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT = "pretrain", "train", "eval", "downstream", "aggregate", "report"
 KINDS = (PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT)
 EVAL_SETTINGS = "eval_settings.yaml"
 """``<out>/eval_settings.yaml``: the scale's evaluation settings, given to ``rgsd eval --config``."""
-PACKAGES = ("rgsd-envs", "rgsd-agents", "rgsd-eval")
+PACKAGES = tuple(dist for dist, _ in RGSD_PACKAGES)
 
 
 def eval_id(method: str) -> str:
@@ -59,15 +60,8 @@ def eval_id(method: str) -> str:
 @functools.cache
 def package_versions() -> dict[str, str]:
     """The installed version of each rgsd package (in every fingerprint: an upgrade reruns what it may change)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for name in PACKAGES:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "not installed"
-    return out
+    installed = installed_versions(PACKAGES)
+    return {name: installed.get(name, "not installed") for name in PACKAGES}
 
 
 class NothingToDo(Exception):

@@ -31,6 +31,7 @@ import numpy as np
 from rgsd_agents.downstream.report import NEUTRAL_START, start_label
 from rgsd_agents.reproduce.plan import AGGREGATE, DOWNSTREAM, KINDS, Plan, Step, eval_id
 from rgsd_envs.utils.files import InputFileError, atomic_path, folder_lock
+from rgsd_envs.utils.provenance import provenance, provenance_text
 from rgsd_eval.metrics import DEFINITIONS
 from rgsd_eval.paper import (
     FID_NOT_COMPARABLE,
@@ -406,6 +407,20 @@ def _downstream_lines(data: ReportData, final: dict[str, dict[str, dict[str, Any
     return lines
 
 
+def code_section(data: ReportData, report: dict[str, Any]) -> list[str]:
+    """The code that wrote this report and the code that made each method's evaluation (its ``metrics.json``'s
+    ``provenance``; "not recorded" where an older rgsd wrote it)."""
+    rows = [["this report", provenance_text(report)]]
+    rows += [[f"`eval/{m}`", provenance_text(doc.get("provenance"))] for m, doc in data.metrics.items()]
+    return [
+        "The trainings record no version: a step that was kept or not rerun may come from older code than the "
+        "report (`steps.json` has each step's end time).",
+        "",
+        *_table(["Written by", "Code"], rows),
+        "",
+    ]
+
+
 def steps_section(plan: Plan, this_report: bool = True) -> list[str]:
     """Every step's status, time and error (``steps.json``); ``this_report``: the report step is this one."""
     from rgsd_agents.reproduce.steps import StepsFile, format_seconds
@@ -566,6 +581,8 @@ def write_report(
         "",
         *downstream_section(data, final, figures.get("downstream")),
     ]
+    code = provenance()
+    lines += ["## Code", "", *code_section(data, code)]
     lines += [
         "## Steps",
         "",
@@ -608,6 +625,10 @@ def write_report(
         "kappa_sweep": {"clips": clips, "spread": sweep},
         "downstream": {"final": final, "curves": (data.seeds_doc or {}).get("groups", [])},
         "figures": figures,
+        "provenance": {
+            "report": code,
+            "evaluations": {m: doc.get("provenance") for m, doc in data.metrics.items()},
+        },
     }
     paths = {"report": out / "report.md", "json": out / "report.json", "csv": out / "report.csv"}
     with atomic_path(paths["json"]) as tmp:
