@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from rgsd_agents.cli import main as rgsd
+from rgsd_envs.utils.provenance import provenance, provenance_text
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.pipeline import run_evaluation
 
@@ -45,6 +46,9 @@ def test_a_report_renders_from_a_short_demo_run(demo_run, tmp_path):
     assert set(im["categories"]) == {"walk", "run", "sidestep", "backward", "punch"}
     assert all(v["err_cm"] > 0 and v["fid"] >= 0 for v in im["categories"].values())
     assert doc["runs"]["demo_run"]["within_motion_alignment"] > 0.5  # the pretrained encoder groups each clip's states
+    # the code that trained the policy is reported beside the code that evaluated it
+    assert doc["runs"]["demo_run"]["policy_provenance"] == doc["provenance"] == provenance()
+    assert f"- Policy of demo_run written by: {provenance_text(provenance())} (`policy_provenance`;" in md
     for f in ("spread.png", "demo_run/trajectories.png", "demo_run/kappa_sweep.png", "demo_run/embedding.png",
               "demo_run/videos/demo_walk_imitation.mp4", "demo_run/videos/demo_walk_variants_k20.mp4"):  # fmt: skip
         assert (out / f).stat().st_size > 0, f

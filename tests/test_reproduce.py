@@ -809,6 +809,7 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
         }
         if m == "fb_cpr":  # an evaluation by another rgsd than the report's; rgsd's by one that recorded none
             doc["provenance"] = {"rgsd": {"version": "0.0.9", "git": "abc123"}, "packages": {"torch": "2.4.0"}}
+            doc["runs"][plan.run_dir(m, 1).name]["policy_provenance"] = {"rgsd": {"version": "0.0.8", "git": "def456"}}
         plan.eval_dir(m).mkdir(parents=True)
         (plan.eval_dir(m) / "metrics.json").write_text(json.dumps(doc))
     paths = write_report([(plan, {eval_id("rgsd"), eval_id("fb_cpr")})], plan.out)
@@ -849,6 +850,12 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
     assert f"| this report | {provenance_text(provenance())} |" in code
     assert "| `eval/rgsd` | not recorded |" in code
     assert "| `eval/fb_cpr` | rgsd 0.0.9 (git abc123); torch 2.4.0 |" in code
+    assert "| fb_cpr seed 1's policy | rgsd 0.0.8 (git def456) |" in code  # trained by yet other code
+    assert "| fb_cpr seed 0's policy | not recorded |" in code and "| rgsd seed 1's policy | not recorded |" in code
+    assert report["provenance"]["policies"]["fb_cpr"] == {
+        "0": None,
+        "1": {"rgsd": {"version": "0.0.8", "git": "def456"}},
+    }
 
 
 def test_styles_the_motions_cannot_ground_are_left_out_of_the_plan_with_a_warning_and_the_report_says_so(

@@ -25,6 +25,7 @@ from rgsd_envs.envs.config import DEVIATION_KEYS, NO_DEVIATION, ClipSamplingConf
 from rgsd_envs.rewards.encoders import load_encoder
 from rgsd_envs.runs.policy import load_policy
 from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.provenance import provenance
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +67,7 @@ def test_training_writes_the_run_folder_with_finite_losses(tmp_path, tiny_encode
     assert run.config()["ppo"]["minibatch_size"] == 16
     policy = load_policy(run.policy_path)
     assert policy.meta["iteration"] == 4
+    assert policy.meta["provenance"] == provenance()  # the code that wrote it, which rgsd eval reports
     obs = torch.randn(3, 375)
     torch.testing.assert_close(policy.act(obs), runner.ac.actor.act(obs))
     disc = load_encoder(run.discovery_encoder_path)

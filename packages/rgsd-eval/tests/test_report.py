@@ -175,6 +175,9 @@ def test_the_report_records_the_code_and_library_versions_that_made_it(report):
     assert recorded["packages"]["torch"] == version("torch") and recorded["packages"]["mujoco"] == version("mujoco")
     assert f"- Code: {provenance_text(recorded)} (`provenance` in `metrics.json`)." in report["md"]
     assert provenance_text(recorded).startswith(f"rgsd {version('rgsd-eval')}")
+    # the fabricated policies carry no provenance: what wrote them is said to be unknown, not guessed
+    assert [report["json"]["runs"][r]["policy_provenance"] for r in ("rgsd", "diayn")] == [None, None]
+    assert "- Policy of rgsd written by: not recorded (`policy_provenance`;" in report["md"]
 
 
 def test_table_has_every_category_and_both_runs_side_by_side(report):

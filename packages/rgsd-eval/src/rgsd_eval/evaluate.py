@@ -260,6 +260,7 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         "action_noise": noise_info,
         "simulator": loaded.env_config.backend,
         "training_samples": loaded.training_samples,
+        "policy_provenance": loaded.policy_provenance,
         "imitation": _imitation_metrics(res, lib, ref, cfg),
         "diversity": _diversity_metrics(res, lib, ref, latents, cfg, plan),
     }

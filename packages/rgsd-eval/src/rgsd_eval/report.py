@@ -506,6 +506,11 @@ def render_markdown(inputs: ReportInputs) -> str:
         f"- FID feature: {FID_FEATURE_DOC}",
         f"- Settings: `{json.dumps(to_dict(cfg))}`.",
         f"- Code: {provenance_text(inputs.provenance)} (`provenance` in `metrics.json`).",
+        *(
+            f"- Policy of {ev.label} written by: {provenance_text(ev.metrics.get('policy_provenance'))} "
+            "(`policy_provenance`; a resumed run's names its last session's code)."
+            for ev in inputs.runs
+        ),
         "- Every number is in `metrics.json` and `metrics.csv`; `eval_config.yaml` repeats the settings (`--config`).",
         "",
     ]

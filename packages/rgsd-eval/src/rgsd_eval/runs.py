@@ -65,6 +65,9 @@ class LoadedRun:
     """Where ``action_std`` was read (the report states it)."""
     training_samples: int | None = None
     """Environment transitions the run trained on (``policy.pt``'s ``global_step``; None if not recorded)."""
+    policy_provenance: dict[str, Any] | None = None
+    """The code that wrote the run's ``policy.pt`` (its ``provenance``; None for a policy written before policies
+    carried it)."""
 
 
 def action_std(policy: PolicyMLP, config: dict[str, Any], method: str) -> tuple[np.ndarray, str]:
@@ -145,10 +148,11 @@ def load_run(
     )
     method = info["name"] if info is not None else ("diayn" if raw.get("encoder_init") == "random" else "rgsd")
     std, source = action_std(policy, raw, method)
-    samples = getattr(policy, "meta", {}).get("global_step")
+    meta = getattr(policy, "meta", {})
+    samples = meta.get("global_step")
     return LoadedRun(
         run, label or run.name, policy, env_config, fall_height, encoder, mode, method, stored, tracking, std, source,
-        None if samples is None else int(samples),
+        None if samples is None else int(samples), meta.get("provenance"),
     )  # fmt: skip
 
 

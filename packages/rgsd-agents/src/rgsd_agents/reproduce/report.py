@@ -408,13 +408,18 @@ def _downstream_lines(data: ReportData, final: dict[str, dict[str, dict[str, Any
 
 
 def code_section(data: ReportData, report: dict[str, Any]) -> list[str]:
-    """The code that wrote this report and the code that made each method's evaluation (its ``metrics.json``'s
-    ``provenance``; "not recorded" where an older rgsd wrote it)."""
+    """The code that wrote this report, each method's evaluation (its ``metrics.json``'s ``provenance``) and each
+    run's policy (``policy_provenance``); "not recorded" where an older rgsd wrote it."""
     rows = [["this report", provenance_text(report)]]
     rows += [[f"`eval/{m}`", provenance_text(doc.get("provenance"))] for m, doc in data.metrics.items()]
+    rows += [
+        [f"{m} seed {k}'s policy", provenance_text(r.get("policy_provenance"))]
+        for m, seeds in data.runs.items()
+        for k, r in seeds.items()
+    ]
     return [
-        "The trainings record no version: a step that was kept or not rerun may come from older code than the "
-        "report (`steps.json` has each step's end time).",
+        "A step that was kept or not rerun may come from older code than the report (`steps.json` has each step's "
+        "end time); a resumed training's policy names its last session's code.",
         "",
         *_table(["Written by", "Code"], rows),
         "",
@@ -628,6 +633,9 @@ def write_report(
         "provenance": {
             "report": code,
             "evaluations": {m: doc.get("provenance") for m, doc in data.metrics.items()},
+            "policies": {
+                m: {str(k): r.get("policy_provenance") for k, r in seeds.items()} for m, seeds in data.runs.items()
+            },
         },
     }
     paths = {"report": out / "report.md", "json": out / "report.json", "csv": out / "report.csv"}

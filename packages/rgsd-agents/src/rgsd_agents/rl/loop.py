@@ -37,10 +37,12 @@ import yaml
 
 from rgsd_agents.rl.distributed import DataParallel
 from rgsd_agents.signals import on_stop_signals, restore_signals, signal_name
+from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import check_overrides, from_dict_with_overrides
 from rgsd_envs.utils.files import InputFileError, PickledObjectsError, atomic_path, load_plain, save_plain
 from rgsd_envs.utils.progress import ProgressBar
+from rgsd_envs.utils.provenance import provenance
 
 log = logging.getLogger(__name__)
 LATEST = "latest.pt"
@@ -257,6 +259,18 @@ class TrainingLoop:
 
     def export(self) -> None:
         """Write the deployable files (refreshed with every checkpoint)."""
+
+    def policy_meta(self, skill_dim: int) -> dict[str, Any]:
+        """The metadata ``policy.pt`` carries: the env id, its skill dimension, how far training got, and the code
+        that wrote it (``provenance``; a resumed run's policy names the last session's code), which ``rgsd eval``
+        reports beside its own."""
+        return {
+            "env_id": ENV_ID,
+            "skill_dim": skill_dim,
+            "iteration": self.iteration,
+            "global_step": self.global_step,
+            "provenance": provenance(),
+        }
 
     def on_start(self, writer: Any) -> None:
         """Called once before the first iteration of a session."""

@@ -54,7 +54,6 @@ from rgsd_agents.rl.precision import configure_tf32
 from rgsd_agents.rl.replay import ReplayBuffer
 from rgsd_agents.training.offpolicy_config import OffPolicyConfig
 from rgsd_envs.envs.observations import FRAME_DIM
-from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.runs.run_dir import RunDir, save_tracking_latents
@@ -294,12 +293,7 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
         from rgsd_agents.methods.runtime import write_method_file
 
         fb_cpr = self._fb_cpr
-        meta = {
-            "env_id": ENV_ID,
-            "skill_dim": self.env.core.skill_dim,
-            "iteration": self.iteration,
-            "global_step": self.global_step,
-        }
+        meta = self.policy_meta(self.env.core.skill_dim)
         std = [self.method_cfg.actor_std] * self.env.act_dim
         self.agent.actor.save(self.run.policy_path, **meta, action_std=std)
         names = self.env.core.lib.names

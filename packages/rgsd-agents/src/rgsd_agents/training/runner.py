@@ -54,7 +54,6 @@ from rgsd_agents.rl.precision import configure_tf32
 from rgsd_agents.rl.rollout import RolloutCollector
 from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.envs.torch_env import RGSDTorchEnv, StepExtras
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import load_encoder
@@ -402,12 +401,7 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
         discovery_encoder.pt; CALM: clip_latents.json)."""
         if not self.is_main:
             return
-        meta = {
-            "env_id": ENV_ID,
-            "skill_dim": self.env.core.skill_dim,
-            "iteration": self.iteration,
-            "global_step": self.global_step,
-        }
+        meta = self.policy_meta(self.env.core.skill_dim)
         self.ac.actor.save(self.run.policy_path, **meta, action_std=self.ac.log_std.detach().exp().tolist())
         write_method_file(self.run, self.method.export(self.run.path, meta))
 
