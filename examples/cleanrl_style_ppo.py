@@ -16,6 +16,9 @@ For the method itself (discovery encoder updates, presets, checkpoints) use
 from __future__ import annotations
 
 import argparse
+import ast
+import inspect
+import itertools
 import time
 from dataclasses import dataclass, fields
 
@@ -37,17 +40,29 @@ class Args:
     num_steps: int = 32
     """rollout horizon per world"""
     lr: float = 3e-4
+    """Adam learning rate"""
     gamma: float = 0.99
+    """discount factor"""
     gae_lambda: float = 0.95
+    """GAE lambda"""
     epochs: int = 5
+    """passes over each rollout"""
     minibatches: int = 4
+    """minibatches per pass"""
     clip: float = 0.2
+    """PPO's ratio clip"""
     ent_coef: float = 0.0
+    """entropy bonus weight"""
     vf_coef: float = 1.0
+    """value loss weight"""
     max_grad_norm: float = 1.0
+    """gradient norm clip"""
     init_log_std: float = -1.0
+    """initial log standard deviation of the Gaussian policy"""
     hidden: int = 256
+    """width of the two hidden layers of actor and critic"""
     seed: int = 0
+    """torch and environment seed"""
     motions: str = "demo"
     """reference clips: "demo", a clip file or a folder"""
     logdir: str | None = None
@@ -82,6 +97,17 @@ class Agent(nn.Module):
         return action, dist.log_prob(action).sum(-1), dist.entropy().sum(-1), self.value(x)
 
 
+def bootstrap_truncated(reward: torch.Tensor, term, trunc, info: dict, value, gamma: float) -> torch.Tensor:
+    """r + gamma V(final_obs) for episodes cut off by truncation; a terminated episode (termination wins when a
+    world reports both) has no future to bootstrap."""
+    idx = np.flatnonzero(trunc & ~term)
+    if idx.size:
+        final = torch.as_tensor(np.stack([info["final_obs"][i] for i in idx]))
+        with torch.no_grad():
+            reward[idx] += gamma * value(final)
+    return reward
+
+
 def train(args: Args) -> dict[str, float]:
     """Run PPO and return the last iteration's statistics."""
     torch.manual_seed(args.seed)
@@ -106,12 +132,7 @@ def train(args: Args) -> dict[str, float]:
                 action, logp, _, value = agent.act(next_obs)
             obs, reward, term, trunc, info = envs.step(action.numpy().clip(-1, 1))
             reward = torch.as_tensor(reward, dtype=torch.float32)
-            # bootstrap truncated episodes: r + gamma V(final_obs); terminated ones stop
-            if trunc.any():
-                idx = np.flatnonzero(trunc)
-                final = torch.as_tensor(np.stack([info["final_obs"][i] for i in idx]))
-                with torch.no_grad():
-                    reward[idx] += args.gamma * agent.value(final)
+            reward = bootstrap_truncated(reward, term, trunc, info, agent.value, args.gamma)
             act_buf[step], logp_buf[step], val_buf[step] = action, logp, value
             rew_buf[step], done_buf[step] = reward, torch.as_tensor(term | trunc, dtype=torch.float32)
             ep_rewards.append(reward.mean().item())
@@ -164,13 +185,34 @@ def train(args: Args) -> dict[str, float]:
     return stats
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's docstring (the string under it in the class body; Python keeps none at run time)."""
+    body = ast.parse(inspect.getsource(cls)).body[0].body
+    return {
+        a.target.id: b.value.value
+        for a, b in itertools.pairwise(body)
+        if isinstance(a, ast.AnnAssign) and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)
+    }
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """One flag per ``Args`` field, its docstring as the help."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    docs = field_docs(Args)
     for f in fields(Args):
         parser.add_argument(
-            f"--{f.name.replace('_', '-')}", type=type(f.default) if f.default is not None else str, default=f.default
+            f"--{f.name.replace('_', '-')}",
+            type=type(f.default) if f.default is not None else str,
+            default=f.default,
+            help=docs[f.name],
         )
-    train(Args(**vars(parser.parse_args())))
+    return parser
+
+
+def main() -> None:
+    train(Args(**vars(make_parser().parse_args())))
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
+import torch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -17,6 +19,26 @@ def test_cleanrl_style_ppo_example_runs_and_logs(load_script, real_clip_dir, tmp
     )
     assert np.isfinite(stats["reward"]) and np.isfinite(stats["value_loss"]) and stats["sps"] > 0
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+
+
+def test_cleanrl_style_ppo_bootstraps_truncated_worlds_only(load_script):
+    ex = load_script(EXAMPLES / "cleanrl_style_ppo.py")
+    term = np.array([True, False, True, False])
+    trunc = np.array([False, True, True, False])  # world 2 reports both: termination wins, nothing to bootstrap
+    final_obs = np.full(4, None, dtype=object)
+    final_obs[[0, 1, 2]] = [np.full(3, 1.0, np.float32), np.full(3, 2.0, np.float32), np.full(3, 3.0, np.float32)]
+    reward = ex.bootstrap_truncated(torch.ones(4), term, trunc, {"final_obs": final_obs}, lambda x: x.sum(-1), 0.5)
+    assert reward.tolist() == [1.0, 1.0 + 0.5 * 6.0, 1.0, 1.0]
+
+
+def test_cleanrl_style_ppo_flags_carry_the_args_field_docs_as_help(load_script):
+    ex = load_script(EXAMPLES / "cleanrl_style_ppo.py")
+    actions = {a.dest: a for a in ex.make_parser()._actions if a.dest != "help"}
+    assert set(actions) == {f.name for f in dataclasses.fields(ex.Args)}
+    assert all(a.help for a in actions.values()), [d for d, a in actions.items() if not a.help]
+    assert actions["num_envs"].help == "parallel worlds in the native vector env"
+    assert actions["gamma"].help == "discount factor"
+    assert "parallel worlds in the native vector env" in ex.make_parser().format_help()
 
 
 def test_real_mocap_script_imports_the_eight_clips_with_their_categories(real_motion_files, tmp_path):

@@ -23,8 +23,14 @@ from rgsd_envs.utils.config import OverrideError
         ("nonexistent.key=3", "error: --set nonexistent.key=3: unknown key 'nonexistent' in the config; valid keys: "),
         ("ppo.nonexistent=3", "error: --set ppo.nonexistent=3: unknown key 'nonexistent' in 'ppo'; valid keys: "),
         # a key of another level of the config is named
-        ("env.num_envs=8", "error: --set env.num_envs=8: unknown key 'num_envs' in 'env' (did you mean num_envs?); "),
-        ("gamma=0.9", "error: --set gamma=0.9: unknown key 'gamma' in the config (did you mean ppo.gamma?); "),
+        (
+            "env.num_envs=8",
+            "error: --set env.num_envs=8: unknown key 'num_envs' in 'env' (did you mean --set num_envs=8?); ",
+        ),
+        (
+            "gamma=0.9",
+            "error: --set gamma=0.9: unknown key 'gamma' in the config (did you mean --set ppo.gamma=0.9?); ",
+        ),
         # values of the right type that the config refuses: named by the --set too, not blamed on the preset
         ("num_envs=0", "error: --set num_envs=0: num_envs must be >= 1, got 0"),
         ("ppo.gamma=1.5", "error: --set ppo.gamma=1.5: field 'ppo': ppo.gamma and ppo.gae_lambda must be in [0, 1]"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 
@@ -31,6 +32,60 @@ def test_check_env_passes(real_clip_dir):
     check_env(e.unwrapped, skip_render_check=True)
     check_env(e, skip_render_check=True)
     e.close()
+
+
+def test_check_env_passes_with_dict_observations(real_clip_dir):
+    e = gym.make("RGSD-SMPL-v0", motions=real_clip_dir, obs_mode="dict", disable_env_checker=True)
+    check_env(e.unwrapped, skip_render_check=True)  # resets with one seed twice and compares what came back
+    check_env(e, skip_render_check=True)
+    e.close()
+
+
+def _arrays(x, path=""):
+    """(path, array) of every numpy array in a return value (dicts, tuples, object arrays of final_obs)."""
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _arrays(v, f"{path}.{k}")
+    elif isinstance(x, tuple) or (isinstance(x, np.ndarray) and x.dtype == object):
+        for i, v in enumerate(x):
+            yield from _arrays(v, f"{path}[{i}]")
+    elif isinstance(x, np.ndarray):
+        yield path, x
+
+
+@pytest.mark.parametrize(
+    ("vector", "kwargs"),
+    [
+        (False, {}),
+        (False, {"obs_mode": "dict"}),
+        (True, {"obs_mode": "dict"}),
+        (True, {"obs_mode": "dict", "autoreset_mode": "NextStep"}),
+        (True, {}),
+    ],
+)
+def test_returned_arrays_belong_to_the_caller(real_clip_dir, vector, kwargs):
+    # a replay buffer keeps what reset and step return: later steps and resets must not change it
+    make = gym.make_vec if vector else gym.make
+    env = make("RGSD-SMPL-v0", motions=real_clip_dir, **({"num_envs": 3} if vector else {}), **kwargs)
+    env.action_space.seed(0)
+    kept = [env.reset(seed=1)]
+    ends = 0
+    for _ in range(40):
+        kept.append(env.step(env.action_space.sample()))
+        done = kept[-1][2] | kept[-1][3]
+        ends += int(np.sum(done))
+        if not vector and done:
+            kept.append(env.reset())
+    copies = [copy.deepcopy(k) for k in kept]
+    kept.append(env.reset(seed=2))
+    kept.append(env.step(env.action_space.sample()))
+    assert ends >= 2  # episodes ended, so restarts (and final_obs) are among what was kept
+    if vector and kwargs.get("autoreset_mode") is None:
+        assert any("final_obs" in k[-1] for k in kept[1:-2])
+    for i, (was, now) in enumerate(zip(copies, kept)):
+        for (path, a), (_, b) in zip(_arrays(was), _arrays(now)):
+            np.testing.assert_array_equal(a, b, err_msg=f"return {i}{path} changed after later calls")
+    env.close()
 
 
 def test_make_works_in_a_fresh_process_with_module_prefix_and_make_vec_is_native():
@@ -275,22 +330,29 @@ def test_encoder_of_the_wrong_width_is_a_clear_error(real_clip_dir):
     with pytest.raises(ValueError, match=r"returned \(2, 8\).*expected \(2, 16\)"):
         gym.make("RGSD-SMPL-v0", motions=real_clip_dir, encoder=wrong)
     narrow_input = torch.nn.Linear(100, 16)
-    with pytest.raises(ValueError, match="failed on a float32 \\(2, 1795\\) input"):
+    with pytest.raises(ValueError, match=r"failed on the probe input torch\.zeros\(2, 1795\)"):
         gym.make("RGSD-SMPL-v0", motions=real_clip_dir, encoder=narrow_input)
 
 
-def test_async_vector_env_works_with_picklable_kwargs(real_clip_dir):
-    # "spawn": forking a process that holds MuJoCo's and OpenMP's threads can deadlock
+def test_async_vector_env_works_with_picklable_kwargs_and_autoresets_same_step(real_clip_dir):
+    # "spawn": forking a process that holds MuJoCo's and OpenMP's threads can deadlock; Gymnasium's vector envs
+    # default to NextStep, so SameStep (final_obs in the info) is asked for
     v = gym.make_vec(
         "RGSD-SMPL-v0",
         num_envs=2,
         vectorization_mode="async",
-        vector_kwargs={"context": "spawn"},
+        vector_kwargs={"context": "spawn", "autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
         motions=real_clip_dir,
     )
+    assert v.metadata["autoreset_mode"] == gym.vector.AutoresetMode.SAME_STEP
     obs, _ = v.reset(seed=0)
-    obs, r, *_ = v.step(np.zeros((2, 69), np.float32))
-    assert obs.shape == (2, 375) and np.isfinite(r).all()
+    v.action_space.seed(0)
+    for _ in range(60):
+        obs, r, term, trunc, info = v.step(v.action_space.sample())
+        assert obs.shape == (2, 375) and np.isfinite(r).all()
+        if (term | trunc).any():
+            break
+    assert (term | trunc).any() and (info["_final_obs"] == (term | trunc)).all()
     v.close()
 
 

@@ -40,6 +40,21 @@ def test_observations_and_skills_follow_skill_dim(dim):
     obs, reward, *_ = env.step(torch.zeros(6, 69))
     assert tuple(obs.shape) == (6, FRAME_DIM + dim) and torch.isfinite(reward).all()
     env.close()
+
+
+@pytest.mark.parametrize("dim", [16, 32])
+def test_the_torch_env_names_its_sizes_and_spaces_so_a_loop_need_not_hard_code_them(dim):
+    env = RGSDTorchEnv(3, config=EnvConfig(skill_dim=dim))
+    assert (env.obs_dim, env.act_dim) == (FRAME_DIM + dim, 69)
+    assert env.single_observation_space == gym.spaces.Box(-np.inf, np.inf, (FRAME_DIM + dim,), np.float32)
+    assert env.single_action_space == gym.spaces.Box(-1.0, 1.0, (69,), np.float32)
+    obs, _ = env.reset(seed=0)
+    assert env.single_observation_space.contains(obs[0].numpy())
+    env.single_action_space.seed(0)
+    actions = torch.as_tensor(np.stack([env.single_action_space.sample() for _ in range(3)]))
+    obs, _, _, _, extras = env.step(actions)
+    assert tuple(extras.final_obs.shape) == (3, env.obs_dim) and tuple(extras.skills.shape) == (3, dim)
+    env.close()
     vmf = RGSDTorchEnv(4, config=EnvConfig(skill_dim=dim, eval_kappa=50.0))
     vmf.reset(seed=1)
     z, z_m = vmf.core.skill, vmf.core.clip_embeddings[vmf.core.clip]

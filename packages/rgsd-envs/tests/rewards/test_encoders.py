@@ -73,10 +73,19 @@ def test_encoder_file_with_the_wrong_width_is_refused(tmp_path):
 def test_check_encoder_rejects_wrong_shapes_and_non_unit_outputs():
     with pytest.raises(ValueError, match=r"returned \(2, 3\)"):
         check_encoder(torch.nn.Linear(ENCODER_INPUT_DIM, 3))
-    with pytest.raises(ValueError, match="failed on a float32"):
+    with pytest.raises(ValueError, match=r"failed on the probe input torch\.zeros\(2, 1795\)"):
         check_encoder(torch.nn.Linear(7, 16))
     with pytest.raises(ValueError, match="unit vectors"):
         check_encoder(lambda x: torch.ones(x.shape[0], 16))
+
+
+def test_an_encoder_that_is_unit_only_on_nonzero_inputs_is_told_it_was_probed_with_zeros():
+    # normalising a slice of the state is a unit vector for real states but 0 for the all-zero probe
+    with pytest.raises(ValueError) as err:
+        check_encoder(lambda x: torch.nn.functional.normalize(x[:, :16], dim=-1))
+    message = str(err.value)
+    assert "on the probe input torch.zeros(2, 1795) it returned norms [0.0, 0.0]" in message
+    assert "maps every float32 (B, 1795) input, all zeros included, to rows of norm 1 (B, 16)" in message
 
 
 def test_spread_directions_are_orthonormal_up_to_16_and_spread_beyond():

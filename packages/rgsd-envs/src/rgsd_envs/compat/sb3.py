@@ -1,9 +1,10 @@
 """stable-baselines3 adapter: RGSD-SMPL-v0's native vector env as an SB3 ``VecEnv``.
 
     from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecMonitor
     from rgsd_envs.compat.sb3 import make_sb3_vec_env
 
-    venv = make_sb3_vec_env(num_envs=16)          # encoder reward included
+    venv = VecMonitor(make_sb3_vec_env(num_envs=16))   # encoder reward included; VecMonitor: episode statistics
     PPO("MlpPolicy", venv).learn(100_000)
 
 SB3's contract is a list of per-world info dicts; this adapter builds them

@@ -82,15 +82,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.core import RGSDCore
-from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
+from rgsd_envs.envs.spaces import single_spaces
 from rgsd_envs.envs.torch_env import RGSDTorchEnv, make_config
-from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards.encoders import EncoderLike
 from rgsd_envs.utils.threads import env_side
@@ -108,18 +106,10 @@ def check_obs_mode(obs_mode: str) -> str:
     return obs_mode
 
 
-def single_spaces(obs_mode: str, skill_dim: int = SKILL_DIM) -> tuple[spaces.Space, spaces.Box]:
-    """Observation and action space of one world (``skill_dim``: the config's)."""
-    if obs_mode == "dict":
-        obs: spaces.Space = spaces.Dict(
-            {
-                "proprio": spaces.Box(-np.inf, np.inf, (FRAME_DIM,), np.float32),
-                "skill": spaces.Box(-1.0, 1.0, (skill_dim,), np.float32),
-            }
-        )
-    else:
-        obs = spaces.Box(-np.inf, np.inf, (FRAME_DIM + skill_dim,), np.float32)
-    return obs, spaces.Box(-1.0, 1.0, (sk.NUM_DOFS,), np.float32)
+def owned_array(t: Tensor) -> np.ndarray:
+    """``t`` as a numpy array the caller owns: on a CPU device ``.cpu().numpy()`` would share the env's live tensor
+    (the skill is rewritten in place at a reset), so an observation kept in a buffer would change under it."""
+    return t.detach().to("cpu", copy=True).numpy()
 
 
 class _Observer:
@@ -142,8 +132,8 @@ class _Observer:
     def _obs(self, index: Any = slice(None)) -> Any:
         f, z = self.core.features[index], self.core.skill[index]
         if self.obs_mode == "dict":
-            return {"proprio": f.cpu().numpy(), "skill": z.cpu().numpy()}
-        return torch.cat((f, z), dim=-1).cpu().numpy()
+            return {"proprio": owned_array(f), "skill": owned_array(z)}
+        return torch.cat((f, z), dim=-1).cpu().numpy()  # cat made a new tensor: nothing of the env's to share
 
     def _with_reward(self, info: dict[str, Any], reward: Tensor, index: Any = slice(None)) -> dict[str, Any]:
         """``info`` with ``encoder_reward`` when the torch env scores transitions (the registered env)."""

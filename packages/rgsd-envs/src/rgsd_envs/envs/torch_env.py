@@ -38,6 +38,7 @@ import torch
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.core import RGSDCore, StepInfo, as_host_array, as_host_ids, nonfinite_action_error
 from rgsd_envs.envs.observations import ObservationLayout
+from rgsd_envs.envs.spaces import single_spaces
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards.encoder_reward import EncoderRewardCore
@@ -84,24 +85,31 @@ class StepExtras:
     time_outs: Tensor
     """(N,) bool: truncated at the clip's end (bootstrap these with V(final_obs))."""
     final_obs: Tensor
-    """(N, 375) observation of the state each world reached (before the reset of finished worlds)."""
+    """(N, obs_dim) observation of the state each world reached (before the reset of finished worlds); obs_dim =
+    359 + skill_dim (375 by default)."""
     final_features: Tensor
     """(N, 359) frame features of that state."""
     task: Tensor
     """(N,) long task indicator of the transition's episode (1 imitation, 0 discovery)."""
     clip_id: Tensor
+    """(N,) long index of the transition's reference clip (``motion_lib.names[i]`` is its name)."""
     frame: Tensor
+    """(N,) long reference frame reached (the clip's last frame once past its end)."""
     cartesian_error: Tensor
     """(N,) mean body-position error to the reference frame (m)."""
     fall: Tensor
+    """(N,) bool: the pelvis below ``fall_height`` or, with ``contact_termination``, a body other than the feet
+    on the floor (terminates the episode)."""
     deviation: Tensor
+    """(N,) bool: an imitation episode strayed from its reference past the deviation rule (terminates it)."""
     unstable: Tensor
+    """(N,) bool: the simulator went unstable and put the world back at rest (terminates the episode)."""
     ref_body_pos: Tensor
     """(N, 24, 3) reference body positions of the frame reached."""
     encoder_reward: Tensor
     """(N,) the encoder reward (zeros without one)."""
     skills: Tensor
-    """(N, 16) the skill the transition was made with."""
+    """(N, skill_dim) the skill the transition was made with."""
     encoder_inputs: Tensor
     """(N, 1795) s: the 5 stacked frames before the step."""
     next_encoder_inputs: Tensor
@@ -148,7 +156,12 @@ class RGSDTorchEnv:
         if encoder_reward:
             self.enable_encoder_reward(reward_kappa, reward_constant)
         self.obs_dim = self.core.layout.policy_obs_dim
+        """Size of one world's observation: 359 + ``skill_dim``."""
         self.act_dim = sk.NUM_DOFS
+        """Size of one world's action: 69, one PD target per hinge."""
+        self.single_observation_space, self.single_action_space = single_spaces("flat", self.core.skill_dim)
+        """One world's spaces, as Gymnasium's vector envs name them: ``Box(-inf, inf, (obs_dim,))`` and
+        ``Box(-1, 1, (act_dim,))`` (float32; the torch env takes and gives tensors of these shapes, (N, ...))."""
         self._masked_restarts: bool | None = None
 
     @property
@@ -284,7 +297,7 @@ class RGSDTorchEnv:
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """Reset all worlds (or those in ``options["reset_mask"]``); int seeds give world i seed + i.
 
-        Returns the observations (N, 375) and the task, clip_id and frame of every world's episode."""
+        Returns the observations (N, obs_dim) and the task, clip_id and frame of every world's episode."""
         ids, options = self.seed_reset(seed, options)
         self.restart(ids, options)
         core = self.core

@@ -236,25 +236,28 @@ def check_encoder(
     skill_dim: int = SKILL_DIM,
 ) -> None:
     """Raise a clear error unless encoder maps float32 (B, input_dim) on ``device`` (the humanoid's: 1795) to unit
-    vectors (B, skill_dim)."""
+    vectors (B, skill_dim); it is probed with zeros (2, input_dim), a state every encoder must embed."""
     x = torch.zeros(2, input_dim, device=device)
+    probe = f"the probe input torch.zeros(2, {input_dim})"
+    contract = (
+        f"A valid encoder maps every float32 (B, {input_dim}) input, all zeros included, to rows of norm 1 "
+        f"(B, {skill_dim}): e.g. F.normalize(net(x), dim=-1) with a net that has biases (a normalised part of x "
+        "itself is 0 on zeros)."
+    )
     try:
         with torch.no_grad():
             out = encoder(x)
     except Exception as err:
-        raise ValueError(
-            f"{name} failed on a float32 (2, {input_dim}) input: {err}. "
-            f"An encoder maps float32 (B, {input_dim}) to unit vectors (B, {skill_dim})."
-        ) from None
+        raise ValueError(f"{name} failed on {probe}: {err}. {contract}") from None
     if not isinstance(out, Tensor) or tuple(out.shape) != (2, skill_dim):
         shape = tuple(out.shape) if hasattr(out, "shape") else type(out).__name__
         raise ValueError(
-            f"{name} returned {shape} for a (2, {input_dim}) input; expected (2, {skill_dim}) unit vectors (the "
-            "environment's skill_dim)"
+            f"{name} returned {shape} for {probe}; expected (2, {skill_dim}) unit vectors (the environment's "
+            f"skill_dim). {contract}"
         )
     norms = out.norm(dim=-1)
     if not torch.allclose(norms, torch.ones_like(norms), atol=1e-3):
-        raise ValueError(f"{name} must return unit vectors; got norms {norms.tolist()}")
+        raise ValueError(f"{name} must return unit vectors; on {probe} it returned norms {norms.tolist()}. {contract}")
 
 
 def resolve_encoder(

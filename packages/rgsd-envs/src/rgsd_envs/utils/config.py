@@ -240,7 +240,8 @@ def check_override(cls: type, dotted: str, value: Any) -> Any:
         if part not in hints:
             where = f"'{'.'.join(parts[:i])}'" if i else "the config"
             elsewhere = [k for k in key_paths(cls) if k.rsplit(".", 1)[-1] == part]
-            hint = f" (did you mean {' or '.join(elsewhere)}?)" if elsewhere else ""
+            fixes = [f"--set {key}={_show(value)}" for key in elsewhere]  # written as the flag to type instead
+            hint = f" (did you mean {' or '.join(fixes)}?)" if fixes else ""
             raise OverrideError(
                 dotted, value, f"unknown key '{part}' in {where}{hint}; valid keys: {', '.join(sorted(hints))}"
             )

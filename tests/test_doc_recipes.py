@@ -1,0 +1,71 @@
+"""The Python recipes the docs show for other RL libraries do what the docs say they do."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+import rgsd_envs.compat
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON_FENCE = re.compile(r"```python\n(.*?)^\s*```", re.S | re.M)
+"""A Python code block's body (a block inside a list item is indented, its closing fence too)."""
+SB3_TEXTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted(ROOT.glob("packages/*/README.md")),
+    Path(rgsd_envs.compat.__file__).with_name("sb3.py"),
+]
+"""Where an SB3 snippet may appear: the READMEs, the docs and the adapter's own docstring."""
+
+
+def documented_make_vec_call(page: Path, marker: str) -> tuple[tuple, dict]:
+    """The positional and keyword arguments of the ``gym.make_vec`` call in ``page``'s Python block containing
+    ``marker``, read by running the block against a stand-in ``gym``."""
+    block = textwrap.dedent(next(b for b in PYTHON_FENCE.findall(page.read_text()) if marker in b))
+    calls = []
+    stand_in = SimpleNamespace(make_vec=lambda *args, **kwargs: calls.append((args, kwargs)))
+    exec(block.replace("import gymnasium as gym", ""), {"gym": stand_in})
+    assert len(calls) == 1, block
+    return calls[0]
+
+
+def test_the_documented_gymnasium_vector_env_autoresets_same_step_with_final_obs(real_clip_dir):
+    args, kwargs = documented_make_vec_call(ROOT / "docs" / "environments.md", "vectorization_mode")
+    assert kwargs["vectorization_mode"] == "async" and kwargs["vector_kwargs"]["context"] == "spawn"
+    # the documented call in a sync vector env of 2 worlds (spawning processes costs seconds; the env's own tests
+    # run the async one): the context is the only async-only argument
+    vector_kwargs = {k: v for k, v in kwargs["vector_kwargs"].items() if k != "context"}
+    envs = gym.make_vec(
+        *args,
+        **{**kwargs, "num_envs": 2, "vectorization_mode": "sync", "vector_kwargs": vector_kwargs},
+        motions=real_clip_dir,
+    )
+    assert envs.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    envs.action_space.seed(0)
+    envs.reset(seed=0)
+    for _ in range(60):
+        obs, _, term, trunc, info = envs.step(envs.action_space.sample())
+        if (term | trunc).any():
+            break
+    done = np.flatnonzero(term | trunc)
+    assert done.size, "no episode ended in 60 steps"
+    assert (info["_final_obs"] == (term | trunc)).all()
+    for i in done:  # the state reached, and the world already restarted (SameStep)
+        assert info["final_obs"][i].shape == obs[i].shape and not np.allclose(info["final_obs"][i], obs[i])
+    envs.close()
+
+
+def test_every_sb3_snippet_wraps_the_env_in_vec_monitor():
+    # without VecMonitor SB3 logs no episode returns and evaluate_policy warns (the env keeps no statistics)
+    made = re.compile(r"(PPO\(|=\s*)[^\n]*make_sb3_vec_env\(")
+    snippets = [(path.name, m.group(0)) for path in SB3_TEXTS for m in made.finditer(path.read_text())]
+    assert len(snippets) >= 3  # getting-started, environments and the adapter's docstring
+    for name, line in snippets:
+        assert "VecMonitor(make_sb3_vec_env(" in line, (name, line)
