@@ -894,38 +894,34 @@ def test_a_registered_method_without_the_scale_s_preset_is_left_out_with_a_warni
     from rgsd_agents.methods.metra import METRA
     from rgsd_agents.reproduce.report import recorded_plan, write_report
 
-    monkeypatch.setitem(METHODS, "toy", METRA)
+    monkeypatch.setitem(METHODS, "unlisted", METRA)
     scale, path = load_scale("gpu")
     plan = build_plan(scale, path, "demo", tmp_path / "r", seeds=1)
-    assert "toy" not in plan.methods and plan.methods == [m for m in METHODS if m != "toy"]
-    assert not any(s.method == "toy" for s in plan.steps)
-    why = "no training config at this scale (train.preset '{method}_paper'): no preset 'toy_paper' (add " \
-        "rgsd_agents/presets/toy_paper.yaml)"  # fmt: skip
-    assert plan.dropped_methods == {"toy": why}
+    assert "unlisted" not in plan.methods and plan.methods == [m for m in METHODS if m != "unlisted"]
+    assert not any(s.method == "unlisted" for s in plan.steps)
+    why = (
+        "no training config at this scale (train.preset '{method}_paper'): no preset 'unlisted_paper' (add "
+        "rgsd_agents/presets/unlisted_paper.yaml)"
+    )
+    assert plan.dropped_methods == {"unlisted": why}
     md = write_report([(plan, set())], plan.out)["report"].read_text()
-    assert f"- toy: not run: {why}." in md
-    state = StepsFile(plan.out / "steps.json", {"train/rgsd/seed0": StepState()}, {"dropped_methods": {"toy": why}})
+    assert f"- unlisted: not run: {why}." in md
+    state = StepsFile(
+        plan.out / "steps.json", {"train/rgsd/seed0": StepState()}, {"dropped_methods": {"unlisted": why}}
+    )
     state.save()
     shutil.copyfile(path, plan.out / "scale.yaml")
-    assert recorded_plan(plan.out)[0].dropped_methods == {"toy": why}  # --report-only says so too
+    assert recorded_plan(plan.out)[0].dropped_methods == {"unlisted": why}  # --report-only says so too
     with pytest.raises(ValueError) as err:
-        build_plan(scale, path, "demo", tmp_path / "r", methods=["rgsd", "toy"], seeds=1)
+        build_plan(scale, path, "demo", tmp_path / "r", methods=["rgsd", "unlisted"], seeds=1)
     assert str(err.value) == (
-        "--methods: method 'toy' has no training config at this scale (train.preset '{method}_paper'): no preset "
-        "'toy_paper' (add rgsd_agents/presets/toy_paper.yaml); or leave toy out"
+        "--methods: method 'unlisted' has no training config at this scale (train.preset '{method}_paper'): no preset "
+        "'unlisted_paper' (add rgsd_agents/presets/unlisted_paper.yaml); or leave unlisted out"
     )
-    out = tmp_path / "cli"
-    assert (
-        rgsd(["reproduce", "--motions", "demo", "--out", str(out), "--scale", "smoke", "--seeds", "1", "--plan-only"])
-        == 0
-    )
+    cli = ["reproduce", "--motions", "demo", "--out", str(tmp_path / "cli"), "--scale", "smoke", "--plan-only"]
+    assert rgsd([*cli, "--seeds", "1"]) == 0
     captured = capsys.readouterr()
-    assert f"warning: method 'toy' left out of the plan: {why.replace('_paper', '')}" in captured.err
-    assert "train/rgsd/seed0" in captured.out and "train/toy" not in captured.out
-    assert (
-        rgsd(
-            ["reproduce", "--motions", "demo", "--out", str(out), "--scale", "smoke", "--methods", "toy", "--plan-only"]
-        )
-        == 2
-    )
-    assert "error: --methods: method 'toy' has no training config at this scale" in capsys.readouterr().err
+    assert f"warning: method 'unlisted' left out of the plan: {why.replace('_paper', '')}" in captured.err
+    assert "train/rgsd/seed0" in captured.out and "train/unlisted" not in captured.out
+    assert rgsd([*cli, "--methods", "unlisted"]) == 2
+    assert "error: --methods: method 'unlisted' has no training config at this scale" in capsys.readouterr().err

@@ -104,8 +104,13 @@ def test_config_missing_says_what_to_add_for_a_preset_and_which_file_is_absent(t
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine.yaml").write_text("base: cpu\n")
     assert config_missing("cpu") is None and config_missing("mine.yaml") is None
-    assert config_missing("toy_paper") == "no preset 'toy_paper' (add rgsd_agents/presets/toy_paper.yaml)"
-    assert config_missing("toy", "reproduce") == "no preset 'toy' (add rgsd_agents/presets/reproduce/toy.yaml)"
+    assert (
+        config_missing("unlisted_paper") == "no preset 'unlisted_paper' (add rgsd_agents/presets/unlisted_paper.yaml)"
+    )
+    assert (
+        config_missing("unlisted", "reproduce")
+        == "no preset 'unlisted' (add rgsd_agents/presets/reproduce/unlisted.yaml)"
+    )
     assert config_missing("gone.yaml") == "no config file 'gone.yaml'"
 
 

@@ -31,8 +31,8 @@ def test_every_method_has_shrink_options():
 
 
 def test_a_method_without_shrink_options_is_named_with_what_to_add():
-    with pytest.raises(KeyError, match=r"method 'toy' has no entry in rgsd_agents.testing.TINY_OPTIONS: add its"):
-        tiny_options("toy")
+    with pytest.raises(KeyError, match=r"method 'unlisted' has no entry in rgsd_agents.testing.TINY_OPTIONS: add its"):
+        tiny_options("unlisted")
 
 
 def test_every_method_has_its_two_presets():
