@@ -23,6 +23,7 @@ Examples::
 
     python benchmarks/heading_drift.py --run runs/demo --out benchmarks/results/heading_drift/heading_drift.json
     python benchmarks/heading_drift.py --run runs/demo --trace demo_backward --every 5
+    python benchmarks/heading_drift.py --run packages/rgsd-agents/src/rgsd_agents/pretrained/rgsd_cpu   # the shipped run
 """
 
 from __future__ import annotations
@@ -180,6 +181,15 @@ def failure_trace(lib: MotionLib, roll: dict[str, np.ndarray], clip: str) -> lis
     return rows
 
 
+def shipped_run() -> str:
+    """The run folder rgsd ships (``rgsd_agents.pretrained.pretrained_run()``), relative to here when it is below."""
+    from rgsd_agents.pretrained import PRETRAINED_DIR
+
+    here = Path.cwd().resolve()
+    folder = PRETRAINED_DIR.resolve()
+    return str(folder.relative_to(here)) if folder.is_relative_to(here) else str(folder)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print and optionally write both measurements."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__)
@@ -191,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="JSON file for the numbers")
     args = p.parse_args(argv)
     if not (args.run or args.encoder):
-        p.error("give --run or --encoder")
+        p.error(f"give --run or --encoder (the run rgsd ships: --run {shipped_run()})")
     if args.trace and not args.run:
         p.error("--trace needs --run (the policy whose rollout it prints)")
     if args.every < 1:

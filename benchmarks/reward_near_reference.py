@@ -15,10 +15,12 @@ each encoder given (default: the run's), per clip:
   replaced by the reference's: the group whose swap raises it most is what the reward holds against the
   policy (e.g. the bodies' angular velocities, 0.29 -> 0.64 on the demo's backward walk).
 
-Example::
+Examples::
 
     python benchmarks/reward_near_reference.py --run runs/demo --encoder runs/enc_hard/encoder.pt \\
         --out benchmarks/results/reward_near_reference/reward_near_reference.json
+    python benchmarks/reward_near_reference.py --run packages/rgsd-agents/src/rgsd_agents/pretrained/rgsd_cpu \\
+        --steps 10 --first 1   # the shipped run, a quick look
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from rgsd_envs.rewards import encoders as enc
 from rgsd_envs.runs.run_dir import RunDir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # a sibling script: the same rollout start
-from heading_drift import first_frame_env
+from heading_drift import first_frame_env, shipped_run
 
 Tensor = torch.Tensor
 
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--run", required=True, help="a trained run folder (its policy plays the clips)")
+    p.add_argument("--run", help="a trained run folder (its policy plays the clips); required")
     p.add_argument(
         "--encoder", action="append", default=[], help="encoder file to score with (repeatable; default: the run's)"
     )
@@ -105,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first", type=int, default=3, help="the first states, near the reference")
     p.add_argument("--out", help="JSON file for the numbers")
     args = p.parse_args(argv)
+    if not args.run:
+        p.error(f"give --run, a trained run folder (the run rgsd ships: --run {shipped_run()})")
     if not 1 <= args.first <= args.steps:
         p.error(f"--first must be in [1, --steps], got {args.first}")
     torch.set_num_threads(1)

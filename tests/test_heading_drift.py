@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 
@@ -93,3 +94,17 @@ def test_trace_arguments_are_checked_before_anything_loads(load_benchmark, capsy
     with pytest.raises(SystemExit):
         hd.main(["--run", "missing_run", "--trace", "demo_walk", "--every", "0"])
     assert "--every must be 1 or more, got 0" in capsys.readouterr().err
+
+
+def test_without_a_run_the_error_names_the_shipped_one(load_benchmark, capsys, monkeypatch):
+    import pytest
+
+    from rgsd_agents.pretrained import pretrained_run
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    shipped = "packages/rgsd-agents/src/rgsd_agents/pretrained/rgsd_cpu"
+    assert Path(shipped).resolve() == pretrained_run().resolve()
+    for name, argv in (("heading_drift", []), ("reward_near_reference", ["--steps", "10"])):
+        with pytest.raises(SystemExit):
+            load_benchmark(name).main(argv)
+        assert f"(the run rgsd ships: --run {shipped})" in capsys.readouterr().err, name

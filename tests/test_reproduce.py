@@ -29,6 +29,7 @@ from rgsd_agents.reproduce.steps import (
     PlanProgress,
     StepFailed,
     StepsFile,
+    StepState,
     run_plan,
 )
 from rgsd_envs.utils.files import InputFileError
@@ -44,6 +45,7 @@ def test_every_built_in_scale_builds_a_plan_of_every_method(name, tmp_path):
     scale, path = load_scale(name)
     assert scale.description.strip(), f"{name}: state what the scale can and cannot show"
     plan = build_plan(scale, path, "demo", tmp_path)  # loads every preset with the scale's overrides
+    assert not plan.dropped_methods, f"{name}: methods left out of the plan: {plan.dropped_methods}"
     assert plan.methods == list(METHODS)
     ids = [s.id for s in plan.steps]
     for m in METHODS:
@@ -881,3 +883,45 @@ def test_styles_the_motions_cannot_ground_are_left_out_of_the_plan_with_a_warnin
     plan = build_plan(scale, path, str(motions), out, methods=["rgsd"], seeds=1)
     md = write_report([(plan, set())], plan.out)["report"].read_text()
     assert "- sidestep: not run: style 'sidestep' needs reference clips of category 'sidestep'" in md
+
+
+def test_a_registered_method_without_the_scale_s_preset_is_left_out_with_a_warning_and_the_report_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    """Every method by default: one without ``<method>_paper`` is left out, the others still run; named in
+    ``--methods`` it is an error naming the preset to add."""
+    from rgsd_agents.methods import METHODS
+    from rgsd_agents.methods.metra import METRA
+    from rgsd_agents.reproduce.report import recorded_plan, write_report
+
+    monkeypatch.setitem(METHODS, "unlisted", METRA)
+    scale, path = load_scale("gpu")
+    plan = build_plan(scale, path, "demo", tmp_path / "r", seeds=1)
+    assert "unlisted" not in plan.methods and plan.methods == [m for m in METHODS if m != "unlisted"]
+    assert not any(s.method == "unlisted" for s in plan.steps)
+    why = (
+        "no training config at this scale (train.preset '{method}_paper'): no preset 'unlisted_paper' (add "
+        "rgsd_agents/presets/unlisted_paper.yaml)"
+    )
+    assert plan.dropped_methods == {"unlisted": why}
+    md = write_report([(plan, set())], plan.out)["report"].read_text()
+    assert f"- unlisted: not run: {why}." in md
+    state = StepsFile(
+        plan.out / "steps.json", {"train/rgsd/seed0": StepState()}, {"dropped_methods": {"unlisted": why}}
+    )
+    state.save()
+    shutil.copyfile(path, plan.out / "scale.yaml")
+    assert recorded_plan(plan.out)[0].dropped_methods == {"unlisted": why}  # --report-only says so too
+    with pytest.raises(ValueError) as err:
+        build_plan(scale, path, "demo", tmp_path / "r", methods=["rgsd", "unlisted"], seeds=1)
+    assert str(err.value) == (
+        "--methods: method 'unlisted' has no training config at this scale (train.preset '{method}_paper'): no preset "
+        "'unlisted_paper' (add rgsd_agents/presets/unlisted_paper.yaml); or leave unlisted out"
+    )
+    cli = ["reproduce", "--motions", "demo", "--out", str(tmp_path / "cli"), "--scale", "smoke", "--plan-only"]
+    assert rgsd([*cli, "--seeds", "1"]) == 0
+    captured = capsys.readouterr()
+    assert f"warning: method 'unlisted' left out of the plan: {why.replace('_paper', '')}" in captured.err
+    assert "train/rgsd/seed0" in captured.out and "train/unlisted" not in captured.out
+    assert rgsd([*cli, "--methods", "unlisted"]) == 2
+    assert "error: --methods: method 'unlisted' has no training config at this scale" in capsys.readouterr().err

@@ -98,6 +98,22 @@ def test_a_preset_on_a_base_merges_section_by_section_and_another_method_brings_
     assert load_config(other).method.options == {"hidden": [16]}  # not RGSD's update_every
 
 
+def test_config_missing_says_what_to_add_for_a_preset_and_which_file_is_absent(tmp_path, monkeypatch):
+    from rgsd_agents.config import config_missing
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.yaml").write_text("base: cpu\n")
+    assert config_missing("cpu") is None and config_missing("mine.yaml") is None
+    assert (
+        config_missing("unlisted_paper") == "no preset 'unlisted_paper' (add rgsd_agents/presets/unlisted_paper.yaml)"
+    )
+    assert (
+        config_missing("unlisted", "reproduce")
+        == "no preset 'unlisted' (add rgsd_agents/presets/reproduce/unlisted.yaml)"
+    )
+    assert config_missing("gone.yaml") == "no config file 'gone.yaml'"
+
+
 def test_a_base_that_loops_is_a_clear_error(tmp_path):
     (tmp_path / "a.yaml").write_text("base: b.yaml\n")
     (tmp_path / "b.yaml").write_text("base: a.yaml\n")

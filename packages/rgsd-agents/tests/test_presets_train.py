@@ -25,7 +25,21 @@ PRESETS = [name for method in METHODS for name in (method, f"{method}_paper")]
 
 
 def test_every_method_has_shrink_options():
-    assert set(TINY_OPTIONS) == set(METHODS)
+    missing = sorted(set(METHODS) - set(TINY_OPTIONS))
+    assert not missing, f"add {missing} to rgsd_agents.testing.TINY_OPTIONS (docs/methods.md, Adding a method)"
+    assert set(TINY_OPTIONS) == set(METHODS), "TINY_OPTIONS names a method that METHODS has not"
+
+
+def test_a_method_without_shrink_options_is_named_with_what_to_add():
+    with pytest.raises(KeyError, match=r"method 'unlisted' has no entry in rgsd_agents.testing.TINY_OPTIONS: add its"):
+        tiny_options("unlisted")
+
+
+def test_every_method_has_its_two_presets():
+    from rgsd_agents.config import config_missing
+
+    missing = [why for m in METHODS for name in (m, f"{m}_paper") if (why := config_missing(name)) is not None]
+    assert not missing, "every method needs a <method> and a <method>_paper preset: " + "; ".join(missing)
 
 
 def _sets(method: str) -> list[str]:

@@ -390,6 +390,30 @@ def test_the_summary_of_a_resumed_session_compares_its_first_and_last_probe(tmp_
     assert "untrained -> iteration 2): Cartesian error 40.0 cm -> 20.0 cm" in fresh
 
 
+def test_the_help_names_every_registered_method_and_its_loop(monkeypatch):
+    """The --config help and the description come from the registry and the preset folder: a new method joins."""
+    from rgsd_agents.commands.train import methods_by_loop, preset_help
+    from rgsd_agents.methods import METHODS
+    from rgsd_agents.methods.metra import METRA
+
+    assert preset_help().startswith(
+        "a YAML file or a preset name (<method> or <method>_paper for rgsd, diayn, ase, calm, metra, fb_cpr"
+    )
+    assert preset_help().endswith("; cpu, demo, paper)")  # the presets of no method
+    assert methods_by_loop().startswith("rgsd, diayn, ase, calm, metra")
+    assert methods_by_loop().endswith("fb_cpr on the off-policy runner")
+    monkeypatch.setitem(METHODS, "unlisted", METRA)
+    assert "fb_cpr, unlisted; cpu, demo, paper)" in preset_help()
+    assert "unlisted on the PPO runner; fb_cpr" in methods_by_loop()
+
+
+def test_the_summary_names_no_method_for_the_method_s_own_reward(tmp_path):
+    from rgsd_agents.commands.train import summary
+
+    history = [{"charts/iteration": float(i), "charts/SPS": 100.0, "method/reward": 0.1 * i} for i in range(1, 21)]
+    assert "the method's own reward / step: 0.25 -> 1.95" in summary(tmp_path, history)
+
+
 def test_the_summary_has_no_empty_heading_when_no_metric_spans_both_windows(tmp_path):
     """Meta Motivo's first iterations act at random with no update: its early window has no loss, so the summary
     shows no early-against-late heading without rows; once both windows have the FB loss, it compares them."""

@@ -246,6 +246,20 @@ def preset_path(name: str, folder: str = "") -> Path:
     return path
 
 
+def config_missing(spec: str | os.PathLike, presets: str = "") -> str | None:
+    """Why ``spec`` opens no config (None: it names a config file or a built-in preset, as ``config_chain`` reads
+    it), worded for an error that names the config."""
+    path = Path(spec)
+    if path.is_file():
+        return None
+    if path.suffix or os.sep in str(spec):
+        return f"no config file {str(spec)!r}"
+    builtin = resources.files("rgsd_agents") / "presets" / presets / f"{spec}.yaml"
+    if builtin.is_file():
+        return None
+    return f"no preset {str(spec)!r} (add rgsd_agents/presets/{presets + '/' if presets else ''}{spec}.yaml)"
+
+
 def read_config_data(spec: str | os.PathLike, presets: str = "") -> tuple[dict, Path]:
     """The mapping of a YAML config file or preset, with its ``base:`` (a preset name or a file beside it) merged
     underneath: the file's keys win, mappings merge key by key, and a ``method`` naming another method than the

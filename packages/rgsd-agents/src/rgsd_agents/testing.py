@@ -36,6 +36,11 @@ MIDEPISODE_LATENTS: dict[str, dict[str, Any]] = {
 
 def tiny_options(name: str, midepisode_latents: bool = False, **overrides: Any) -> dict[str, Any]:
     """A fresh copy of ``TINY_OPTIONS[name]`` (with ``MIDEPISODE_LATENTS[name]`` if asked), ``overrides`` on top."""
+    if name not in TINY_OPTIONS:
+        raise KeyError(
+            f"method {name!r} has no entry in rgsd_agents.testing.TINY_OPTIONS: add its method.options cut to "
+            "seconds of work (small networks, minibatches and buffers; {} if it has nothing to shrink)"
+        )
     options = copy.deepcopy(TINY_OPTIONS[name])
     if midepisode_latents:
         options.update(MIDEPISODE_LATENTS.get(name, {}))

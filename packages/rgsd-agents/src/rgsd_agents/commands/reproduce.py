@@ -182,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
     except (InputFileError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    for method, reason in plan.dropped_methods.items():
+        print(f"warning: method {method!r} left out of the plan: {reason}", file=sys.stderr)
     for style, reason in plan.dropped_styles.items():
         print(f"warning: downstream style {style!r} left out of the plan: {reason}", file=sys.stderr)
     if args.plan_only:
@@ -253,6 +255,7 @@ def _run_plan(args: argparse.Namespace, plan: Plan, scale: ReproduceScale, scale
         "methods": plan.methods,
         "seeds": len(plan.seeds),
         "dropped_styles": plan.dropped_styles,
+        "dropped_methods": plan.dropped_methods,
     }
     if args.overrides:
         state.info["sets"] = list(args.overrides)

@@ -17,7 +17,29 @@ from rgsd_agents.signals import INTERRUPTED
 if TYPE_CHECKING:
     from rgsd_agents.rl.distributed import DataParallel
 
-PRESET_HELP = "a YAML file or a preset name (<method> or <method>_paper for rgsd, diayn, ase, calm, metra, fb_cpr; cpu, paper, demo)"
+
+LOOP_WORDS = {"on_policy": "on the PPO runner", "off_policy": "on the off-policy runner"}
+"""How the help names each ``SkillMethod.LOOP``."""
+
+
+def preset_help() -> str:
+    """What ``--config`` takes: a file or a preset (the methods' from the registry, the others from the folder)."""
+    from rgsd_agents.config import preset_names
+    from rgsd_agents.methods import method_names
+
+    methods = method_names()
+    others = [p for p in preset_names() if p not in methods and p.removesuffix("_paper") not in methods]
+    return f"a YAML file or a preset name (<method> or <method>_paper for {', '.join(methods)}; {', '.join(others)})"
+
+
+def methods_by_loop() -> str:
+    """The registry's methods grouped by the loop they train in, e.g. "rgsd, ase on the PPO runner; fb_cpr ..."."""
+    from rgsd_agents.methods import METHODS
+
+    loops: dict[str, list[str]] = {}
+    for name, cls in METHODS.items():
+        loops.setdefault(cls.LOOP, []).append(name)
+    return "; ".join(f"{', '.join(names)} {LOOP_WORDS.get(loop, loop)}" for loop, names in loops.items())
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,9 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train",
         help="train a skill-conditioned policy with one of the methods into a run folder",
-        description="Train a skill-conditioned policy with the config's method (RGSD, DIAYN, ASE, CALM, METRA on the "
-        "PPO runner; Meta Motivo off-policy). Writes <out>/config.yaml, policy.pt, method.json and the method's "
-        "files, checkpoints/ and tb/ (TensorBoard). RGSD without an encoder in the config pretrains one first into "
+        description=f"Train a skill-conditioned policy with the config's method ({methods_by_loop()}). Writes "
+        "<out>/config.yaml, policy.pt, method.json and the method's files, checkpoints/ and tb/ (TensorBoard). RGSD without an encoder in the config pretrains one first into "
         "<out>/pretrain/.",
         epilog="examples:\n  rgsd train --config cpu --device cpu\n  rgsd train --config paper --device cuda\n"
         "  rgsd train --config paper --device cuda --set env.backend=warp --set env.device=cuda"
@@ -38,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         " recorded in config_changes.yaml)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--config", help=PRESET_HELP + "; not needed with --resume")
+    p.add_argument("--config", help=preset_help() + "; not needed with --resume")
     p.add_argument("--out", help="run folder (default: runs/<config name>_<date-time>)")
     add_run_arguments(p, "override a config value, e.g. --set ppo.epochs=3 --set env.motions=motions/ (repeatable)")
     p.set_defaults(func=run)
@@ -84,7 +105,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         runner = trainer.resume(args.resume, overrides, progress=not args.no_progress, **extra)
     else:
         if not args.config:
-            print("error: give --config (" + PRESET_HELP + ") or --resume RUN")
+            print("error: give --config (" + preset_help() + ") or --resume RUN")
             return 2
         cfg = load_config(args.config, overrides)
         resolve_device(cfg.device)  # a bad device ends here, before any folder exists
@@ -163,7 +184,7 @@ SUMMARY_ROWS = (
     ("episodes/imitation_length", "imitation episode length", 1.0, " steps"),
     ("rollout/imitation_cartesian_error", "imitation Cartesian error (training episodes)", 100.0, " cm"),
     ("rollout/discovery_reward", "discovery reward / step", 1.0, ""),
-    ("method/reward", "method reward / step (ASE, CALM, METRA)", 1.0, ""),
+    ("method/reward", "the method's own reward / step", 1.0, ""),
     ("method/fb_loss", "FB loss (Meta Motivo)", 1.0, ""),
     ("method/disc_loss", "discriminator loss (Meta Motivo)", 1.0, ""),
 )

@@ -1,21 +1,15 @@
 """Skill-discovery methods: one module per method behind one interface (``base.SkillMethod``).
 
-=========  ===================  =========  ===========================================
-method     module               loop       latent of a clip at evaluation
-=========  ===================  =========  ===========================================
-rgsd       ``methods.rgsd``     on-policy  the frozen encoder's clip embedding z_m
-diayn      ``methods.rgsd``     on-policy  best of N sampled latents
-ase        ``methods.ase``      on-policy  best of N sampled latents
-calm       ``methods.calm``     on-policy  stored per clip: E of its first window
-metra      ``methods.metra``    on-policy  best of N sampled latents
-fb_cpr     ``methods.fb_cpr``   off-policy one per step: B averaged over the next 8 frames
-=========  ===================  =========  ===========================================
+``METHODS`` holds every method by name. Each class says the loop it trains in (``LOOP``: the PPO runner or the
+off-policy runner) and how evaluation picks a clip's latent (``LATENT_CHOICE``); docs/methods.md tabulates them
+with each method's reward.
 
 A training config names its method (``method.name``) and its options
 (``method.options``, the method's ``CONFIG`` dataclass); the training command
 resolves the class here and the loop it names (``rgsd_agents.training.trainers``:
 the PPO runner or the off-policy runner). A new method is one more module
-with a ``SkillMethod`` subclass and a line in ``METHODS``.
+with a ``SkillMethod`` subclass and a line in ``METHODS``, plus its presets and test settings
+(docs/methods.md, "Adding a method").
 """
 
 from __future__ import annotations

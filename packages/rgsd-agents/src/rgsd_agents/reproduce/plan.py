@@ -140,6 +140,8 @@ class Plan:
     """The seeds of each method where they differ from ``seeds`` (a kept method's, as they ran)."""
     dropped_styles: dict[str, str] = field(default_factory=dict)
     """Downstream styles of the scale left out of the plan, with why (the motions lack the style's category)."""
+    dropped_methods: dict[str, str] = field(default_factory=dict)
+    """Methods of the registry left out of the plan, with why (no training preset at this scale)."""
 
     def step(self, step_id: str) -> Step:
         """The step called ``step_id``."""
@@ -216,6 +218,8 @@ def build_plan(
     bad = [m for m in chosen if m not in known]
     if bad:
         raise ValueError(f"--methods: unknown method {bad[0]!r}; methods: {', '.join(known)}")
+    named = "--methods" if methods is not None else f"{scale_file}: methods" if scale.methods else None
+    chosen, dropped_methods = _methods_with_preset(chosen, scale.train.preset, named)
     others = {m: list(k) for m, k in (kept or {}).items() if m not in chosen}
     bad = [m for m in others if m not in known]
     if bad:
@@ -223,6 +227,7 @@ def build_plan(
     order = list(dict.fromkeys([*(kept or {}), *chosen]))  # the folder's methods first, as they were run
     plan = Plan(out, motions, scale, Path(scale_file), order, list(range(seeds or scale.seeds)))
     plan.method_seeds = others
+    plan.dropped_methods = dropped_methods
     t, dev = scale.train, scale.device
     motion_set = f"env.motions={_motions_value(motions)}"
     train_ids: dict[str, list[str]] = {}
@@ -342,6 +347,24 @@ def build_plan(
         )
     )  # fmt: skip
     return plan
+
+
+def _methods_with_preset(methods: list[str], preset: str, named: str | None) -> tuple[list[str], dict[str, str]]:
+    """The methods that have the scale's training preset (``preset`` with ``{method}`` filled in) and, for each
+    other, why it is left out. Methods a command or scale names (``named``: where) must all have it: a
+    ``ValueError`` names the first that has not. Every method by default: one without it is left out, as a style
+    the motions cannot ground is, so the other methods still run and the plan and report say which was not."""
+    from rgsd_agents.config import config_missing
+
+    missing = {m: why for m in methods if (why := config_missing(preset.format(method=m))) is not None}
+    where = f"training config at this scale (train.preset {preset!r})"
+    if missing and named is not None:
+        method, why = next(iter(missing.items()))
+        raise ValueError(f"{named}: method {method!r} has no {where}: {why}; or leave {method} out")
+    ready = [m for m in methods if m not in missing]
+    if not ready:
+        raise ValueError(f"no method has a {where}: {next(iter(missing.values()))}")
+    return ready, {m: f"no {where}: {why}" for m, why in missing.items()}
 
 
 def runnable_styles(styles: Sequence[str], motions: str) -> tuple[list[str], dict[str, str]]:

@@ -550,11 +550,14 @@ def write_report(
             f"`rgsd reproduce --report-only {froms}`: {len(parts)} folders run with `--motions {shlex.quote(plan.motions)}` and one "
             f"scale (`scale.yaml` in each)"
         )
+    left_out = {m: why for p, _ in parts for m, why in p.dropped_methods.items() if m not in data.methods}
     lines = [
         "# Reproducing the RGSD paper's experiments",
         "",
         f"{command}: methods {', '.join(data.methods)}; {len(seeds)} seed(s); device {scale.device}.",
         "",
+        *[f"- {m}: not run: {why}." for m, why in left_out.items()],
+        *([""] if left_out else []),
         f"> {scale.description.strip()}" if scale.description.strip() else "",
         "",
         *differences_table(data.setup()),
@@ -614,6 +617,7 @@ def write_report(
         "scale": str(plan.scale_file),
         "folders": [data.link(p.out) for p, _ in parts],
         "methods": data.methods,
+        "methods_left_out": left_out,
         "seeds": seeds,
         "categories": data.categories,
         "metric_definitions": DEFINITIONS,
@@ -690,6 +694,7 @@ def recorded_plan(folder: str | os.PathLike) -> tuple[Plan, set[str]]:
     scale_file = Path(state.info.get("scale", out / "scale.yaml"))  # as the command named it (the report says so)
     plan = Plan(out, motions, scale, scale_file, list(methods), [], steps, method_seeds=methods)
     plan.dropped_styles = dict(state.info.get("dropped_styles", {}))
+    plan.dropped_methods = dict(state.info.get("dropped_methods", {}))
     return plan, state.done()
 
 
