@@ -37,9 +37,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from gpu_check import (  # noqa: E402  (one list of methods, one reading of a run)
+from gpu_check import (  # noqa: E402  (one list of methods, one reading of a run and of a failure)
     METHODS,
     SMOKE_TRAIN,
+    failure_note,
     overlap_sps,
     sample_times,
     training_figures,
@@ -111,12 +112,6 @@ def launch(jobs: dict[str, list[str]], logs: Path, timeout: float) -> dict[str, 
     return out
 
 
-def tail(path: Path, lines: int = 3) -> str:
-    """The last lines of a log, joined (why a job failed)."""
-    text = path.read_text(errors="replace").strip().splitlines() if path.is_file() else []
-    return " | ".join(line.strip()[:200] for line in text[-lines:])
-
-
 def train_group(label: str, methods: list[str], args: argparse.Namespace) -> dict:
     """Train ``methods`` at once (labels ``<method>`` or ``<method>_<i>`` for copies); their figures and sum."""
     runs = {}
@@ -131,7 +126,7 @@ def train_group(label: str, methods: list[str], args: argparse.Namespace) -> dic
     for name, (m, run) in runs.items():
         rec = {"method": m, **status[name], **(training_figures(run) if (run / "tb").is_dir() else {})}
         if rec["exit_code"] != 0:
-            rec["error"] = tail(args.out / label / "logs" / f"{name}.log")
+            rec["error"] = failure_note(args.out / label / "logs" / f"{name}.log")
         members[name] = rec
     ok = [r for r in members.values() if r["exit_code"] == 0 and "median_sps" in r]
     together, window = overlap_sps([sample_times(run) for _, run in runs.values() if (run / "tb").is_dir()])
@@ -145,17 +140,28 @@ def train_group(label: str, methods: list[str], args: argparse.Namespace) -> dic
     }
 
 
+TRAINING_FAILED = "its training failed"
+"""Why a run is not evaluated (or, RGSD's, not taken downstream): its ``rgsd train`` exited non-zero or was stopped."""
+
+
 def eval_group(group: dict, label: str, args: argparse.Namespace) -> dict:
-    """``rgsd eval --protocol paper`` (few rollouts, no video) of every run of a group, at once."""
+    """``rgsd eval --protocol paper`` (few rollouts, no video) of every run of a group whose training passed, at
+    once; the others are recorded as not run."""
     jobs = {}
-    for name in group["members"]:
+    for name, member in group["members"].items():
+        if member["exit_code"] != 0:
+            continue
         run = args.out / label / name
         argv = [*_cli(), "eval", "--run", str(run), "--out", str(run / "eval"), "--protocol", "paper"]
         argv += ["--device", args.device, "--no-video", "--no-progress"]
         jobs[name] = argv + (EVAL_SMOKE if args.smoke else EVAL_QUICK)
-    status = launch(jobs, args.out / label / "eval_logs", args.eval_seconds)
+    status = launch(jobs, args.out / label / "eval_logs", args.eval_seconds) if jobs else {}
     out = {}
-    for name, rec in status.items():
+    for name in group["members"]:
+        if name not in status:
+            out[name] = {"exit_code": None, "skipped": TRAINING_FAILED}
+            continue
+        rec = status[name]
         metrics = args.out / label / name / "eval" / "metrics.json"
         if rec["exit_code"] == 0 and metrics.is_file():
             run = next(iter(json.loads(metrics.read_text())["runs"].values()))
@@ -163,7 +169,7 @@ def eval_group(group: dict, label: str, args: argparse.Namespace) -> dict:
             rec["err_cm"] = {c: v.get("err_cm") for c, v in cats.items()}
             rec["fid"] = {c: v.get("fid") for c, v in cats.items()}
         else:
-            rec["error"] = tail(args.out / label / "eval_logs" / f"{name}.log")
+            rec["error"] = failure_note(args.out / label / "eval_logs" / f"{name}.log")
         out[name] = rec
     return out
 
@@ -177,7 +183,7 @@ def downstream(label: str, args: argparse.Namespace) -> dict:
     argv += ["--config", "demo", "--device", args.device, "--no-progress"] + [a for kv in sets for a in ("--set", kv)]
     status = launch({"downstream": argv}, args.out / label / "downstream_logs", args.eval_seconds)["downstream"]
     if status["exit_code"] != 0:
-        status["error"] = tail(args.out / label / "downstream_logs" / "downstream.log")
+        status["error"] = failure_note(args.out / label / "downstream_logs" / "downstream.log")
     return status
 
 
@@ -272,13 +278,16 @@ def main(argv: list[str] | None = None) -> int:
             ok &= all(r["exit_code"] == 0 for r in group["eval"].values())
             save()
             for name, rec in group["eval"].items():
+                ran = f"exit {rec['exit_code']} in {rec['seconds']} s" if "seconds" in rec else "not run"
                 print(
-                    f"[concurrent]   eval {name}: exit {rec['exit_code']} in {rec['seconds']} s "
-                    f"{rec.get('err_cm', rec.get('error', ''))}",
+                    f"[concurrent]   eval {name}: {ran} {rec.get('err_cm', rec.get('error', rec.get('skipped', '')))}",
                     flush=True,
                 )
         if args.downstream and "rgsd" in group["members"]:
-            group["downstream"] = downstream(label, args)
+            trained = group["members"]["rgsd"]["exit_code"] == 0
+            group["downstream"] = (
+                downstream(label, args) if trained else {"exit_code": None, "skipped": TRAINING_FAILED}
+            )
             ok &= group["downstream"]["exit_code"] == 0
             save()
             print(f"[concurrent]   downstream: {group['downstream']}", flush=True)

@@ -3,7 +3,10 @@
     python benchmarks/gpu_check.py --out runs/gpu_check/           # one GPU, about 25 minutes on an H100
     python benchmarks/gpu_check.py --out runs/gpu_check/ --smoke   # the same steps on the CPU, a few minutes
 
-Steps, each in its own process (a failure is recorded, with its log, and the next step runs):
+Before the first step it checks that this Python holds what rgsd and the steps asked for import
+(``prerequisites.py``: another Python than a GPU bundle's, missing packages) and stops with one line each if not.
+Steps, each in its own process (a failure is recorded, with its log and the exception that ended it, and the next
+step runs):
 
 1. ``cuda_tests``: ``pytest -m cuda`` (graph replay, warp on cuda against mujoco, train + resume,
    no synchronisation in a rollout, flat GPU memory); skipped on a machine without CUDA.
@@ -42,6 +45,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -54,6 +58,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from prerequisites import problems  # noqa: E402  (what this Python must hold: one list, read from the packages)
+
 METHODS = ("rgsd", "ase", "calm", "diayn", "metra", "fb_cpr")
 """The six methods, each trained from its ``<method>_paper`` preset in the methods step."""
 DEFAULT_MOTIONS = REPO / "motions" / "deepmimic-smpl"
@@ -150,14 +158,35 @@ def run_step(step: Step, logs: Path) -> Step:
             step.status, step.note = "fail", f"could not start: {err}"
     step.seconds = time.perf_counter() - start
     if step.status == "fail":
-        step.note += f"; last lines: {' | '.join(_tail(step.log, 3))}"
-    print(f"[gpu_check] {step.name}: {step.status} in {step.seconds:.0f} s {step.note}", flush=True)
+        step.note += f"; {failure_note(step.log)}"
     return step
 
 
-def _tail(path: Path, lines: int) -> list[str]:
-    text = path.read_text(errors="replace").strip().splitlines() if path.is_file() else []
-    return [line.strip()[:200] for line in text[-lines:]]
+TRACEBACK = "Traceback (most recent call last):"
+FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
+MESSAGE_LINES = 6
+"""A traceback followed by more lines than this is not how the command ended (its log went on): its last lines are
+the note instead."""
+
+
+def failure_note(log: Path, context: int = 2, width: int = 160) -> str:
+    """Why a command failed, from its log: the exception that ended it, its message whole and where it was raised
+    (file and line; the traceback's other lines left out), else the log's last line whole after up to ``context``
+    lines before it, each cut at ``width`` characters."""
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no output"
+    starts = [i for i, line in enumerate(lines) if line.strip() == TRACEBACK]
+    body, where = (lines[starts[-1] + 1 :] if starts else []), None
+    while body and body[0][:1].isspace():  # the frames: "  File ...", their source lines and markers
+        where = FRAME.match(body[0]) or where
+        body = body[1:]
+    if not body or len(body) > MESSAGE_LINES:
+        cut = [line.strip()[:width] + ("…" if len(line.strip()) > width else "") for line in lines[-1 - context : -1]]
+        return " / ".join([*cut, lines[-1].strip()])
+    message = " / ".join(line.strip() for line in body)
+    return message + (f" (raised at {'/'.join(Path(where['file']).parts[-3:])}:{where['line']})" if where else "")
 
 
 def _command(cmd: list[str]) -> str:
@@ -200,13 +229,30 @@ def machine() -> list[str]:
         f"- warp {_version('warp-lang')}, mujoco-warp {_version('mujoco-warp')}, mujoco {_version('mujoco')}",
         f"- CPU: {cpu}, {os.cpu_count()} cores, memory {mem}, load average {os.getloadavg()[0]:.1f} at the start",
         f"- Python {platform.python_version()} on {platform.platform()}",
-        f"- rgsd commit {_command(['git', '-C', str(REPO), 'rev-parse', '--short', 'HEAD']) or '?'}",
+        f"- rgsd commit {commit_text()}",
         "",
         "```",
         _command(["nvidia-smi"]) or "nvidia-smi: no output",
         "```",
     ]
     return lines
+
+
+def commit_text(repo: Path = REPO) -> str:
+    """The commit of the code that runs: git's, else the one a GPU bundle packed into ``COMMIT.json`` (a bundle
+    carries no ``.git``), else why there is none."""
+    from gpu_bundle import COMMIT_FILE, git, packed_commit
+
+    top = git(repo, "rev-parse", "--show-toplevel")  # not a checkout that merely encloses an unpacked bundle
+    head = git(repo, "rev-parse", "--short=12", "HEAD") if top and Path(top).resolve() == repo.resolve() else None
+    if head:
+        status = git(repo, "status", "--porcelain", "--untracked-files=no")
+        return head + (" with uncommitted changes" if status else "")
+    packed = packed_commit(repo)
+    if packed:
+        dirty = " with uncommitted or untracked files" if packed.get("dirty") else ""
+        return f"{packed['commit'][:12]}{dirty} (from the bundle's `{COMMIT_FILE}`: no git here)"
+    return f"unknown (no git checkout, no `{COMMIT_FILE}`)"
 
 
 def kernel_cache_lines(logs: Path) -> list[str]:
@@ -413,25 +459,32 @@ def methods_section(doc: dict, beside: list[str] | None = None) -> list[str]:
         ),
         "",
         "| method | trained | iterations | samples | median samples/s | peak allocated (MiB) | peak reserved (MiB) "
-        "| evaluated | mean ERR (cm) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| evaluated | mean ERR (cm) | why it failed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     evals = group.get("eval", {})
     for name, r in group["members"].items():
         e = evals.get(name, {})
         errs = [v for v in (e.get("err_cm") or {}).values() if v is not None]
+        evaluated = "pass" if e.get("exit_code") == 0 else ("FAIL" if e else "-")
+        if e.get("skipped"):
+            evaluated = f"not run ({e['skipped']})"
+        why = (r.get("error") and f"training: {r['error']}") or (e.get("error") and f"evaluation: {e['error']}")
         lines.append(
             f"| {name} | {'pass' if r.get('exit_code') == 0 else 'FAIL'} | {_fmt(r.get('iterations'))} | "
             f"{_fmt(r.get('samples'))} | {_fmt(r.get('median_sps'))} | {_fmt(r.get('peak_allocated_mib'))} | "
-            f"{_fmt(r.get('peak_reserved_mib'))} | {'pass' if e.get('exit_code') == 0 else ('FAIL' if e else '-')} "
-            f"| {f'{sum(errs) / len(errs):.1f}' if errs else '-'} |"
+            f"{_fmt(r.get('peak_reserved_mib'))} | {evaluated} | {f'{sum(errs) / len(errs):.1f}' if errs else '-'} "
+            f"| {(why or '-').replace('|', '/')} |"
         )
     lines += ["", f"Sum of the medians: {_fmt(group.get('aggregate_sps'))} samples/s."]
     if "downstream" in group:
         d = group["downstream"]
-        lines.append(f"Downstream step: {'pass' if d.get('exit_code') == 0 else 'FAIL'} in {d.get('seconds')} s.")
-    failures = [f"- {n}: {r['error']}" for n, r in {**group["members"], **evals}.items() if r.get("error")]
-    return lines + ([""] + failures if failures else [])
+        if d.get("skipped"):
+            lines.append(f"Downstream step: not run ({d['skipped']}).")
+        else:
+            ran = f"{'pass' if d.get('exit_code') == 0 else 'FAIL'} in {d.get('seconds')} s"
+            lines.append(f"Downstream step: {ran}" + (f": {d['error']}." if d.get("error") else "."))
+    return lines
 
 
 def sharing_section(doc: dict) -> list[str]:
@@ -529,6 +582,20 @@ def build_steps(args: argparse.Namespace, out: Path) -> dict[str, Step]:
     ]
     assert tuple(s.name for s in steps) == STEP_NAMES
     return {s.name: s for s in steps}
+
+
+def settle(step: Step, beside: list[str], cuda: bool) -> None:
+    """A finished step's final status and note, as the console and the report both give them: the CUDA tests
+    without CUDA are "skipped", a failed import trains on the demo motions alone, a step run beside others says so."""
+    if step.name == "cuda_tests" and not cuda:
+        step.extra["no_cuda"] = True
+        if step.status == "pass":
+            step.status, step.note = "skipped", "no CUDA: every cuda test skipped"
+    if step.name == "import_motions" and step.status != "pass":
+        step.note += "; training on the demo motions alone"
+    if beside:
+        step.extra["beside"] = beside
+        step.note = f"ran beside {', '.join(beside)}; {step.note}".rstrip("; ")
 
 
 def load_state(path: Path, steps: dict[str, Step]) -> None:
@@ -688,14 +755,19 @@ def main(argv: list[str] | None = None) -> int:
         help="stop starting steps past this wall-clock time; each step's limit shrinks to what is left (quick: 8.5)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    order = list(QUICK_STEPS) if args.quick else list(STEP_NAMES)
+    wanted = [n for n in order if n in (args.steps or order)]
+    lacking = problems(tests="cuda_tests" in wanted)  # before the first step: a job's minutes are not spent on it
+    if lacking:
+        for line in lacking:
+            print(f"gpu_check: {line}", file=sys.stderr)
+        return 2
     if args.smoke:
         args.train_minutes = 1.0
     if args.num_envs is None:
         args.num_envs = [8192] if args.quick else list(FULL_N)
     if args.deadline_minutes is None and args.quick and not args.smoke:
         args.deadline_minutes = 8.5
-    order = list(QUICK_STEPS) if args.quick else list(STEP_NAMES)
-    wanted = [n for n in order if n in (args.steps or order)]
     deadline = math.inf if args.deadline_minutes is None else time.perf_counter() + 60.0 * args.deadline_minutes
     out = args.out.resolve()
     args.motions = args.motions.resolve()
@@ -735,15 +807,8 @@ def main(argv: list[str] | None = None) -> int:
         for thread in beside:
             thread.join()
         for step in (steps[n] for n in running):
-            if step.name == "cuda_tests" and not torch.cuda.is_available():
-                step.extra["no_cuda"] = True
-                if step.status == "pass":
-                    step.status, step.note = "skipped", "no CUDA: every cuda test skipped"
-            if step.name == "import_motions" and step.status != "pass":
-                step.note += "; training on the demo motions alone"
-            if len(running) > 1:
-                step.extra["beside"] = [n for n in running if n != step.name]
-                step.note = f"ran beside {', '.join(step.extra['beside'])}; {step.note}".rstrip("; ")
+            settle(step, [n for n in running if n != step.name], torch.cuda.is_available())
+            print(f"[gpu_check] {step.name}: {step.status} in {step.seconds:.0f} s {step.note}", flush=True)
         save_state(state, steps)
         write_report(report, args, steps, machine_lines)  # after each step: a killed command keeps what it measured
     save_state(state, steps)

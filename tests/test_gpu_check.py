@@ -43,7 +43,8 @@ def test_the_quick_check_split_over_two_commands_runs_every_step_and_reports_eve
     """A lent GPU machine runs 10 minutes a command: ``--steps`` splits the check, steps.json carries the results,
     and the same command with ``--resume`` runs only what is left; the CUDA tests run beside the methods step."""
     out = tmp_path / "gpu_check"
-    _run(out, *QUICK, "--steps", "demo_motions,import_motions,throughput,methods,cuda_tests")
+    console = _run(out, *QUICK, "--steps", "demo_motions,import_motions,throughput,methods,cuda_tests").stdout
+    assert "[gpu_check] cuda_tests: skipped in " in console  # as the report says, not "pass"
     first = json.loads((out / "steps.json").read_text())
     assert first["methods"]["status"] == "pass" and first["sharing"]["status"] == "not run"
     assert first["methods"]["extra"]["beside"] == ["cuda_tests"] and first["cuda_tests"]["status"] == "skipped"
@@ -227,3 +228,74 @@ def test_the_report_splits_a_training_iteration_into_its_parts(gpu_check):
         "One training iteration at N = 8192 on warp, by part (host clocks): env 0.600 s (60%), policy 0.050 s (5%), "
         "update 0.300 s (30%), method 0.040 s (4%), other 0.010 s (1%)." in lines
     )
+
+
+def test_a_failed_step_s_note_keeps_the_exception_whole_and_drops_the_traceback(gpu_check, tmp_path):
+    """The note names the cause and the fix; a message cut to the width of a traceback line lost the fix."""
+    message = (
+        "rgsd_envs.sim.WarpUnavailableError: backend 'warp' on the CPU needs warp's CPU compiler, which this "
+        "installation lacks (benchmarks/gpu_bundle.py leaves it out unless --keep-warp-cpu); run warp on cuda "
+        '(device="cuda") or the mujoco backend'
+    )
+    log = tmp_path / "throughput.log"
+    log.write_text(
+        "[gpu_throughput] N = 8\nTraceback (most recent call last):\n"
+        '  File "/node/rgsd/benchmarks/gpu_throughput.py", line 400, in <module>\n    main()\n'
+        '  File "/node/rgsd/packages/rgsd-envs/src/rgsd_envs/sim/__init__.py", line 63, in make_backend\n'
+        f"    raise WarpUnavailableError(\n    ^^^^^^^^^^^^^^^^^^^^^^^^^^^\n{message}\n"
+    )
+    assert len(message) > 200
+    assert gpu_check.failure_note(log) == f"{message} (raised at rgsd_envs/sim/__init__.py:63)"
+    last = "error: --set env.num_envs=8: unknown key 'num_envs' in 'env'; valid keys: " + ", ".join(["k"] * 80)
+    log.write_text(f"starting\n{'x' * 300}\n{last}\n")  # no traceback: the last line whole, those before it cut
+    assert gpu_check.failure_note(log) == f"starting / {'x' * 160}… / {last}"
+    # a traceback the command outlived (a warning logged, then more output) is not why it failed
+    log.write_text(
+        'Traceback (most recent call last):\n  File "a.py", line 1\nValueError: old\n' + "step\n" * 8 + "done"
+    )
+    assert gpu_check.failure_note(log) == "step / step / done"
+    assert gpu_check.failure_note(tmp_path / "missing.log") == "no output"
+
+
+def test_the_console_and_the_report_give_a_step_the_same_result(gpu_check, tmp_path, capsys):
+    """Without CUDA the CUDA tests pass by skipping: "skipped" in the console as in gpu_check.md."""
+    step = gpu_check.Step("cuda_tests", [sys.executable, "-c", "print('19 skipped')"], 60)
+    gpu_check.run_step(step, tmp_path)
+    assert step.status == "pass" and "cuda_tests: pass" not in capsys.readouterr().out  # not yet settled
+    gpu_check.settle(step, ["methods"], cuda=False)
+    assert (step.status, step.extra) == ("skipped", {"no_cuda": True, "beside": ["methods"]})
+    assert step.note == "ran beside methods; no CUDA: every cuda test skipped"
+    failed = gpu_check.run_step(
+        gpu_check.Step("import_motions", [sys.executable, "-c", "raise SystemExit('bad file')"], 60), tmp_path
+    )
+    gpu_check.settle(failed, [], cuda=True)
+    assert failed.note == "exit code 1; bad file; training on the demo motions alone"
+
+
+def test_a_method_whose_training_failed_is_not_evaluated_and_its_row_says_why(
+    load_benchmark, gpu_check, monkeypatch, tmp_path
+):
+    ct: ModuleType = load_benchmark("concurrent_trainings")
+    launched = []
+
+    def launch(jobs, logs, timeout):
+        launched.append(sorted(jobs))
+        return {name: {"exit_code": 1, "seconds": 1.0} for name in jobs}
+
+    monkeypatch.setattr(ct, "launch", launch)
+    args = argparse.Namespace(out=tmp_path, device="cpu", smoke=True, eval_seconds=10.0)
+    members = {"rgsd": {"exit_code": 0}, "ase": {"exit_code": 1, "error": "ModuleNotFoundError: No module named 'x'"}}
+    evals = ct.eval_group({"members": members}, "methods", args)
+    assert launched == [["rgsd"]]  # the failed training is not evaluated
+    assert evals["ase"] == {"exit_code": None, "skipped": ct.TRAINING_FAILED} and evals["rgsd"]["exit_code"] == 1
+    group = {
+        "members": members,
+        "eval": {**evals, "rgsd": {"exit_code": 1, "error": "KeyError: 'clip'"}},
+        "downstream": {"exit_code": None, "skipped": ct.TRAINING_FAILED},
+    }
+    section = gpu_check.methods_section({"device": "cpu", "minutes": 0.05, "groups": {"methods": group}})
+    rows = {line.split("|")[1].strip(): line for line in section if line.startswith("| ") and "---" not in line}
+    assert "| FAIL |" in rows["ase"] and "| not run (its training failed) |" in rows["ase"]
+    assert rows["ase"].endswith("| training: ModuleNotFoundError: No module named 'x' |")
+    assert rows["rgsd"].endswith("| FAIL | - | evaluation: KeyError: 'clip' |")
+    assert "Downstream step: not run (its training failed)." in section
