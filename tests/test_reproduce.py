@@ -840,6 +840,7 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
     report = json.loads(paths["json"].read_text())
     assert report["paper_imitation"]["rgsd"]["walk"] == {"err_cm": 7.4, "fid_rank": 2}
     assert report["imitation"]["fb_cpr"]["all"]["success_rate"]["mean"] == 0.75
+    assert report["training_samples"] == {"rgsd": {"0": 384, "1": 384}, "fb_cpr": {"0": 384, "1": 384}}
     csv_rows = paths["csv"].read_text().splitlines()
     assert "imitation,rgsd,walk,,,,fid_rank,value,2,paper (quoted)" in csv_rows
     # the code that wrote the report, and each evaluation's own record ("not recorded": an older rgsd's file)

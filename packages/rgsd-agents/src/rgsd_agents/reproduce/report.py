@@ -632,6 +632,9 @@ def write_report(
             "paper_note": PAPER_DISCOVERY_NOTE if kappa == PAPER_DISCOVERY_KAPPA else None,
         },
         "kappa_sweep": {"clips": clips, "spread": sweep},
+        "training_samples": {
+            m: {str(k): r.get("training_samples") for k, r in seeds.items()} for m, seeds in data.runs.items()
+        },
         "downstream": {"final": final, "curves": (data.seeds_doc or {}).get("groups", [])},
         "figures": figures,
         "provenance": {
