@@ -261,7 +261,7 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
     if not rows:
         return ["No evaluation: see the steps below.", ""]
     rows += [[m, "no evaluated run: see the steps below", *["-"] * (2 * len(cats) + 3)] for m in missing]
-    seeds = len(data.plan.seeds)
+    seeds = len(data.seeds())  # every seed any method ran (a --report-only plan has none of its own)
     tracking = [
         [m, c, *(_pm(per[c][key], dec) for key, _, dec in TRACKING_COLUMNS)]
         for m, per in table.items()
