@@ -68,7 +68,7 @@ UNTRACED = {
 """(page, header row) -> why its tables have no committed source, or the command that would make one (one entry
 serves every table of the page with that header)."""
 REFERENCE = {
-    ("docs/development.md", "script | measures"): "what each benchmark measures",
+    ("docs/development.md", "quick run | measures"): "what each benchmark measures",
     ("docs/environments.md", " | "): "the env's spaces and settings",
     ("docs/evaluation.md", "flag | meaning"): "rgsd eval's flags",
     ("docs/evaluation.md", " | `quick` (default) | `paper`"): "the two protocols' settings",

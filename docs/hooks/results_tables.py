@@ -525,32 +525,58 @@ def fb_cpr_latents() -> list[str]:
 
 # -- the paper's protocol on 2 CPU cores ----------------------------------------------
 
-REPRODUCE_REPORTS = (f"{RESULTS}/reproduce_cpu/report.json", f"{RESULTS}/reproduce_cpu_calm_metra_fb_cpr/report.json")
+REPRODUCE_REPORTS = (
+    f"{RESULTS}/reproduce_cpu/report.json",
+    f"{RESULTS}/reproduce_cpu_calm_metra_fb_cpr/report.json",
+    f"{RESULTS}/reproduce_cpu_ase_calm_fb_cpr/report.json",
+)
+"""The 2-core runs of the paper's protocol, oldest first: a method's row comes from the last report that has it (the
+third reran ASE, CALM and Meta Motivo on their current code)."""
 REPRODUCE_NAMES = {**METHOD_NAMES, "fb_cpr": "Meta Motivo (FB-CPR)"}
+
+
+def _reproduce_code(rel: str, method: str) -> str:
+    """The commit that wrote ``method``'s policy in report ``rel`` ("older, not recorded" for a report written before
+    reports recorded the code)."""
+    try:
+        recorded = at(rel, "provenance", "policies", method, "0", "rgsd", "git")
+    except SourceError:
+        return "older, not recorded"
+    return f"`{recorded}`" if recorded else "not recorded"
+
+
+def _reproduce_samples(rel: str, method: str) -> str:
+    """The training samples of ``method``'s seed 0 in report ``rel`` ("not recorded" before reports held them)."""
+    try:
+        return millions(at(rel, "training_samples", method, "0"))
+    except SourceError:
+        return "not recorded"
 
 
 @table("reproduce-cpu", *REPRODUCE_REPORTS)
 def reproduce_cpu() -> list[str]:
-    """The six methods of the two reports, lowest error first: ERR and FID over all clips (the lowest in bold), the
-    discovery's walk FID, freestyle goal reaching's last success rate."""
-    found = []
-    for rel in REPRODUCE_REPORTS:
-        for method in at(rel, "methods"):
-            every = ("imitation", method, "all")
-            found.append((at(rel, *every, "err_cm", "mean"), rel, method))
+    """The six methods, lowest error first, each from the last report that has it: ERR and FID over all clips (the
+    lowest in bold), the discovery's walk FID, freestyle goal reaching's last success rate, the training samples of
+    its 25 minutes and the code that trained it."""
+    source = {method: rel for rel in REPRODUCE_REPORTS for method in at(rel, "methods")}
+    found = sorted(
+        (at(rel, "imitation", method, "all", "err_cm", "mean"), rel, method) for method, rel in source.items()
+    )
     rows, values = [], []
-    for err, rel, method in sorted(found):
+    for err, rel, method in found:
         fid = at(rel, "imitation", method, "all", "fid", "mean")
         walk = at(rel, "discovery", "fid", method, "walk", "mean")
         success = at(rel, "downstream", "final", "freestyle", method, "eval/success_rate", "mean")
-        rows.append([REPRODUCE_NAMES[method], fixed(err), fixed(fid, 2), fixed(walk, 2), percent(success)])
-        values.append([None, err, fid, None, None])
+        rows.append([REPRODUCE_NAMES[method], fixed(err), fixed(fid, 2), fixed(walk, 2), percent(success),
+                     _reproduce_samples(rel, method), _reproduce_code(rel, method)])  # fmt: skip
+        values.append([None, err, fid, None, None, None, None])
     bold_best(rows, values, {1: min, 2: min})
     kappas = {at(rel, "discovery", "kappa") for rel in REPRODUCE_REPORTS}
     if len(kappas) != 1:
         raise SourceError(f"{', '.join(REPRODUCE_REPORTS)}: discovery/kappa differs ({sorted(kappas)}): one column")
     walk_fid = f"FID under z ~ vMF(z_m, {kappas.pop():g}), walk"
-    header = ["method", "ERR (cm)", "FID", walk_fid, "goal reaching, freestyle success"]
+    header = ["method", "ERR (cm)", "FID", walk_fid, "goal reaching, freestyle success", "training samples",
+              "trained by (rgsd commit)"]  # fmt: skip
     return markdown(header, rows)
 
 
