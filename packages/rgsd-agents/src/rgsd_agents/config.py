@@ -246,18 +246,23 @@ def preset_path(name: str, folder: str = "") -> Path:
     return path
 
 
+def _names_a_file(spec: str | os.PathLike) -> bool:
+    """Whether a config spec that is no file names one (a suffix or a folder) rather than a built-in preset."""
+    return bool(Path(spec).suffix) or os.sep in str(spec)
+
+
 def config_missing(spec: str | os.PathLike, presets: str = "") -> str | None:
     """Why ``spec`` opens no config (None: it names a config file or a built-in preset, as ``config_chain`` reads
     it), worded for an error that names the config."""
-    path = Path(spec)
-    if path.is_file():
+    if Path(spec).is_file():
         return None
-    if path.suffix or os.sep in str(spec):
+    if _names_a_file(spec):
         return f"no config file {str(spec)!r}"
-    builtin = resources.files("rgsd_agents") / "presets" / presets / f"{spec}.yaml"
-    if builtin.is_file():
-        return None
-    return f"no preset {str(spec)!r} (add rgsd_agents/presets/{presets + '/' if presets else ''}{spec}.yaml)"
+    try:
+        preset_path(str(spec), presets)
+    except InputFileError:
+        return f"no preset {str(spec)!r} (add rgsd_agents/presets/{presets + '/' if presets else ''}{spec}.yaml)"
+    return None
 
 
 def read_config_data(spec: str | os.PathLike, presets: str = "") -> tuple[dict, Path]:
@@ -279,7 +284,7 @@ def config_chain(spec: str | os.PathLike, presets: str = "", _seen: tuple[Path, 
     """The files of a config, its bases first and ``spec``'s last, each with the keys it sets itself."""
     path = Path(spec)
     if not path.is_file():
-        if path.suffix or os.sep in str(spec):
+        if _names_a_file(spec):
             raise InputFileError(path, f"config file not found (or give a preset: {', '.join(preset_names(presets))})")
         path = preset_path(str(spec), presets)
     if path.resolve() in _seen:

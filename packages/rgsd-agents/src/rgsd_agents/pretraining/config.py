@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from rgsd_envs.envs.config import check_motions_given
 from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.rewards.encoders import PAPER_HIDDEN
 
@@ -93,8 +94,7 @@ class PretrainConfig(PretrainOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.motions:
-            raise ValueError(f"motions is empty ({self.motions!r}): give 'demo', clip files or folders of clips")
+        check_motions_given(self.motions)
         if not (self.max_seconds is None or self.max_seconds > 0):
             raise ValueError(f"invalid max_seconds = {self.max_seconds!r} (see PretrainConfig's field docs)")
         if self.skill_dim < 2:

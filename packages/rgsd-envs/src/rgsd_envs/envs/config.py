@@ -69,6 +69,12 @@ class ClipSamplingConfig:
             raise ValueError(f"clip_sampling.failure_share must be in [0, 1], got {self.failure_share}")
 
 
+def check_motions_given(motions: str | list[str]) -> None:
+    """A ValueError for a config whose ``motions`` names nothing (an empty string or list)."""
+    if not motions:
+        raise ValueError(f"motions is empty ({motions!r}): give 'demo', clip files or folders of clips")
+
+
 @dataclass
 class EnvConfig:
     """Everything that shapes an RGSD-SMPL-v0 episode; see the env's docstring."""
@@ -111,8 +117,7 @@ class EnvConfig:
             self.deviation = DeviationConfig(**self.deviation)
         if isinstance(self.clip_sampling, dict):
             self.clip_sampling = ClipSamplingConfig(**self.clip_sampling)
-        if not self.motions:
-            raise ValueError(f"motions is empty ({self.motions!r}): give 'demo', clip files or folders of clips")
+        check_motions_given(self.motions)
         if not 0.0 <= self.p_imitation <= 1.0:
             raise ValueError(f"p_imitation must be in [0, 1], got {self.p_imitation}")
         if self.backend not in BACKENDS:
