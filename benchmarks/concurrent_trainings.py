@@ -38,9 +38,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from gpu_check import (  # noqa: E402  (one list of methods, one reading of a run and of a failure)
-    METHODS,
     SMOKE_TRAIN,
     failure_note,
+    method_names,
     overlap_sps,
     sample_times,
     training_figures,
@@ -217,10 +217,11 @@ def kept_groups(path: Path, groups: dict[str, list[str]], args: argparse.Namespa
 def main(argv: list[str] | None = None) -> int:
     """Run the groups (and evaluations), write the JSON after each; exit 1 if any training or evaluation failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    known = method_names()
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--methods", nargs="+", choices=METHODS, help="one group: these methods at once")
+    which.add_argument("--methods", nargs="+", choices=known, help="one group: these methods at once")
     which.add_argument("--copies", type=int, nargs="+", help="groups of this many copies of --method, in turn")
-    parser.add_argument("--method", default="rgsd", choices=METHODS, help="the preset of --copies (rgsd)")
+    parser.add_argument("--method", default="rgsd", choices=known, help="the preset of --copies (rgsd)")
     parser.add_argument("--motions", type=Path, required=True, help="the clips to train on")
     parser.add_argument("--encoder", type=Path, help="a frozen encoder for every run (else RGSD pretrains its own)")
     parser.add_argument("--out", type=Path, required=True)

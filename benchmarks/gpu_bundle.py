@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import io
 import json
 import shutil
@@ -48,6 +49,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import IO
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,6 +62,19 @@ from prerequisites import (  # noqa: E402  (one list of what rgsd needs)
     runtime_requirements,
     tool_requirements,
 )
+
+PROVENANCE = REPO / "packages" / "rgsd-envs" / "src" / "rgsd_envs" / "utils" / "provenance.py"
+
+
+def _provenance() -> ModuleType:
+    """``rgsd_envs.utils.provenance``, loaded from its file: it names the commit file that it reads back, and
+    importing it through its package would import rgsd's simulator, which this script (run where pip is) does not
+    need."""
+    spec = importlib.util.spec_from_file_location("_rgsd_provenance", PROVENANCE)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
 
 PACKAGES = (
     "warp-lang==1.19.0",
@@ -91,9 +106,9 @@ WARP_CPU = "warp/bin/warp-clang.so"
 ARCHIVE = "rgsd-gpu-bundle.tar.xz"
 BASE_ARCHIVE = "rgsd-gpu-bundle-base.tar.xz"
 """``--with-base``'s packages: an archive of their own, so the manifest counts their megabytes apart."""
-COMMIT_FILE = "COMMIT.json"
+COMMIT_FILE = _provenance().COMMIT_FILE
 """In the packed repository: {"commit": the commit it was packed from, "dirty": whether its files differ from it}
-(the bundle carries no ``.git``)."""
+(the bundle carries no ``.git``; ``rgsd_envs.utils.provenance`` reads it there)."""
 KERNEL_PACKAGES = ("warp-lang", "mujoco-warp")
 """Whose sources name the compiled kernels (warp hashes a module's source): here and in the bundle they must match."""
 
@@ -208,15 +223,6 @@ def source_commit(repo: Path = REPO) -> dict:
     changed or untracked-not-ignored files}."""
     head, status = git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain")
     return {"commit": head, "dirty": None if status is None else bool(status)}
-
-
-def packed_commit(repo: Path) -> dict | None:
-    """The ``COMMIT.json`` that a bundle packed into ``repo`` (None where there is none)."""
-    try:
-        doc = json.loads((repo / COMMIT_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and doc.get("commit") else None
 
 
 def prune_test_suites(folder: Path) -> list[str]:

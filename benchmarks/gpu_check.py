@@ -62,8 +62,6 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from prerequisites import problems  # noqa: E402  (what this Python must hold: one list, read from the packages)
 
-METHODS = ("rgsd", "ase", "calm", "diayn", "metra", "fb_cpr")
-"""The six methods, each trained from its ``<method>_paper`` preset in the methods step."""
 DEFAULT_MOTIONS = REPO / "motions" / "deepmimic-smpl"
 FULL_N = (1024, 4096, 8192)
 ENV_STEPS_GOAL = 450_000
@@ -229,7 +227,7 @@ def machine() -> list[str]:
         f"- warp {_version('warp-lang')}, mujoco-warp {_version('mujoco-warp')}, mujoco {_version('mujoco')}",
         f"- CPU: {cpu}, {os.cpu_count()} cores, memory {mem}, load average {os.getloadavg()[0]:.1f} at the start",
         f"- Python {platform.python_version()} on {platform.platform()}",
-        f"- rgsd commit {commit_text()}",
+        f"- rgsd commit: {commit_text()}",
         "",
         "```",
         _command(["nvidia-smi"]) or "nvidia-smi: no output",
@@ -238,21 +236,21 @@ def machine() -> list[str]:
     return lines
 
 
-def commit_text(repo: Path = REPO) -> str:
-    """The commit of the code that runs: git's, else the one a GPU bundle packed into ``COMMIT.json`` (a bundle
-    carries no ``.git``), else why there is none."""
-    from gpu_bundle import COMMIT_FILE, git, packed_commit
+def commit_text() -> str:
+    """The commit of the rgsd code that runs, as its reports record it (``rgsd_envs.utils.provenance``: the checkout's
+    ``git describe``, else the ``COMMIT.json`` a GPU bundle packed in place of ``.git``). Imported here, after the
+    prerequisites check: importing rgsd imports its simulator."""
+    from rgsd_envs.utils import provenance
 
-    top = git(repo, "rev-parse", "--show-toplevel")  # not a checkout that merely encloses an unpacked bundle
-    head = git(repo, "rev-parse", "--short=12", "HEAD") if top and Path(top).resolve() == repo.resolve() else None
-    if head:
-        status = git(repo, "status", "--porcelain", "--untracked-files=no")
-        return head + (" with uncommitted changes" if status else "")
-    packed = packed_commit(repo)
-    if packed:
-        dirty = " with uncommitted or untracked files" if packed.get("dirty") else ""
-        return f"{packed['commit'][:12]}{dirty} (from the bundle's `{COMMIT_FILE}`: no git here)"
-    return f"unknown (no git checkout, no `{COMMIT_FILE}`)"
+    return provenance.commit_text(provenance.rgsd_version())
+
+
+def method_names() -> list[str]:
+    """Every method of rgsd's registry (``rgsd_agents.methods``), each trained from its ``<method>_paper`` preset in
+    the methods step. Imported here, after the prerequisites check: importing rgsd imports its simulator."""
+    from rgsd_agents import methods
+
+    return methods.method_names()
 
 
 def kernel_cache_lines(logs: Path) -> list[str]:
@@ -749,7 +747,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--resume", action="store_true", help="run only the steps --out's steps.json does not record as passed"
     )
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), help="the methods step's methods (all six)")
+    parser.add_argument(
+        "--methods", nargs="+", default=None, help="the methods step's methods (every method of rgsd_agents.methods)"
+    )
     parser.add_argument(
         "--deadline-minutes", type=float, default=None,
         help="stop starting steps past this wall-clock time; each step's limit shrinks to what is left (quick: 8.5)",
@@ -762,6 +762,11 @@ def main(argv: list[str] | None = None) -> int:
         for line in lacking:
             print(f"gpu_check: {line}", file=sys.stderr)
         return 2
+    known = method_names()
+    unknown = [m for m in args.methods or () if m not in known]
+    if unknown:
+        parser.error(f"--methods: {', '.join(unknown)} not among rgsd's methods ({', '.join(known)})")
+    args.methods = args.methods or known
     if args.smoke:
         args.train_minutes = 1.0
     if args.num_envs is None:

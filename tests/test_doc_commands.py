@@ -169,3 +169,21 @@ def test_rgsd_help_gives_the_demo_the_duration_the_readme_measured():
 
     minutes = re.search(r"about (\d+) minutes on 2 cores", (ROOT / "README.md").read_text()).group(1)
     assert f"about {minutes} minutes on 2 cores" in " ".join(build_parser().format_help().split())  # unwrapped
+
+
+METHOD_LIST = re.compile(r"method(?:>|&gt;)_paper for ((?:\w+, )*\w+)")
+"""A list of the methods' presets in the docs ("<method> or <method>_paper for rgsd, diayn, ...")."""
+
+
+def test_the_docs_lists_of_the_methods_presets_name_the_registry_s_methods():
+    """The comments beside the training commands list the methods by hand: a method added to or renamed in
+    ``rgsd_agents.methods`` fails here until the README and the docs name it."""
+    from rgsd_agents.config import preset_names
+    from rgsd_agents.methods import method_names
+
+    found = [(str(doc.relative_to(ROOT)), m.group(1)) for doc in DOCS for m in METHOD_LIST.finditer(doc.read_text())]
+    assert {"README.md", "docs/getting-started.md"} <= {doc for doc, _ in found}, found
+    wrong = [f"{doc}: {names}" for doc, names in found if names.split(", ") != method_names()]
+    assert not wrong, f"lists other than the registry's {', '.join(method_names())}: {wrong}"
+    missing = [p for m in method_names() for p in (m, f"{m}_paper") if p not in preset_names()]
+    assert not missing, f"presets the lists promise but rgsd_agents/presets lacks: {missing}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -99,11 +100,17 @@ def _python3_version() -> str:
     return out.stdout.decode().strip()
 
 
+PREREQUISITE_FILES = [
+    "benchmarks/prerequisites.py",
+    "requirements-test.txt",
+    *(f"packages/{p}/pyproject.toml" for p in ("rgsd-envs", "rgsd-eval", "rgsd-agents")),
+]
+"""What ``prerequisites.py`` reads of the repository."""
+
+
 def _with_prerequisites(gpu_bundle, monkeypatch) -> None:
     """Pack only what ``prerequisites.py`` reads of the repository (the whole tree would take a minute of xz)."""
-    files = ["benchmarks/prerequisites.py", "requirements-test.txt"]
-    files += [f"packages/{p}/pyproject.toml" for p in ("rgsd-envs", "rgsd-eval", "rgsd-agents")]
-    monkeypatch.setattr(gpu_bundle, "repo_files", lambda: files)
+    monkeypatch.setattr(gpu_bundle, "repo_files", lambda: PREREQUISITE_FILES)
 
 
 def test_the_node_s_prerequisites_are_read_from_the_packages_and_the_base_option_packs_all_but_torch(
@@ -249,22 +256,54 @@ def test_the_base_packages_lose_their_test_suites(gpu_bundle, tmp_path):
     assert (tmp_path / "scipy/linalg/_x.py").exists() and (tmp_path / "numpy/testing/u.py").exists()
 
 
-def test_the_packed_repository_names_its_commit_and_the_check_reads_it_without_git(
-    gpu_bundle, load_benchmark, monkeypatch, tmp_path
-):
-    _with_prerequisites(gpu_bundle, monkeypatch)
+def test_the_packed_repository_names_its_commit_and_its_code_records_it_without_git(gpu_bundle, monkeypatch, tmp_path):
+    """The bundle's repository carries no ``.git``: the code run from it records the commit of its ``COMMIT.json``
+    (in the provenance of the policies and metrics it writes) and gpu_check's report shows the same."""
+    sources = [f for f in gpu_bundle.repo_files() if "/src/" in f and "/pretrained/" not in f]  # the code, no weights
+    monkeypatch.setattr(
+        gpu_bundle,
+        "repo_files",
+        lambda: ["benchmarks/gpu_check.py", "benchmarks/gpu_bundle.py", *PREREQUISITE_FILES, *sources],
+    )
     out, dest = tmp_path / "bundle", tmp_path / "dest"
     out.mkdir()
     sha = "0123456789abcdef" * 2 + "01234567"
     manifest = gpu_bundle.pack(_site(tmp_path), out, True, 1 << 20, {"commit": sha, "dirty": True})
     assert manifest["commit"] == sha and manifest["dirty"] is True
     subprocess.run(["bash", str(out / "unpack.sh"), str(dest)], capture_output=True, check=True)
-    assert json.loads((dest / "rgsd" / gpu_bundle.COMMIT_FILE).read_text()) == {"commit": sha, "dirty": True}
-    gpu_check = load_benchmark("gpu_check")
-    assert gpu_bundle.git(dest / "rgsd", "rev-parse", "HEAD") is None  # tmp_path is no checkout
-    text = gpu_check.commit_text(dest / "rgsd")
-    assert text == "0123456789ab with uncommitted or untracked files (from the bundle's `COMMIT.json`: no git here)"
-    assert gpu_check.commit_text(tmp_path) == "unknown (no git checkout, no `COMMIT.json`)"
+    repo = dest / "rgsd"
+    assert json.loads((repo / gpu_bundle.COMMIT_FILE).read_text()) == {"commit": sha, "dirty": True}
+    assert gpu_bundle.git(repo, "rev-parse", "HEAD") is None  # tmp_path is no checkout
+    script = (
+        "import json, sys; sys.path.insert(0, 'benchmarks'); import gpu_check, rgsd_envs; "
+        "from rgsd_envs.utils.provenance import provenance; "
+        "print(json.dumps([rgsd_envs.__file__, provenance()['rgsd'], gpu_check.commit_text()]))"
+    )
+    src = [str(repo / "packages" / p / "src") for p in ("rgsd-envs", "rgsd-eval", "rgsd-agents")]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=repo, env={**os.environ, "PYTHONPATH": os.pathsep.join(src)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    module, rgsd, text = json.loads(done.stdout.splitlines()[-1])
+    assert Path(module).is_relative_to(repo)  # the bundle's code ran, not this checkout's
+    assert (rgsd["git"], rgsd.get("commit_from")) == ("0123456789ab-dirty", "COMMIT.json")
+    assert text == "git 0123456789ab-dirty, from COMMIT.json"
     here = gpu_bundle.source_commit()  # this checkout: its HEAD
     assert here["commit"] == gpu_bundle.git(gpu_bundle.REPO, "rev-parse", "HEAD") and isinstance(here["dirty"], bool)
-    assert gpu_check.commit_text().startswith(here["commit"][:12])
+
+
+def test_the_check_s_commit_is_the_one_the_reports_record(load_benchmark):
+    from rgsd_envs.utils.provenance import commit_text, rgsd_version
+
+    gpu_check = load_benchmark("gpu_check")
+    text = gpu_check.commit_text()
+    assert text == commit_text(rgsd_version())
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert rgsd_version()["commit_from"] == "git" and text.startswith("git ") and head[:12] in text
+
+
+def test_the_bundle_names_the_commit_file_its_reader_reads(gpu_bundle):
+    from rgsd_envs.utils import provenance
+
+    assert gpu_bundle.COMMIT_FILE == provenance.COMMIT_FILE == "COMMIT.json"

@@ -114,7 +114,7 @@ def test_the_concurrent_trainings_smoke_drops_settings_a_method_has_no_field_for
     args = argparse.Namespace(
         minutes=0.1, motions=Path("m"), encoder=Path("e.pt"), smoke=True, device="cpu"
     )  # fmt: skip
-    for method in ct.METHODS:
+    for method in ct.method_names():
         argv = ct.train_argv(method, Path("run"), args)
         sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
         assert f"{method}_paper" in argv and "env.backend=warp" in sets
