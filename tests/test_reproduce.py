@@ -80,6 +80,25 @@ def test_the_plan_states_each_training_s_budget_in_its_own_loop_s_terms(tmp_path
     assert fb.budget.startswith("100000 it or 25 min, 16 worlds x 16 steps: at most 25.6 M transitions")
 
 
+def test_each_pretraining_runs_on_the_plan_s_clips_with_its_seed(tmp_path, real_clip_dir):
+    """The pretraining file holds the clips, seed and skill size of the training it serves, and a change of clips
+    is a change of the step (not "done, skipped" on a folder run with other clips)."""
+    clips = Path(real_clip_dir)
+    scale, path = load_scale("smoke")
+    plan = build_plan(scale, path, str(clips), tmp_path / "out", methods=["rgsd"], seeds=2)
+    for seed in (0, 1):
+        step = plan.step(f"pretrain/rgsd/seed{seed}")
+        step.prepare()
+        written = yaml.safe_load((tmp_path / "out" / "pretrain" / f"rgsd_seed{seed}.yaml").read_text())
+        train = yaml.safe_load(yaml.safe_dump(plan.step(f"train/rgsd/seed{seed}").extra))
+        assert written["motions"] == [str(clips.resolve())] or written["motions"] == str(clips.resolve())
+        assert written["seed"] == seed and step.extra["seed"] == seed
+        assert written["skill_dim"] == train["env"]["skill_dim"]
+        assert written["motions"] == train["env"]["motions"]
+    demo = build_plan(scale, path, "demo", tmp_path / "out2", methods=["rgsd"], seeds=1)
+    assert demo.step("pretrain/rgsd/seed0").extra != plan.step("pretrain/rgsd/seed0").extra
+
+
 def test_rgsd_pretrains_per_seed_and_best_of_n_methods_take_the_eval_s_clip_latents(tmp_path):
     scale, path = load_scale("smoke")
     plan = build_plan(scale, path, "demo", tmp_path, methods=["rgsd", "ase"], seeds=2)

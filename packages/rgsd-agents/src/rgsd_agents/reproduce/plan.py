@@ -247,7 +247,9 @@ def build_plan(
             if pretrained:
                 pre_dir = out / "pretrain" / f"{method}_seed{seed}"
                 pre_cfg = resolve(load_config(preset, {**parse_set(items), "seed": seed}))
-                pcfg = pre_cfg.pretrain
+                # the whole pretraining (the run's clips, seed, device and skill size), not only its ``pretrain:``
+                # options: the file is all ``rgsd pretrain`` reads, and its defaults are the demo clips and seed 0
+                pcfg = pre_cfg.pretrain_config()
                 pid = f"{PRETRAIN}/{method}/seed{seed}"
                 plan.steps.append(
                     Step(
