@@ -16,13 +16,12 @@ import rgsd_envs.compat
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON_FENCE = re.compile(r"```python\n(.*?)^\s*```", re.S | re.M)
 """A Python code block's body (a block inside a list item is indented, its closing fence too)."""
-SB3_TEXTS = [
-    ROOT / "README.md",
-    *sorted((ROOT / "docs").glob("*.md")),
-    *sorted(ROOT.glob("packages/*/README.md")),
-    Path(rgsd_envs.compat.__file__).with_name("sb3.py"),
-]
+DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("packages/*/README.md"))]
+"""The READMEs and the docs."""
+SB3_TEXTS = [*DOC_PAGES, Path(rgsd_envs.compat.__file__).with_name("sb3.py")]
 """Where an SB3 snippet may appear: the READMEs, the docs and the adapter's own docstring."""
+IMPORT_OUT = re.compile(r"rgsd-motions import [^\n`]*?--out ([^\s`]+)")
+"""The folder an ``rgsd-motions import`` command (or a comment quoting one) writes its clips to."""
 
 
 def documented_make_vec_call(page: Path, marker: str) -> tuple[tuple, dict]:
@@ -69,3 +68,26 @@ def test_every_sb3_snippet_wraps_the_env_in_vec_monitor():
     assert len(snippets) >= 3  # getting-started, environments and the adapter's docstring
     for name, line in snippets:
         assert "VecMonitor(make_sb3_vec_env(" in line, (name, line)
+
+
+def test_every_motions_folder_a_python_snippet_names_is_demo_or_imported_on_its_page():
+    """A clone's motions/ holds only AMASS-format files (they need `rgsd-motions import`): a snippet's ``motions=``
+    is "demo" or the folder an import on the same page writes, and one that exists in the repository loads."""
+    from rgsd_envs.motion.library import MotionLib
+
+    named = []
+    for page in DOC_PAGES:
+        text = page.read_text()
+        imported = {out.rstrip("/") for out in IMPORT_OUT.findall(text)}
+        for block in PYTHON_FENCE.findall(text):
+            for motions in re.findall(r"motions=[\"']([^\"']+)[\"']", block):
+                named.append((page.name, motions))
+                if motions == "demo":
+                    continue
+                assert motions.rstrip("/") in imported, (
+                    f"{page.relative_to(ROOT)}: motions={motions!r} is neither 'demo' nor a folder an "
+                    f"`rgsd-motions import ... --out` on the page writes ({sorted(imported)})"
+                )
+                if (ROOT / motions).exists():
+                    assert MotionLib(ROOT / motions).num_clips > 0
+    assert len(named) >= 2, named  # the environments page and the rgsd-envs README

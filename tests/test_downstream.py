@@ -212,3 +212,81 @@ def test_the_report_names_style_fid_only_for_a_style_that_has_one(tmp_path, styl
     final = {"eval/success_rate": 0.5, **({"eval/style_fid": 3.0} if fid else {})}
     text = write_downstream_report(tmp_path, cfg, [], {}, final, []).read_text()
     assert ("Style FID:" in text) == fid and ("style FID" in text) == fid
+
+
+def _rows(run) -> list[dict]:
+    import json
+
+    return [json.loads(x) for x in (run / "evaluations.jsonl").read_text().splitlines()]
+
+
+def test_the_report_s_trained_column_is_policy_pt_s_evaluation_also_between_evaluations(tmp_path, capsys):
+    """1 iteration with eval_every 10: the last scheduled evaluation is the untrained one, so the end evaluates
+    policy.pt once more; report.md, the terminal summary and the rows name its iteration."""
+    low = _fake_low_level(tmp_path)
+    out = tmp_path / "d"
+    sets = [a for kv in [*TINY, "iterations=1", "eval_every=10", "eval_episodes=2"] for a in ("--set", kv)]
+    assert rgsd(["downstream", "--low-level", str(low), "--style", "sidestep", "--out", str(out), "--no-progress",
+                 *sets]) == 0  # fmt: skip
+    rows = _rows(out)
+    assert [r["iteration"] for r in rows] == [0, 1]
+    final = rows[-1]
+    report = (out / "report.md").read_text()
+    assert "| | untrained (iteration 0) | trained (iteration 1) |" in report
+    assert (
+        f"| final distance to goal (m) | {rows[0]['eval/final_distance']:.2f} | {final['eval/final_distance']:.2f} |"
+        in report
+    )
+    assert "trained with PPO for 1 iteration of 4 worlds x 4 high-level steps." in report
+    stdout = capsys.readouterr().out
+    assert "evaluation: untrained (iteration 0) -> policy.pt (iteration 1)" in stdout
+    assert f"final distance (m): {rows[0]['eval/final_distance']:.3f} -> {final['eval/final_distance']:.3f}" in stdout
+
+
+def test_an_evaluation_of_the_final_iteration_is_not_repeated_at_the_end(tmp_path):
+    cfg = DownstreamConfig(low_level=str(_fake_low_level(tmp_path)), iterations=2, num_envs=4, horizon=4,
+                           eval_every=2, eval_episodes=2, task=GoalReachingConfig(style="sidestep", episode_seconds=1.0))  # fmt: skip
+    cfg.networks.actor_hidden = cfg.networks.critic_hidden = (16,)
+    cfg.ppo.minibatch_size = 8
+    runner = DownstreamRunner(cfg, tmp_path / "r", progress=False)
+    try:
+        runner.learn()
+        scheduled = dict(runner.last_eval)
+        runner.write_report()
+        assert runner.last_eval == scheduled and runner.last_eval_iteration == 2
+        runner.evaluate()  # the same policy evaluated again: its row is replaced, not repeated
+    finally:
+        runner.close()
+    assert [r["iteration"] for r in _rows(tmp_path / "r")] == [0, 2]
+
+
+def test_a_resumed_run_s_report_gives_the_run_s_iterations_and_evaluates_its_final_policy_once(tmp_path):
+    def cfg(iterations):
+        c = DownstreamConfig(low_level=str(_fake_low_level(tmp_path)), iterations=iterations, num_envs=4, horizon=4,
+                             eval_every=10, eval_episodes=2, checkpoint_every=10,
+                             task=GoalReachingConfig(style="sidestep", episode_seconds=1.0))  # fmt: skip
+        c.networks.actor_hidden = c.networks.critic_hidden = (16,)
+        c.ppo.minibatch_size = 8
+        return c
+
+    run = tmp_path / "r"
+    first = DownstreamRunner(cfg(2), run, progress=False)
+    try:
+        first.learn()
+        first.write_report()
+    finally:
+        first.close()
+    assert [r["iteration"] for r in _rows(run)] == [0, 2]
+    resumed = DownstreamRunner.resume(run, {"iterations": 4}, progress=False)
+    try:
+        resumed.learn()
+        report = resumed.write_report().read_text()
+    finally:
+        resumed.close()
+    assert [r["iteration"] for r in _rows(run)] == [0, 2, 4]
+    assert (
+        "trained with PPO for 4 iterations of 4 worlds x 4 high-level steps (2 in this session, resumed after 2)."
+        in report
+    )
+    assert "| | untrained (iteration 0) | trained (iteration 4) |" in report
+    assert f"| success rate | {_rows(run)[0]['eval/success_rate']:.2f} |" in report  # the untrained run's, kept

@@ -65,6 +65,7 @@ def test_onnx_metadata_describes_observation_action_joints_gains_and_skills(expo
     from rgsd_agents.play import play_rollout
 
     np.testing.assert_allclose(z[2], play_rollout(demo_run, "demo_sidestep", frames=1).skill, atol=1e-6)
+    assert meta["clip_embeddings_from"] == "encoder z_m (encoder.pt)"
 
 
 def test_export_without_onnx_says_which_extra_to_install(demo_run, tmp_path, monkeypatch, capsys):
@@ -86,3 +87,98 @@ def test_export_without_onnx_says_which_extra_to_install(demo_run, tmp_path, mon
 def test_export_of_a_missing_run_names_the_folder(tmp_path, capsys):
     assert rgsd(["export", str(tmp_path / "nope"), "--onnx", str(tmp_path / "p.onnx")]) == 2
     assert "run folder not found" in capsys.readouterr().err
+
+
+def _demo_latents(seed: int) -> dict[str, list[float]]:
+    """Distinct unit latents for the demo clips, none of them an encoder's."""
+    from rgsd_envs.motion.library import MotionLib
+
+    return {n: np.eye(16)[(i + seed) % 16].tolist() for i, n in enumerate(MotionLib("demo").names)}
+
+
+def test_a_calm_run_exports_the_clip_latents_it_stored_not_its_unused_encoder(tmp_path):
+    """CALM's method.json names its clip_latents.json: the metadata's skills are those, as rgsd play commands."""
+    import json
+
+    from rgsd_agents.play import play_rollout
+    from rgsd_eval.testing import make_fake_run
+
+    method = {"name": "calm", "latent_choice": "clip_latents", "clip_latents": "clip_latents.json"}
+    run = make_fake_run(tmp_path / "calm", p_imitation=0.0, method=method)  # with a random encoder.pt
+    latents = _demo_latents(2)
+    (run / "clip_latents.json").write_text(json.dumps(latents))
+    out = tmp_path / "calm.onnx"
+    assert rgsd(["export", str(run), "--onnx", str(out), "--no-check"]) == 0
+    meta = read_metadata(out)
+    z = np.asarray(meta["clip_embeddings"])
+    np.testing.assert_allclose(z, [latents[n] for n in meta["clip_names"]], atol=1e-9)
+    np.testing.assert_allclose(z[1], play_rollout(run, meta["clip_names"][1], frames=1).skill, atol=1e-9)
+    assert meta["clip_embeddings_from"].startswith("clip_latents.json")
+
+
+def test_a_meta_motivo_run_exports_the_mean_of_each_clip_s_tracking_latents(tmp_path):
+    import torch
+
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_envs.runs.run_dir import save_tracking_latents
+    from rgsd_eval.rollouts import track_centres
+    from rgsd_eval.testing import make_fake_run
+
+    method = {"name": "fb_cpr", "latent_choice": "tracking", "tracking_latents": "tracking.npz"}
+    run = make_fake_run(tmp_path / "fb", p_imitation=0.0, method=method)
+    lib = MotionLib("demo")
+    torch.manual_seed(0)
+    per_step = {n: torch.nn.functional.normalize(torch.randn(int(f) - 1, 16), dim=-1)
+                for n, f in zip(lib.names, lib.num_frames)}  # fmt: skip
+    save_tracking_latents(run / "tracking.npz", per_step)
+    out = tmp_path / "fb.onnx"
+    assert rgsd(["export", str(run), "--onnx", str(out), "--no-check"]) == 0
+    meta = read_metadata(out)
+    centres = track_centres([per_step[n].double().numpy() for n in meta["clip_names"]])
+    np.testing.assert_allclose(meta["clip_embeddings"], centres, atol=1e-8)
+    assert meta["clip_embeddings_from"].startswith("tracking.npz")
+
+
+def test_a_best_of_n_run_exports_only_with_the_latents_rgsd_eval_chose(tmp_path, capsys):
+    """DIAYN has no latent of its own for a clip: export refuses with rgsd play's line, and --latents gives them."""
+    import json
+
+    from rgsd_eval.testing import make_fake_run
+
+    method = {"name": "diayn", "latent_choice": "best_of_n"}
+    run = make_fake_run(tmp_path / "diayn", p_imitation=0.0, encoder_init="random", method=method)
+    out = tmp_path / "diayn.onnx"
+    assert rgsd(["play", str(run), "--frames", "2"]) == 2
+    play_err = capsys.readouterr().err.strip()
+    assert rgsd(["export", str(run), "--onnx", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == play_err and "\n" not in err and "--latents <report>/diayn/clip_latents.json" in err
+    assert not out.exists()
+    latents = _demo_latents(5)
+    given = tmp_path / "clip_latents.json"
+    given.write_text(json.dumps(latents))
+    assert rgsd(["export", str(run), "--onnx", str(out), "--latents", str(given), "--no-check"]) == 0
+    meta = read_metadata(out)
+    np.testing.assert_allclose(meta["clip_embeddings"], [latents[n] for n in meta["clip_names"]], atol=1e-9)
+    assert meta["clip_embeddings_from"] == f"{given} (given)"
+    assert f"from {given} (given)" in capsys.readouterr().out
+
+
+def test_the_library_export_of_a_run_whose_method_commands_other_latents_needs_them(tmp_path):
+    import json
+
+    from rgsd_envs.runs.onnx_export import ClipSkills, export_onnx
+    from rgsd_envs.utils.files import InputFileError
+    from rgsd_eval.testing import make_fake_run
+
+    method = {"name": "calm", "latent_choice": "clip_latents", "clip_latents": "clip_latents.json"}
+    run = make_fake_run(tmp_path / "calm", p_imitation=0.0, method=method)
+    latents = _demo_latents(1)
+    (run / "clip_latents.json").write_text(json.dumps(latents))
+    with pytest.raises(InputFileError, match=r"latent_choice.*rgsd export"):
+        export_onnx(run, tmp_path / "p.onnx")
+    names = list(latents)[::-1]  # any order: the metadata follows the run's clips
+    skills = ClipSkills(names, np.array([latents[n] for n in names]), "mine")
+    meta = read_metadata(export_onnx(run, tmp_path / "p.onnx", skills))
+    np.testing.assert_allclose(meta["clip_embeddings"], [latents[n] for n in meta["clip_names"]], atol=1e-9)
+    assert meta["clip_embeddings_from"] == "mine"

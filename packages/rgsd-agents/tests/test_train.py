@@ -467,15 +467,32 @@ def test_demo_command_pretrains_then_trains_into_the_run_folder(tmp_path):
     assert args.func(args) == 2  # refuses to overwrite a run
 
 
-def _fake_eval_metrics(report) -> None:
-    """A metrics.json as rgsd eval writes it (two clips; only the fields the demo summary reads)."""
+def test_demo_summary_gives_an_in_place_clip_s_drift_not_a_share_of_no_travel(tmp_path):
+    from rgsd_agents.commands.demo import eval_summary
+
+    _fake_eval_metrics(
+        tmp_path / "report", punch={"err_cm": 20.0, "fall_rate": 0.0, "travel_m": 1.04, "ref_travel_m": 0.0}
+    )
+    lines = eval_summary(tmp_path / "report" / "metrics.json").splitlines()
+    punch = next(x for x in lines if "demo_punch" in x)
+    assert punch.endswith("ERR 20.0 cm, falls 0%, pelvis drifts 1.04 m (the reference stays in place)")
+    assert any(x.endswith("pelvis travels 3.26 of 3.15 m") for x in lines if "demo_walk" in x)
+
+
+def _fake_eval_metrics(report, **more_clips: dict) -> None:
+    """A metrics.json as rgsd eval writes it (two clips and ``more_clips``, named demo_<key>; only the fields the demo
+    summary reads)."""
     clip = {"err_cm": 38.8, "fall_rate": 0.0, "travel_m": 3.26, "ref_travel_m": 3.15}
     doc = {
         "runs": {
             "demo": {
                 "imitation": {
                     "all": {"err_cm": 58.6, "fall_rate": 0.5},
-                    "clips": {"demo_walk": clip, "demo_backward": {**clip, "err_cm": 78.5, "fall_rate": 1.0}},
+                    "clips": {
+                        "demo_walk": clip,
+                        "demo_backward": {**clip, "err_cm": 78.5, "fall_rate": 1.0},
+                        **{f"demo_{name}": c for name, c in more_clips.items()},
+                    },
                 }
             }
         }

@@ -20,7 +20,7 @@ pytest.importorskip("viser", reason="rgsd view needs viser: pip install 'rgsd-ag
 
 from rgsd_agents.cli import main
 from rgsd_agents.pretrained import pretrained_run
-from rgsd_agents.viewer.app import GoalViewerApp, ServeConfig, open_viewer, ssh_forward_line
+from rgsd_agents.viewer.app import GoalViewerApp, ServeConfig, network_address, open_viewer, ssh_forward_line
 from rgsd_agents.viewer.session import SessionConfig
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_LAYOUT, goal_in_heading_frame
 from rgsd_eval.browser import find_chromium, live_screenshot
@@ -228,3 +228,28 @@ def test_the_command_prints_the_url_and_the_ssh_forwarding_line():
     ).stdout  # fmt: skip
     assert f"http://localhost:{port}" in out
     assert ssh_forward_line(port) in out and f"ssh -L {port}:localhost:{port} " in out
+
+
+def test_the_page_opens_on_walk_where_the_run_has_it_else_on_the_first_clip(tmp_path):
+    """The shipped policy's clips start with demo_backward (a clip it falls on): the page opens on walk, the clip
+    the README plays; a run without one opens on its first clip; rgsd play's default is the same rule."""
+    from rgsd_agents.run_skills import default_clip
+
+    app = open_viewer(pretrained_run(), session=SessionConfig(variants=0), serve=ServeConfig(port=_free_port()))
+    try:
+        names = list(app.session.lib.names)
+        assert names[0] != "walk" and app.session.clip_name == "walk"
+        assert app.gui_clip.value == "walk"
+    finally:
+        app.close()
+    assert default_clip(["a", "walk", "b"]) == 1 and default_clip(["demo_run", "demo_walk"]) == 0
+
+
+def test_a_page_served_on_every_interface_prints_the_address_to_open_from_another_machine(capsys):
+    port = _free_port()
+    assert main(["view", "--pretrained", "--host", "0.0.0.0", "--port", str(port), "--seconds", "0"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("from another machine:"))
+    assert f"open http://{socket.gethostname()}:{port}" in line and "ssh -L" not in line
+    address = network_address()
+    assert address is None or f"http://{address}:{port}" in line

@@ -284,7 +284,13 @@ def test_eval_plan_counts_the_video_tiles_in_its_estimate_unless_rendering_is_of
     # policy and reference, then the reference and 2 variants (only 2 rollouts), every 2nd frame
     assert plan.video_tiles == -(-int(lib.num_frames[c]) // 2) * 5
     assert plan.video_seconds == plan.video_tiles * video_tile_seconds(cfg.video_size) > 0
-    assert f"+ {plan.video_seconds:.0f} s of videos ({plan.video_tiles} tiles)" in plan.summary("quick")
+    rate = plan.world_steps / 5.0  # 5 s of rollouts
+    line = plan.summary("quick", world_steps_per_second=rate)
+    # the total comes once, with the videos in it; its parts are named as parts
+    total = 5.0 + plan.video_seconds
+    assert f"about {total:.0f} s in all ({total / lib.num_clips:.1f} s per clip): " in line
+    assert f": 5 s of rollouts at {rate:.0f} world steps/s and {plan.video_seconds:.0f} s of videos" in line
+    assert f"({plan.video_tiles} tiles)" in line and "+" not in line
     assert eval_plan(lib, cfg, render=False).video_tiles == 0
 
 

@@ -22,15 +22,15 @@ from pathlib import Path
 import numpy as np
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
+from rgsd_agents.run_skills import choose_latents, default_clip
 from rgsd_envs.envs import skills
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import model_for_clip, render_side_by_side
-from rgsd_envs.runs.run_dir import load_clip_latents, load_tracking_latents
 from rgsd_envs.utils.progress import CountBar
-from rgsd_eval.rollouts import RolloutJobs, SkillTracks, run_rollouts, track_centres
-from rgsd_eval.runs import best_of_latents_needed, load_run
+from rgsd_eval.rollouts import RolloutJobs, SkillTracks, run_rollouts
+from rgsd_eval.runs import load_run
 
 
 @dataclass
@@ -63,17 +63,13 @@ def play_rollout(
     progress: bool = True,
     latents: str | os.PathLike | None = None,
 ) -> PlayedRollout:
-    """Roll out ``run``'s policy on ``clip``'s skill (default: the first clip); ``frames`` cuts it short; a progress
-    bar with ``progress``; ``latents``: a clip_latents.json (``rgsd eval``'s) instead of the run's own latents."""
-    loaded = load_run(run)  # its method says how a clip's latent is picked
-    kind = "given" if latents is not None else loaded.latent.kind
-    if kind == "best-of":  # its latents come from rgsd eval's search, not from the run folder
-        raise best_of_latents_needed(loaded)
-    tracking = loaded.tracking_latents if kind == "tracking" else None
-    stored = latents if latents is not None else loaded.clip_latents if kind == "stored" else None
+    """Roll out ``run``'s policy on ``clip``'s skill (default: ``run_skills.default_clip``); ``frames`` cuts it
+    short; a progress bar with ``progress``; ``latents``: a clip_latents.json (``rgsd eval``'s) instead of the run's
+    own latents (``run_skills.choose_latents``)."""
+    loaded = load_run(run)  # its method says how a clip's latent is picked (run_skills.choose_latents)
     source = motions or loaded.run.training_motions()
     lib = MotionLib(source)
-    c = 0 if clip is None else _clip_index(lib.names, clip, source)
+    c = default_clip(list(lib.names)) if clip is None else _clip_index(lib.names, clip, source)
     if kappa is not None and not kappa > 0:
         raise ValueError(f"--kappa must be positive (larger: closer to z_m), got {kappa}")
     if frames is not None and frames < 1:
@@ -85,17 +81,10 @@ def play_rollout(
         motions=lib,
         encoder=None if loaded.encoder_path is None else str(loaded.encoder_path),
     )
-    dim = loaded.env_config.skill_dim
     try:
-        tracks = None
-        if tracking is not None:
-            per_step = load_tracking_latents(tracking, list(lib.names), lib.num_frames.tolist(), dim)
-            tracks = SkillTracks(per_step, track_centres(per_step))
-            z_m = tracks.centres[c]
-        elif stored is not None:
-            z_m = load_clip_latents(stored, list(lib.names), skill_dim=dim)[c].double().numpy()
-        else:
-            z_m = env.unwrapped.core.clip_embeddings[c].cpu().double().numpy()
+        chosen = choose_latents(loaded, lib, env.unwrapped.core.clip_embeddings.cpu().double().numpy(), latents)
+        tracks = None if chosen.tracks is None else SkillTracks(chosen.tracks, chosen.centres)
+        z_m = chosen.centres[c]
         z = z_m if kappa is None else skills.sample_vmf(np.random.default_rng(seed), z_m, float(kappa))
         jobs = RolloutJobs(clip=[c], skill=z[None], group=0, keep_qpos=True)
         res = run_rollouts(

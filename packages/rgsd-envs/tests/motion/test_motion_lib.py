@@ -163,7 +163,24 @@ def test_lib_loads_a_folder_of_clip_files(real_clips, tmp_path):
 def test_lib_refuses_an_empty_folder(tmp_path):
     with pytest.raises(InputFileError, match=r"no \.npz motion clips") as err:
         MotionLib(tmp_path)
-    assert err.value.path == str(tmp_path)
+    assert err.value.path == str(tmp_path) and str(err.value).endswith("folder holds no .npz motion clips")
+
+
+def test_an_empty_folder_s_error_points_at_its_clip_subfolders_and_amass_files(real_clips, real_motion_files, tmp_path):
+    """The repository's motions/ holds only a folder of AMASS files: the error says to import them, and names a
+    subfolder of clips to give instead."""
+    import shutil
+
+    shutil.copytree(real_motion_files[0].parent, tmp_path / "motions" / "deepmimic-smpl")
+    with pytest.raises(InputFileError) as err:
+        MotionLib(tmp_path / "motions")
+    amass = tmp_path / "motions" / "deepmimic-smpl"
+    assert f"{amass} holds AMASS files" in str(err.value)
+    assert f"`rgsd-motions import {amass} --out DIR` and give DIR" in str(err.value)
+    (tmp_path / "motions" / "clips").mkdir()
+    real_clips[0].save(tmp_path / "motions" / "clips" / f"{real_clips[0].name}.npz")
+    with pytest.raises(InputFileError, match=re.escape(f"{tmp_path / 'motions' / 'clips'} holds .npz clips: give")):
+        MotionLib(tmp_path / "motions")
 
 
 def test_clip_id_names_the_known_clips(lib):

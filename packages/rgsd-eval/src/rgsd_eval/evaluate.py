@@ -89,14 +89,26 @@ class EvalPlan:
     def summary(self, protocol: str, world_steps_per_second: float = EVAL_WORLD_STEPS_PER_SECOND) -> str:
         """One line for the user before the evaluation starts."""
         seconds = self.seconds(world_steps_per_second)
-        total = f"{seconds / 60.0:.0f} min" if seconds >= 60.0 else f"{max(seconds, 1.0):.0f} s"
         steps = f"{self.world_steps / 1e6:.2f} M" if self.world_steps >= 1e5 else f"{self.world_steps:,}"
-        videos = f" + {self.video_seconds:.0f} s of videos ({self.video_tiles} tiles)" if self.video_tiles else ""
+        rate = f"{world_steps_per_second:.0f} world steps/s"
+        if self.video_tiles:  # the total first, then its two parts: the rollouts' time at the rate, the videos'
+            rollouts = self.world_steps / world_steps_per_second
+            timing = (
+                f"about {_duration(seconds)} in all ({seconds / max(self.clips, 1):.1f} s per clip): "
+                f"{_duration(rollouts)} of rollouts at {rate} and {_duration(self.video_seconds)} of videos "
+                f"({self.video_tiles} tiles)"
+            )
+        else:
+            timing = f"about {_duration(seconds)} ({seconds / max(self.clips, 1):.1f} s per clip) at {rate}"
         return (
-            f"{protocol} protocol on {self.clips} clips: {self.rollouts} rollouts, {steps} "
-            f"world steps, about {total} ({seconds / max(self.clips, 1):.1f} s per clip) at "
-            f"{world_steps_per_second:.0f} world steps/s{videos}, 2 idle CPU cores' rate (longer on shared cores)"
+            f"{protocol} protocol on {self.clips} clips: {self.rollouts} rollouts, {steps} world steps, {timing}, "
+            "2 idle CPU cores' rate (longer on shared cores)"
         )
+
+
+def _duration(seconds: float) -> str:
+    """An estimated duration in whole minutes from a minute on, else in seconds (at least 1 s)."""
+    return f"{seconds / 60.0:.0f} min" if seconds >= 60.0 else f"{max(seconds, 1.0):.0f} s"
 
 
 def _chunked_steps(job_clips: np.ndarray, num_frames: np.ndarray, batch: int) -> int:

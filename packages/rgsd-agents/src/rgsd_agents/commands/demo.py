@@ -67,9 +67,21 @@ def eval_summary(metrics: Path) -> str:
         for name, c in im["clips"].items():
             travel = ""
             if c.get("travel_m") is not None:
-                travel = f", pelvis travels {c['travel_m']:.2f} of {c['ref_travel_m']:.2f} m"
+                travel = pelvis_travel(c["travel_m"], c["ref_travel_m"])
             lines.append(f"    {name:<16} ERR {_cm(c['err_cm'])}, falls {_share(c['fall_rate'])}{travel}")
     return "\n".join(lines)
+
+
+IN_PLACE_M = 0.1
+"""A reference whose pelvis ends within this distance (m) of its start stays in place (the demo punch): its
+rollouts' travel is drift, not a share of the reference's."""
+
+
+def pelvis_travel(travel_m: float, ref_travel_m: float) -> str:
+    """The summary's travel of a clip's rollouts against its reference's (an in-place reference: the drift)."""
+    if ref_travel_m < IN_PLACE_M:
+        return f", pelvis drifts {travel_m:.2f} m (the reference stays in place)"
+    return f", pelvis travels {travel_m:.2f} of {ref_travel_m:.2f} m"
 
 
 def _cm(x: float | None) -> str:

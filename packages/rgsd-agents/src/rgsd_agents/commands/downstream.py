@@ -101,6 +101,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         return INTERRUPTED
     before, after = runner.initial_eval, runner.last_eval
     print(f"run folder: {runner.run.path}\nreport: {report}")
+    print(f"evaluation: untrained (iteration 0) -> policy.pt (iteration {runner.last_eval_iteration})")
     for key, label in (
         ("eval/success_rate", "success rate"),
         ("eval/style_fid", "style FID"),

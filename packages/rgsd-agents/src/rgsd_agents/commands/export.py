@@ -4,8 +4,13 @@ The file maps the flat observation ``obs`` (batch, 375) to the mean ``action``
 and the joint PD targets ``pd_target`` (batch, 69); the observation normaliser is
 inside the graph. Its metadata (``metadata_props["rgsd"]``, JSON) holds the
 observation layout, action offset and scale, joint order, PD gains, control dt,
-skill size and the clip embeddings with their names. After writing, the file is
-checked against the torch policy in onnxruntime (when installed).
+skill size and the skills to command: each clip's latent as the run's method picks
+it, the same as rgsd play and rgsd view command (the encoder's z_m, CALM's stored
+latents, the mean of Meta Motivo's per-step latents), with the clip names and
+where the latents came from. A run that picks latents by best-of-N (DIAYN, ASE,
+METRA) exports the ones rgsd eval chose: --latents <report>/<run>/clip_latents.json.
+After writing, the file is checked against the torch policy in onnxruntime (when
+installed).
 
 Needs the export extra: pip install rgsd-envs[export]  (onnx, onnxscript, onnxruntime)
 
@@ -13,6 +18,7 @@ Examples::
 
     rgsd export runs/demo                          # -> runs/demo/policy.onnx
     rgsd export runs/demo --onnx deploy/walker.onnx
+    rgsd export runs/diayn --latents reports/demo/diayn/clip_latents.json   # a best-of-N baseline
 """
 
 from __future__ import annotations
@@ -20,8 +26,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rgsd_agents.commands import add_doc_parser, add_run_folder_argument
+
+if TYPE_CHECKING:
+    from rgsd_envs.runs.onnx_export import ClipSkills
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,18 +41,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_run_folder_argument(p)
     p.add_argument("--onnx", metavar="FILE", help="output file (default: <run>/policy.onnx)")
+    p.add_argument(
+        "--latents",
+        help="a clip_latents.json (rgsd eval's <report>/<run>/) instead of the run's own; needed for a best-of-N run",
+    )
     p.add_argument("--no-check", action="store_true", help="skip the onnxruntime comparison with the torch policy")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd export``."""
-    from rgsd_envs.runs.onnx_export import MissingExportDependency, check_onnx, export_onnx, read_metadata
+    from rgsd_envs.runs.onnx_export import MissingExportDependency, check_onnx, export_onnx, read_metadata, require
     from rgsd_envs.runs.run_dir import RunDir
 
     out = Path(args.onnx) if args.onnx else RunDir(args.run).path / "policy.onnx"
     try:
-        path = export_onnx(args.run, out)
+        require("onnx", "onnxscript")  # before the clip latents are chosen: a missing extra is said at once
+        path = export_onnx(args.run, out, run_clip_skills(args.run, args.latents))
     except MissingExportDependency as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -52,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     meta = read_metadata(path)
     print(
         f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB): obs (batch, {meta['observation']['dim']}) -> "
-        f"action, pd_target (batch, {meta['action']['dim']}); {len(meta['clip_names'])} clip skills in the metadata"
+        f"action, pd_target (batch, {meta['action']['dim']}); {len(meta['clip_names'])} clip skills in the metadata "
+        f"from {meta['clip_embeddings_from']}"
     )
     if args.no_check:
         return 0
@@ -63,3 +79,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"onnxruntime matches the torch policy: max |action difference| {diff:.1e} on 256 random observations")
     return 0 if diff <= 1e-5 else 1
+
+
+def run_clip_skills(run: str, latents: str | None = None) -> ClipSkills:
+    """The skills the export's metadata gives to command: the run's clip latents as rgsd play and rgsd view pick
+    them (``run_skills.choose_latents``; ``latents``: a clip_latents.json instead)."""
+    from rgsd_agents.run_skills import choose_latents
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_envs.runs.onnx_export import ClipSkills
+    from rgsd_eval.runs import load_run
+
+    loaded = load_run(run)
+    lib = MotionLib(loaded.run.training_motions())
+    chosen = choose_latents(loaded, lib, latents_file=latents)
+    return ClipSkills(list(lib.names), chosen.centres, chosen.source)

@@ -8,7 +8,7 @@ the ones rgsd eval chose: --latents <report>/<run>/clip_latents.json.
 
 Examples::
 
-    rgsd play runs/demo                                   # first clip -> runs/demo/play_<clip>.mp4
+    rgsd play runs/demo                                   # walk, else the first clip -> runs/demo/play_<clip>.mp4
     rgsd play runs/demo --clip demo_run --reference       # beside the reference clip
     rgsd play runs/demo --clip demo_walk --kappa 20 --seed 3 --out walk_k20.mp4
     rgsd play runs/demo --clip demo_punch --viewer        # interactive window (needs a display)
@@ -36,7 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run", metavar="RUN", nargs="?", help="run folder (config.yaml, policy.pt, encoder.pt)")
     p.add_argument("--pretrained", action="store_true", help="the policy rgsd ships instead of a RUN folder")
-    p.add_argument("--clip", help="clip name (default: the first clip; an unknown name lists them)")
+    p.add_argument(
+        "--clip", help="clip name (default: walk where the clips have it, else the first; an unknown name lists them)"
+    )
     p.add_argument(
         "--kappa", type=float, help="sample z ~ vMF(z_m, kappa) instead of z = z_m (20: varied, 1000: close)"
     )

@@ -15,6 +15,7 @@ Examples::
     rgsd view runs/diayn --latents reports/paper/diayn/clip_latents.json
     rgsd view runs/downstream_sidestep                    # goal reaching: click the floor to set the goal
     ssh -L 8080:localhost:8080 gpu-box                    # on your laptop, then open http://localhost:8080
+    rgsd view --pretrained --host 0.0.0.0                 # open to the network: prints the address to open
 
 Needs viser: pip install 'rgsd-agents[viewer]'.
 """
@@ -35,13 +36,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run", metavar="RUN", nargs="?", help="run folder (config.yaml, policy.pt, encoder.pt) or a downstream run"
     )
     p.add_argument("--pretrained", action="store_true", help="the policy rgsd ships instead of a RUN folder")
-    p.add_argument("--clip", help="clip to start on (default: the first; an unknown name lists them)")
+    p.add_argument(
+        "--clip",
+        help="clip to start on (default: walk where the clips have it, else the first; an unknown name lists them)",
+    )
     p.add_argument("--kappa", type=float, default=20.0, help="initial vMF concentration of the variants (default 20)")
     p.add_argument("--variants", type=int, default=3, help="variants beside the policy (default 3)")
     p.add_argument("--latents", help="a clip_latents.json (rgsd eval's <report>/<run>/) instead of the run's own")
     p.add_argument("--motions", help='clips to choose from: "demo", a clip file or folder (default: the run\'s own)')
     p.add_argument("--seed", type=int, default=0, help="seed of the first variants or episode (default 0)")
-    p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1: SSH-forward it)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to serve on (default 127.0.0.1: SSH-forward it; 0.0.0.0: every interface, open to the network)",
+    )
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; the next free one if taken)")
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per second (default 1)")
     p.add_argument("--seconds", type=float, help="serve this long, then exit (default: until Ctrl-C)")
@@ -58,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError:
         print("error: rgsd view needs viser: pip install 'rgsd-agents[viewer]' (or pip install viser)", file=sys.stderr)
         return 2
-    from rgsd_agents.viewer.app import ServeConfig, open_viewer, ssh_forward_line
+    from rgsd_agents.viewer.app import ServeConfig, open_viewer, remote_access_line
     from rgsd_agents.viewer.session import SessionConfig
 
     if args.pretrained:
@@ -80,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"rgsd view: {app.url}  {app.summary}; Ctrl-C stops")
-    print(f"from another machine: {ssh_forward_line(app.port)}   then open http://localhost:{app.port}", flush=True)
+    print(f"from another machine: {remote_access_line(args.host, app.port)}", flush=True)
     app.start()
     try:
         if args.seconds is not None:

@@ -27,16 +27,20 @@ NEUTRAL_START = "zero"
 """The protocol's ``init_skill`` (``DownstreamConfig``'s default): runs from it are named by their method alone."""
 
 
-def plot_curves(history: list[dict[str, float]], initial: dict[str, float], out: Path) -> Path:
-    """Success rate (training episodes and evaluations), reward and style FID against iterations."""
+def plot_curves(
+    history: list[dict[str, float]], initial: dict[str, float], out: Path, iteration: int | None = None
+) -> Path:
+    """Success rate (training episodes and evaluations), reward and style FID against iterations; ``history``: the
+    session's iterations, the last of them ``iteration`` (None: ``len(history)``, a session from the start)."""
     keys = [("episodes/success_rate", "success (training episodes)"), ("eval/success_rate", "success (evaluation)"),
             ("rollout/reward", "reward / step"), ("eval/style_fid", "style FID (evaluation)")]  # fmt: skip
     keys = [(k, label) for k, label in keys if any(k in h for h in history) or k in initial]
     fig = Figure(figsize=(4 * len(keys), 3.2), layout="constrained")
     for i, (k, label) in enumerate(keys):
         ax = fig.add_subplot(1, len(keys), i + 1)
+        first = (len(history) if iteration is None else iteration) - len(history) + 1
         pts = [(0, initial[k])] if k in initial else []
-        pts += [(i + 1, h[k]) for i, h in enumerate(history) if k in h]
+        pts += [(first + i, h[k]) for i, h in enumerate(history) if k in h]
         if pts:
             x, y = zip(*pts)
             ax.plot(x, y, marker="." if len(pts) < 60 else None)
@@ -53,18 +57,23 @@ def write_downstream_report(
     initial: dict[str, float],
     final: dict[str, float],
     trajectories: list[dict[str, Any]],
+    iteration: int | None = None,
 ) -> Path:
-    """Write ``<run>/report.md``, ``trajectories.png`` and ``curves.png``; returns the report path."""
+    """Write ``<run>/report.md``, ``trajectories.png`` and ``curves.png``; returns the report path. ``final`` and
+    ``trajectories``: the evaluation of the policy after ``iteration`` iterations in all (None: ``len(history)``,
+    a session from the start); ``history``: this session's iterations."""
+    iteration = len(history) if iteration is None else iteration
     run = Path(run_dir)
     style = cfg.task.style
     plot_goal_trajectories(
-        trajectories, cfg.task.arena_size, f"{style}: {len(trajectories)} evaluation episodes", run / "trajectories.png"
-    )
-    plot_curves(history, initial, run / "curves.png")
+        trajectories, cfg.task.arena_size, f"{style}: {len(trajectories)} evaluation episodes after {iteration} "
+        "iterations", run / "trajectories.png"
+    )  # fmt: skip
+    plot_curves(history, initial, run / "curves.png", iteration)
     rows = [("success rate", "eval/success_rate", "{:.2f}"), ("final distance to goal (m)", "eval/final_distance", "{:.2f}"),
             ("fall rate", "eval/fall_rate", "{:.2f}"), ("style FID", "eval/style_fid", "{:.2f}"),
             ("cosine(z, nearest style clip)", "eval/style_cosine", "{:.3f}")]  # fmt: skip
-    table = ["| | untrained | trained |", "|---|---|---|"]
+    table = [f"| | untrained (iteration 0) | trained (iteration {iteration}) |", "|---|---|---|"]
     for label, key, fmt in rows:
         if key in initial or key in final:
             a = fmt.format(initial[key]) if key in initial else "-"
@@ -80,13 +89,14 @@ def write_downstream_report(
     text = f"""# Goal reaching with style: {style}
 
 Low-level policy: `{cfg.low_level}` (frozen). High-level policy: this run's `policy.pt`,
-trained with PPO for {len(history)} iterations in this session ({cfg.num_envs} worlds x {cfg.horizon} high-level steps).
+trained with PPO for {trained_for(iteration, len(history), f"{cfg.num_envs} worlds x {cfg.horizon} high-level steps")}.
 
 Task: {t.arena_size:g} x {t.arena_size:g} m arena, start at its centre with a random heading, goal uniform in the arena
 (at least {t.min_goal_distance:g} m away); {t.episode_seconds:g} s episodes; the skill is held for {t.low_level_steps}
 control steps (30 Hz). **Success**: the pelvis comes within {t.success_radius:g} m of the goal during the episode.
 {style_fid}
-Evaluation: {cfg.eval_episodes} deterministic episodes (mean skill of the policy).
+Evaluation: {cfg.eval_episodes} deterministic episodes (mean skill of the policy) of the untrained policy and of
+`policy.pt`, the policy after iteration {iteration}.
 
 {chr(10).join(table)}
 
@@ -98,6 +108,14 @@ Evaluation: {cfg.eval_episodes} deterministic episodes (mean skill of the policy
     with atomic_path(out) as tmp:
         Path(tmp).write_text(text)
     return out
+
+
+def trained_for(iteration: int, session: int, each: str) -> str:
+    """How long the policy trained: the run's iterations of ``each``, and this session's part after a resume."""
+    total = f"{iteration} iteration{'s' if iteration != 1 else ''} of {each}"
+    return (
+        total if session == iteration else f"{total} ({session} in this session, resumed after {iteration - session})"
+    )
 
 
 def read_evaluations(run_dir: str | os.PathLike) -> dict[int, dict[str, float]]:

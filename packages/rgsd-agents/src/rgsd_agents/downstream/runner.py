@@ -3,10 +3,11 @@
 ``DownstreamRunner`` trains ``pi_high(z | s, g)`` with PPO on
 ``RGSD-SMPL-GoalReaching-v0`` (docs/downstream.md): its actions are skills z that the frozen
 low-level policy of an rgsd run turns into joint actions. Every ``eval_every``
-iterations (and before training) it runs ``eval_episodes`` deterministic
-episodes: success rate (within ``task.success_radius`` of the goal at any time),
-final distance, fall rate and, for sidestep and backward, the style FID of the
-generated motion against the style's reference clips (the heading- and
+iterations (also before training, and at the end when the last evaluation was not
+of the final policy) it runs ``eval_episodes`` deterministic episodes: success
+rate (within ``task.success_radius`` of the goal at any time), final distance,
+fall rate and, for sidestep and backward, the style FID of the generated motion
+against the style's reference clips (the heading- and
 position-invariant feature of ``rgsd_eval.features``). The run folder has
 the layout of ``rgsd_envs.runs.run_dir`` (config.yaml, policy.pt = the high-level
 actor, checkpoints/, tb/) plus ``evaluations.jsonl`` (one line per evaluation:
@@ -61,7 +62,7 @@ from rgsd_envs.envs.registration import GOAL_ENV_ID
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import save_yaml, to_dict
 from rgsd_envs.utils.device import HostBridge, env_device, resolve_device
-from rgsd_envs.utils.files import InputFileError, output_folder
+from rgsd_envs.utils.files import InputFileError, atomic_path, output_folder
 from rgsd_envs.utils.threads import torch_threads
 from rgsd_eval.features import motion_features, num_windows
 from rgsd_eval.fid import GaussianStats, fid
@@ -129,7 +130,8 @@ class DownstreamConfig:
     log_every: int = 1
     """Iterations between TensorBoard writes."""
     eval_every: int = 10
-    """Iterations between evaluations (success rate, style FID); also one before training."""
+    """Iterations between evaluations (success rate, style FID); also one before training, and one of the final
+    policy where the last was of an earlier iteration (the report's "trained" column)."""
     eval_episodes: int = 16
     """Deterministic episodes per evaluation, one per world, each to its end."""
     init_skill: str = NEUTRAL_START
@@ -306,6 +308,8 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         self.evaluator: GoalEvaluator | None = None
         self.initial_eval: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
+        self.last_eval_iteration: int | None = None
+        """The iteration ``last_eval`` evaluated (None: no evaluation in this session yet)."""
 
     def iterate(self) -> dict[str, float]:
         """One rollout and a PPO update; returns this iteration's metrics."""
@@ -362,6 +366,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
             self.evaluator = GoalEvaluator(self.cfg, self.device)
         with torch_threads(self.cfg.rollout_threads):
             self.last_eval = self.evaluator.run(self.ac.actor)
+        self.last_eval_iteration = self.iteration
         row = {
             "iteration": self.iteration,
             "step": self.global_step,
@@ -371,8 +376,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         path = self.run.path / EVALUATIONS
         if self.iteration == 0:  # a fresh run: an earlier attempt's lines are not this run's
             path.unlink(missing_ok=True)
-        with open(path, "a") as f:  # a resumed run repeats iterations past its checkpoint: readers keep the last
-            f.write(json.dumps(row) + "\n")
+        append_evaluation(path, row)
         return self.last_eval
 
     def on_start(self, writer: Any) -> None:
@@ -444,15 +448,46 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         if self.evaluator is not None:
             self.evaluator.close()
 
+    def evaluate_final(self) -> dict[str, float]:
+        """The evaluation of the final policy (``policy.pt``): the last one when it was of this iteration, else a
+        new one (``eval_every`` need not divide the iterations), which the session's last metrics row gets too."""
+        if self.last_eval_iteration != self.iteration or self.evaluator is None or not self.evaluator.trajectories:
+            self.evaluate()
+            if self.history:  # the curves end at the final policy's evaluation
+                self.history[-1].update(self.last_eval)
+        return self.last_eval
+
     def write_report(self) -> Path:
-        """report.md with the learning curves and top views of the last evaluation's trajectories."""
+        """report.md with the learning curves and top views of the final policy's evaluation (``evaluate_final``)."""
         from rgsd_agents.downstream.report import write_downstream_report
 
-        if self.evaluator is None or not self.evaluator.trajectories:
-            self.evaluate()
+        self.evaluate_final()
         return write_downstream_report(
-            self.run.path, self.cfg, self.history, self.initial_eval, self.last_eval, self.evaluator.trajectories
-        )
+            self.run.path, self.cfg, self.history, self.initial_eval, self.last_eval, self.evaluator.trajectories,
+            iteration=self.iteration,
+        )  # fmt: skip
+
+
+def append_evaluation(path: Path, row: dict[str, Any]) -> None:
+    """Add an evaluation row to ``evaluations.jsonl``; a last row of the same iteration (the same policy evaluated
+    again, by a session resumed from that iteration) is replaced, not repeated. A resumed run may also repeat
+    iterations past its checkpoint: readers keep the last row of an iteration."""
+    lines = path.read_text().splitlines() if path.is_file() else []
+    if lines and _iteration_of(lines[-1]) == row["iteration"]:
+        with atomic_path(path) as tmp:
+            Path(tmp).write_text("".join(f"{line}\n" for line in lines[:-1]) + json.dumps(row) + "\n")
+        return
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def _iteration_of(line: str) -> int | None:
+    """The iteration of an evaluations.jsonl line (None: not a readable row, e.g. cut short by a crash)."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row.get("iteration") if isinstance(row, dict) else None
 
 
 LOCOMOTION = ("walk", "run", "sidestep", "backward")

@@ -45,9 +45,37 @@ class ServeConfig:
     """Simulated seconds per wall-clock second."""
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Interfaces only this machine reaches: another machine forwards the port over SSH."""
+ALL_INTERFACES = ("0.0.0.0", "::", "")
+"""Interfaces that mean every address of this machine."""
+
+
 def ssh_forward_line(port: int, host: str | None = None) -> str:
     """The command that forwards the viewer's port from ``host`` (default: this machine's name) to a laptop."""
     return f"ssh -L {port}:localhost:{port} {host or socket.gethostname()}"
+
+
+def network_address() -> str | None:
+    """This machine's IPv4 address on the interface of its default route (None: no route, or only loopback)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # a documentation address: a UDP connect sends nothing, it picks the route
+            address = str(s.getsockname()[0])
+    except OSError:
+        return None
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def remote_access_line(host: str, port: int) -> str:
+    """How to open the page served on ``host:port`` from another machine: forward the port over SSH (a loopback
+    host), or the address to open (a host on the network; every interface: this machine's name and address)."""
+    if host in LOOPBACK_HOSTS:
+        return f"{ssh_forward_line(port)}   then open http://localhost:{port}"
+    if host not in ALL_INTERFACES:
+        return f"open http://{host}:{port}"
+    urls = [f"http://{name}:{port}" for name in dict.fromkeys([socket.gethostname(), network_address()]) if name]
+    return f"open {' or '.join(urls)} (served on every interface of this machine)"
 
 
 class LiveSession(Protocol):
@@ -106,7 +134,7 @@ class LivePage:
     @property
     def url(self) -> str:
         """The page's address on this machine."""
-        host = "localhost" if self.cfg.host in ("127.0.0.1", "0.0.0.0", "::") else self.cfg.host
+        host = "localhost" if self.cfg.host in LOOPBACK_HOSTS + ALL_INTERFACES else self.cfg.host
         return f"http://{host}:{self.port}"
 
     @property
@@ -402,9 +430,9 @@ def open_viewer(
     session: SessionConfig | None = None,
     serve: ServeConfig | None = None,
 ) -> ViewerApp | GoalViewerApp:
-    """Load ``run``, start its session on ``clip`` (default: the first) and serve the page (not yet stepping:
-    call ``start``); a downstream run gets the goal page. Bad input raises InputFileError or ValueError naming
-    the file, field or clip."""
+    """Load ``run``, start its session on ``clip`` (default: ``run_skills.default_clip``) and serve the page (not
+    yet stepping: call ``start``); a downstream run gets the goal page. Bad input raises InputFileError or
+    ValueError naming the file, field or clip."""
     if is_downstream_run(run):
         given = [name for name, value in (("--clip", clip), ("--motions", motions), ("--latents", latents)) if value]
         if given:

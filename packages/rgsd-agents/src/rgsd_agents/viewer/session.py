@@ -1,6 +1,6 @@
 """The viewer's simulation: one policy world and its vMF variants stepped live on the CPU, with the reference.
 
-World 0 runs the clip's latent z_m (the run's own choice: ``viewer.latents``); worlds 1..K run
+World 0 runs the clip's latent z_m (the run's own choice: ``rgsd_agents.run_skills``); worlds 1..K run
 z ~ vMF(z_m, kappa). All start at the clip's first reference frame and run the policy's mean action in the
 run's evaluation environment (no early termination), as ``rgsd play`` does; at the clip's end they start
 over. Nothing here draws: ``viewer.app`` shows the state, and tests drive this object directly.
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 import rgsd_envs  # noqa: F401  (registers the environments)
-from rgsd_agents.viewer.latents import ClipLatents, choose_latents
+from rgsd_agents.run_skills import ClipLatents, choose_latents, default_clip
 from rgsd_envs.envs import skills
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.library import MotionLib
@@ -48,8 +48,8 @@ class ViewerSession:
     def __init__(
         self, loaded: LoadedRun, lib: MotionLib, cfg: SessionConfig, latents_file: str | os.PathLike | None = None
     ) -> None:
-        """Make the environment (1 + ``cfg.variants`` worlds), choose the clip latents (``viewer.latents``) and
-        start on the first clip."""
+        """Make the environment (1 + ``cfg.variants`` worlds), choose the clip latents (``run_skills``) and
+        start on the default clip (``run_skills.default_clip``)."""
         self.loaded, self.lib, self.cfg = loaded, lib, cfg
         self.env = RGSDTorchEnv(
             1 + cfg.variants,
@@ -70,7 +70,7 @@ class ViewerSession:
         self.frame = 0
         self.skills = np.zeros((self.num_worlds, self.latents.centres.shape[1]))
         self._obs: torch.Tensor | None = None
-        self.reset(0)
+        self.reset(default_clip(list(lib.names)))
 
     @property
     def num_worlds(self) -> int:

@@ -33,6 +33,8 @@ NUM_BODY_POSE_JOINTS = 22
 AMASS_KEYS = ("poses", "trans", *FRAME_RATE_KEYS, "betas", "gender")
 """The only keys rgsd reads from an AMASS file; any others (``dmpls``, SMPL-X markers,
 a pickled ``markers_latent_vids``) are left unread."""
+AMASS_FILE_SUFFIXES = ("_poses.npz", "_stageii.npz")
+"""How AMASS names its motion files: SMPL+H ``*_poses.npz``, SMPL-X ``*_stageii.npz``."""
 SHAPE_FILE_SUFFIXES = ("_stagei.npz",)
 SHAPE_FILE_NAMES = ("shape.npz",)
 
@@ -185,7 +187,7 @@ def amass_rotations(
 def clip_name_from_path(path: str | os.PathLike) -> str:
     """A clip name from an AMASS file name: suffix dropped, non-alphanumerics to '_'."""
     stem = Path(path).name
-    for suffix in ("_poses.npz", "_stageii.npz", ".npz"):
+    for suffix in (*AMASS_FILE_SUFFIXES, ".npz"):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
             break

@@ -60,8 +60,38 @@ def clip_files(path: str | os.PathLike) -> list[Path]:
         return [path]
     files = sorted(path.glob("*.npz"))
     if not files:
-        raise InputFileError(path, "folder holds no .npz motion clips")
+        raise InputFileError(path, "folder holds no .npz motion clips" + _nested_motions_hint(path))
     return files
+
+
+MAX_SEARCHED_FILES = 10_000
+"""Files an empty folder's hint looks through below it (a whole AMASS tree can hold many more)."""
+
+
+def _nested_motions_hint(folder: Path) -> str:
+    """What an empty clip folder's subfolders hold: clip folders to give instead, AMASS files to convert with
+    ``rgsd-motions import`` ("" when they hold no .npz files)."""
+    from itertools import islice
+
+    from rgsd_envs.motion.amass import AMASS_FILE_SUFFIXES
+
+    found = list(islice((f for f in folder.rglob("*.npz") if not f.name.startswith(".")), MAX_SEARCHED_FILES))
+    amass = sorted({f.parent for f in found if f.name.endswith(AMASS_FILE_SUFFIXES)})
+    clips = sorted({f.parent for f in found if not f.name.endswith(AMASS_FILE_SUFFIXES)})
+    hints = [f"{_some(clips)} hold{'s' if len(clips) == 1 else ''} .npz clips: give one of them"] if clips else []
+    if amass:  # one folder of them: import it; several: import the whole tree (the import searches it)
+        source = amass[0] if len(amass) == 1 else folder
+        hints.append(
+            f"{_some(amass)} hold{'s' if len(amass) == 1 else ''} AMASS files: convert them to clips with "
+            f"`rgsd-motions import {source} --out DIR` and give DIR"
+        )
+    return "".join(f"; {h}" for h in hints)
+
+
+def _some(folders: list[Path], most: int = 3) -> str:
+    """Up to ``most`` folders by name, and how many more."""
+    more = f" and {len(folders) - most} more" if len(folders) > most else ""
+    return ", ".join(str(f) for f in folders[:most]) + more
 
 
 def _collect(source: MotionSource) -> list[tuple[MotionClip, str]]:

@@ -12,8 +12,11 @@ else. Everything a controller outside rgsd needs to build the observation and
 apply the action is in the model's ``metadata_props`` under the key ``rgsd``
 (one JSON object, read it with :func:`read_metadata`): observation layout,
 action offset and scale, joint and body order, PD gains and torque limits,
-control and physics time steps, skill size, and the clip embeddings ``z_m``
-with the clip names and categories (the skills to command).
+control and physics time steps, skill size, and the skills to command: each
+clip's latent with the clip names and categories, and where the latents came
+from. The run's method picks them (``rgsd export`` passes them as
+:class:`ClipSkills`, chosen as ``rgsd play`` chooses them); without them, a run
+whose method commands its encoder's clip embeddings gets those.
 
 Needs the ``export`` extra (``pip install rgsd-envs[export]``: onnx and
 onnxscript for torch's exporter, onnxruntime to check the file).
@@ -27,6 +30,7 @@ import logging
 import os
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,24 +94,66 @@ class ExportedPolicy(nn.Module):
         return action, self.offset + self.scale * action.clamp(-1.0, 1.0)
 
 
+@dataclass(frozen=True)
+class ClipSkills:
+    """Each clip's latent to command, by clip name, and where the latents came from (the metadata's
+    ``clip_embeddings_from``)."""
+
+    names: list[str]
+    latents: np.ndarray
+    """(clips, skill_dim) unit latents in ``names`` order."""
+    source: str
+
+
 def _floats(x: Any) -> list:
     return np.asarray(x, dtype=np.float64).round(9).tolist()
 
 
-def policy_metadata(run: RunDir, policy: PolicyMLP) -> dict[str, Any]:
-    """The JSON metadata of a run's exported policy (see the module docstring)."""
+def _skill_encoder(run: RunDir) -> Path | None:
+    """The encoder whose clip embeddings the run commands (``RunDir.latent_encoder_path``; None: the env's default
+    encoder); an error for a run whose method commands other latents (``method.json``): its encoder.pt is not
+    what picks its skills."""
+    info = run.method()
+    if info is not None and info["latent_choice"] != "encoder":
+        raise InputFileError(
+            run.file(RunDir.METHOD),
+            f"this {info['name']} run commands its {info['latent_choice']} latents, not an encoder's clip "
+            "embeddings: export it with `rgsd export`, which picks them as rgsd play does (or pass clip_skills)",
+            "latent_choice",
+        )
+    return run.latent_encoder_path()
+
+
+def _ordered_skills(skills: ClipSkills, names: list[str], skill_dim: int) -> np.ndarray:
+    """(clips, skill_dim) ``skills`` in the library's clip order, or an error naming what does not fit."""
+    missing = [n for n in names if n not in skills.names]
+    if missing:
+        raise ValueError(f"the clip skills ({skills.source}) have no latent for clip {missing[0]!r}")
+    z = np.asarray(skills.latents, dtype=np.float64)
+    if z.ndim != 2 or z.shape != (len(skills.names), skill_dim):
+        raise ValueError(f"the clip skills ({skills.source}) must be ({len(skills.names)}, {skill_dim}), got {z.shape}")
+    return z[[skills.names.index(n) for n in names]]
+
+
+def policy_metadata(run: RunDir, policy: PolicyMLP, clip_skills: ClipSkills | None = None) -> dict[str, Any]:
+    """The JSON metadata of a run's exported policy (see the module docstring); ``clip_skills``: the latents to
+    command (None: the encoder's clip embeddings, for a run whose method commands those)."""
     from rgsd_envs.envs.core import RGSDCore
 
+    encoder = _skill_encoder(run) if clip_skills is None else None  # given skills: the core gives clips, offsets
     env_cfg = run.env_config()
     layout = env_cfg.layout
-    has_encoder = run.encoder_path.is_file()
-    core = RGSDCore(1, config=env_cfg, encoder=str(run.encoder_path) if has_encoder else None)
+    core = RGSDCore(1, config=env_cfg, encoder=None if encoder is None else str(encoder))
     try:
         lib = core.lib
         z_m = core.clip_embeddings.detach().cpu().numpy()
         body_offsets = lib.body_offsets
     finally:
         core.close()
+    if clip_skills is None:
+        source = "encoder z_m ({})".format("the env's default encoder" if encoder is None else encoder.name)
+    else:
+        z_m, source = _ordered_skills(clip_skills, list(lib.names), layout.skill_dim), clip_skills.source
     return {
         "format": ONNX_FORMAT,
         "version": ONNX_FORMAT_VERSION,
@@ -150,7 +196,7 @@ def policy_metadata(run: RunDir, policy: PolicyMLP) -> dict[str, Any]:
         "clip_names": list(lib.names),
         "clip_categories": list(lib.categories),
         "clip_embeddings": _floats(z_m),
-        "clip_embeddings_from": str(run.encoder_path.name) if has_encoder else "the environment's default encoder",
+        "clip_embeddings_from": source,
     }
 
 
@@ -170,8 +216,11 @@ def _quiet_exporter() -> Iterator[None]:
             lg.setLevel(level)
 
 
-def export_onnx(run_dir: str | os.PathLike, out_path: str | os.PathLike) -> Path:
-    """Write ``run_dir``'s policy as ONNX with its metadata to ``out_path`` (atomically); returns the path."""
+def export_onnx(
+    run_dir: str | os.PathLike, out_path: str | os.PathLike, clip_skills: ClipSkills | None = None
+) -> Path:
+    """Write ``run_dir``'s policy as ONNX with its metadata to ``out_path`` (atomically); returns the path.
+    ``clip_skills``: the latents the metadata gives to command (see ``policy_metadata``)."""
     require("onnx", "onnxscript")
     import onnx
 
@@ -182,7 +231,7 @@ def export_onnx(run_dir: str | os.PathLike, out_path: str | os.PathLike) -> Path
     run.check(RunDir.CONFIG, RunDir.POLICY)
     policy = run.load_policy()
     check_policy_fits(policy, run.policy_path, run.env_config().layout)
-    meta = policy_metadata(run, policy)
+    meta = policy_metadata(run, policy, clip_skills)
     module = ExportedPolicy(policy).eval()
     example = torch.zeros(2, policy.obs_dim)
     with _quiet_exporter(), torch.no_grad():
