@@ -170,3 +170,21 @@ def test_clip_id_names_the_known_clips(lib):
     assert lib.names[lib.clip_id("punch")] == "punch"
     with pytest.raises(KeyError, match="no clip named 'swim'"):
         lib.clip_id("swim")
+
+
+def test_a_folder_whose_clips_are_in_subfolders_names_them(real_clips, tmp_path):
+    for sub, clip in zip(("walks", "runs"), real_clips[:2]):
+        clip.save(tmp_path / sub / f"{clip.name}.npz")
+    with pytest.raises(InputFileError, match=r"no \.npz motion clips; its subfolders hold 2 \.npz files") as err:
+        MotionLib(tmp_path)
+    assert "(in runs/, walks/): give those folders, e.g. " + str(tmp_path / "runs") in str(err.value)
+
+
+def test_a_folder_of_amass_subfolders_points_to_the_importer(real_motion_files, tmp_path):
+    import shutil
+
+    (tmp_path / "ACCAD" / "s1").mkdir(parents=True)
+    shutil.copy(real_motion_files[0], tmp_path / "ACCAD" / "s1" / real_motion_files[0].name)
+    with pytest.raises(InputFileError, match=r"subfolders hold 1 \.npz file \(in ACCAD/\), not rgsd clips") as err:
+        MotionLib(tmp_path)
+    assert f"`rgsd-motions import {tmp_path} --out <clip folder>`" in str(err.value)

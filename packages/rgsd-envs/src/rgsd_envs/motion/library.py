@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -60,8 +61,28 @@ def clip_files(path: str | os.PathLike) -> list[Path]:
         return [path]
     files = sorted(path.glob("*.npz"))
     if not files:
-        raise InputFileError(path, "folder holds no .npz motion clips")
+        raise InputFileError(path, "folder holds no .npz motion clips" + _subfolder_hint(path))
     return files
+
+
+def _subfolder_hint(folder: Path) -> str:
+    """Where the clips may be when a folder holds none itself: the subfolders that hold .npz files, as clip folders
+    to give instead, or, when those files are not rgsd clips (AMASS files), as input of ``rgsd-motions import``;
+    "" when no subfolder holds any."""
+    found = sorted(f for f in folder.rglob("*.npz") if f.is_file() and not f.name.startswith("."))
+    if not found:
+        return ""
+    subs = list(dict.fromkeys(f.relative_to(folder).parts[0] for f in found))
+    where = ", ".join(f"{s}/" for s in subs[:3]) + (f" and {len(subs) - 3} more" if len(subs) > 3 else "")
+    held = f"its subfolders hold {len(found)} .npz file{'s' * (len(found) > 1)} (in {where})"
+    from rgsd_envs.motion.amass import is_rgsd_clip
+
+    if any(is_rgsd_clip(f) for f in found[:5]):  # a few files tell: reading every one would be slow on an AMASS tree
+        return f"; {held}: give those folders, e.g. {folder / subs[0]}"
+    return (
+        f"; {held}, not rgsd clips (AMASS files?): convert them with "
+        f"`rgsd-motions import {shlex.quote(str(folder))} --out <clip folder>`"
+    )
 
 
 def _collect(source: MotionSource) -> list[tuple[MotionClip, str]]:
@@ -116,6 +137,8 @@ class MotionLib:
         self.device = torch.device(device)
         self.dtype = dtype
         self.clips = clips
+        self.origins: list[str] = [origin for _, origin in found]
+        """Where each clip came from: its file, "a built-in demo clip" or "a clip object" (for messages)."""
         self.names: list[str] = names
         self.categories: list[str] = [c.category for c in clips]
         self.body_offsets = np.asarray(ref, dtype=np.float64)
@@ -199,7 +222,9 @@ class MotionLib:
 
     def to(self, device: str | torch.device) -> MotionLib:
         """This library on another device (a new object sharing the clips)."""
-        return MotionLib(self.clips, device=device, dtype=self.dtype)
+        lib = MotionLib(self.clips, device=device, dtype=self.dtype)
+        lib.origins = list(self.origins)
+        return lib
 
     def __repr__(self) -> str:
         return f"MotionLib({self.num_clips} clips, {self.total_frames} frames, device={self.device})"
