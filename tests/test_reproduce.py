@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rgsd_agents.cli import build_parser
 from rgsd_agents.cli import main as rgsd
 from rgsd_agents.reproduce.plan import NothingToDo, Plan, Step, build_plan, eval_id, makespan
 from rgsd_agents.reproduce.scale import ReproduceScale, load_scale, scale_names
@@ -117,6 +118,8 @@ def test_rgsd_pretrains_per_seed_and_best_of_n_methods_take_the_eval_s_clip_late
     argv = ev.command({"train/ase/seed0", "train/rgsd/seed1"})
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--run"] == [str(plan.run_dir("rgsd", 1))]
     assert argv[argv.index("--out") + 1] == str(tmp_path.resolve() / "eval" / "rgsd")
+    parsed = build_parser().parse_args(argv)  # --motions takes several sources: the one given here, --out after it
+    assert parsed.motions == ["demo"] and parsed.out == str(tmp_path.resolve() / "eval" / "rgsd")
     with pytest.raises(NothingToDo, match="no training of ase finished"):
         plan.step("eval/ase").command({"train/rgsd/seed1"})
 

@@ -27,6 +27,11 @@ def test_register_adds_eval_with_a_handler():
     assert cfg.kappas == PAPER_KAPPAS and cfg.latent == "auto" and cfg.video
 
 
+def test_motions_takes_several_sources_as_pretrain_does():
+    args = _parse(["--run", "a", "--motions", "m/two", "demo", "--out", "o"])
+    assert args.motions == ["m/two", "demo"] and args.out == "o"
+
+
 def test_flags_override_the_config_file(tmp_path):
     path = tmp_path / "eval.yaml"
     path.write_text(yaml.safe_dump({"rollouts": 7, "seed": 3, "video_frame_step": 3}))
@@ -76,3 +81,28 @@ def test_report_links_to_a_run_folder_with_a_space_stay_links(tmp_path):
     assert code == 0
     md = (out / "report.md").read_text()
     assert "![my run kappa sweep](<my run/kappa_sweep.png>)" in md and "](my run/" not in md
+
+
+def test_a_run_trained_on_several_sources_is_evaluated_on_all_and_a_short_clip_gets_no_fid(tmp_path, caplog):
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_envs.testing import first_frames
+
+    walk = MotionLib("demo").clips[0]
+    short = first_frames(walk, 10, "hop").save(tmp_path / "clips" / "hop.npz")
+    run = make_fake_run(tmp_path / "two", motions=[str(tmp_path / "clips"), "demo"])
+    out = tmp_path / "e1"
+    code = cli.main(["--run", str(run), "--out", str(out), "--rollouts", "2", "--kappas", "20", "--no-video",
+                     "--no-progress"])  # fmt: skip
+    assert code == 0
+    doc = json.loads((out / "metrics.json").read_text())
+    assert doc["motions"] == [str(tmp_path / "clips"), "demo"] and len(doc["clips"]) == 6
+    assert doc["fid_feature"]["unscored_clips"] == [{"name": "hop", "frames": 10, "file": str(short)}]
+    im = doc["runs"]["two"]["imitation"]
+    assert im["clips"]["hop"]["fid"] is None and im["clips"]["hop"]["err_cm"] > 0  # its ERR is still measured
+    assert im["clips"][walk.name]["fid"] > 0 and im["categories"]["walk"]["fid"] > 0 and im["all"]["fid"] > 0
+    warning = next(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert warning.startswith("FID not measured on 1 clip(s) shorter than 16 frames") and str(short) in warning
+    assert "--set fid_window=N" in warning
+    md = (out / "report.md").read_text()
+    assert f"hop (10 frames, {short})" in md and "fid_window = 15" in md
+    assert f"Motions: `{tmp_path / 'clips'}`, `demo` (6 clips" in md

@@ -143,3 +143,18 @@ def test_streamed_statistics_equal_the_pooled_sample_statistics():
         np.testing.assert_allclose(st.mean, pooled.mean(0), atol=1e-10)
         np.testing.assert_allclose(st.cov, np.cov(pooled, rowvar=False), atol=1e-9)
     assert np.isnan(fid(GaussianStats.of(parts[1]), s))  # one sample: no covariance
+
+
+def test_clips_too_short_for_two_windows_are_left_out_of_the_reference_fid(clips):
+    from rgsd_envs.testing import first_frames
+    from rgsd_eval.evaluate import ReferenceFeatures
+
+    lib = MotionLib([first_frames(clips[0], WINDOW, "one_window"), first_frames(clips[0], WINDOW + 1, "two"), clips[1]])
+    ref = ReferenceFeatures.of(lib, WINDOW)
+    assert ref.short == [0]  # 15 frames: one window, no covariance; 16 frames: two windows, an FID
+    assert [s.count for s in ref.per_clip[:2]] == [1, 2]
+    assert ref.scored([0, 1, 2]) == [1, 2]
+    pooled = ref.pooled([0, 2])
+    assert pooled.count == ref.per_clip[2].count
+    np.testing.assert_allclose(pooled.mean, ref.per_clip[2].mean)
+    assert ReferenceFeatures.of(lib, 8).short == []  # a shorter window scores them all

@@ -72,3 +72,12 @@ def watching_warp(names: tuple[str, ...], on_call: Callable[[str, tuple, dict], 
     finally:
         for name, fn in originals.items():
             setattr(wp, name, fn)
+
+
+def first_frames(clip: Any, frames: int, name: str) -> Any:
+    """A ``MotionClip`` of the first ``frames`` frames of ``clip``, named ``name`` (a clip as short as a test needs)."""
+    import dataclasses
+
+    from rgsd_envs.motion.clip import _ARRAYS
+
+    return dataclasses.replace(clip, name=name, **{key: getattr(clip, key)[:frames] for key in _ARRAYS})

@@ -79,3 +79,25 @@ def test_help_shows_an_example(capsys):
     with pytest.raises(SystemExit):
         main(["import", "--help"])
     assert "rgsd-motions import ~/AMASS/ACCAD --out clips/" in capsys.readouterr().out
+
+
+def test_a_clip_too_short_for_the_evaluation_s_fid_is_warned_about_at_import_and_by_info(walk_raw, tmp_path, capsys):
+    from rgsd_envs.motion.fid_window import FID_WINDOW, min_fid_frames
+
+    assert min_fid_frames() == FID_WINDOW + 1 == 16
+    # 37 frames at 120 Hz: 0.30 s, kept as a 10-frame clip at 30 Hz
+    short = {**walk_raw, "poses": walk_raw["poses"][:37], "trans": walk_raw["trans"][:37]}
+    np.savez(tmp_path / "hop_poses.npz", **{**short, "dmpls": walk_raw["dmpls"][:37], "mocap_framerate": 120.0})
+    np.savez(tmp_path / "walk_poses.npz", **walk_raw)  # 39 frames: long enough
+    out_dir = tmp_path / "clips"
+    assert main(["import", str(tmp_path / "hop_poses.npz"), str(tmp_path / "walk_poses.npz"), "--out", str(out_dir),
+                 "--quiet"]) == 0  # fmt: skip
+    err = capsys.readouterr().err
+    warned = [line for line in err.splitlines() if "motion FID" in line]
+    assert len(warned) == 1 and warned[0].startswith("warning: hop: 10 frames (0.30 s) is shorter than the 16 frames")
+    assert "fid_window = 15" in warned[0] and "read from 37 frames at 120 Hz" in warned[0]
+    assert str(tmp_path / "hop_poses.npz") in warned[0]
+    assert main(["info", str(out_dir)]) == 0
+    printed = capsys.readouterr()
+    assert [line.split()[0] for line in printed.out.splitlines()] == ["hop", "walk"]
+    assert printed.err.startswith("warning: hop: 10 frames (0.30 s)") and len(printed.err.splitlines()) == 1

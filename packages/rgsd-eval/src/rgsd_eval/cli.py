@@ -82,14 +82,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--motions",
+        nargs="+",
         default=None,
-        help="'demo', a clip file or a folder of clips (default: the first run's training motions)",
+        help="reference clips: 'demo', clip files or folders of clips (default: the clips the first run trained on, "
+        "every source of them)",
     )
     p.add_argument(
         "--out",
         required=True,
         metavar="DIR",
-        help="report folder (report.md, metrics.json, metrics.csv, figures, videos)",
+        help="report folder (report.md, metrics.json, metrics.csv, figures, videos): a new or empty folder, or an "
+        "earlier report's, which is replaced whole once this one is written",
     )
     p.add_argument(
         "--config",

@@ -60,7 +60,8 @@ class EvalConfig:
     torch_threads: int | None = 1
     """Intra-op threads of the policy forward pass (None: torch's default)."""
     fid_window: int = WINDOW
-    """Frames per FID feature window."""
+    """Frames per FID feature window. A clip needs ``fid_window`` + 1 frames (two windows) for an FID; a shorter one
+    is evaluated without it, named in the report."""
     fid_eps: float = DEFAULT_EPS
     """Added to both covariance diagonals (feature units squared) before the matrix square root."""
     video: bool = True

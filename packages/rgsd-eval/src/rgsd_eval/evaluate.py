@@ -27,6 +27,7 @@ import numpy as np
 
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.clip import CATEGORIES
+from rgsd_envs.motion.fid_window import min_fid_frames
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import embed, within_motion_alignment
 from rgsd_envs.runs.run_dir import load_clip_latents, load_tracking_latents
@@ -145,22 +146,27 @@ def video_tiles(lib: MotionLib, cfg: EvalConfig) -> int:
 
 @dataclass
 class ReferenceFeatures:
-    """FID statistics of the reference clips' feature windows, per clip."""
+    """FID statistics of the reference clips' feature windows, per clip, and the clips too short for an FID."""
 
     per_clip: list[GaussianStats]
+    short: list[int] = field(default_factory=list)
+    """Clips with fewer frames than ``min_fid_frames`` of the window: their FID is not measured (None) and pooled
+    FIDs (a category, all clips) leave them out, on the reference's side and the rollouts' alike."""
 
     @classmethod
     def of(cls, lib: MotionLib, window: int) -> ReferenceFeatures:
         """Feature statistics of every clip of a library."""
         per_clip = [GaussianStats.of(motion_features(c.body_pos, lib.fps, window)) for c in lib.clips]
-        short = [c.name for c, s in zip(lib.clips, per_clip) if s.count < 2]
-        if short:
-            raise ValueError(f"clips {', '.join(short)} are shorter than the FID window ({window} frames) + 1")
-        return cls(per_clip)
+        short = [i for i, c in enumerate(lib.clips) if c.num_frames < min_fid_frames(window)]
+        return cls(per_clip, short)
+
+    def scored(self, clips: list[int]) -> list[int]:
+        """Those of ``clips`` whose FID is measured."""
+        return [c for c in clips if c not in self.short]
 
     def pooled(self, clips: list[int]) -> GaussianStats:
-        """Statistics of several clips' windows together."""
-        return GaussianStats.pool([self.per_clip[c] for c in clips], FEATURE_DIM)
+        """Statistics of several clips' windows together (the clips long enough for an FID)."""
+        return GaussianStats.pool([self.per_clip[c] for c in self.scored(clips)], FEATURE_DIM)
 
 
 @dataclass
@@ -392,7 +398,7 @@ def _pooled(
         **_group_summary(res, rows),
         "err_cm": clip_mean("err_cm"),
         "mpjpe_cm": clip_mean("mpjpe_cm"),
-        "fid": _num(fid(ref.pooled(members), _gen_stats(res, group, members), cfg.fid_eps)),
+        "fid": _num(fid(ref.pooled(members), _gen_stats(res, group, ref.scored(members)), cfg.fid_eps)),
     }
 
 
@@ -488,7 +494,7 @@ def _diversity_metrics(
                 "success_rate": _num(rate(res.success[rows])),
                 "fall_rate": _num(rate(res.fell[rows])),
                 "unstable": int(res.unstable[rows].sum()),
-                "fid": _num(fid(ref.pooled(members), _gen_stats(res, g, members), cfg.fid_eps)),
+                "fid": _num(fid(ref.pooled(members), _gen_stats(res, g, ref.scored(members)), cfg.fid_eps)),
             }
         )
         roles = [

@@ -29,13 +29,14 @@ import numpy as np
 
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.clip import CLIP_FPS
+from rgsd_envs.motion.fid_window import FID_WINDOW
 
 FEATURE_BODIES: tuple[str, ...] = (
     "Head", "L_Elbow", "R_Elbow", "L_Wrist", "R_Wrist", "L_Knee", "R_Knee", "L_Ankle", "R_Ankle",
 )  # fmt: skip
 """Bodies whose root-relative positions and velocities enter the feature."""
-WINDOW = 15
-"""Frames per feature window (0.5 s at 30 Hz)."""
+WINDOW = FID_WINDOW
+"""Frames per feature window (0.5 s at 30 Hz; ``rgsd_envs.motion.fid_window``, where the clip tools read it too)."""
 _IDS = np.array([sk.body_id(n) for n in FEATURE_BODIES])
 _L_HIP, _R_HIP = sk.body_id("L_Hip"), sk.body_id("R_Hip")
 _K = len(FEATURE_BODIES)

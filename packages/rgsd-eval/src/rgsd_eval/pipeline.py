@@ -5,6 +5,8 @@ Output folder::
     <out>/report.md  metrics.json  metrics.csv  eval_config.yaml  spread.png  [comparison.png]
     <out>/<run label>/trajectories.png  kappa_sweep.png  embedding.png  embeddings_cosine.png  videos/*.mp4  videos/*_replay.html
     <out>/<run label>/clip_latents.json  top_views.npz (the top views' pelvis paths as data: rgsd_eval.topviews)
+
+The folder is written beside ``<out>`` and then renamed onto it: an earlier report there is replaced whole (``rgsd_eval.output``).
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.motion.clip import MotionClip
+from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.render import rendering_problem
 from rgsd_envs.utils.config import save_yaml
-from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import (
     ReferenceFeatures,
@@ -27,6 +30,7 @@ from rgsd_eval.evaluate import (
     evaluate_run,
     search_size,
 )
+from rgsd_eval.output import check_output, staged_folder
 from rgsd_eval.plots import (
     plot_embedding,
     plot_embedding_cosine,
@@ -36,8 +40,8 @@ from rgsd_eval.plots import (
     plot_trajectory_comparison,
     top_view_variants,
 )
-from rgsd_eval.report import VIDEO_ADVICE, ReportInputs, RunArtifacts, write_report
-from rgsd_eval.runs import load_run, representative_clips, unique_labels
+from rgsd_eval.report import VIDEO_ADVICE, ReportInputs, RunArtifacts, unscored_fid_text, write_report
+from rgsd_eval.runs import LoadedRun, load_run, representative_clips, unique_labels
 from rgsd_eval.topviews import TOP_VIEWS, save_top_views
 from rgsd_eval.videos import write_run_replays, write_run_videos
 
@@ -46,25 +50,46 @@ log = logging.getLogger(__name__)
 
 def run_evaluation(
     runs: Sequence[str | os.PathLike],
-    motions: str | os.PathLike | None,
+    motions: MotionSource | None,
     out: str | os.PathLike,
     cfg: EvalConfig | None = None,
 ) -> dict[str, Path]:
-    """Evaluate runs on a motion set (default: the first run's training motions) and write the report into out."""
+    """Evaluate runs on a motion set (default: the first run's training motions, every source of them) and write the
+    report into out, replacing an earlier report there whole (``rgsd_eval.output``)."""
     cfg = cfg or EvalConfig()
     if not runs:
         raise ValueError("give at least one run folder (--run <dir>)")
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputFileError(out, "output path exists and is not a folder")
+    earlier = check_output(out, runs)
     labels = unique_labels([Path(r).resolve().name for r in runs])
     loaded = [
         load_run(r, cfg.latent, cfg.best_of, label, device=cfg.device) for r, label in zip(runs, labels)
     ]  # all checked before any work
-    spec = motions if motions is not None else _training_motions(loaded[0].run.training_motions())
+    spec = _one_or_several(motions if motions is not None else loaded[0].run.training_motions())
     lib = MotionLib(spec)
     ref = ReferenceFeatures.of(lib, cfg.fid_window)
+    unscored = [{"name": lib.names[c], "frames": int(lib.num_frames[c]), "file": lib.origins[c]} for c in ref.short]
+    if unscored:
+        log.warning("%s", unscored_fid_text(unscored, cfg.fid_window))
+    if earlier:
+        log.info("%s holds the report of %s: it is replaced when this one is written", out, ", ".join(earlier))
     videos_skipped = _video_problem(cfg)
+    with staged_folder(out) as stage:
+        paths = _evaluate_into(stage, loaded, lib, ref, cfg, spec, unscored, videos_skipped)
+    return {kind: out / path.relative_to(stage) for kind, path in paths.items()}
+
+
+def _evaluate_into(
+    out: Path,
+    loaded: list[LoadedRun],
+    lib: MotionLib,
+    ref: ReferenceFeatures,
+    cfg: EvalConfig,
+    spec: MotionSource,
+    unscored: list[dict[str, Any]],
+    videos_skipped: str,
+) -> dict[str, Path]:
+    """Evaluate each run, draw its figures and videos, and write the report, all into ``out``."""
     evaluations: list[RunEvaluation] = []
     artifacts: dict[str, RunArtifacts] = {}
     for run in loaded:
@@ -83,7 +108,7 @@ def run_evaluation(
             out,
         )
     inputs = ReportInputs(
-        motions=str(spec),
+        motions=_motions_label(spec),
         clips=[
             {"name": n, "category": c, "frames": int(f)}
             for n, c, f in zip(lib.names, lib.categories, lib.num_frames.tolist())
@@ -94,6 +119,7 @@ def run_evaluation(
         artifacts=artifacts,
         figures=figures,
         videos_skipped=videos_skipped,
+        unscored_fid=unscored,
     )
     paths = write_report(inputs, out)
     paths["config"] = save_yaml(cfg, out / "eval_config.yaml")
@@ -112,12 +138,20 @@ def _video_problem(cfg: EvalConfig) -> str:
     return problem
 
 
-def _training_motions(motions: str | list[str]) -> str:
-    if isinstance(motions, list):
-        if len(motions) != 1:
-            raise ValueError("the run trained on several motion sources; choose one with --motions")
-        return motions[0]
-    return motions
+def _one_or_several(motions: MotionSource) -> MotionSource:
+    """The motions as given: one source as itself (a str), several as a list (``--motions a b``, or a run's
+    ``env.motions`` list)."""
+    if isinstance(motions, (list, tuple)):
+        items = [str(m) if isinstance(m, os.PathLike) else m for m in motions]
+        return items[0] if len(items) == 1 else items
+    return str(motions) if isinstance(motions, os.PathLike) else motions
+
+
+def _motions_label(spec: MotionSource) -> str | list[str]:
+    """The motions for the report: a source's path or "demo", a clip object by its name; a list for several."""
+    items = spec if isinstance(spec, (list, tuple)) else [spec]
+    names = [f"clip {m.name}" if isinstance(m, MotionClip) else str(m) for m in items]
+    return names[0] if len(names) == 1 else names
 
 
 def _rel(path: Path | None, root: Path) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rgsd_envs.motion.fid_window import min_fid_frames
 from rgsd_envs.utils.config import to_dict
 from rgsd_envs.utils.files import atomic_path
 from rgsd_envs.utils.provenance import provenance, provenance_text
@@ -86,7 +87,8 @@ class RunArtifacts:
 class ReportInputs:
     """Everything the report shows."""
 
-    motions: str
+    motions: str | list[str]
+    """The motion source, or the list of them (``--motions a b``, a run's ``env.motions`` list)."""
     clips: list[dict[str, Any]]
     """name, category, frames of each clip."""
     categories: list[str]
@@ -99,6 +101,8 @@ class ReportInputs:
     """Why the mp4 videos were not rendered although ``config.video`` asked for them ("": they were, or not asked)."""
     provenance: dict[str, Any] = field(default_factory=provenance)
     """The code that made the evaluation (``rgsd_envs.utils.provenance``)."""
+    unscored_fid: list[dict[str, Any]] = field(default_factory=list)
+    """name, frames and file of each clip too short for an FID (``evaluate.ReferenceFeatures.short``)."""
 
 
 def link_target(path: str) -> str:
@@ -243,11 +247,29 @@ def simulators_text(backends: Sequence[str | None]) -> str:
     return ", ".join(names)
 
 
-def clips_text(motions: str, clips: Sequence[dict[str, Any]], categories: Sequence[str]) -> str:
-    """How many clips from which source, per category."""
+def motions_text(motions: str | Sequence[str]) -> str:
+    """The motion source, or each of several, in code quotes."""
+    return ", ".join(f"`{m}`" for m in ([motions] if isinstance(motions, str) else motions))
+
+
+def clips_text(motions: str | Sequence[str], clips: Sequence[dict[str, Any]], categories: Sequence[str]) -> str:
+    """How many clips from which source(s), per category."""
     counts = ", ".join(f"{c} {sum(1 for x in clips if x['category'] == c)}" for c in categories)
     demo = " (the built-in demo clips: made by code, not motion capture)" if motions == "demo" else ""
-    return f"{len(clips)} clips from `{motions}`{demo}: {counts}"
+    return f"{len(clips)} clips from {motions_text(motions)}{demo}: {counts}"
+
+
+def unscored_fid_text(clips: Sequence[dict[str, Any]], window: int) -> str:
+    """Which clips have no FID, why, and what to change (``clips``: name, frames, file of each): the warning
+    before the rollouts and the report's note."""
+    each = "; ".join(f"{c['name']} ({c['frames']} frames, {c['file']})" for c in clips)
+    return (
+        f"FID not measured on {len(clips)} clip(s) shorter than {min_fid_frames(window)} frames (two windows of "
+        f"fid_window = {window} frames): {each}. Their ERR and tracking metrics are measured; the FIDs of their "
+        "categories and of all clips pool the other clips' windows. To score them, evaluate with a shorter window "
+        "(--set fid_window=N, N + 1 at most their frames; FIDs of different windows do not compare) or use longer "
+        "clips"
+    )
 
 
 def samples_text(runs: dict[str, int | None]) -> str:
@@ -284,7 +306,7 @@ def render_markdown(inputs: ReportInputs) -> str:
     lines += [
         protocol_line(cfg, [c["category"] for c in inputs.clips]),
         "",
-        f"Motions: `{inputs.motions}` ({len(inputs.clips)} clips: {cat_counts}).",
+        f"Motions: {motions_text(inputs.motions)} ({len(inputs.clips)} clips: {cat_counts}).",
         "Runs: "
         + ", ".join(f"**{ev.label}** (latent: {ev.metrics['latent']}, `{ev.metrics['run_dir']}`)" for ev in inputs.runs)
         + ".",
@@ -308,6 +330,7 @@ def render_markdown(inputs: ReportInputs) -> str:
             else f" Action noise: {noise_text(cfg.action_noise, {ev.label: ev.metrics for ev in inputs.runs})}."
         ),
         "",
+        *([f"{unscored_fid_text(inputs.unscored_fid, cfg.fid_window)}.", ""] if inputs.unscored_fid else []),
         "### Tracking metrics",
         "",
         "ERR (world frame), MPJPE (root-relative), global MPJPE over the successful rollouts, success rate (no frame "
@@ -585,6 +608,7 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
             "dim": FEATURE_DIM,
             "bodies": list(FEATURE_BODIES),
             "window": inputs.config.fid_window,
+            "unscored_clips": inputs.unscored_fid,
         },
         "runs": {ev.label: ev.metrics for ev in inputs.runs},
         "figures": {"all": inputs.figures, **{k: a.figures for k, a in inputs.artifacts.items()}},

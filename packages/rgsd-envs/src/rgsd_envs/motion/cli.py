@@ -55,7 +55,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     for name in missing:
         print(f"not found: {name}", file=sys.stderr)
-    for line in report.residual_warnings():
+    for line in report.residual_warnings() + report.short_warnings():
         print(line, file=sys.stderr)
     print(f"{report.summary()}; clips and {REPORT_NAME} in {args.out}")
     return 1 if (report.failed or missing) else 0
@@ -83,12 +83,17 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    from rgsd_envs.motion.fid_window import short_clip_warning
     from rgsd_envs.motion.library import load_motions
 
-    for clip in load_motions(args.clips):
+    clips = load_motions(args.clips)
+    for clip in clips:
         print(
             f"{clip.name:32s} {clip.category:10s} {clip.num_frames:5d} frames  {clip.duration:6.2f} s  source {clip.source_fps:g} Hz  {clip.source}"
         )
+    for clip in clips:
+        if line := short_clip_warning(clip.name, clip.num_frames):
+            print(line, file=sys.stderr)
     return 0
 
 

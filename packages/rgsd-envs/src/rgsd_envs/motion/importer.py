@@ -20,6 +20,7 @@ from rgsd_envs.motion.amass import (
     read_amass,
 )
 from rgsd_envs.motion.clip_names import Job, clip_names, distinct_sources, inside, same_file_key
+from rgsd_envs.motion.fid_window import short_clip_warning
 from rgsd_envs.motion.kinematics import KinematicModel
 from rgsd_envs.motion.paper_set import PAPER_CLIPS, find_paper_clips
 from rgsd_envs.utils.files import InputFileError, atomic_path, output_folder
@@ -123,6 +124,17 @@ class ImportReport:
             for f in self.files
             if f.status == "kept" and (f.max_residual_deg or 0.0) > threshold_deg
         ]
+
+    def short_warnings(self) -> list[str]:
+        """One line per kept clip too short for ``rgsd eval``'s motion FID (``fid_window.short_clip_warning``), with
+        the frames and rate it was read at."""
+        lines = []
+        for f in self.files:
+            if f.status == "kept" and f.frames_out is not None:
+                line = short_clip_warning(f.name or "", f.frames_out)
+                if line:
+                    lines.append(f"{line} (read from {f.frames_in} frames at {f.source_fps:g} Hz in {f.source})")
+        return lines
 
     def rename_notes(self) -> list[str]:
         """One line per kept clip named by its folder(s) because another source file has the name it asked for."""

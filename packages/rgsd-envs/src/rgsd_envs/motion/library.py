@@ -146,6 +146,8 @@ class MotionLib:
         self.device = torch.device(device)
         self.dtype = dtype
         self.clips = clips
+        self.origins: list[str] = [origin for _, origin in found]
+        """Where each clip came from: its file, "a built-in demo clip" or "a clip object" (for messages)."""
         self.names: list[str] = names
         self.categories: list[str] = [c.category for c in clips]
         self.body_offsets = np.asarray(ref, dtype=np.float64)
@@ -229,7 +231,9 @@ class MotionLib:
 
     def to(self, device: str | torch.device) -> MotionLib:
         """This library on another device (a new object sharing the clips)."""
-        return MotionLib(self.clips, device=device, dtype=self.dtype)
+        lib = MotionLib(self.clips, device=device, dtype=self.dtype)
+        lib.origins = list(self.origins)
+        return lib
 
     def __repr__(self) -> str:
         return f"MotionLib({self.num_clips} clips, {self.total_frames} frames, device={self.device})"
