@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import rendering_problem
+from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import save_yaml
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
@@ -57,6 +58,8 @@ def run_evaluation(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputFileError(out, "output path exists and is not a folder")
+    for r in runs:  # a downstream run is named as such, with its skill-policy run
+        RunDir(r).check_kind(RunDir.SKILL_RUN, "rgsd eval --run")
     labels = unique_labels([Path(r).resolve().name for r in runs])
     loaded = [
         load_run(r, cfg.latent, cfg.best_of, label, device=cfg.device) for r, label in zip(runs, labels)
