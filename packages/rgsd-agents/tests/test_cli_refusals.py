@@ -37,9 +37,36 @@ def test_an_empty_motions_list_in_a_config_file_names_the_file_before_any_folder
     config.write_text("env:\n  motions: []\n" if command == "train" else "motions: []\n")
     out = tmp_path / "run"
     assert rgsd([command, "--config", str(config), "--out", str(out), "--no-progress"]) == 2
-    field = "field 'env': " if command == "train" else ""
+    field = "env.motions" if command == "train" else "motions"  # the key as the file spells it
     assert capsys.readouterr().err == (
-        f"error: {config}: {field}motions is empty ([]): give 'demo', clip files or folders of clips\n"
+        f"error: {config}: field '{field}': is empty ([]): give 'demo', clip files or folders of clips\n"
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "preset"),
+    [
+        (["train"], "cpu"),
+        (["downstream", "--low-level", "missing"], "default"),
+        (["reproduce", "--motions", "demo", "--plan-only"], "cpu"),
+    ],
+    ids=["train", "downstream", "reproduce"],
+)
+def test_an_empty_config_file_is_refused_naming_it_before_any_folder(command, preset, tmp_path, capsys):
+    """An empty file would run every default: for training, the paper's 4096 worlds and 20000 iterations."""
+    config = tmp_path / "empty.yaml"
+    config.write_text("")
+    flag = "--scale" if command[0] == "reproduce" else "--config"
+    out = tmp_path / "out"
+    assert rgsd([*command, flag, str(config), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {config}: holds no settings; start from a preset with a line such as `base: {preset}`\n"
+    )
+    assert not out.exists()
+    assert rgsd(["pretrain", "--config", str(config), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {config}: holds no settings; give PretrainConfig fields, or no config file for the defaults\n"
     )
     assert not out.exists()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rgsd_agents.config import TrainConfig, load_config, parse_set, preset_names, resolve
+from rgsd_agents.downstream.runner import DownstreamConfig
 from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
 from rgsd_envs.utils.files import InputFileError
 
@@ -161,6 +162,47 @@ def test_a_config_that_is_not_valid_yaml_is_one_line_with_its_line_and_column(tm
     assert "from line 2, column 6" in text
 
 
+@pytest.mark.parametrize("text", ["", "# settings to come\n", "{}\n"], ids=["empty", "comments", "braces"])
+def test_a_config_file_without_settings_is_refused_naming_the_file_and_a_preset_to_start_from(text, tmp_path):
+    """Every default of TrainConfig is the paper's scale (4096 worlds): an empty file is no way to ask for it."""
+    from rgsd_agents.pretraining.config import PretrainConfig
+    from rgsd_agents.reproduce.scale import load_scale
+    from rgsd_envs.utils.config import load_yaml
+
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(text)
+    hint = "holds no settings; start from a preset with a line such as"
+    with pytest.raises(InputFileError, match=rf"^{empty}: {hint} `base: cpu`$"):
+        load_config(empty)
+    with pytest.raises(InputFileError, match=rf"^{empty}: {hint} `base: default`$"):
+        load_config(empty, cls=DownstreamConfig, presets="downstream")
+    with pytest.raises(InputFileError, match=rf"^{empty}: {hint} `base: cpu`$"):
+        load_scale(str(empty))
+    with pytest.raises(InputFileError, match=rf"^{empty}: holds no settings; give PretrainConfig fields, or no"):
+        load_yaml(PretrainConfig, empty)
+    (tmp_path / "child.yaml").write_text("base: empty.yaml\nnum_envs: 8\n")
+    with pytest.raises(InputFileError, match=rf"^{empty}: holds no settings"):  # an empty base, too
+        load_config(tmp_path / "child.yaml")
+    (tmp_path / "base_only.yaml").write_text("base: demo\n")  # the preset as it is: a setting
+    assert load_config(tmp_path / "base_only.yaml").num_envs == load_config("demo").num_envs
+
+
+def test_motions_that_do_not_exist_are_named_by_the_file_that_sets_them_and_their_key(tmp_path):
+    (tmp_path / "base.yaml").write_text(f"base: demo\nenv: {{motions: {tmp_path / 'gone'}}}\n")
+    (tmp_path / "child.yaml").write_text("base: base.yaml\nnum_envs: 8\n")
+    with pytest.raises(InputFileError) as err:
+        load_config(tmp_path / "child.yaml")
+    assert (err.value.path, err.value.field) == (str(tmp_path / "base.yaml"), "env.motions")
+    assert err.value.reason == f"no such motion file or folder: {tmp_path / 'gone'}; give 'demo', clip files or " + (
+        "folders of clips"
+    )
+    (tmp_path / "child.yaml").write_text("base: base.yaml\nenv: {motions: []}\n")
+    with pytest.raises(InputFileError) as err:
+        load_config(tmp_path / "child.yaml")
+    assert (err.value.path, err.value.field) == (str(tmp_path / "child.yaml"), "env.motions")
+    assert err.value.reason == "is empty ([]): give 'demo', clip files or folders of clips"
+
+
 def test_cpu_preset_holds_the_measured_recipe():
     cfg = load_config("cpu")
     assert cfg.max_minutes == 150 and cfg.env.deviation.heading_deg == 15.0 and not cfg.env.deviation.adaptive
@@ -221,7 +263,8 @@ def test_unknown_keys_and_bad_values_name_the_field(tmp_path):
         load_config(tmp_path / "missing.yaml")
 
 
-def test_resolved_config_is_self_contained_and_round_trips(tmp_path):
+def test_resolved_config_is_self_contained_and_round_trips(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative motions are the working folder's: they must exist when the config loads
     (tmp_path / "clips").mkdir()
     cfg = resolve(load_config("cpu", {"env.motions": "clips", "seed": 7}), base_dir=tmp_path)
     assert Path(cfg.env.motions).is_absolute()

@@ -212,6 +212,16 @@ def test_pretraining_is_deterministic_for_a_seed(tmp_path):
     assert not torch.equal(sa["net.0.weight"], sc["net.0.weight"])
 
 
+def test_a_pretraining_into_the_same_folder_again_writes_its_curves_alone(tmp_path):
+    """TensorBoard would draw both pretrainings' curves over each other: the earlier one's event files go."""
+    cfg = PretrainConfig(motions="demo", hidden=(32,), steps=2, eval_every=1, seed=5, target_alignment=None)
+    pretrain(cfg, tmp_path, progress=False)
+    first = sorted((tmp_path / TB_DIR).glob("events.out.tfevents.*"))
+    pretrain(cfg, tmp_path, progress=False)
+    again = sorted((tmp_path / TB_DIR).glob("events.out.tfevents.*"))
+    assert len(first) == len(again) == 1 and first != again
+
+
 def test_early_stop_at_the_target_alignment(tmp_path):
     cfg = PretrainConfig(motions="demo", hidden=(64,), lr=1e-3, steps=400, eval_every=5, target_alignment=0.97)
     r = pretrain(cfg, tmp_path, progress=False)

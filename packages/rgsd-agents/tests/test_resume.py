@@ -10,6 +10,7 @@ import torch
 from rgsd_agents.cli import main as rgsd
 from rgsd_agents.testing import tiny_encoder_file, tiny_train_config
 from rgsd_agents.training.runner import Runner
+from rgsd_envs.runs.run_dir import RunDir
 
 
 @pytest.fixture()
@@ -116,3 +117,73 @@ def test_resume_with_a_setting_that_may_not_change_is_refused_in_one_line(run_wi
     assert err.startswith(f"error: --resume {run_with_three_checkpoints}: continues the saved config; only ")
     assert "may change, not seed (" in err and err.count("\n") == 1, err
     assert sorted(p.name for p in (run_with_three_checkpoints / "checkpoints").iterdir()) == before
+
+
+def test_resume_says_where_it_continues_in_one_line(run_with_three_checkpoints, caplog):
+    with caplog.at_level(logging.INFO):
+        assert (
+            rgsd(["train", "--resume", str(run_with_three_checkpoints), "--set", "iterations=4", "--no-progress"]) == 0
+        )
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resuming ")]
+    assert said == [f"resuming {run_with_three_checkpoints} at iteration 3 from checkpoints/latest.pt"]
+
+
+def _never_checkpointed(tmp_path, name: str, encoder: bool):
+    """A run folder ``rgsd train`` left before its first checkpoint: its config.yaml, an earlier attempt's curves,
+    and the encoder if its set-up got that far (stopped during the pretraining: pretrain/ without it)."""
+    from rgsd_agents.config import resolve
+    from rgsd_envs.utils.config import save_yaml
+
+    run = tmp_path / name
+    enc = tiny_encoder_file(tmp_path / f"{name}_encoder.pt")
+    save_yaml(resolve(tiny_train_config(str(enc), iterations=1)), run / "config.yaml")
+    (run / "tb").mkdir()
+    (run / "tb" / "events.out.tfevents.1.earlier").write_bytes(b"")
+    if encoder:
+        (run / "encoder.pt").write_bytes(enc.read_bytes())
+    else:
+        (run / "pretrain" / "tb").mkdir(parents=True)
+    return run
+
+
+@pytest.mark.parametrize("encoder", [True, False], ids=["after-set-up", "during-pretraining"])
+def test_a_run_that_never_reached_a_checkpoint_says_so_and_gives_the_command_that_starts_it_again(
+    encoder, tmp_path, capsys
+):
+    run = _never_checkpointed(tmp_path, "run", encoder)
+    assert rgsd(["train", "--resume", str(run), "--no-progress"]) == 2
+    restart = f"rgsd train --config {run / 'config.yaml'} --out {run}"
+    assert capsys.readouterr().err == (
+        f"error: {run}: nothing to resume: the run never reached its first checkpoint; start it again with: {restart}\n"
+    )
+    assert not (run / "checkpoints").exists()
+
+
+def test_the_command_that_starts_such_a_run_again_trains_it_without_the_earlier_attempt_s_curves(tmp_path):
+    run = _never_checkpointed(tmp_path, "run", encoder=True)
+    restart = RunDir(run).restart_command()
+    assert restart == f"rgsd train --config {run / 'config.yaml'} --out {run}"
+    assert rgsd([*restart.split()[1:], "--no-progress"]) == 0
+    assert torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["iteration"] == 1
+    events = [p.name for p in (run / "tb").iterdir()]
+    assert len(events) == 1 and "earlier" not in events[0]  # TensorBoard would draw both attempts' curves
+
+
+def test_a_stop_during_the_pretraining_of_rgsd_train_says_there_is_nothing_to_resume(tmp_path, monkeypatch, capsys):
+    import rgsd_agents.pretraining.loop
+
+    def pretrain_until_ctrl_c(cfg, out, **_):
+        (out / "tb").mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rgsd_agents.pretraining.loop, "pretrain", pretrain_until_ctrl_c)
+    run = tmp_path / "run"
+    assert rgsd(["train", "--config", "demo", "--out", str(run), "--no-progress"]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "interrupted before the run's first checkpoint: nothing to resume; run the same command again to start it anew"
+    )
+    assert sorted(p.name for p in run.iterdir()) == [".lock", "config.yaml", "pretrain"]
+    assert rgsd(["train", "--resume", str(run)]) == 2
+    assert "the run never reached its first checkpoint; start it again with: rgsd train --config" in (
+        capsys.readouterr().err
+    )

@@ -31,6 +31,26 @@ from rgsd_envs.utils.config import OverrideError
             "gamma=0.9",
             "error: --set gamma=0.9: unknown key 'gamma' in the config (did you mean --set ppo.gamma=0.9?); ",
         ),
+        # a key of the same section comes before the same name in another section (pretrain.lr)
+        (
+            "ppo.lr=1e-4",
+            "error: --set ppo.lr=0.0001: unknown key 'lr' in 'ppo' (did you mean --set ppo.actor_lr=0.0001 or --set "
+            "ppo.critic_lr=0.0001?); valid keys: ",
+        ),
+        ("ppo.epoch=2", "error: --set ppo.epoch=2: unknown key 'epoch' in 'ppo' (did you mean --set ppo.epochs=2?); "),
+        # a section given a name: the name's key
+        (
+            "method=ase",
+            "error: --set method=ase: expected a mapping of MethodConfig keys, got 'ase'; to choose it by name: "
+            "--set method.name=ase\n",
+        ),
+        # named as the user typed it, not as --device
+        ("device=gpu", "error: --set device=gpu: field 'device': must be one of auto, cpu, cuda, cuda:N, got 'gpu'\n"),
+        (
+            "env.motions=nowhere",
+            "error: --set env.motions=nowhere: field 'env.motions': no such motion file or folder: nowhere; give "
+            "'demo', clip files or folders of clips\n",
+        ),
         # values of the right type that the config refuses: named by the --set too, not blamed on the preset
         ("num_envs=0", "error: --set num_envs=0: num_envs must be >= 1, got 0"),
         ("ppo.gamma=1.5", "error: --set ppo.gamma=1.5: field 'ppo': ppo.gamma and ppo.gae_lambda must be in [0, 1]"),
@@ -48,6 +68,33 @@ def test_bad_set_is_refused_in_one_line_naming_it_before_any_run_folder(
     assert err.startswith(message) and err.count("\n") == 1, err
     assert "demo.yaml" not in err  # the preset is not to blame
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["train", "--config", "demo"],
+        ["pretrain", "--motions", "demo"],
+        ["downstream", "--low-level", "missing"],
+        ["demo"],
+    ],
+    ids=["train", "pretrain", "downstream", "demo"],
+)
+def test_a_device_that_is_no_device_name_is_refused_by_its_flag(command, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        rgsd([*command, "--out", str(tmp_path / "out"), "--device", "gpu"])
+    assert exit_.value.code == 2
+    assert "argument --device: expected one of auto, cpu, cuda, cuda:N, got 'gpu'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_config_file_s_device_is_named_by_the_file_and_its_field(tmp_path):
+    (tmp_path / "gpu.yaml").write_text("base: demo\ndevice: gpu\n")
+    with pytest.raises(ValueError, match=r"gpu\.yaml: field 'device': must be one of auto, cpu, cuda, cuda:N, got"):
+        load_config(tmp_path / "gpu.yaml")
+    with pytest.raises(ValueError, match=r"^--set device=tpu: field 'device': must be one of"):
+        load_config("default", {"device": "tpu"}, cls=DownstreamConfig, presets="downstream")
+    assert load_config("demo", {"device": "CUDA:1"}).device == "CUDA:1"  # a name; whether it is usable: later
 
 
 def test_set_values_are_converted_to_the_field_type():

@@ -341,8 +341,9 @@ def test_a_second_stop_signal_aborts_with_one_line_and_no_traceback(tmp_path, ti
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "Traceback" not in "".join(err), err  # the first stop's line, then the abort's
-    assert (
-        err[1] == f"aborted by a second Ctrl-C without writing a checkpoint; no checkpoint in {out / 'checkpoints'} yet"
+    assert err[1] == (
+        "aborted by a second Ctrl-C without writing a checkpoint; the run never reached its first checkpoint; start "
+        f"it again with: rgsd train --config {out / 'config.yaml'} --out {out}"
     )
     assert not (out / "checkpoints" / "latest.pt").exists()
 
@@ -370,7 +371,7 @@ def test_resuming_a_run_that_reached_its_budget_says_so_and_writes_nothing(tmp_p
     assert files_written() == files
 
 
-def test_the_summary_of_a_resumed_session_compares_its_first_and_last_probe(tmp_path):
+def test_the_summary_of_a_resumed_session_compares_its_first_and_last_probe_when_it_had_two(tmp_path):
     from rgsd_agents.commands.train import summary
 
     def it(i: int, err: float | None = None) -> dict[str, float]:
@@ -384,6 +385,8 @@ def test_the_summary_of_a_resumed_session_compares_its_first_and_last_probe(tmp_
     text = summary(tmp_path, [it(5), it(6, 30.0), it(7), it(8, 20.0)])
     assert "iteration 6 -> iteration 8): Cartesian error 30.0 cm -> 20.0 cm" in text
     assert "per clip (cm): walk 30 -> 20" in text
+    one = summary(tmp_path, [it(9), it(10, 25.0)])  # one probe this session: nothing to compare it with
+    assert "probe" not in one and "2 iterations this session" in one
     fresh = summary(
         tmp_path, [it(1), it(2, 20.0)], {"probe/cartesian_error_cm": 40.0, "probe/frames_within_threshold": 0.1}
     )

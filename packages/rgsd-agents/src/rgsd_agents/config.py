@@ -18,20 +18,20 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rgsd_agents.pretraining.config import PretrainConfig, PretrainOptions
 from rgsd_agents.rl.networks import NetworkConfig
 from rgsd_agents.rl.precision import check_bf16_setting
-from rgsd_envs.envs.config import DEVIATION_KEYS, EnvConfig
+from rgsd_envs.envs.config import DEVIATION_KEYS, MOTIONS_HINT, EnvConfig, missing_motion
 from rgsd_envs.utils.config import (
+    UNNAMED,
     check_overrides,
     from_dict_with_overrides,
     parse_set,  # noqa: F401  (rgsd_agents.config.parse_set, as before)
+    read_settings,
     to_dict,
-    yaml_error,
 )
 from rgsd_envs.utils.config import scientific_numbers as _numbers
+from rgsd_envs.utils.device import check_device_name
 from rgsd_envs.utils.files import InputFileError
 
 CURRICULUM_KEYS = tuple(f"env.deviation.{k}" for k in DEVIATION_KEYS)
@@ -170,6 +170,10 @@ class TrainConfig:
         if type(self.pretrain) is not PretrainOptions:  # a PretrainConfig's clips, seed and device are the run's
             raise ValueError("pretrain must be a PretrainOptions (the run's env.motions, seed and device apply)")
         check_max_minutes(self.max_minutes)
+        check_device_name(self.device)
+        missing = missing_motion(self.env.motions)  # before any pretraining or run folder
+        if missing is not None:
+            raise InputFileError(UNNAMED, f"no such motion file or folder: {missing}; {MOTIONS_HINT}", "env.motions")
         if self.iterations < 0 or self.probe_every < 0:
             raise ValueError(f"iterations and probe_every must be >= 0, got {self.iterations}, {self.probe_every}")
         from rgsd_agents.methods import method_class, method_config
@@ -289,19 +293,19 @@ def config_chain(spec: str | os.PathLike, presets: str = "", _seen: tuple[Path, 
         path = preset_path(str(spec), presets)
     if path.resolve() in _seen:
         raise InputFileError(path, "base: the config names itself as its base, directly or through another file")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise InputFileError(path, yaml_error(err)) from None
-    if not isinstance(data, dict):
-        raise InputFileError(path, "expected a mapping of config keys")
-    data = _numbers(data)
+    data = _numbers(read_settings(path, f"start from a preset with a line such as `base: {_example_preset(presets)}`"))
     base = data.pop("base", None)
     if base is None:
         return [(path, data)]
     if not isinstance(base, str):
         raise InputFileError(path, f"expected a preset name or a YAML file, got {base!r}", "base")
     return [*config_chain(_base_file(path, base, presets), presets, (*_seen, path.resolve())), (path, data)]
+
+
+def _example_preset(presets: str = "") -> str:
+    """The preset an error suggests starting from: "cpu" (the 2-core one) where the folder has it, else its first."""
+    names = preset_names(presets)
+    return next((n for n in ("cpu", "default") if n in names), names[0])
 
 
 def _base_file(path: Path, base: str, presets: str) -> str | Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -307,8 +308,12 @@ def test_cli_without_strict_rejects_a_bad_file_with_exit_1(mixed_inputs, tmp_pat
     files, bad = mixed_inputs
     assert main(["import", *files, "--out", str(tmp_path / "out"), "--quiet"]) == 1
     out, err = capsys.readouterr()
-    assert f"rejected {bad}: {bad}: field 'poses'" in err
+    line = next(x for x in err.splitlines() if x.startswith("rejected "))
+    assert line.startswith(f"rejected {bad}: field 'poses': contains NaN") and line.count(str(bad)) == 1, line
     assert out.startswith("kept 2, skipped 0 shape file(s), rejected 1")
+    report = json.loads((tmp_path / "out" / "import_report.json").read_text())
+    entry = next(f for f in report["files"] if f["status"] == "rejected")
+    assert entry["source"] == str(bad) and entry["reason"].startswith("field 'poses': contains NaN")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.npz", "c.npz", "import_report.json"]
 
 

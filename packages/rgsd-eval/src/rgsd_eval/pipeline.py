@@ -20,6 +20,7 @@ from typing import Any
 from rgsd_envs.motion.clip import MotionClip
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.render import rendering_problem
+from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import save_yaml
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import (
@@ -60,6 +61,8 @@ def run_evaluation(
     if not runs:
         raise ValueError("give at least one run folder (--run <dir>)")
     out = Path(out)
+    for r in runs:  # a downstream run is named as such, with its skill-policy run
+        RunDir(r).check_kind(RunDir.SKILL_RUN, "rgsd eval --run")
     earlier = check_output(out, runs)
     labels = unique_labels([Path(r).resolve().name for r in runs])
     loaded = [

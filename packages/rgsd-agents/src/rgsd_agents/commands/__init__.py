@@ -29,9 +29,12 @@ def add_run_folder_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
     """``--device {auto,cpu,cuda,cuda:N}`` into ``args.device`` (None: the config's, default auto)."""
+    from rgsd_envs.utils.device import device_argument
+
     parser.add_argument(
         "--device",
         metavar="DEVICE",
+        type=device_argument,
         help="torch device of the networks and updates: auto (cuda when available; the default), cpu, cuda or "
         "cuda:N; the mujoco simulator stays on the CPU cores",
     )
@@ -79,8 +82,26 @@ def run_overrides(args: argparse.Namespace) -> dict:
 
 
 def holds_run(folder: str | os.PathLike) -> bool:
-    """Whether ``folder`` holds a run's latest checkpoint: a run to continue with ``--resume``, not to start again."""
-    from rgsd_agents.rl.loop import LATEST
+    """Whether ``folder`` holds a run's checkpoint: a run to continue with ``--resume``, not to start again."""
     from rgsd_envs.runs.run_dir import RunDir
 
-    return (RunDir(folder).checkpoints_dir / LATEST).exists()
+    return RunDir(folder).has_checkpoint()
+
+
+def out_taken(out: str | os.PathLike, kind: str) -> str | None:
+    """Why a new run of ``kind`` (``RunDir.KINDS``) cannot start in ``out``, in one line: it
+    holds a run of the other kind, or a run to continue; None: it can (also a run of ``kind`` that never reached
+    its first checkpoint, which starts again)."""
+    import shlex
+
+    from rgsd_envs.runs.run_dir import RunDir
+
+    run = RunDir(out)
+    found = run.kind()
+    if found is not None and found != kind:
+        what, by, _ = RunDir.KINDS[found]
+        return f"{out} holds {what} ({by}); choose another --out"
+    if run.has_checkpoint():
+        resume = f"{RunDir.KINDS[kind][2]} --resume {shlex.quote(str(out))}"
+        return f"{out} already holds a run; continue it with {resume} or choose another --out"
+    return None

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shlex
 import sys
 import time
 from pathlib import Path
 
-from rgsd_agents.commands import add_run_arguments, holds_run, run_overrides
+from rgsd_agents.commands import add_run_arguments, out_taken, run_overrides
 from rgsd_agents.signals import INTERRUPTED
 from rgsd_envs.envs.goal_reaching_v0 import STYLES
 
@@ -23,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "docs). Writes <out>/config.yaml, policy.pt (the high-level actor), checkpoints/, tb/ and report.md (success "
         "rate, style FID, top views).",
     )
-    p.add_argument("--low-level", help="run folder of the frozen low-level policy (rgsd train / rgsd demo)")
+    p.add_argument(
+        "--low-level", help="run folder of the frozen low-level policy (rgsd train / rgsd demo; default: the config's)"
+    )
     p.add_argument("--style", choices=STYLES, help="style command (default: the config's, freestyle)")
     p.add_argument("--config", default="default", help="a YAML file or a downstream preset name (default: default)")
     p.add_argument("--out", help="run folder (default: runs/downstream_<style>_<date-time>)")
@@ -63,26 +64,27 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         if args.low_level or args.style or args.out:
             print("error: --resume continues a run with its saved config; leave out --low-level, --style and --out")
             return 2
+        RunDir(args.resume).check_kind(RunDir.DOWNSTREAM_RUN, "rgsd downstream --resume")
         stack.enter_context(folder_lock(args.resume, "rgsd downstream", create=False))
         runner = DownstreamRunner.resume(args.resume, overrides, progress=not args.no_progress)
     else:
-        if not args.low_level:
-            print("error: give --low-level RUN (a trained skill policy) or --resume RUN")
-            return 2
-        overrides["low_level"] = args.low_level
+        if args.low_level:
+            overrides["low_level"] = args.low_level
         if args.style:
             overrides["task.style"] = args.style
         cfg = load_config(args.config, overrides, cls=DownstreamConfig, presets="downstream")
+        if not cfg.low_level:  # a config file may name it (a run's saved config.yaml does)
+            print("error: give --low-level RUN (a trained skill policy) or --resume RUN")
+            return 2
         resolve_device(cfg.device)  # a bad device ends here, before any folder exists
         out = (
             Path(args.out)
             if args.out
             else Path("runs") / f"downstream_{cfg.task.style}_{time.strftime('%Y%m%d-%H%M%S')}"
         )
-        if holds_run(out):
-            print(
-                f"error: {out} already holds a run; continue it with --resume {shlex.quote(str(out))} or choose another --out"
-            )
+        taken = out_taken(out, RunDir.DOWNSTREAM_RUN)
+        if taken:
+            print(f"error: {taken}")
             return 2
         stack.enter_context(folder_lock(out, "rgsd downstream", setup_files=(RunDir.CONFIG,)))
         runner = DownstreamRunner(cfg, out, progress=not args.no_progress)

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from rgsd_envs.runs.onnx_export import MissingExportDependency, check_onnx, export_onnx, read_metadata, require
     from rgsd_envs.runs.run_dir import RunDir
 
+    RunDir(args.run).check_kind(RunDir.SKILL_RUN, "rgsd export")
     out = Path(args.onnx) if args.onnx else RunDir(args.run).path / "policy.onnx"
     try:
         require("onnx", "onnxscript")  # before the clip latents are chosen: a missing extra is said at once

@@ -74,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: this install has no pretrained policy: {err}", file=sys.stderr)
             return 2
         print(f"pretrained policy: {args.run}")
+    from rgsd_envs.runs.run_dir import RunDir
+
+    RunDir(args.run).check_kind(RunDir.SKILL_RUN, "rgsd play")  # a downstream run: named, with its skill policy
     if args.viewer and not has_display():  # before the rollout: say it at once
         print(
             "error: --viewer needs a display (neither DISPLAY nor WAYLAND_DISPLAY is set); "

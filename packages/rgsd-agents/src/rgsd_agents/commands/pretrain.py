@@ -18,6 +18,8 @@ poses held still, wrong phases, time-reversed stacks and other clips' states,
 also printed as a table. ``--negatives hard`` trains with negatives built from
 each clip's own frames (held still, phase +0.5, reversed) and, unless
 ``--target-alignment`` is given, runs all ``--steps`` (no alignment early stop).
+Train a policy with the encoder into another folder:
+``rgsd train --config cpu --set encoder=runs/enc/encoder.pt --out runs/cpu_enc``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,12 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--motions", nargs="+", help='reference clips: "demo", clip files or folders of clips (default: demo)'
     )
-    p.add_argument("--out", required=True, help="output folder (a run folder: encoder.pt goes there)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output folder of the encoder (encoder.pt, pretrain.yaml, plots, tb/), not a run folder: train with it "
+        "into another folder with rgsd train --set encoder=OUT/encoder.pt",
+    )
     p.add_argument("--config", help="YAML file of PretrainConfig fields")
     p.add_argument("--steps", type=int, help="maximum optimiser steps")
     p.add_argument("--seconds", type=float, help="wall-clock budget of the training loop")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rgsd_agents.commands import add_run_arguments, holds_run, run_overrides
+from rgsd_agents.commands import add_run_arguments, out_taken, run_overrides
 from rgsd_agents.signals import INTERRUPTED
 
 if TYPE_CHECKING:
@@ -91,6 +91,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             print("error: --resume continues a run with its saved config; leave out --config and --out")
             return 2
         saved = RunDir(args.resume)
+        saved.check_kind(RunDir.SKILL_RUN, "rgsd train --resume")
         device = overrides.get("device") or (
             saved.config().get("device", "auto") if saved.config_path.is_file() else "auto"
         )
@@ -117,17 +118,21 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         if extra is None:
             return 2
         out = Path(args.out) if args.out else default_out(args.config)
-        taken = holds_run(out)
+        taken = out_taken(out, RunDir.SKILL_RUN) or holds_outputs(out, args.config)
         if dp is not None:  # rank 0 decides: the clock and the file system may differ between ranks
             out, taken = dp.main_value((out, taken))
         if taken:
-            print(
-                f"error: {out} already holds a run; continue it with --resume {shlex.quote(str(out))} or choose another --out"
-            )
+            print(f"error: {taken}")
             shutdown(dp)
             return 2
         hold(stack, dp, out)
-        runner = trainer(cfg, out, progress=not args.no_progress, **extra)
+        try:
+            runner = trainer(cfg, out, progress=not args.no_progress, **extra)
+        except KeyboardInterrupt as err:  # e.g. during its pretraining: no checkpoint yet
+            raise KeyboardInterrupt(
+                f"{str(err) or 'interrupted'} before the run's first checkpoint: nothing to resume; run the same "
+                "command again to start it anew"
+            ) from None
     if args.resume and runner.budget_reached():  # every rank loaded the same checkpoint: they agree
         runner.close()
         shutdown(dp)
@@ -148,6 +153,24 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             if runner.stopped_by:
                 print(runner.stop_message(), file=sys.stderr)
     return INTERRUPTED if runner.stopped_by else 0
+
+
+def holds_outputs(out: Path, config: str) -> str | None:
+    """One line when ``out`` holds a policy, or an encoder but no run of ``rgsd train`` (``rgsd pretrain``'s output
+    folder, say): a training into it would write over them (pretraining again over its encoder.pt) and mix its own
+    files in. None otherwise (a run of ``rgsd train`` stopped before its first checkpoint starts again)."""
+    from rgsd_envs.runs.run_dir import RunDir
+
+    run = RunDir(out)
+    if run.policy_path.is_file():
+        return f"{out} holds a trained policy (policy.pt) but no checkpoint to continue; train into another --out"
+    if run.encoder_path.is_file() and run.kind() is None:
+        encoder = shlex.quote(str(run.encoder_path))
+        return (
+            f"{out} holds an encoder (encoder.pt) but no training run; to train with it, into a new folder: "
+            f"rgsd train --config {shlex.quote(config)} --set encoder={encoder} --out NEW_FOLDER"
+        )
+    return None
 
 
 def hold(stack: contextlib.ExitStack, dp: DataParallel | None, folder: str | Path, create: bool = True) -> None:
@@ -210,8 +233,8 @@ def summary(run: Path, history: list[dict[str, float]], initial_probe: dict[str,
         if rows:  # none: e.g. Meta Motivo's random-action phase filled the first window
             lines += [f"  mean over {span} -> last {w}:", *rows]
         probes = [h for h in history if "probe/cartesian_error_cm" in h]
-        if probes:
-            # a fresh run compares with the untrained policy; a resumed session with its own first probe
+        # a fresh run compares with the untrained policy; a resumed session with its own first probe, if it had two
+        if probes and (initial_probe or len(probes) > 1):
             before, after = initial_probe or probes[0], probes[-1]
             since = "untrained" if initial_probe else f"iteration {before.get('charts/iteration', 0):.0f}"
             lines.append(

@@ -177,6 +177,9 @@ class DownstreamConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         check_max_minutes(self.max_minutes)
+        from rgsd_envs.utils.device import check_device_name
+
+        check_device_name(self.device)
 
     @property
     def batch_size(self) -> int:
@@ -513,5 +516,6 @@ def check_low_level(path: str | os.PathLike) -> RunDir:
     run = RunDir(path)
     if not run.path.is_dir():
         raise InputFileError(run.path, "low-level run folder not found (train one with `rgsd train` or `rgsd demo`)")
+    run.check_kind(RunDir.SKILL_RUN, "rgsd downstream --low-level")
     run.check(RunDir.CONFIG, RunDir.POLICY, RunDir.ENCODER)
     return run

@@ -9,6 +9,7 @@ from typing import Any
 from rgsd_envs.envs.config import check_motions_given
 from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.rewards.encoders import PAPER_HIDDEN
+from rgsd_envs.utils.device import check_device_name
 
 NEGATIVES = ("infonce", "hard")
 ENCODER_FILE = "encoder.pt"
@@ -95,6 +96,7 @@ class PretrainConfig(PretrainOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_motions_given(self.motions)
+        check_device_name(self.device)
         if not (self.max_seconds is None or self.max_seconds > 0):
             raise ValueError(f"invalid max_seconds = {self.max_seconds!r} (see PretrainConfig's field docs)")
         if self.skill_dim < 2:

@@ -79,7 +79,7 @@ from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import MLPEncoder, embed
 from rgsd_envs.utils.config import save_yaml, to_dict
 from rgsd_envs.utils.device import resolve_device
-from rgsd_envs.utils.files import output_folder
+from rgsd_envs.utils.files import output_folder, remove_event_files
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)
@@ -194,6 +194,7 @@ def pretrain(
     encoder = build_encoder(cfg, inputs)
     opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    remove_event_files(out / TB_DIR)  # a pretraining into the same folder again: its curves alone
     monitor = _Monitor(out / TB_DIR, encoder, inputs, cof, lib.num_clips)
 
     def reached(alignment: float) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from rgsd_agents.pretraining.config import PretrainConfig
+from rgsd_envs.envs.config import MOTIONS_HINT
 from rgsd_envs.envs.observations import reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.utils.config import UNNAMED
@@ -29,9 +30,7 @@ def resolve_motions(motions: str | list[str]) -> str | list[str]:
             resolved.append("demo")
             continue
         if not Path(item).exists():
-            raise InputFileError(
-                item, "no such motion file or folder (give clip files, a folder of clips, or 'demo')", "motions"
-            )
+            raise InputFileError(item, f"no such motion file or folder; {MOTIONS_HINT}", "motions")
         resolved.append(str(Path(item).resolve()))
     return resolved[0] if single else resolved
 

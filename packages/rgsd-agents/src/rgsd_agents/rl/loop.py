@@ -40,12 +40,19 @@ from rgsd_agents.signals import on_stop_signals, restore_signals, signal_name
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import check_overrides, from_dict_with_overrides
-from rgsd_envs.utils.files import InputFileError, PickledObjectsError, atomic_path, load_plain, save_plain
+from rgsd_envs.utils.files import (
+    InputFileError,
+    PickledObjectsError,
+    atomic_path,
+    load_plain,
+    remove_event_files,
+    save_plain,
+)
 from rgsd_envs.utils.progress import ProgressBar
 from rgsd_envs.utils.provenance import provenance
 
 log = logging.getLogger(__name__)
-LATEST = "latest.pt"
+LATEST = RunDir.LATEST
 
 
 def gpu_memory_metrics() -> dict[str, float]:
@@ -208,7 +215,7 @@ class TrainingLoop:
         """Where the run's latest checkpoint is and the command that continues from it (rank 0's files)."""
         latest = self.run.checkpoints_dir / LATEST
         if not latest.is_file():
-            return f"no checkpoint in {self.run.checkpoints_dir} yet"
+            return self.run.not_started()
         return f"checkpoint {latest}; continue with: {self.COMMAND} --resume {shlex.quote(str(self.run.path))}"
 
     def stop_message(self) -> str:
@@ -226,14 +233,17 @@ class TrainingLoop:
         from rgsd_envs.utils.config import save_yaml
 
         run = RunDir(run_dir)
+        if run.never_checkpointed():  # stopped during its set-up: its missing files are not what went wrong
+            raise InputFileError(run.path, f"nothing to resume: {run.not_started()}")
         run.check(*cls.RESUME_REQUIRES)
         overrides = dict(overrides or {})
         changes = {k: overrides.pop(k) for k in list(overrides) if k in cls.RESUME_CURRICULUM}
         cfg = resume_config(run, cls.CONFIG_CLASS, overrides, cls.RESUME_OVERRIDABLE, cls.RESUME_CURRICULUM)
         runner = cls(cfg, run.path, progress=progress, _resume=True, **kwargs)
-        runner.load_newest_readable(run)
+        checkpoint = runner.load_newest_readable(run)
         if runner.budget_reached():  # nothing to train: the command says so and the run folder stays as it is
             return runner
+        log.info("resuming %s at iteration %d from %s", run.path, runner.iteration, checkpoint.relative_to(run.path))
         if overrides and runner.is_main:
             save_yaml(cfg, run.config_path)
         if changes:
@@ -293,6 +303,8 @@ class TrainingLoop:
 
         cfg = self.cfg
         main = self.is_main
+        if main and self.iteration == 0:  # a fresh start: an earlier attempt's curves are not this run's
+            remove_event_files(self.run.tensorboard_dir)
         writer = SummaryWriter(str(self.run.tensorboard_dir), purge_step=self.global_step or None) if main else None
         budget = math.inf if cfg.max_minutes is None else 60.0 * cfg.max_minutes
         bar = ProgressBar(

@@ -21,19 +21,11 @@ from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import InputFileError
 
-LOW_LEVEL_KEY = "low_level"
-"""The config.yaml key that only a downstream run folder has: the frozen low-level run it drives."""
-
 
 def is_downstream_run(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a run folder of ``rgsd downstream`` (its config.yaml names a ``low_level`` run)."""
-    run = RunDir(path)
-    if not run.config_path.is_file():
-        return False
-    try:
-        return LOW_LEVEL_KEY in run.config()
-    except InputFileError:  # not YAML: the skill-run loader reports it
-        return False
+    """Whether ``path`` is a run folder of ``rgsd downstream`` (``RunDir.kind``; an unreadable config.yaml is left
+    to the skill-run loader to report)."""
+    return RunDir(path).kind() == RunDir.DOWNSTREAM_RUN
 
 
 def floor_point(origin: np.ndarray, direction: np.ndarray, height: float = 0.0) -> np.ndarray | None:

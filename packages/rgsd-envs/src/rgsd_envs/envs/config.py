@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rgsd_envs.envs.observations import HUMANOID_LAYOUT, SKILL_DIM, ObservationLayout
 from rgsd_envs.humanoid.mjcf import DEFAULT_TIMESTEP
 from rgsd_envs.sim import BACKENDS
+from rgsd_envs.utils.config import UNNAMED
+from rgsd_envs.utils.files import InputFileError
 
 CLIP_SAMPLING = ("uniform", "failure_weighted")
 DEVIATION_METRICS = ("mean", "max")
@@ -69,10 +73,21 @@ class ClipSamplingConfig:
             raise ValueError(f"clip_sampling.failure_share must be in [0, 1], got {self.failure_share}")
 
 
+MOTIONS_HINT = "give 'demo', clip files or folders of clips"
+"""What a config's ``motions`` takes, for its errors."""
+
+
 def check_motions_given(motions: str | list[str]) -> None:
-    """A ValueError for a config whose ``motions`` names nothing (an empty string or list)."""
+    """An error naming the ``motions`` field (``from_dict`` puts the file and section in front) for a config whose
+    ``motions`` names nothing (an empty string or list)."""
     if not motions:
-        raise ValueError(f"motions is empty ({motions!r}): give 'demo', clip files or folders of clips")
+        raise InputFileError(UNNAMED, f"is empty ({motions!r}): {MOTIONS_HINT}", "motions")
+
+
+def missing_motion(motions: str | os.PathLike | list[str]) -> str | None:
+    """The first item of ``motions`` that is neither "demo" nor an existing file or folder, or None."""
+    items = [motions] if isinstance(motions, (str, os.PathLike)) else list(motions)
+    return next((str(m) for m in items if str(m) != "demo" and not Path(m).exists()), None)
 
 
 @dataclass

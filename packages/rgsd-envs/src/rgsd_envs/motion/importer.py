@@ -225,12 +225,12 @@ def import_motions(
             motion = read_amass(src)
             clip, fit = amass_to_clip_and_fit(motion, name, category, offsets, pelvis_rest, km, cycles)
         except ShapeFileError as err:
-            report.files.append(FileResult(str(src), "skipped", str(err)))
+            report.files.append(FileResult(str(src), "skipped", err.without_path(src)))
             continue
         except InputFileError as err:
             if not keep_going:
                 raise
-            report.files.append(FileResult(str(src), "rejected", str(err)))
+            report.files.append(FileResult(str(src), "rejected", err.without_path(src)))  # the report names src
             continue
         n_in = motion.poses.shape[0]
         report.files.append(

@@ -17,13 +17,16 @@
       tb/                     TensorBoard event files
       pretrain/               pretraining outputs when the run pretrained its own encoder
 
-Evaluation and downstream tasks need only this file's ``RunDir`` and rgsd-envs.
+A downstream run (``rgsd downstream``) has the same config.yaml, policy.pt (the high-level actor), checkpoints/ and
+tb/; its config.yaml names the skill-policy run it drives (``low_level``), which tells the two kinds apart
+(``RunDir.kind``). Evaluation and downstream tasks need only this file's ``RunDir`` and rgsd-envs.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,11 +47,24 @@ if TYPE_CHECKING:
 class RunDir:
     """Paths and loaders of one run folder (see the module docstring)."""
 
+    SKILL_RUN = "skill"
+    DOWNSTREAM_RUN = "downstream"
+    KINDS = {
+        SKILL_RUN: ("a skill-policy run", "rgsd train, rgsd demo", "rgsd train"),
+        DOWNSTREAM_RUN: ("a downstream run", "rgsd downstream", "rgsd downstream"),
+    }
+    """Each kind of run folder (``kind``): how messages name it, the commands that write it, and the one that
+    starts or continues it (``<command> --resume RUN``)."""
+    LOW_LEVEL_KEY = "low_level"
+    """The config.yaml key that only a downstream run has: the skill-policy run it drives."""
+
     CONFIG = "config.yaml"
     ENCODER = "encoder.pt"
     DISCOVERY_ENCODER = "discovery_encoder.pt"
     POLICY = "policy.pt"
     CHECKPOINTS = "checkpoints"
+    LATEST = "latest.pt"
+    """The newest checkpoint in ``checkpoints/`` (a copy of the newest ``iter_XXXXXX.pt``)."""
     TENSORBOARD = "tb"
     METHOD = "method.json"
     LATENT_CHOICES = ("encoder", "best_of_n", "clip_latents", "tracking")
@@ -96,13 +112,66 @@ class RunDir:
     def tensorboard_dir(self) -> Path:
         return self.path / self.TENSORBOARD
 
+    def has_checkpoint(self) -> bool:
+        """Whether ``checkpoints/`` holds a checkpoint (``latest.pt`` or an ``iter_XXXXXX.pt``) to resume from."""
+        ckpts = self.checkpoints_dir
+        return (ckpts / self.LATEST).is_file() or any(ckpts.glob("iter_*.pt"))
+
+    def never_checkpointed(self) -> bool:
+        """Whether the folder holds a run's config.yaml but neither a checkpoint nor the policy that comes with one:
+        a run stopped before its first checkpoint (during its pretraining, say), which cannot be resumed, only
+        started again (a policy without checkpoints is a run shipped without them)."""
+        return self.config_path.is_file() and not self.has_checkpoint() and not self.policy_path.exists()
+
+    def restart_command(self) -> str:
+        """The command that starts this run again from its saved config.yaml, into the same folder."""
+        command = self.KINDS[self.kind() or self.SKILL_RUN][2]
+        return f"{command} --config {shlex.quote(str(self.config_path))} --out {shlex.quote(str(self.path))}"
+
+    def not_started(self) -> str:
+        """Why a run that ``never_checkpointed`` has nothing to resume, and the command that starts it again."""
+        return f"the run never reached its first checkpoint; start it again with: {self.restart_command()}"
+
     def check(self, *required: str) -> None:
         """Raise a clear error unless the folder exists and holds the required files."""
         if not self.path.is_dir():
             raise InputFileError(self.path, "run folder not found (train one with `rgsd train --config ...`)")
         missing = [r for r in (required or (self.CONFIG, self.POLICY)) if not (self.path / r).exists()]
         if missing:
-            raise InputFileError(self.path, f"not a complete run folder: missing {', '.join(missing)}", missing[0])
+            why = f"not a complete run folder: missing {', '.join(missing)}"
+            if self.never_checkpointed():  # its files come with the set-up and the first checkpoint
+                why += f": {self.not_started()}"
+            raise InputFileError(self.path, why, missing[0])
+
+    def kind(self) -> str | None:
+        """``DOWNSTREAM_RUN`` when config.yaml names a ``low_level`` run, else ``SKILL_RUN``; None without a
+        readable config.yaml mapping (the loaders say what is wrong with it)."""
+        if not self.config_path.is_file():
+            return None
+        try:
+            data = self.config()
+        except InputFileError:
+            return None
+        return self.DOWNSTREAM_RUN if self.LOW_LEVEL_KEY in data else self.SKILL_RUN
+
+    def check_kind(self, expected: str, command: str) -> None:
+        """One line unless the folder is a run of kind ``expected`` (or no run yet) for ``command``, the words that
+        took it (``rgsd eval --run``, ``rgsd train --resume``): the folder's kind and the command to use instead."""
+        found = self.kind()
+        if found is None or found == expected:
+            return
+        (what, by, found_command), (wanted, wanted_by, wanted_command) = self.KINDS[found], self.KINDS[expected]
+        run = shlex.quote(str(self.path))
+        if command == f"{wanted_command} --resume":
+            fix = f"continue it with {found_command} --resume {run}"
+            if found == self.SKILL_RUN:
+                fix += f", or train a downstream policy over it with rgsd downstream --low-level {run}"
+        elif found == self.DOWNSTREAM_RUN:
+            low = shlex.quote(str(self.config()[self.LOW_LEVEL_KEY]))
+            fix = f"its skill policy is the run {low}: {command} {low}"
+        else:
+            fix = f"give {wanted} ({wanted_by})"
+        raise InputFileError(self.path, f"{what} ({by}), but {command} takes {wanted} ({wanted_by}); {fix}")
 
     def config(self) -> dict[str, Any]:
         """The resolved training config as a dict."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import difflib
 import os
 import re
 import types
@@ -66,7 +67,8 @@ def from_dict(cls: type[T], data: dict[str, Any], source: str = "<dict>", prefix
     except InputFileError as err:
         if err.path != UNNAMED:  # about another file (a motion clip): said as it is
             raise
-        raise InputFileError(source, err.reason, err.field) from None
+        field = prefix + err.field if err.field else prefix.rstrip(".") or None  # the key as the file spells it
+        raise InputFileError(source, err.reason, field) from None
     except (TypeError, ValueError) as err:
         raise InputFileError(source, str(err), prefix.rstrip(".") or None) from None
 
@@ -97,15 +99,28 @@ def yaml_error(err: yaml.YAMLError) -> str:
     return f"not valid YAML{where}: {problem}" + (f" ({context})" if context else "")
 
 
+def read_settings(path: str | os.PathLike, hint: str) -> dict[str, Any]:
+    """The mapping of settings a YAML config file holds, or an error naming the file: not YAML, not a mapping, or
+    no settings at all (empty, comments only, ``{}``), which would otherwise run every default unasked; ``hint``
+    says what to write instead."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise InputFileError(path, yaml_error(err)) from None
+    if data is None or data == {}:
+        raise InputFileError(path, f"holds no settings; {hint}")
+    if not isinstance(data, dict):
+        raise InputFileError(path, f"expected a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
 def load_yaml(cls: type[T], path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> T:
-    """Load dataclass ``cls`` from a YAML file, then apply dotted-key overrides."""
+    """Load dataclass ``cls`` from a YAML file (``read_settings``), then apply dotted-key overrides."""
     path = Path(path)
     if not path.is_file():
         raise InputFileError(path, "config file not found")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise InputFileError(path, yaml_error(err)) from None
+    data = read_settings(path, f"give {cls.__name__} fields, or no config file for the defaults")
     return from_dict_with_overrides(cls, data, str(path), overrides)
 
 
@@ -239,7 +254,10 @@ def check_override(cls: type, dotted: str, value: Any) -> Any:
         hints = _field_types(node)
         if part not in hints:
             where = f"'{'.'.join(parts[:i])}'" if i else "the config"
-            elsewhere = [k for k in key_paths(cls) if k.rsplit(".", 1)[-1] == part]
+            section = ".".join(parts[:i] + [""]) if i else ""
+            # a key of the same section first (ppo.lr: ppo.actor_lr), then the same name in another section
+            near = [section + k for k in near_keys(part, hints)]
+            elsewhere = near or [k for k in key_paths(cls) if k.rsplit(".", 1)[-1] == part]
             fixes = [f"--set {key}={_show(value)}" for key in elsewhere]  # written as the flag to type instead
             hint = f" (did you mean {' or '.join(fixes)}?)" if fixes else ""
             raise OverrideError(
@@ -249,7 +267,17 @@ def check_override(cls: type, dotted: str, value: Any) -> Any:
     try:
         return convert_value(tp, value)
     except ValueError:
-        raise OverrideError(dotted, value, f"expected {_type_name(tp)}, got {_show(value)!r}") from None
+        node = _unwrap_optional(tp)
+        named = dataclasses.is_dataclass(node) and "name" in _field_types(node) and not isinstance(value, dict)
+        hint = f"; to choose it by name: --set {dotted}.name={_show(value)}" if named else ""
+        raise OverrideError(dotted, value, f"expected {_type_name(tp)}, got {_show(value)!r}{hint}") from None
+
+
+def near_keys(key: str, keys: Any) -> list[str]:
+    """The ``keys`` a mistyped ``key`` may mean: those with ``key`` as a word (lr: actor_lr, critic_lr), else those
+    spelled almost alike (epoch: epochs)."""
+    words = [k for k in keys if key in k.split("_")]
+    return words or difflib.get_close_matches(key, list(keys), n=3, cutoff=0.8)
 
 
 def key_paths(cls: type, prefix: str = "") -> list[str]:

@@ -11,12 +11,16 @@ a no-copy pass-through, so CPU numbers are unchanged.
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
 from typing import Any
 
 import numpy as np
 import torch
+
+from rgsd_envs.utils.config import UNNAMED
+from rgsd_envs.utils.files import InputFileError
 
 Tensor = torch.Tensor
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
@@ -34,6 +38,27 @@ def _no_cuda_reason() -> str:
     return "no GPU is visible to this CUDA build of torch (check the driver and CUDA_VISIBLE_DEVICES)"
 
 
+def is_device_name(spec: str | None) -> bool:
+    """Whether ``spec`` is one of ``DEVICE_CHOICES`` (None: "auto"), usable here or not."""
+    text = "auto" if spec is None else str(spec).strip().lower()
+    return text in ("auto", "cpu") or _CUDA.match(text) is not None
+
+
+def check_device_name(spec: str | None) -> None:
+    """An error naming a config's ``device`` field (``from_dict`` puts the file or ``--set`` in front) unless
+    ``spec`` is a device name (``is_device_name``): a config is refused as it loads, under the key it gave;
+    whether the device is usable here is ``resolve_device``'s to say."""
+    if not is_device_name(spec):
+        raise InputFileError(UNNAMED, f"must be one of {', '.join(DEVICE_CHOICES)}, got {spec!r}", "device")
+
+
+def device_argument(text: str) -> str:
+    """An argparse type: a ``--device`` that is a device name (``is_device_name``), else an argparse error."""
+    if not is_device_name(text):
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(DEVICE_CHOICES)}, got {text!r}")
+    return text
+
+
 def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
     """``torch.device`` of "auto" (cuda if available, else cpu), "cpu", "cuda" or "cuda:N"; ``DeviceError`` if unusable."""
     if isinstance(spec, torch.device):
@@ -44,7 +69,7 @@ def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
     if text == "cpu":
         return torch.device("cpu")
     match = _CUDA.match(text)
-    if match is None:
+    if match is None:  # a config's device was checked as it loaded (check_device_name): this is an argument's
         raise DeviceError(f"--device {spec!r} is not a device; pass one of {', '.join(DEVICE_CHOICES)}")
     if not torch.cuda.is_available():
         raise DeviceError(

@@ -34,6 +34,13 @@ class InputFileError(ValueError):
         where = f"{self.path}" + (f": field '{field}'" if field else "")
         super().__init__(f"{where}: {message}")
 
+    def without_path(self, path: str | os.PathLike) -> str:
+        """The message without its leading file name when it is about ``path`` (for a line that names it already);
+        the whole message when it is about another file."""
+        if self.path != str(path):
+            return str(self)
+        return (f"field '{self.field}': " if self.field else "") + self.reason
+
 
 LOCK_NAME = ".lock"
 """The lock file a long command holds in its output folder (``folder_lock``)."""
@@ -110,6 +117,13 @@ def folder_lock(
         removable = {LOCK_NAME, *(setup_files if failed else ())}
         if created and {p.name for p in path.iterdir()} <= removable:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_event_files(folder: str | os.PathLike) -> None:
+    """Delete the TensorBoard event files in ``folder``: a training started again writes its curves from step 0
+    on, over the earlier attempt's, which TensorBoard would draw as well."""
+    for path in Path(folder).glob("events.out.tfevents.*"):
+        path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
