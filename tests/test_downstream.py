@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 import torch
@@ -124,15 +125,22 @@ def test_a_mean_start_is_the_normalised_mean_of_all_clip_latents(tmp_path):
         DownstreamConfig(init_skill="random")
 
 
+def _tiny_config(tmp_path: Path, iterations: int = 2, **changes) -> DownstreamConfig:
+    """A few seconds of sidestep goal reaching over a fake low level: 4 worlds x 4 steps, 16-unit networks."""
+    cfg = DownstreamConfig(low_level=str(_fake_low_level(tmp_path)), iterations=iterations, num_envs=4, horizon=4,
+                           eval_episodes=2, task=GoalReachingConfig(style="sidestep", episode_seconds=1.0),
+                           **changes)  # fmt: skip
+    cfg.networks.actor_hidden = cfg.networks.critic_hidden = (16,)
+    cfg.ppo.minibatch_size = 8
+    return cfg
+
+
 def test_each_evaluation_is_a_line_of_evaluations_jsonl_at_its_training_step(tmp_path):
     import json
 
     from rgsd_agents.downstream.report import read_evaluations
 
-    cfg = DownstreamConfig(low_level=str(_fake_low_level(tmp_path)), iterations=2, num_envs=4, horizon=4,
-                           eval_every=1, eval_episodes=2, task=GoalReachingConfig(style="sidestep", episode_seconds=1.0))  # fmt: skip
-    cfg.networks.actor_hidden = cfg.networks.critic_hidden = (16,)
-    cfg.ppo.minibatch_size = 8
+    cfg = _tiny_config(tmp_path, eval_every=1)
     runner = DownstreamRunner(cfg, tmp_path / "r", progress=False)
     try:
         runner.learn()
@@ -244,10 +252,7 @@ def test_the_report_s_trained_column_is_policy_pt_s_evaluation_also_between_eval
 
 
 def test_an_evaluation_of_the_final_iteration_is_not_repeated_at_the_end(tmp_path):
-    cfg = DownstreamConfig(low_level=str(_fake_low_level(tmp_path)), iterations=2, num_envs=4, horizon=4,
-                           eval_every=2, eval_episodes=2, task=GoalReachingConfig(style="sidestep", episode_seconds=1.0))  # fmt: skip
-    cfg.networks.actor_hidden = cfg.networks.critic_hidden = (16,)
-    cfg.ppo.minibatch_size = 8
+    cfg = _tiny_config(tmp_path, eval_every=2)
     runner = DownstreamRunner(cfg, tmp_path / "r", progress=False)
     try:
         runner.learn()
@@ -262,12 +267,7 @@ def test_an_evaluation_of_the_final_iteration_is_not_repeated_at_the_end(tmp_pat
 
 def test_a_resumed_run_s_report_gives_the_run_s_iterations_and_evaluates_its_final_policy_once(tmp_path):
     def cfg(iterations):
-        c = DownstreamConfig(low_level=str(_fake_low_level(tmp_path)), iterations=iterations, num_envs=4, horizon=4,
-                             eval_every=10, eval_episodes=2, checkpoint_every=10,
-                             task=GoalReachingConfig(style="sidestep", episode_seconds=1.0))  # fmt: skip
-        c.networks.actor_hidden = c.networks.critic_hidden = (16,)
-        c.ppo.minibatch_size = 8
-        return c
+        return _tiny_config(tmp_path, iterations, eval_every=10, checkpoint_every=10)
 
     run = tmp_path / "r"
     first = DownstreamRunner(cfg(2), run, progress=False)
