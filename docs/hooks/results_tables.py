@@ -526,31 +526,17 @@ def fb_cpr_latents() -> list[str]:
 # -- the paper's protocol on 2 CPU cores ----------------------------------------------
 
 REPRODUCE_REPORTS = (
-    f"{RESULTS}/reproduce_cpu/report.json",
-    f"{RESULTS}/reproduce_cpu_calm_metra_fb_cpr/report.json",
     f"{RESULTS}/reproduce_cpu_ase_calm_fb_cpr/report.json",
+    f"{RESULTS}/reproduce_cpu_rgsd_diayn_metra/report.json",
 )
-"""The 2-core runs of the paper's protocol, oldest first: a method's row comes from the last report that has it (the
-third reran ASE, CALM and Meta Motivo on their current code)."""
+"""The 2-core runs of the paper's protocol, oldest first: a method's row comes from the last report that has it."""
 REPRODUCE_NAMES = {**METHOD_NAMES, "fb_cpr": "Meta Motivo (FB-CPR)"}
 
 
 def _reproduce_code(rel: str, method: str) -> str:
-    """The commit that wrote ``method``'s policy in report ``rel`` ("older, not recorded" for a report written before
-    reports recorded the code)."""
-    try:
-        recorded = at(rel, "provenance", "policies", method, "0", "rgsd", "git")
-    except SourceError:
-        return "older, not recorded"
+    """The commit that wrote ``method``'s seed-0 policy in report ``rel`` ("not recorded" where no git named it)."""
+    recorded = at(rel, "provenance", "policies", method, "0", "rgsd", "git")
     return f"`{recorded}`" if recorded else "not recorded"
-
-
-def _reproduce_samples(rel: str, method: str) -> str:
-    """The training samples of ``method``'s seed 0 in report ``rel`` ("not recorded" before reports held them)."""
-    try:
-        return millions(at(rel, "training_samples", method, "0"))
-    except SourceError:
-        return "not recorded"
 
 
 @table("reproduce-cpu", *REPRODUCE_REPORTS)
@@ -568,7 +554,7 @@ def reproduce_cpu() -> list[str]:
         walk = at(rel, "discovery", "fid", method, "walk", "mean")
         success = at(rel, "downstream", "final", "freestyle", method, "eval/success_rate", "mean")
         rows.append([REPRODUCE_NAMES[method], fixed(err), fixed(fid, 2), fixed(walk, 2), percent(success),
-                     _reproduce_samples(rel, method), _reproduce_code(rel, method)])  # fmt: skip
+                     millions(at(rel, "training_samples", method, "0")), _reproduce_code(rel, method)])  # fmt: skip
         values.append([None, err, fid, None, None, None, None])
     bold_best(rows, values, {1: min, 2: min})
     kappas = {at(rel, "discovery", "kappa") for rel in REPRODUCE_REPORTS}

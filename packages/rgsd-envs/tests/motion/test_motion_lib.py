@@ -187,4 +187,3 @@ def test_clip_id_names_the_known_clips(lib):
     assert lib.names[lib.clip_id("punch")] == "punch"
     with pytest.raises(KeyError, match="no clip named 'swim'"):
         lib.clip_id("swim")
-

@@ -23,11 +23,12 @@ training runs with: its preset file after ``base:`` inheritance and every ``--se
 and the fingerprint and end time of every step it reads: an edited preset retrains that method and reruns what
 reads its runs, and nothing else.
 
-RGSD pretrains its encoder once per seed (its own step, on the seed's ``pretrain`` settings) rather than sharing
+RGSD pretrains its encoder once per seed (its own step, on the plan's clips with the seed's settings) rather than sharing
 one: the paper's seeds repeat the whole method, and the encoder's initialisation and minibatches are part of what
 a seed varies (a shared encoder would hide that part of the spread). The cost is small next to the trainings: the
 scales' stated times (estimates) are 1.5 minutes against 8 hours per seed at the full budget and 2.5 against 26 at
-the cpu one, and on 2 cores one took 40 s against 26 minutes (docs/results/reproduce_cpu/report.md).
+the cpu one, and on 2 cores and 13 clips one took 26 s against 26 minutes
+(docs/results/reproduce_cpu_rgsd_diayn_metra/report.md).
 """
 
 from __future__ import annotations
