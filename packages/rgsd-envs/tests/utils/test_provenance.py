@@ -72,6 +72,7 @@ def _packed_tree(root: Path, commit: dict | None) -> dict[str, Path]:
         files[name] = root / "packages" / dist / "src" / name / "__init__.py"
         files[name].parent.mkdir(parents=True)
         files[name].write_text("")
+        (root / "packages" / dist / "pyproject.toml").write_text(f'[project]\nname = "{dist}"\nversion = "9.8.7"\n')
     if commit is not None:
         (root / COMMIT_FILE).write_text(json.dumps(commit))
     return files
@@ -101,11 +102,13 @@ def test_the_record_of_code_run_from_a_packed_tree_carries_its_commit_and_says_w
     files = _packed_tree(tmp_path / "rgsd", {"commit": SHA, "dirty": False} if packed else None)
     find_spec = {name: SimpleNamespace(origin=str(path)) for name, path in files.items()}.get
     monkeypatch.setattr(module, "importlib", SimpleNamespace(util=SimpleNamespace(find_spec=find_spec)))
+    monkeypatch.setattr(module, "installed_versions", lambda names: {})  # run from the tree, not installed
     rgsd_version.cache_clear()
     try:
         rgsd = rgsd_version()
     finally:
         rgsd_version.cache_clear()
+    assert rgsd["version"] == "9.8.7 (source tree)"  # not "not installed": the tree's pyproject.toml names it
     if packed:
         assert (rgsd["git"], rgsd["commit_from"]) == ("0123456789ab", COMMIT_FILE)
         assert commit_text(rgsd) == "git 0123456789ab, from COMMIT.json"

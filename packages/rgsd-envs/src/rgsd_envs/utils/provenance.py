@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import re
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -95,17 +96,34 @@ def code_commit(module_file: Path, dist: str) -> tuple[str, str] | None:
     return (packed, COMMIT_FILE) if packed is not None else None
 
 
+PYPROJECT_VERSION = re.compile(r'^version\s*=\s*"([^"]+)"', re.M)
+
+
+def source_version(module_file: Path, dist: str) -> str | None:
+    """The version in the ``pyproject.toml`` of the source tree that holds ``module_file`` (code run from a GPU
+    bundle's copy, on ``PYTHONPATH`` and not installed), None outside such a tree."""
+    root = source_root(module_file, dist)
+    try:
+        found = PYPROJECT_VERSION.search((root / "packages" / dist / "pyproject.toml").read_text()) if root else None
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
 @functools.cache
 def rgsd_version() -> dict[str, Any]:
-    """{"version": the rgsd packages' installed version(s), "git": their commit (``code_commit``; None when neither a
-    checkout nor a ``COMMIT_FILE`` names it; several joined by ", " when the packages come from different trees),
-    "commit_from": where it was read, ``GIT`` or ``COMMIT_FILE`` (None without a commit)}."""
+    """{"version": the rgsd packages' installed version(s) (``source_version``'s for a package run uninstalled from
+    a source tree), "git": their commit (``code_commit``; None when neither a checkout nor a ``COMMIT_FILE`` names it;
+    several joined by ", " when the packages come from different trees), "commit_from": where it was read, ``GIT`` or
+    ``COMMIT_FILE`` (None without a commit)}."""
     versions = installed_versions(tuple(dist for dist, _ in RGSD_PACKAGES))
     found = []
     for dist, module in RGSD_PACKAGES:
         spec = importlib.util.find_spec(module)
         if spec is not None and spec.origin is not None:
             found.append(code_commit(Path(spec.origin), dist))
+            if dist not in versions and (tree := source_version(Path(spec.origin), dist)) is not None:
+                versions[dist] = f"{tree} (source tree)"
     commits = [c for c in dict.fromkeys(found) if c is not None]
     return {
         "version": ", ".join(dict.fromkeys(versions.values())) or "not installed",
