@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from rgsd_agents.pretraining.config import PretrainConfig
-from rgsd_envs.envs.config import MOTIONS_HINT
+from rgsd_envs.envs.config import MOTIONS_HINT, missing_motion
 from rgsd_envs.envs.observations import reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.utils.config import UNNAMED
@@ -24,14 +24,10 @@ def resolve_motions(motions: str | list[str]) -> str | list[str]:
     items = [motions] if single else list(motions)
     if not items:
         raise InputFileError(UNNAMED, "no reference motions given", "motions")
-    resolved = []
-    for item in items:
-        if str(item) == "demo":
-            resolved.append("demo")
-            continue
-        if not Path(item).exists():
-            raise InputFileError(item, f"no such motion file or folder; {MOTIONS_HINT}", "motions")
-        resolved.append(str(Path(item).resolve()))
+    missing = missing_motion(items)
+    if missing is not None:
+        raise InputFileError(missing, f"no such motion file or folder; {MOTIONS_HINT}", "motions")
+    resolved = ["demo" if str(item) == "demo" else str(Path(item).resolve()) for item in items]
     return resolved[0] if single else resolved
 
 

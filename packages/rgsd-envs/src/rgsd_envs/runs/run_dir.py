@@ -34,7 +34,7 @@ import numpy as np
 import torch
 import yaml
 
-from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.config import EnvConfig, missing_motion
 from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.utils.config import yaml_error
 from rgsd_envs.utils.files import InputFileError
@@ -200,14 +200,14 @@ class RunDir:
         """The motions the run trained on (``env.motions`` of config.yaml, as ``env_config`` reads it); an error
         naming that field and ``--motions`` when a file or folder it names is gone (moved or renamed)."""
         motions = self.env_config().motions
-        for item in motions if isinstance(motions, (list, tuple)) else [motions]:
-            if isinstance(item, (str, os.PathLike)) and str(item) != "demo" and not Path(item).exists():
-                raise InputFileError(
-                    self.config_path,
-                    f"motions not found: {item} (the clips this run trained on, as its config names them; moved or "
-                    "renamed?); give the clips with --motions PATH",
-                    "env.motions",
-                )
+        missing = missing_motion(motions)
+        if missing is not None:
+            raise InputFileError(
+                self.config_path,
+                f"motions not found: {missing} (the clips this run trained on, as its config names them; moved or "
+                "renamed?); give the clips with --motions PATH",
+                "env.motions",
+            )
         return motions
 
     def load_policy(self) -> PolicyMLP:
