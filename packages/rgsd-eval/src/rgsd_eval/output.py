@@ -1,4 +1,4 @@
-"""The report folder of ``rgsd eval``: written beside ``--out``, then put in its place whole.
+"""The report folder of ``rgsd eval``: written beside ``--out``, then put in its place whole (``staged_folder``).
 
 An evaluation writes into a hidden folder beside ``--out`` and, once every file is written, renames it onto
 ``--out``. An earlier report there is replaced whole, so no run subfolder of it stays behind (its
@@ -10,12 +10,9 @@ would delete those files.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from rgsd_envs.utils.files import LOCK_NAME, InputFileError, file_on_path
@@ -63,41 +60,3 @@ def _report_runs(out: Path) -> list[str]:
     if not isinstance(doc, dict) or doc.get("format") != REPORT_FORMAT or not isinstance(doc.get("runs"), dict):
         return []
     return [str(label) for label in doc["runs"]]
-
-
-@contextlib.contextmanager
-def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
-    """Yield a new hidden folder to write the report into; on success it replaces ``out`` whole, on an error or an
-    interrupt it is removed and ``out`` is left as it was."""
-    out = Path(out).resolve() if Path(out).is_symlink() else Path(out)  # the folder a link names gets the report
-    parent = next(p for p in out.absolute().parents if p.exists())  # nothing is created before the report is whole
-    try:
-        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=parent))
-    except OSError as err:
-        raise InputFileError(out, f"cannot write here: {err.strerror}") from None
-    try:
-        yield stage
-        umask = os.umask(0)  # mkdtemp makes a private folder; give the report the usual permissions
-        os.umask(umask)
-        os.chmod(stage, 0o777 & ~umask)
-        _replace(stage, out)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
-
-
-def _replace(stage: Path, out: Path) -> None:
-    """Rename ``stage`` onto ``out``, the earlier folder there moved aside first and deleted after."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if not out.exists():
-        os.rename(stage, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-    os.rename(out, old / out.name)
-    try:
-        os.rename(stage, out)
-    except BaseException:
-        os.rename(old / out.name, out)  # the earlier report back in place
-        shutil.rmtree(old, ignore_errors=True)
-        raise
-    shutil.rmtree(old, ignore_errors=True)

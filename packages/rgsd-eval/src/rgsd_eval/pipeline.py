@@ -22,6 +22,7 @@ from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.render import rendering_problem
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import save_yaml
+from rgsd_envs.utils.files import staged_folder
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import (
     ReferenceFeatures,
@@ -31,7 +32,7 @@ from rgsd_eval.evaluate import (
     evaluate_run,
     search_size,
 )
-from rgsd_eval.output import check_output, staged_folder
+from rgsd_eval.output import check_output
 from rgsd_eval.plots import (
     plot_embedding,
     plot_embedding_cosine,

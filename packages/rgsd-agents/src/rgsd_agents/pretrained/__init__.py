@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rgsd_envs.runs.run_dir import RunDir
-from rgsd_envs.utils.files import InputFileError
+from rgsd_envs.utils.files import InputFileError, staged_folder
 
 PRETRAINED_DIR = Path(__file__).parent / "rgsd_cpu"
 """The shipped run folder."""
@@ -55,7 +54,7 @@ def build_pretrained(
 ) -> dict[str, Any]:
     """Copy a trained run's policy, encoder, config and clips into a relocatable run folder ``out``, measure the
     card (every clip's error under z = z_m, mean action, the whole clip; the policy's iterations and samples) and
-    return it. ``out`` is replaced only once the new folder is complete."""
+    return it. ``out`` is replaced whole once the new folder is complete; a failure leaves it as it was."""
     from rgsd_agents.play import play_rollout
     from rgsd_envs.motion.library import MotionLib
     from rgsd_envs.runs.policy import load_policy
@@ -65,9 +64,7 @@ def build_pretrained(
     clip_files = sorted(Path(motions).glob("*.npz"))
     if not clip_files:
         raise InputFileError(motions, "no clip files (*.npz): give the folder the run trained on")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with staged_folder(out) as tmp:
         config = src.config()
         # the clips relative to the folder; played on native MuJoCo on the CPU whichever backend trained it (a
         # policy scores the same on both: the backend parity check)
@@ -102,11 +99,4 @@ def build_pretrained(
             "clips": clips,
         }
         (tmp / CARD).write_text(json.dumps(card, indent=1) + "\n")
-        tmp.chmod(0o755)  # mkdtemp makes it private; a shipped folder must be readable by every user
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return card

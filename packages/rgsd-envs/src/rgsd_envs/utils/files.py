@@ -148,14 +148,55 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        # mkstemp creates 0600 files; give the output the usual permissions
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_path, 0o666 & ~umask)
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600 files; give the output the usual permissions
         os.replace(tmp_path, path)
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
+    """Yield a new hidden folder beside ``out`` to write into; on success it replaces ``out`` whole, on an error or
+    an interrupt it is removed and ``out`` is left as it was."""
+    out = Path(out).resolve() if Path(out).is_symlink() else Path(out)  # the folder a link names gets the files
+    parent = next(p for p in out.absolute().parents if p.exists())  # nothing is created before the folder is whole
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=parent))
+    except OSError as err:
+        raise InputFileError(out, f"cannot write here: {err.strerror}") from None
+    try:
+        yield stage
+        os.chmod(stage, 0o777 & ~_umask())  # mkdtemp makes a private folder; give it the usual permissions
+        _replace_folder(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def _replace_folder(stage: Path, out: Path) -> None:
+    """Rename ``stage`` onto ``out``, the earlier folder there moved aside first and deleted after, so that at every
+    moment one of them is at ``out``'s path or being renamed to it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.exists():
+        os.rename(stage, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+    os.rename(out, old / out.name)
+    try:
+        os.rename(stage, out)
+    except BaseException:
+        os.rename(old / out.name, out)  # the earlier folder back in place
+        shutil.rmtree(old, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it, so it is set back at once)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
 
 
 class NpzArrays(Mapping[str, np.ndarray]):
