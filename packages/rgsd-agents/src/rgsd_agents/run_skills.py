@@ -52,7 +52,7 @@ def choose_latents(
     names = list(lib.names)
     dim = loaded.env_config.skill_dim
     if latents_file is not None:
-        z = load_clip_latents(latents_file, names, skill_dim=dim).double().numpy()
+        z = load_clip_latents(latents_file, names, skill_dim=dim, run=loaded.run.path).double().numpy()
         return ClipLatents(z, f"{latents_file} (given)")
     kind = loaded.latent.kind
     if kind == "stored":

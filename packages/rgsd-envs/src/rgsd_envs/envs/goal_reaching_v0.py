@@ -240,7 +240,7 @@ class GoalReachingCore:
         self.clip_latents = (
             self.core.clip_embeddings
             if stored is None
-            else load_clip_latents(stored, list(self.core.lib.names), self.core.device, self.core.skill_dim)
+            else load_clip_latents(stored, list(self.core.lib.names), self.core.device, self.core.skill_dim, run.path)
         )
         """(clips, 16) each clip's latent: ``clip_latents``, the run's stored ones (method.json) or its encoder
         embeddings."""

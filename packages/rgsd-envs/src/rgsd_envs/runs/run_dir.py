@@ -25,6 +25,7 @@ tb/; its config.yaml names the skill-policy run it drives (``low_level``), which
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 from pathlib import Path
@@ -38,6 +39,8 @@ from rgsd_envs.envs.config import EnvConfig, missing_motion
 from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.utils.config import yaml_error
 from rgsd_envs.utils.files import InputFileError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from rgsd_envs.rewards.encoders import MLPEncoder
@@ -270,23 +273,55 @@ class RunDir:
 
 
 def load_clip_latents(
-    path: str | os.PathLike, names: list[str], device: torch.device | str = "cpu", skill_dim: int | None = None
+    path: str | os.PathLike,
+    names: list[str],
+    device: torch.device | str = "cpu",
+    skill_dim: int | None = None,
+    run: str | os.PathLike | None = None,
 ) -> torch.Tensor:
     """(clips, d) unit latents in the library's clip order from a ``clip_latents`` JSON file (``skill_dim``: the d
-    the caller needs, None: the file's, the same for every clip)."""
+    the caller needs, None: the file's, the same for every clip); ``run``: the run folder whose policy they will
+    command, checked against the run ``rgsd eval`` chose them for (``latents_run``)."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise InputFileError(path, f"not a readable clip-latents JSON file: {err}") from None
+    if not isinstance(data, dict):
+        raise InputFileError(path, "not a clip-latents file: it must map each clip name to its latent")
     missing = [n for n in names if n not in data]
     if missing:
-        raise InputFileError(path, f"no latent for clip {missing[0]!r} (the clips asked for: {', '.join(names)})")
+        held = ", ".join(list(data)[:5]) + (", ..." if len(data) > 5 else "")
+        raise InputFileError(
+            path,
+            f"no latent for clip {missing[0]!r} ({len(missing)} of the {len(names)} clips asked for have none; it "
+            f"holds {len(data)}: {held}); give the motions it was made for (rgsd eval writes the latents of the "
+            "clips it evaluated)",
+        )
     sizes = sorted({len(data[n]) for n in names})
     if len(sizes) > 1 or (skill_dim is not None and sizes != [skill_dim]):
         want = f"{skill_dim} numbers (the env's skill_dim)" if skill_dim is not None else "the same count"
         raise InputFileError(path, f"latents must have {want}, got {', '.join(map(str, sizes))}")
+    if run is not None and (chosen_for := latents_run(path)) is not None and chosen_for != Path(run).resolve():
+        log.warning(
+            "%s: rgsd eval chose these latents for the run %s, not for %s: give the clip_latents.json of an "
+            "evaluation of this run",
+            path, chosen_for, run,
+        )  # fmt: skip
     z = torch.tensor([data[n] for n in names], dtype=torch.float32, device=device)
     return torch.nn.functional.normalize(z, dim=-1)
+
+
+def latents_run(path: str | os.PathLike) -> Path | None:
+    """The run folder an ``rgsd eval`` report's ``<report>/<run>/clip_latents.json`` was chosen for, read from the
+    ``run_dir`` its ``metrics.json`` records; None for a file elsewhere, or when that run folder no longer exists
+    (moved: nothing to compare with)."""
+    path = Path(path)
+    try:
+        record = json.loads((path.parent.parent / "metrics.json").read_text())["runs"][path.parent.name]["run_dir"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    chosen_for = Path(str(record)).resolve()
+    return chosen_for if chosen_for.is_dir() else None
 
 
 def save_tracking_latents(path: str | os.PathLike, latents: dict[str, torch.Tensor]) -> None:
