@@ -808,6 +808,7 @@ def _run_metrics(err: float, method: str) -> dict:
     }  # fmt: skip
     return {
         "method": method,
+        "latent": {"fb_cpr": "stored", "rgsd": "encoder"}.get(method, "best-of-500"),
         "simulator": "mujoco",
         "training_samples": 3 * 16 * 8,
         "action_noise": {"std": 0.2, "min": 0.2, "max": 0.2, "source": "policy.pt action_std"},
@@ -866,6 +867,7 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
     assert report["paper_imitation"]["rgsd"]["walk"] == {"err_cm": 7.4, "fid_rank": 2}
     assert report["imitation"]["fb_cpr"]["all"]["success_rate"]["mean"] == 0.75
     assert report["training_samples"] == {"rgsd": {"0": 384, "1": 384}, "fb_cpr": {"0": 384, "1": 384}}
+    assert report["latents"] == {"rgsd": {"0": "encoder", "1": "encoder"}, "fb_cpr": {"0": "stored", "1": "stored"}}
     csv_rows = paths["csv"].read_text().splitlines()
     assert "imitation,rgsd,walk,,,,fid_rank,value,2,paper (quoted)" in csv_rows
     # the code that wrote the report, and each evaluation's own record ("not recorded": an older rgsd's file)

@@ -106,3 +106,61 @@ def test_a_run_with_tracking_latents_is_evaluated_with_them_and_its_whole_clip_l
         load_tracking_latents(run / "tracking_latents.npz", list(lib.names), (lib.num_frames + 1).tolist())
     with pytest.raises(InputFileError, match="latent_choice tracking"):
         load_run(make_fake_run(tmp_path / "ase", p_imitation=0.0), latent="tracking")
+
+
+def test_the_paper_protocol_scores_a_per_step_run_with_its_one_latent_per_motion(tmp_path):
+    """Paper Section 5.1 scores every method with one latent per motion: under the paper protocol "auto" gives a
+    tracking run its stored clip latent (B averaged over the clip); the quick protocol keeps the per-step track."""
+    from rgsd_eval.config import EvalConfig
+    from rgsd_eval.runs import load_run
+    from rgsd_eval.testing import make_fake_run
+
+    method = {
+        "name": "fb_cpr",
+        "latent_choice": "tracking",
+        "tracking_latents": "tracking_latents.npz",
+        "clip_latents": "clip_latents.json",
+    }
+    run = make_fake_run(tmp_path / "fb", p_imitation=0.0, encoder_hidden=None, method=method)
+    lib = MotionLib("demo")
+    save_tracking_latents(
+        run / "tracking_latents.npz", {n: torch.ones(int(f) - 1, 16) / 4.0 for n, f in zip(lib.names, lib.num_frames)}
+    )
+    (run / "clip_latents.json").write_text(json.dumps({n: [0.25] * 16 for n in lib.names}))
+    paper, quick = EvalConfig.for_protocol("paper"), EvalConfig.for_protocol("quick")
+    assert not paper.per_step_latents and quick.per_step_latents and paper.overrides() == {}
+    one = load_run(run, paper.latent, per_step=paper.per_step_latents)
+    assert one.latent == LatentMode("stored") and one.clip_latents == run / "clip_latents.json"
+    assert load_run(run, quick.latent, per_step=quick.per_step_latents).latent == LatentMode("tracking")
+    assert load_run(run, "tracking", per_step=False).latent == LatentMode("tracking")  # asked for: kept
+    # another method's choice is not touched
+    calm = make_fake_run(
+        tmp_path / "calm",
+        p_imitation=0.0,
+        encoder_hidden=None,
+        method={"name": "calm", "latent_choice": "clip_latents", "clip_latents": "clip_latents.json"},
+    )
+    (calm / "clip_latents.json").write_text((run / "clip_latents.json").read_text())
+    assert load_run(calm, per_step=False).latent == LatentMode("stored")
+    (run / "method.json").write_text(json.dumps({k: v for k, v in method.items() if k != "clip_latents"}))
+    with pytest.raises(InputFileError, match="one latent per motion"):
+        load_run(run, per_step=False)
+
+
+def test_run_evaluation_hands_the_protocol_s_latent_rule_to_each_run(tmp_path, monkeypatch):
+    """``rgsd eval --protocol paper`` loads runs with per_step False (the pipeline passes the setting through)."""
+    from rgsd_eval import pipeline
+    from rgsd_eval.config import EvalConfig
+
+    seen = []
+
+    def fake_load_run(*args, **kwargs):
+        seen.append(kwargs.get("per_step"))
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(pipeline, "load_run", fake_load_run)
+    monkeypatch.setattr(pipeline.RunDir, "check_kind", lambda *a, **k: None)
+    for name, expected in (("paper", False), ("quick", True)):
+        with pytest.raises(RuntimeError, match="stop"):
+            pipeline.run_evaluation([str(tmp_path / "r")], "demo", tmp_path / "out", EvalConfig.for_protocol(name))
+        assert seen[-1] is expected

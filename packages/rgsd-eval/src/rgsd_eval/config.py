@@ -42,6 +42,11 @@ class EvalConfig:
     Motivo's tracking inference), "best-of-N" (lowest-error of N uniform latents per clip), or "auto": what the run's
     method.json says; without one, best-of-``best_of`` for runs without a grounded encoder (p_imitation 0, random
     encoder init, no encoder.pt), else encoder."""
+    per_step_latents: bool = QUICK.per_step_latents
+    """Whether ``latent`` "auto" scores a run whose method.json names per-step latents (``latent_choice``
+    "tracking": Meta Motivo) with them (True) or with the one latent per clip it stored (False: its
+    ``clip_latents``, B averaged over the clip; the paper protocol, which scores every method with one latent per
+    motion)."""
     best_of: int = QUICK.best_of
     """N of best-of-N when ``latent`` is "auto" (the paper uses 500)."""
     action_noise: float | Literal["policy"] = QUICK.action_noise

@@ -67,7 +67,8 @@ def run_evaluation(
     earlier = check_output(out, runs)
     labels = unique_labels([Path(r).resolve().name for r in runs])
     loaded = [
-        load_run(r, cfg.latent, cfg.best_of, label, device=cfg.device) for r, label in zip(runs, labels)
+        load_run(r, cfg.latent, cfg.best_of, label, device=cfg.device, per_step=cfg.per_step_latents)
+        for r, label in zip(runs, labels)
     ]  # all checked before any work
     spec = _one_or_several(motions if motions is not None else loaded[0].run.training_motions())
     lib = MotionLib(spec)

@@ -12,6 +12,10 @@ The paper's protocol (paper Sections 5.1-5.3; docs/evaluation.md, Protocols):
   ``runs.action_std``: the PPO actors' exp(log_std), 0.055 in the presets; Meta
   Motivo's fixed 0.2), so no method is scored under another's exploration noise.
   Methods without a motion encoder take the best of 500 uniform latents by ERR.
+  Every method is scored with one latent per motion (paper Section 5.1: CALM and
+  Meta Motivo take theirs from their motion encoders), so a run whose method picks
+  a latent per step (Meta Motivo's tracking inference) is scored with the one latent
+  per clip it stored (B averaged over the clip; ``per_step_latents``).
 - Discovery: z ~ vMF(z_m, 50) on every motion, ERR and FID per motion category under
   those latents, and top views of 150 pelvis trajectories beside the references.
 - Diversity control: kappa in {20, 100, 1000} on three motions. paper.tex does not name
@@ -52,6 +56,7 @@ class EvalProtocol:
     sweep_clips: int
     sweep_categories: tuple[str, ...]
     sweep_all_clips: bool
+    per_step_latents: bool
 
     def settings(self) -> dict[str, Any]:
         """The EvalConfig fields this protocol sets, the name included as ``protocol``."""
@@ -71,6 +76,7 @@ QUICK = EvalProtocol(
     sweep_clips=5,
     sweep_categories=(),
     sweep_all_clips=True,
+    per_step_latents=True,
 )
 """Minutes on 2 cores: deterministic imitation (one rollout per clip), 16 vMF rollouts per clip and kappa,
 best-of-64 latents, the kappa sweep on every clip (five shown)."""
@@ -87,9 +93,11 @@ PAPER = EvalProtocol(
     sweep_clips=3,
     sweep_categories=("run", "sidestep", "backward"),
     sweep_all_clips=False,
+    per_step_latents=False,
 )
 """The paper's protocol (see the module docstring): 500 stochastic rollouts per clip, best-of-500, discovery at kappa 50
-with FID per category and 150 top-view trajectories, the sweep {20, 100, 1000} on three motions."""
+with FID per category and 150 top-view trajectories, the sweep {20, 100, 1000} on three motions, one latent per
+motion for every method."""
 
 PROTOCOLS = {p.name: p for p in (QUICK, PAPER)}
 

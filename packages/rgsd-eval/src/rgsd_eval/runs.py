@@ -35,7 +35,11 @@ AUTO_MODES = {
     "clip_latents": LatentMode("stored"),
     "tracking": LatentMode("tracking"),
 }
-"""``--latent auto`` for a run's ``method.json`` ``latent_choice`` (others: best-of-N)."""
+"""``--latent auto`` for a run's ``method.json`` ``latent_choice`` (others: best-of-N; "tracking" without
+``per_step``: ``ONE_PER_MOTION``)."""
+ONE_PER_MOTION = LatentMode("stored")
+"""``--latent auto`` for a per-step ("tracking") run when every method gets one latent per motion (the paper
+protocol): the latent per clip it stored."""
 
 
 @dataclass
@@ -95,9 +99,11 @@ def load_run(
     best_of: int = 64,
     label: str | None = None,
     device: str = "cpu",
+    per_step: bool = True,
 ) -> LoadedRun:
     """Check a run folder (config.yaml, policy.pt, encoder.pt when needed) and load what evaluation needs;
-    the policy goes to ``device`` ("auto", "cpu", "cuda", "cuda:N")."""
+    the policy goes to ``device`` ("auto", "cpu", "cuda", "cuda:N"); ``per_step`` False: "auto" gives a run with
+    per-step latents its one stored latent per clip (``EvalConfig.per_step_latents``)."""
     run = RunDir(path)
     run.check(RunDir.CONFIG, RunDir.POLICY)
     policy = run.load_policy().to(resolve_device(device))
@@ -107,8 +113,11 @@ def load_run(
     info = run.method()
     latent_encoder = run.latent_encoder_path()
     mode = parse_latent_mode(latent)
+    one_per_motion = False
     if mode.kind == "auto" and info is not None:  # the run's method says how its paper picks a clip's latent
         mode = AUTO_MODES.get(info["latent_choice"], LatentMode("best-of", best_of))
+        one_per_motion = mode.kind == "tracking" and not per_step
+        mode = ONE_PER_MOTION if one_per_motion else mode
     elif mode.kind == "auto":
         mode = auto_latent_mode(base.p_imitation, raw.get("encoder_init"), latent_encoder is not None, best_of)
     if mode.kind == "encoder" and latent_encoder is None and run.encoder_path.is_file():
@@ -127,6 +136,13 @@ def load_run(
             run.encoder_path, "missing: --latent encoder needs the run's frozen encoder; use --latent best-of-N instead"
         )
     stored = run.clip_latents_path()
+    if one_per_motion and stored is None:
+        raise InputFileError(
+            run.file(RunDir.METHOD),
+            "names per-step latents but no clip_latents: this protocol scores one latent per motion; evaluate with "
+            "--set per_step_latents=true or --latent tracking",
+            "clip_latents",
+        )
     if mode.kind == "stored" and stored is None:
         raise InputFileError(
             run.file(RunDir.METHOD), "--latent stored needs a run whose method.json names clip_latents", "clip_latents"

@@ -635,6 +635,7 @@ def write_report(
         "training_samples": {
             m: {str(k): r.get("training_samples") for k, r in seeds.items()} for m, seeds in data.runs.items()
         },
+        "latents": {m: {str(k): r.get("latent") for k, r in seeds.items()} for m, seeds in data.runs.items()},
         "downstream": {"final": final, "curves": (data.seeds_doc or {}).get("groups", [])},
         "figures": figures,
         "provenance": {
