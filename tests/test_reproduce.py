@@ -863,6 +863,12 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
     box = md.split("## How this run differs from the paper", 1)[1].split("## Table 1", 1)[0]
     assert "| simulator | MuJoCo | Isaac Gym |" in box and "rgsd seed 0: 384 samples" in box
     assert "4 per clip, each run's own policy action std: rgsd 0.2 (policy.pt action_std)" in box
+    # the clip latent each method was scored with, from its runs' rule (Meta Motivo's from its method where the
+    # evaluation recorded none), beside the paper's one latent per motion
+    assert (
+        "| clip latent | rgsd: z_m, its encoder's embedding of the clip; fb_cpr: B averaged over the clip | one per "
+        "motion (Section 5.1)" in box
+    )
     report = json.loads(paths["json"].read_text())
     assert report["paper_imitation"]["rgsd"]["walk"] == {"err_cm": 7.4, "fid_rank": 2}
     assert report["imitation"]["fb_cpr"]["all"]["success_rate"]["mean"] == 0.75

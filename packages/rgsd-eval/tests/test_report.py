@@ -111,6 +111,28 @@ def test_every_report_carries_how_it_differs_from_the_paper(report):
         assert paper in row, item
     assert "| simulator | MuJoCo |" in box and "5 clips from `demo`" in box
     assert "rgsd: not recorded" in box  # fabricated runs record no training samples
+    # each method's clip latent from the rule its runs recorded, beside the paper's one latent per motion
+    row = next(line for line in box.splitlines() if line.startswith("| clip latent |"))
+    assert "rgsd: z_m, its encoder's embedding of the clip; diayn: the best of 4 uniform latents by ERR |" in row
+    assert "one per motion (Section 5.1)" in row and "best of 500" in row
+
+
+def test_the_clip_latent_row_follows_each_run_s_recorded_rule():
+    from rgsd_eval.report import clip_latent_text
+
+    runs = [
+        ("calm", {"latent": "stored", "clip_latents_rule": "the encoding of the clip's first window"}),
+        ("fb_cpr", {"latent": "stored", "clip_latents_rule": "B averaged over the clip"}),
+        ("fb_cpr", {"latent": "tracking"}),  # another seed evaluated otherwise: both named
+        ("ase", {"latent": "best-of-500"}),
+        ("ase", {"latent": "best-of-500"}),
+        ("old", {"latent": "stored"}),  # a method.json that does not say what it stored
+    ]
+    assert clip_latent_text(runs) == (
+        "calm: the encoding of the clip's first window; fb_cpr: B averaged over the clip / a latent per step (its "
+        "tracking inference), not one per motion; ase: the best of 500 uniform latents by ERR; old: the latent it "
+        "stored per clip (clip_latents.json)"
+    )
 
 
 def test_tracking_metrics_per_category_agree_with_the_json(report):

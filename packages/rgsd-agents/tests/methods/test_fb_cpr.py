@@ -328,6 +328,7 @@ def test_a_seeded_run_trains_and_exports_a_policy_and_clip_latents_for_rgsd_eval
         "latent_choice": "tracking",
         "tracking_latents": fb_cpr.TRACKING_LATENTS,
         "clip_latents": fb_cpr.CLIP_LATENTS,
+        "clip_latents_rule": "B averaged over the clip",  # what the reports say it is scored with
     }
     lib = runner.env.core.lib
     latents = load_clip_latents(run.clip_latents_path(), list(lib.names))

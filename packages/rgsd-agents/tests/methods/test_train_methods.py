@@ -70,6 +70,7 @@ def test_the_preset_trains_two_seeded_iterations_from_the_cli(name, tmp_path):
         names = list(MotionLib(saved["env"]["motions"]).names)
         z = load_clip_latents(run.clip_latents_path(), names)
         assert z.shape == (len(names), 16) and z.std(0).sum() > 0
+        assert info["clip_latents_rule"] == "the encoding of the clip's first window (the paper encodes the whole clip)"
     assert (out / "checkpoints" / "iter_000002.pt").exists() and any(run.tensorboard_dir.iterdir())
 
 

@@ -274,6 +274,7 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         "run_dir": str(loaded.run.path.resolve()),
         "method": loaded.method,
         "latent": str(loaded.latent),
+        "clip_latents_rule": loaded.clip_latents_rule,
         "within_motion_alignment": None if embedding is None else embedding.alignment,
         "action_noise": noise_info,
         "simulator": loaded.env_config.backend,

@@ -49,6 +49,21 @@ def parse_latent_mode(text: str) -> LatentMode:
     )
 
 
+def latent_rule(latent: str, clip_latents_rule: str | None = None) -> str:
+    """A recorded latent mode (``str(LatentMode)``: metrics.json's ``latent``) in words, for the reports' "clip
+    latent" row; ``clip_latents_rule``: what the run's stored latent is (method.json's ``clip_latents_rule``)."""
+    mode = parse_latent_mode(latent)
+    if mode.kind == "encoder":
+        return "z_m, its encoder's embedding of the clip"
+    if mode.kind == "stored":
+        return clip_latents_rule or "the latent it stored per clip (clip_latents.json)"
+    if mode.kind == "tracking":
+        return "a latent per step (its tracking inference), not one per motion"
+    if mode.kind == "best-of":
+        return f"the best of {mode.n} uniform latents by ERR"
+    return latent
+
+
 def auto_latent_mode(
     p_imitation: float, encoder_init: str | None, has_encoder: bool, n: int = DEFAULT_BEST_OF
 ) -> LatentMode:

@@ -54,6 +54,8 @@ PAPER_SETUP = {
     "clips": "20 ACCAD clips (AMASS), 2 to 6 per category: walk, run, sidestep, backward, punch",
     "training budget": "not stated (PPO, minibatch 32,768, horizon 32; no iteration or world count)",
     "rollouts per clip": f"{PAPER_ROLLOUTS}, action noise not stated",
+    "clip latent": "one per motion (Section 5.1): z_m for RGSD, the motion encoders' for CALM and Meta Motivo, the "
+    f"best of {PAPER_ROLLOUTS} uniform latents by Cartesian error for the others",
     "ERR frame": PAPER_ERR_FRAME,
     "FID feature": "not defined",
 }

@@ -25,6 +25,7 @@ from rgsd_envs.utils.provenance import provenance, provenance_text
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import RunEvaluation
 from rgsd_eval.features import FEATURE_BODIES, FEATURE_DIM
+from rgsd_eval.latents import latent_rule
 from rgsd_eval.metrics import DEFINITIONS
 from rgsd_eval.paper import (
     FID_NOT_COMPARABLE,
@@ -284,9 +285,21 @@ def our_setup(inputs: ReportInputs) -> dict[str, str]:
         "clips": clips_text(inputs.motions, inputs.clips, inputs.categories),
         "training budget": samples_text({ev.label: ev.metrics.get("training_samples") for ev in inputs.runs}),
         "rollouts per clip": rollouts_text(inputs.config, inputs.runs),
+        "clip latent": clip_latent_text([(ev.metrics.get("method", "rgsd"), ev.metrics) for ev in inputs.runs]),
         "ERR frame": f"{OUR_ERR_FRAME}; no termination (a fall keeps accruing error)",
         "FID feature": "ours: 86 numbers per 0.5 s window from 9 bodies' positions (Method below)",
     }
+
+
+def clip_latent_text(runs: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """Each method's clip latent in words, from its runs' recorded latent rule (``runs``: (method, the run's metrics
+    with ``latent`` and ``clip_latents_rule``)); a method whose runs differ lists each rule once."""
+    rules: dict[str, list[str]] = {}
+    for method, m in runs:
+        text = latent_rule(m["latent"], m.get("clip_latents_rule"))
+        if text not in rules.setdefault(method, []):
+            rules[method].append(text)
+    return "; ".join(f"{method}: {' / '.join(texts)}" for method, texts in rules.items())
 
 
 def _counts_line(inputs: ReportInputs) -> str:

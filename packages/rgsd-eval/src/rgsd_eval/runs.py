@@ -69,6 +69,9 @@ class LoadedRun:
     """Where ``action_std`` was read (the report states it)."""
     training_samples: int | None = None
     """Environment transitions the run trained on (``policy.pt``'s ``global_step``; None if not recorded)."""
+    clip_latents_rule: str | None = None
+    """What the run's stored clip latent is, in words (``method.json``'s ``clip_latents_rule``; None if it does not
+    say)."""
     policy_provenance: dict[str, Any] | None = None
     """The code that wrote the run's ``policy.pt`` (its ``provenance``; None for a policy written before policies
     carried it)."""
@@ -168,7 +171,8 @@ def load_run(
     samples = meta.get("global_step")
     return LoadedRun(
         run, label or run.name, policy, env_config, fall_height, encoder, mode, method, stored, tracking, std, source,
-        None if samples is None else int(samples), meta.get("provenance"),
+        None if samples is None else int(samples), None if info is None else info.get("clip_latents_rule"),
+        meta.get("provenance"),
     )  # fmt: skip
 
 

@@ -76,6 +76,9 @@ class SkillMethod:
     """How evaluation picks a clip's latent (``RunDir.LATENT_CHOICES``): "encoder" (a motion encoder's clip
     embedding, the file ``export`` names), "best_of_n" (the best of N sampled latents by Cartesian error),
     "clip_latents" (one stored per clip) or "tracking" (one stored per step of each clip)."""
+    CLIP_LATENTS_RULE: ClassVar[str | None] = None
+    """What the method's stored latent of a clip (``clip_latents.json``) is, in words: method.json's
+    ``clip_latents_rule``, which the reports quote; None: it stores none."""
     LOOP: ClassVar[str] = "on_policy"
     """The training loop: "on_policy" (the shared PPO runner) or "off_policy" (a replay-buffer learner)."""
     ENCODER: ClassVar[str] = "random"

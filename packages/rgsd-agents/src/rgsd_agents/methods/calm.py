@@ -332,6 +332,7 @@ class CALM(SkillMethod):
     NAME = "calm"
     CONFIG = CALMConfig
     LATENT_CHOICE = "clip_latents"
+    CLIP_LATENTS_RULE = "the encoding of the clip's first window (the paper encodes the whole clip)"
 
     def __init__(self, cfg: CALMConfig, ctx: MethodContext):
         super().__init__(cfg, ctx)
@@ -474,7 +475,12 @@ class CALM(SkillMethod):
         latents = {name: z for name, z in zip(names, self.clip_latents().cpu().tolist())}
         with atomic_path(Path(run_path) / CLIP_LATENTS) as tmp:
             Path(tmp).write_text(json.dumps(latents, indent=1) + "\n")
-        return {"name": self.NAME, "latent_choice": self.LATENT_CHOICE, "clip_latents": CLIP_LATENTS}
+        return {
+            "name": self.NAME,
+            "latent_choice": self.LATENT_CHOICE,
+            "clip_latents": CLIP_LATENTS,
+            "clip_latents_rule": self.CLIP_LATENTS_RULE,
+        }
 
 
 __all__ = [

@@ -86,6 +86,8 @@ TRACKING_LATENTS = "tracking_latents.npz"
 """Run-folder file of each clip's unit latents, one per step (``rgsd_envs.runs.run_dir.save_tracking_latents``)."""
 CLIP_LATENTS = "clip_latents.json"
 """Run-folder file of each clip's unit latent (B averaged over the clip), ``{clip name: [16 floats]}``."""
+CLIP_LATENTS_RULE = "B averaged over the clip"
+"""What a clip's latent in ``CLIP_LATENTS`` is (method.json's ``clip_latents_rule``)."""
 Z_SOURCES = ("goal", "expert", "uniform")
 """The z mix's sources, in the order of ``FBCPRConfig.z_mix``."""
 
@@ -715,6 +717,7 @@ class FBCPR(SkillMethod):
     CONFIG = FBCPRConfig
     LOOP = LOOP
     LATENT_CHOICE = LATENT_CHOICE
+    CLIP_LATENTS_RULE = CLIP_LATENTS_RULE
     ENCODER = "random"
     IMITATION = False
 

@@ -49,6 +49,7 @@ from rgsd_eval.paper import (
 from rgsd_eval.report import (
     OUR_ERR_FRAME,
     TRACKING_COLUMNS,
+    clip_latent_text,
     clips_text,
     differences_table,
     link_target,
@@ -65,6 +66,16 @@ FIGURES = "figures"
 DOWNSTREAM_METRICS = (("eval/success_rate", "success rate", 2), ("eval/style_fid", "style FID", 2))
 IMITATION_KEYS = ("err_cm", "fid", *(key for key, _, _ in TRACKING_COLUMNS if key != "err_cm"))
 """The imitation numbers summarised over seeds per method and category (Table 1 and its tracking metrics)."""
+
+
+def with_clip_latents_rule(method: str, metrics: dict[str, Any]) -> dict[str, Any]:
+    """A run's metrics with ``clip_latents_rule`` the method's own (``SkillMethod.CLIP_LATENTS_RULE``) where its
+    method.json predates the rule (evaluation recorded none)."""
+    from rgsd_agents.methods import METHODS
+
+    if metrics.get("clip_latents_rule") or method not in METHODS:
+        return metrics
+    return {**metrics, "clip_latents_rule": METHODS[method].CLIP_LATENTS_RULE}
 
 
 def summarise(values: Iterable[float | None]) -> dict[str, Any]:
@@ -176,6 +187,10 @@ class ReportData:
             "training budget": samples_text(samples) or f"{scale.train.iterations} iterations per run (planned)",
             "rollouts per clip": f"{self.rollouts_per_clip()} per clip, "
             + noise_text(cfg.get("action_noise", 0.0), first),
+            "clip latent": clip_latent_text(
+                [(m, with_clip_latents_rule(m, r)) for m, seeds in self.runs.items() for r in seeds.values()]
+            )
+            or "-",
             "ERR frame": f"{OUR_ERR_FRAME}; no termination (a fall keeps accruing error)",
             "FID feature": "ours: 86 numbers per 0.5 s window from 9 bodies' positions (`eval/<method>/report.md`)",
         }

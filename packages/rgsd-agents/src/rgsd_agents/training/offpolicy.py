@@ -307,6 +307,7 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
             "latent_choice": fb_cpr.LATENT_CHOICE,
             "tracking_latents": fb_cpr.TRACKING_LATENTS,
             "clip_latents": fb_cpr.CLIP_LATENTS,
+            "clip_latents_rule": fb_cpr.CLIP_LATENTS_RULE,
         }
         write_method_file(self.run, entries)
 
