@@ -803,7 +803,7 @@ def _run_metrics(err: float, method: str) -> dict:
     """One run's metrics.json entry: every category's tracking numbers from one ERR (fabricated)."""
     cats = ("walk", "run", "sidestep", "backward", "punch")
     scope = {
-        "clips": 1, "rollouts": 4, "err_cm": err, "mpjpe_cm": err / 2, "global_mpjpe_succ_cm": err / 3,
+        "clips": 1, "rollouts": 4, "err_cm": err, "err_until_fall_cm": err - 1, "mpjpe_cm": err / 2, "global_mpjpe_succ_cm": err / 3,
         "success_rate": 0.75, "fall_rate": 0.25, "fid": err / 10, "unstable": 0,
     }  # fmt: skip
     return {
@@ -844,12 +844,17 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
     md = paths["report"].read_text()
     table = md.split("## Table 1", 1)[1].split("###", 1)[0]
     rows = [line for line in table.splitlines() if line.startswith("|")]
-    assert rows[0].startswith("| Method | Source | Frame | Rollouts per clip | Walk ERR | Walk FID |")
-    assert rows[2].startswith("| rgsd | ours (2 seeds) | world | 4 | 10.5 ± 0.7 | 1.05 ± 0.07, rank 1 |")
+    assert rows[0].startswith(
+        "| Method | Source | Frame | Rollouts per clip | Walk ERR | Walk ERR to fall | Walk FID | Run ERR |"
+    )
+    assert rows[2].startswith("| rgsd | ours (2 seeds) | world | 4 | 10.5 ± 0.7 | 9.5 ± 0.7 | 1.05 ± 0.07, rank 1 |")
+    assert rows[2].endswith("| 10.5 ± 0.7 / 9.5 ± 0.7 / 1.05 ± 0.07 |")  # all clips: ERR / ERR to fall / FID
     # the paper's row: its ERR, and its FID only as a rank among the methods here (Meta Motivo's FID is lower)
-    assert rows[3].startswith("|  | paper (quoted) | not stated | 500 | 7.4 | rank 2 of 2 | 7.7 | rank 2 of 2 |")
-    assert "| fb_cpr | ours (2 seeds) | world | 4 | 20.5 ± 0.7 | 2.05 ± 0.07, rank 2 |" in table
-    assert "| 10.9 | rank 1 of 2 |" in table
+    assert rows[3].startswith(
+        "|  | paper (quoted) | not stated | 500 | 7.4 | - | rank 2 of 2 | 7.7 | - | rank 2 of 2 |"
+    )
+    assert "| fb_cpr | ours (2 seeds) | world | 4 | 20.5 ± 0.7 | 19.5 ± 0.7 | 2.05 ± 0.07, rank 2 |" in table
+    assert "| 10.9 | - | rank 1 of 2 |" in table
     for method in ("rgsd", "meta-motivo"):
         for _, fid in PAPER_IMITATION[method].values():
             assert f"| {fid:.1f} |" not in md, fid
@@ -863,6 +868,7 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
     box = md.split("## How this run differs from the paper", 1)[1].split("## Table 1", 1)[0]
     assert "| simulator | MuJoCo | Isaac Gym |" in box and "rgsd seed 0: 384 samples" in box
     assert "4 per clip, each run's own policy action std: rgsd 0.2 (policy.pt action_std)" in box
+    assert "whenever the robot fell, the episode was terminated" in box and "; beside it ERR to fall" in box
     # the clip latent each method was scored with, from its runs' rule (Meta Motivo's from its method where the
     # evaluation recorded none), beside the paper's one latent per motion
     assert (

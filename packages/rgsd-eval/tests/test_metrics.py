@@ -215,3 +215,53 @@ def test_pelvis_travel_is_start_to_end_ground_distance_against_the_reference():
     assert out["travel_m"] == pytest.approx(3.0)
     assert out["travel_ratio"] == pytest.approx(0.3)
     assert _travel(res, np.array([], dtype=int), ref_xy)["travel_m"] is None
+
+
+def test_err_to_fall_averages_a_rollout_s_frames_up_to_its_first_fall():
+    """Known answer: frame t's error is t cm; a rollout falling at frame k scores the mean of frames 1..k, one that
+    never falls its whole-clip ERR, and a fall on frame 0 (not scored) or after an unstable end does not count."""
+    from rgsd_eval.metrics import until_first_fall
+
+    steps = 8
+    t = np.arange(steps)[:, None]
+    err = np.repeat(t.astype(float), 4, axis=1)  # (T, J): frame t's error is t
+    length = np.array([8, 8, 8, 5])  # the last rollout ended (unstable) after frame 4
+    scored = (t < length[None, :]) & (t >= 1)
+    fell = np.zeros((steps, 4), dtype=bool)
+    fell[3:, 0] = True  # falls at frame 3 and stays down
+    fell[0, 2] = True  # "fallen" at the start frame only: not scored
+    fell[6, 3] = True  # past its end
+    until = until_first_fall(scored, fell)
+    mean = (err * until).sum(0) / until.sum(0)
+    np.testing.assert_allclose(mean, [2.0, 4.0, 4.0, 2.5])  # (1+2+3)/3; 1..7; 1..7; 1..4
+    assert until[:, 0].tolist() == [False, True, True, True, False, False, False, False]
+
+
+def test_rollouts_score_err_to_fall_beside_err(tmp_path):
+    """Through the rollout summary: a recording that is off by t cm at frame t and falls at frame k has ERR the mean
+    of frames 1..T-1 and ERR to fall the mean of frames 1..k."""
+    from rgsd_eval.rollouts import Rollouts, _ChunkOptions, _Recording, _summarise
+
+    lib = MotionLib("demo")
+    c, k = 0, 10
+    n = int(lib.num_frames[c])
+    start = int(lib.starts[c])
+    ref = lib.frames("body_pos").cpu().numpy()[start : start + n]  # (T, 24, 3)
+    offset = np.zeros((n, 1, 3))
+    offset[:, 0, 0] = np.arange(n) / 100.0  # t cm along x on every body
+    body = np.stack([ref + offset, ref + offset], axis=1).astype(np.float32)  # (T, 2, 24, 3)
+    fell = np.zeros((n, 2), dtype=bool)
+    fell[k:, 0] = True
+    jobs = RolloutJobs(np.array([c, c]), np.ones((2, 16)), 0, False)
+    out = Rollouts(
+        jobs=jobs, length=np.zeros(2, dtype=np.int64), error=np.full(2, np.nan), error_until_fall=np.full(2, np.nan),
+        frame_error=np.full((2, n), np.nan), mpjpe=np.full(2, np.nan), fell=np.zeros(2, dtype=bool),
+        unstable=np.zeros(2, dtype=bool), success=np.zeros(2, dtype=bool),
+        root_pos=np.full((2, n, 3), np.nan, dtype=np.float32), mean_feature=np.full((2, 1), np.nan),
+    )  # fmt: skip
+    rec = _Recording(body, np.zeros((n, 0, 76)), np.zeros(0, dtype=np.int64), fell, np.full(2, n), np.zeros(2, bool))
+    _summarise(out, jobs, np.arange(2), lib, rec, _ChunkOptions(None, torch.Generator(), 0.35, False, 15, None, None))
+    whole = np.arange(1, n).mean() / 100.0
+    np.testing.assert_allclose(out.error, [whole, whole], atol=1e-6)
+    np.testing.assert_allclose(out.error_until_fall, [np.arange(1, k + 1).mean() / 100.0, whole], atol=1e-6)
+    assert out.fell.tolist() == [True, False]

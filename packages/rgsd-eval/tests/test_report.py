@@ -111,6 +111,9 @@ def test_every_report_carries_how_it_differs_from_the_paper(report):
         assert paper in row, item
     assert "| simulator | MuJoCo |" in box and "5 clips from `demo`" in box
     assert "rgsd: not recorded" in box  # fabricated runs record no training samples
+    row = next(line for line in box.splitlines() if line.startswith("| ERR frame |"))
+    assert "whenever the robot fell, the episode was terminated" in row and "ERR to fall" in row
+    assert "evaluation trajectories ended at a fall is not stated" in row
     # each method's clip latent from the rule its runs recorded, beside the paper's one latent per motion
     row = next(line for line in box.splitlines() if line.startswith("| clip latent |"))
     assert "rgsd: z_m, its encoder's embedding of the clip; diayn: the best of 4 uniform latents by ERR |" in row
@@ -225,6 +228,17 @@ def test_json_numbers_agree_with_the_table(report):
             assert float(row[f"{cat.capitalize()} FID"]) == pytest.approx(v["fid"], abs=0.005 + 1e-9)
             assert v["rollouts"] == 1 and v["clips"] == 1
         assert float(row["All ERR"]) == pytest.approx(im["all"]["err_cm"], abs=0.05 + 1e-9)
+        # ERR to fall beside ERR: the same aggregation, over each rollout's frames up to its first fall
+        for cat in CATEGORIES:
+            v = im["categories"][cat]
+            assert float(row[f"{cat.capitalize()} ERR to fall"]) == pytest.approx(v["err_until_fall_cm"], abs=0.05)
+        assert float(row["All ERR to fall"]) == pytest.approx(im["all"]["err_until_fall_cm"], abs=0.05 + 1e-9)
+        assert im["all"]["err_until_fall_cm"] == pytest.approx(
+            np.mean([c["err_until_fall_cm"] for c in im["clips"].values()])
+        )
+        for c in im["clips"].values():  # a clip whose rollout never fell scores its whole-clip ERR
+            if c["fall_rate"] == 0:
+                assert c["err_until_fall_cm"] == pytest.approx(c["err_cm"])
         # a category's ERR is the mean of its clips' ERR; all clips' ERR the mean over clips
         clips = im["clips"]
         assert im["all"]["err_cm"] == pytest.approx(np.mean([c["err_cm"] for c in clips.values()]))
@@ -238,7 +252,7 @@ def test_csv_holds_the_same_numbers_as_the_json(report):
     checked = 0
     for run, m in doc.items():
         for cat, v in m["imitation"]["categories"].items():
-            for metric in ("err_cm", "fid", "rollouts", "fall_rate", "mpjpe_cm", "success_rate"):
+            for metric in ("err_cm", "err_until_fall_cm", "fid", "rollouts", "fall_rate", "mpjpe_cm", "success_rate"):
                 assert float(got[(run, "imitation", "", "category", cat, metric)]) == pytest.approx(v[metric])
                 checked += 1
         for key, d in m["diversity"].items():
@@ -247,7 +261,7 @@ def test_csv_holds_the_same_numbers_as_the_json(report):
                     v["root_spread_m"]
                 )
                 checked += 1
-    assert checked == 2 * 5 * 6 + 2 * 2 * 5
+    assert checked == 2 * 5 * 7 + 2 * 2 * 5
     assert {r["section"] for r in rows if r["run"] == "diayn"} == {"run", "imitation", "diversity", "search"}
 
 

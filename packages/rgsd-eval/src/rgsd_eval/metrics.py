@@ -4,6 +4,8 @@ Tracking metrics of one rollout, frames t = 1..T-1 (frame 0 is the reference sta
 p the simulated and q the reference body positions in the world frame (m; reports show cm):
 
 * ERR, world frame (the paper's "Cartesian error"; docs/evaluation.md): (1/(T-1)) sum_t (1/B) sum_b |p_tb - q_tb|.
+* ERR to fall: the same mean over frames 1..f only, f the first frame flagged fallen (all frames if none): the
+  error an episode terminated at a fall would score (``until_first_fall``).
 * MPJPE, root-relative: the same after subtracting each frame's pelvis (body 0) from p and from q,
   (1/(T-1)) sum_t (1/B) sum_b |(p_tb - p_t0) - (q_tb - q_t0)|; the pelvis term is 0 and stays in the mean,
   as in PHC's ``compute_metrics_lite`` (``mpjpe_l``).
@@ -43,6 +45,9 @@ DEFINITIONS = {
     "err_cm": "ERR, world frame (cm): mean over frames 1..T-1 and the 24 bodies of |p_tb - q_tb| (simulated p, "
     "reference q), averaged over rollouts; a category's is the mean of its clips'. No termination: a rollout that "
     "falls keeps accruing error.",
+    "err_until_fall_cm": "ERR to fall (cm): each rollout's ERR over its frames up to its first fall, that frame "
+    "included (a rollout that never falls: its whole-clip ERR), averaged and aggregated as ERR is: the error of "
+    "episodes that terminate at a fall, as the paper's training did.",
     "mpjpe_cm": "MPJPE, root-relative (cm): the same mean of |(p_tb - p_t0) - (q_tb - q_t0)|, each frame's pelvis "
     "(body 0) subtracted from simulated and reference positions (PHC's mpjpe_l).",
     "global_mpjpe_succ_cm": "Global MPJPE (cm): ERR averaged over the successful rollouts only (PHC's reported "
@@ -61,6 +66,15 @@ def frame_errors(sim_body_pos: np.ndarray, ref_body_pos: np.ndarray) -> np.ndarr
     if sim.shape != ref.shape or sim.ndim < 3 or sim.shape[-1] != 3:
         raise ValueError(f"simulated {sim.shape} and reference {ref.shape} body positions must both be (..., T, B, 3)")
     return np.linalg.norm(sim - ref, axis=-1).mean(axis=-1)
+
+
+def until_first_fall(scored: np.ndarray, fell: np.ndarray) -> np.ndarray:
+    """(T, J) the frames ERR to fall averages: each rollout's ``scored`` frames up to its first scored frame with
+    ``fell``, that frame included (an episode terminated at a fall ends on it); all of them if it never falls."""
+    scored, fell = np.asarray(scored, dtype=bool), np.asarray(fell, dtype=bool)
+    fallen = fell & scored
+    first = np.where(fallen.any(axis=0), fallen.argmax(axis=0), scored.shape[0])
+    return scored & (np.arange(scored.shape[0])[:, None] <= first[None, :])
 
 
 def cartesian_error(sim_body_pos: np.ndarray, ref_body_pos: np.ndarray) -> np.ndarray:

@@ -20,6 +20,12 @@ PAPER_ERR_FRAME = "not stated"
 """The frame of the paper's Cartesian error: "the average l2 distance between corresponding body-part positions per
 frame, averaged over the trajectory" (Section 5.1) names none."""
 
+PAPER_TERMINATION = (
+    "To ensure stable training, all methods employed an early termination condition: whenever the robot fell, the "
+    "episode was terminated."
+)
+"""The paper's only statement on termination (Section 5, Experimental setup)."""
+
 PAPER_IMITATION: dict[str, dict[str, tuple[float, float]]] = {
     name: dict(zip(PAPER_CATEGORIES, zip(row[::2], row[1::2])))
     for name, row in {
@@ -56,7 +62,8 @@ PAPER_SETUP = {
     "rollouts per clip": f"{PAPER_ROLLOUTS}, action noise not stated",
     "clip latent": "one per motion (Section 5.1): z_m for RGSD, the motion encoders' for CALM and Meta Motivo, the "
     f"best of {PAPER_ROLLOUTS} uniform latents by Cartesian error for the others",
-    "ERR frame": PAPER_ERR_FRAME,
+    "ERR frame": f'{PAPER_ERR_FRAME}; training ended episodes at a fall (Section 5: "{PAPER_TERMINATION}"); '
+    f"whether its {PAPER_ROLLOUTS} evaluation trajectories ended at a fall is not stated",
     "FID feature": "not defined",
 }
 """What the paper states about each item of the reports' "How this run differs from the paper" box."""

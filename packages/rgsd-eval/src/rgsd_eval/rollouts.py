@@ -38,7 +38,7 @@ from rgsd_envs.utils import threads
 from rgsd_envs.utils.progress import CountBar
 from rgsd_eval.features import FEATURE_DIM, WINDOW, motion_features, num_windows
 from rgsd_eval.fid import GaussianStats
-from rgsd_eval.metrics import frame_errors, root_relative_frame_errors, tracking_success
+from rgsd_eval.metrics import frame_errors, root_relative_frame_errors, tracking_success, until_first_fall
 
 
 class Controller(Protocol):
@@ -89,6 +89,9 @@ class Rollouts:
     """(J,) frames recorded, the start frame included."""
     error: np.ndarray
     """(J,) Cartesian error (m), mean over frames 1..length-1."""
+    error_until_fall: np.ndarray
+    """(J,) Cartesian error (m), mean over frames 1..f, f the first frame flagged fallen (``metrics.until_first_fall``;
+    ``error`` if it never fell)."""
     frame_error: np.ndarray
     """(J, T_max) Cartesian error (m) of each recorded frame, NaN from ``length`` on."""
     mpjpe: np.ndarray
@@ -199,6 +202,7 @@ def run_rollouts(
         jobs=jobs,
         length=np.zeros(len(jobs), dtype=np.int64),
         error=np.full(len(jobs), np.nan),
+        error_until_fall=np.full(len(jobs), np.nan),
         frame_error=np.full((len(jobs), t_max), np.nan),
         mpjpe=np.full(len(jobs), np.nan),
         fell=np.zeros(len(jobs), dtype=bool),
@@ -373,11 +377,12 @@ def _summarise(
     valid = t < length[None, :]
     scored = valid & (t >= 1)
 
-    def scored_mean(x: np.ndarray) -> np.ndarray:
+    def scored_mean(x: np.ndarray, frames: np.ndarray = scored) -> np.ndarray:
         with np.errstate(invalid="ignore"):
-            return np.where(scored.any(0), (x * scored).sum(0) / np.maximum(scored.sum(0), 1), np.nan)
+            return np.where(frames.any(0), (x * frames).sum(0) / np.maximum(frames.sum(0), 1), np.nan)
 
     out.error[ids] = scored_mean(err)
+    out.error_until_fall[ids] = scored_mean(err, until_first_fall(scored, rec.fell))
     out.mpjpe[ids] = scored_mean(local)
     out.frame_error[ids, :steps] = np.where(valid, err, np.nan).T
     out.length[ids] = length

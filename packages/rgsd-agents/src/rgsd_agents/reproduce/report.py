@@ -47,6 +47,7 @@ from rgsd_eval.paper import (
     rank,
 )
 from rgsd_eval.report import (
+    ERR_FRAME_TEXT,
     OUR_ERR_FRAME,
     TRACKING_COLUMNS,
     clip_latent_text,
@@ -64,7 +65,7 @@ CSV_COLUMNS = ("section", "method", "category", "kappa", "style", "clip", "metri
 MEASURED, QUOTED = "measured", "paper (quoted)"
 FIGURES = "figures"
 DOWNSTREAM_METRICS = (("eval/success_rate", "success rate", 2), ("eval/style_fid", "style FID", 2))
-IMITATION_KEYS = ("err_cm", "fid", *(key for key, _, _ in TRACKING_COLUMNS if key != "err_cm"))
+IMITATION_KEYS = ("err_cm", "err_until_fall_cm", "fid", *(key for key, _, _ in TRACKING_COLUMNS if key != "err_cm"))
 """The imitation numbers summarised over seeds per method and category (Table 1 and its tracking metrics)."""
 
 
@@ -191,7 +192,7 @@ class ReportData:
                 [(m, with_clip_latents_rule(m, r)) for m, seeds in self.runs.items() for r in seeds.values()]
             )
             or "-",
-            "ERR frame": f"{OUR_ERR_FRAME}; no termination (a fall keeps accruing error)",
+            "ERR frame": ERR_FRAME_TEXT,
             "FID feature": "ours: 86 numbers per 0.5 s window from 9 bodies' positions (`eval/<method>/report.md`)",
         }
 
@@ -254,8 +255,8 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
     k = data.rollouts_per_clip()
     header = (
         ["Method", "Source", "Frame", "Rollouts per clip"]
-        + [f"{c.capitalize()} {x}" for c in cats for x in ("ERR", "FID")]
-        + ["All ERR/FID"]
+        + [f"{c.capitalize()} {x}" for c in cats for x in ("ERR", "ERR to fall", "FID")]
+        + ["All ERR / to fall / FID"]
     )
     rows = []
     for m, per in table.items():
@@ -263,19 +264,28 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
         cells = [m, f"ours ({n} seed{'s' if n != 1 else ''})", OUR_ERR_FRAME, str(k)]
         for c in cats:
             r = ours.get(c, {}).get(m)
-            cells += [_pm(per[c]["err_cm"], 1), _pm(per[c]["fid"], 2) + ("" if r is None else f", rank {r}")]
-        rows.append([*cells, f"{_pm(per['all']['err_cm'], 1)} / {_pm(per['all']['fid'], 2)}"])
+            cells += [
+                _pm(per[c]["err_cm"], 1),
+                _pm(per[c]["err_until_fall_cm"], 1),
+                _pm(per[c]["fid"], 2) + ("" if r is None else f", rank {r}"),
+            ]
+        rows.append(
+            [
+                *cells,
+                " / ".join((_pm(per["all"][k], d) for k, d in (("err_cm", 1), ("err_until_fall_cm", 1), ("fid", 2)))),
+            ]
+        )
         err = paper_err(m)
         if err is not None:
             cells = ["", "paper (quoted)", PAPER_ERR_FRAME, str(PAPER_ROLLOUTS)]
             for c in cats:
                 r = ranks.get(m, {}).get(c)
-                cells += [f"{err[c]:.1f}", f"rank {r} of {len(ranks)}"] if c in err else ["-", "-"]
+                cells += [f"{err[c]:.1f}", "-", f"rank {r} of {len(ranks)}"] if c in err else ["-", "-", "-"]
             rows.append([*cells, ""])
     missing = [m for m in data.methods if m not in table]
     if not rows:
         return ["No evaluation: see the steps below.", ""]
-    rows += [[m, "no evaluated run: see the steps below", *["-"] * (2 * len(cats) + 3)] for m in missing]
+    rows += [[m, "no evaluated run: see the steps below", *["-"] * (3 * len(cats) + 3)] for m in missing]
     seeds = len(data.seeds())  # every seed any method ran (a --report-only plan has none of its own)
     tracking = [
         [m, c, *(_pm(per[c][key], dec) for key, _, dec in TRACKING_COLUMNS)]
@@ -287,7 +297,7 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
         f"{seeds} seed{'s' if seeds != 1 else ''} (one evaluation per seed, `eval/<method>/metrics.json`), each under the "
         f"paper's row ({PAPER_SOURCE}): its ERR, and in the FID columns the rank of its FID among the "
         f"{len(ranks)} method{'s' if len(ranks) != 1 else ''} here (1 = lowest; ours: the rank of our mean FID). "
-        f"{FID_NOT_COMPARABLE} Lower is better.",
+        f"{DEFINITIONS['err_until_fall_cm']} {FID_NOT_COMPARABLE} Lower is better.",
         "",
         *_table(header, rows),
         "",
