@@ -965,3 +965,55 @@ def test_a_registered_method_without_the_scale_s_preset_is_left_out_with_a_warni
     assert "train/rgsd/seed0" in captured.out and "train/unlisted" not in captured.out
     assert rgsd([*cli, "--methods", "unlisted"]) == 2
     assert "error: --methods: method 'unlisted' has no training config at this scale" in capsys.readouterr().err
+
+
+def test_the_discovery_fid_and_the_sweep_show_each_method_s_skill_dim_and_latent_angle(tmp_path):
+    """kappa means different neighbourhoods at different latent dims: both tables name each method's dim and the
+    angle its kappa gave."""
+    from rgsd_agents.reproduce.report import write_report
+
+    scale, path = load_scale("smoke")
+    plan = build_plan(scale, path, "demo", tmp_path, methods=["rgsd", "fb_cpr"], seeds=1)
+    cats = ["walk", "run", "sidestep", "backward", "punch"]
+    for m, dim, angles in (("rgsd", 16, (48.0, 30.0, 3.0)), ("fb_cpr", 256, (85.0, 79.0, 42.0))):
+        run = _run_metrics(10.0, m)
+        run["skill_dim"] = dim
+        run["diversity"] = {
+            f"{k:g}": {
+                "kappa": k,
+                "roles": roles,
+                "clips": {
+                    "demo_run": {
+                        "latent_angle_deg": a,
+                        "path_spread_m": 0.5,
+                        "root_spread_m": 0.6,
+                        "err_cm": 9.0,
+                        "fid": 1.0,
+                    }
+                },
+                "categories": {c: {"fid": 2.0} for c in cats},
+                "mean": {"latent_angle_deg": a},
+            }
+            for k, a, roles in (
+                (20.0, angles[0], ["sweep"]),
+                (50.0, angles[1], ["discovery"]),
+                (1000.0, angles[2], ["sweep"]),
+            )
+        }
+        doc = {
+            "clips": [{"name": f"demo_{c}", "category": c, "frames": 91} for c in cats],
+            "categories": cats,
+            "config": {"action_noise": "policy", "discovery_kappa": 50.0, "kappas": [20.0, 1000.0]},
+            "runs": {plan.run_dir(m, 0).name: run},
+        }
+        plan.eval_dir(m).mkdir(parents=True)
+        (plan.eval_dir(m) / "metrics.json").write_text(json.dumps(doc))
+    md = write_report([(plan, {eval_id("rgsd"), eval_id("fb_cpr")})], plan.out)["report"].read_text()
+    sampled = md.split("### FID per category under sampled latents", 1)[1].split("##", 1)[0]
+    assert "| Method | Skill dim | Latent angle (deg) | Walk FID |" in sampled
+    assert "| rgsd | 16 | 30.0 | 2.00 |" in sampled and "| fb_cpr | 256 | 79.0 | 2.00 |" in sampled
+    assert "compare by latent angle, not by κ" in sampled
+    sweep = md.split("## Diversity control", 1)[1].split("## Downstream", 1)[0]
+    assert "| Method | Skill dim | Clip | κ=20 | κ=1000 |" in sweep
+    assert "| rgsd | 16 | demo_run | 0.500 (48°) | 0.500 (3°) |" in sweep
+    assert "| fb_cpr | 256 | demo_run | 0.500 (85°) | 0.500 (42°) |" in sweep

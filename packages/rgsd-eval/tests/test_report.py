@@ -265,6 +265,15 @@ def test_csv_holds_the_same_numbers_as_the_json(report):
     assert {r["section"] for r in rows if r["run"] == "diayn"} == {"run", "imitation", "diversity", "search"}
 
 
+def test_the_diversity_table_names_each_run_s_skill_dim_beside_its_latent_angle(report):
+    header, rows = _table_after(report["md"], "| Run | Skill dim | κ | Role |")
+    assert header[header.index("Latent angle (deg)")] and len(rows) == 4
+    for r in rows:
+        assert r[1] == "16" == str(report["json"]["runs"][r[0]]["skill_dim"])
+        angle = report["json"]["runs"][r[0]]["diversity"][r[2]]["mean"]["latent_angle_deg"]
+        assert float(r[header.index("Latent angle (deg)")]) == pytest.approx(angle, abs=0.05 + 1e-9)
+
+
 def test_diversity_numbers(report):
     for run in ("rgsd", "diayn"):
         div = report["json"]["runs"][run]["diversity"]

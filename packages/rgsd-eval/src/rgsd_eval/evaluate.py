@@ -275,6 +275,7 @@ def evaluate_run(loaded: LoadedRun, lib: MotionLib, ref: ReferenceFeatures, cfg:
         "method": loaded.method,
         "latent": str(loaded.latent),
         "clip_latents_rule": loaded.clip_latents_rule,
+        "skill_dim": loaded.env_config.skill_dim,
         "within_motion_alignment": None if embedding is None else embedding.alignment,
         "action_noise": noise_info,
         "simulator": loaded.env_config.backend,

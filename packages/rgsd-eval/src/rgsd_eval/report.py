@@ -412,7 +412,9 @@ def render_markdown(inputs: ReportInputs) -> str:
         "## Diversity: z ~ vMF(z_m, κ)",
         "",
         f"{cfg.rollouts} rollouts per clip and κ (means over the κ's clips), centred on the clip's latent (z_m, or "
-        "the best-of-N pick; tracking: the mean of the clip's per-step latents, the track turned with z). Latent angle: mean angle between z and that centre. Final pelvis spread: RMS distance "
+        "the best-of-N pick; tracking: the mean of the clip's per-step latents, the track turned with z). Latent angle: mean "
+        "angle between z and that centre; one κ is a wider angle on a larger sphere (skill dim), so runs of different "
+        "dims compare by angle, not κ. Final pelvis spread: RMS distance "
         "of the final pelvis positions (start-heading frame) from their mean (m). Path spread: the same for the "
         "pelvis positions at each frame, averaged over frames (m). Pose spread: RMS distance of the rollouts' mean "
         "FID features from their mean. Spreads should fall as κ grows. Role: sweep (the κ sweep"
@@ -427,6 +429,7 @@ def render_markdown(inputs: ReportInputs) -> str:
             rows.append(
                 [
                     ev.label,
+                    str(ev.metrics.get("skill_dim", "n/a")),
                     f"{d['kappa']:g}",
                     ", ".join(d.get("roles", [])),
                     str(mm.get("clips", len(d["clips"]))),
@@ -443,6 +446,7 @@ def render_markdown(inputs: ReportInputs) -> str:
     lines += _table(
         [
             "Run",
+            "Skill dim",
             "κ",
             "Role",
             "Clips",

@@ -65,6 +65,10 @@ CSV_COLUMNS = ("section", "method", "category", "kappa", "style", "clip", "metri
 MEASURED, QUOTED = "measured", "paper (quoted)"
 FIGURES = "figures"
 DOWNSTREAM_METRICS = (("eval/success_rate", "success rate", 2), ("eval/style_fid", "style FID", 2))
+KAPPA_DIM_NOTE = (
+    "One κ is a wider neighbourhood on a larger sphere (κ 50: a mean angle near 30° at 16-D, near 79° at 256-D), so "
+    "methods of different skill dims compare by latent angle, not by κ."
+)
 IMITATION_KEYS = ("err_cm", "err_until_fall_cm", "fid", *(key for key, _, _ in TRACKING_COLUMNS if key != "err_cm"))
 """The imitation numbers summarised over seeds per method and category (Table 1 and its tracking metrics)."""
 
@@ -196,6 +200,23 @@ class ReportData:
             "FID feature": "ours: 86 numbers per 0.5 s window from 9 bodies' positions (`eval/<method>/report.md`)",
         }
 
+    def skill_dim(self, method: str) -> int | None:
+        """The latent dimension of the method's runs (its evaluation's ``skill_dim``, else its clip latents' length;
+        None if not evaluated)."""
+        for r in self.runs.get(method, {}).values():
+            if r.get("skill_dim") is not None:
+                return int(r["skill_dim"])
+            latents = r.get("clip_latents") or {}
+            if latents:
+                return len(next(iter(latents.values())))
+        return None
+
+    def latent_angle(self, method: str, kappa: float) -> dict[str, Any]:
+        """The mean angle (deg) between z ~ vMF(z_m, kappa) and z_m, summarised over the method's seeds."""
+        key = f"{kappa:g}"
+        seeds = self.runs.get(method, {}).values()
+        return summarise((r["diversity"].get(key) or {}).get("mean", {}).get("latent_angle_deg") for r in seeds)
+
     def sampled_fid(self, kappa: float) -> dict[str, dict[str, dict[str, Any]]]:
         """method -> category -> FID summary over seeds under z ~ vMF(z_m, kappa)."""
         key = f"{kappa:g}"
@@ -210,7 +231,8 @@ class ReportData:
         return out
 
     def sweep(self) -> tuple[list[str], dict[str, dict[str, dict[str, dict[str, Any]]]]]:
-        """(sweep clips, method -> clip -> kappa -> {path_spread_m, root_spread_m, err_cm, fid: summary})."""
+        """(sweep clips, method -> clip -> kappa -> {path_spread_m, root_spread_m, err_cm, fid, latent_angle_deg:
+        summary})."""
         from rgsd_eval.plots import sweep_entries
 
         clips: list[str] = []
@@ -228,7 +250,7 @@ class ReportData:
                     rows = [ks[i]["clips"].get(clip, {}) for ks, _ in per_seed if i < len(ks)]
                     out[m][clip][kappa] = {
                         key: summarise(r.get(key) for r in rows)
-                        for key in ("path_spread_m", "root_spread_m", "err_cm", "fid")
+                        for key in ("path_spread_m", "root_spread_m", "err_cm", "fid", "latent_angle_deg")
                     }
         return clips, out
 
@@ -314,17 +336,25 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
 def sampled_section(data: ReportData, fid: dict[str, dict[str, dict[str, Any]]], kappa: float) -> list[str]:
     """FID per category under z ~ vMF(z_m, kappa); at the paper's discovery kappa, what the paper says of it."""
     cats = data.categories
-    rows = [[m, *(_pm(per[c], 2) for c in cats)] for m, per in fid.items()]
+    rows = [
+        [m, _dim(data.skill_dim(m)), _pm(data.latent_angle(m, kappa), 1), *(_pm(per[c], 2) for c in cats)]
+        for m, per in fid.items()
+    ]
     if not rows:
         return []
     note = f" {PAPER_DISCOVERY_NOTE}" if kappa == PAPER_DISCOVERY_KAPPA else ""
     return [
         f"Our motion FID of each category's rollouts with z ~ vMF(z_m, {kappa:g}) against its references (mean ± std "
-        f"over seeds); compare with the FID at z_m in Table 1: a method whose skills stay in style keeps it.{note}",
+        f"over seeds); compare with the FID at z_m in Table 1: a method whose skills stay in style keeps it.{note} "
+        f"{KAPPA_DIM_NOTE}",
         "",
-        *_table(["Method", *(f"{c.capitalize()} FID" for c in cats)], rows),
+        *_table(["Method", "Skill dim", "Latent angle (deg)", *(f"{c.capitalize()} FID" for c in cats)], rows),
         "",
     ]
+
+
+def _dim(dim: int | None) -> str:
+    return "n/a" if dim is None else str(dim)
 
 
 def plot_sweep(clips: list[str], sweep: dict[str, Any], path: Path) -> Path:
@@ -360,20 +390,25 @@ def sweep_section(data: ReportData, clips: list[str], sweep: dict[str, Any], fig
         return []
     kappas = sorted({k for per in sweep.values() for k in per[clips[0]]}, key=float)
     rows = [
-        [m, clip, *(_pm(per[clip][k]["path_spread_m"], 3) for k in kappas)]
+        [
+            m,
+            _dim(data.skill_dim(m)),
+            clip,
+            *(f"{_pm(per[clip][k]['path_spread_m'], 3)} ({_pm(per[clip][k]['latent_angle_deg'], 0)}°)" for k in kappas),
+        ]
         for m, per in sweep.items()
         for clip in clips
     ]
     lines = [
         f"z ~ vMF(z_m, κ) for κ in {{{', '.join(kappas)}}} on {len(clips)} motions ({', '.join(clips)}): the "
         "pelvis path spread (RMS distance of the rollouts' pelvis positions from their mean, averaged over frames; "
-        "m), mean ± std over seeds. The paper shows this experiment as top views only (no numbers to quote): "
-        "larger κ, tighter skills.",
+        "m), mean ± std over seeds, and in brackets the mean angle between z and z_m. The paper shows this "
+        f"experiment as top views only (no numbers to quote): larger κ, tighter skills. {KAPPA_DIM_NOTE}",
         "",
     ]
     if figure:
         lines += [f"![kappa sweep]({figure})", ""]
-    lines += [*_table(["Method", "Clip", *(f"κ={k}" for k in kappas)], rows), ""]
+    lines += [*_table(["Method", "Skill dim", "Clip", *(f"κ={k}" for k in kappas)], rows), ""]
     tops = []
     for m in sweep:
         seed = min(data.runs[m])
