@@ -220,6 +220,7 @@ def test_the_report_names_style_fid_only_for_a_style_that_has_one(tmp_path, styl
     final = {"eval/success_rate": 0.5, **({"eval/style_fid": 3.0} if fid else {})}
     text = write_downstream_report(tmp_path, cfg, [], {}, final, []).read_text()
     assert ("Style FID:" in text) == fid and ("style FID" in text) == fid
+    assert ("those after the goal is reached included" in text) == fid  # episodes do not stop at the goal
 
 
 def _rows(run) -> list[dict]:

@@ -869,6 +869,7 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
     assert "| simulator | MuJoCo | Isaac Gym |" in box and "rgsd seed 0: 384 samples" in box
     assert "4 per clip, each run's own policy action std: rgsd 0.2 (policy.pt action_std)" in box
     assert "whenever the robot fell, the episode was terminated" in box and "; beside it ERR to fall" in box
+    assert "| discovery motions | every clip, FID per clip and category at κ = 50 |" in box
     # the clip latent each method was scored with, from its runs' rule (Meta Motivo's from its method where the
     # evaluation recorded none), beside the paper's one latent per motion
     assert (

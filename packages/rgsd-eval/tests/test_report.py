@@ -111,6 +111,8 @@ def test_every_report_carries_how_it_differs_from_the_paper(report):
         assert paper in row, item
     assert "| simulator | MuJoCo |" in box and "5 clips from `demo`" in box
     assert "rgsd: not recorded" in box  # fabricated runs record no training samples
+    assert "| discovery motions | none (no discovery_kappa) |" in box and '"three out of four motions"' in box
+    assert "of 2 to 5 s" in box  # the paper's clip lengths
     row = next(line for line in box.splitlines() if line.startswith("| ERR frame |"))
     assert "whenever the robot fell, the episode was terminated" in row and "ERR to fall" in row
     assert "evaluation trajectories ended at a fall is not stated" in row
@@ -272,6 +274,19 @@ def test_the_diversity_table_names_each_run_s_skill_dim_beside_its_latent_angle(
         assert r[1] == "16" == str(report["json"]["runs"][r[0]]["skill_dim"])
         angle = report["json"]["runs"][r[0]]["diversity"][r[2]]["mean"]["latent_angle_deg"]
         assert float(r[header.index("Latent angle (deg)")]) == pytest.approx(angle, abs=0.05 + 1e-9)
+
+
+def test_unstable_rollouts_are_counted_where_any_occurred():
+    from types import SimpleNamespace
+
+    from rgsd_eval.report import unstable_text
+
+    def run(label: str, unstable: int) -> SimpleNamespace:
+        return SimpleNamespace(label=label, metrics={"imitation": {"all": {"rollouts": 40, "unstable": unstable}}})
+
+    assert unstable_text([run("a", 0)]) == ""
+    text = unstable_text([run("a", 0), run("b", 3)])
+    assert "b 37/40" in text and "a " not in text.split(":")[1] and "drops out of the means" in text
 
 
 def test_diversity_numbers(report):

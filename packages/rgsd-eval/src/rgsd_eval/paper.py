@@ -55,9 +55,12 @@ FID_NOT_COMPARABLE = (
     "order of methods within a category can be set side by side."
 )
 
+PAPER_DISCOVERY_KAPPA = 50.0
+"""kappa of the paper's discovery evaluation (Section 5.2: z ~ vMF(z_m, 50))."""
+
 PAPER_SETUP = {
     "simulator": "Isaac Gym",
-    "clips": "20 ACCAD clips (AMASS), 2 to 6 per category: walk, run, sidestep, backward, punch",
+    "clips": "20 ACCAD clips (AMASS) of 2 to 5 s (appendix), 2 to 6 per category: walk, run, sidestep, backward, punch",
     "training budget": "not stated (PPO, minibatch 32,768, horizon 32; no iteration or world count)",
     "rollouts per clip": f"{PAPER_ROLLOUTS}, action noise not stated",
     "clip latent": "one per motion (Section 5.1): z_m for RGSD, the motion encoders' for CALM and Meta Motivo, the "
@@ -65,6 +68,8 @@ PAPER_SETUP = {
     "ERR frame": f'{PAPER_ERR_FRAME}; training ended episodes at a fall (Section 5: "{PAPER_TERMINATION}"); '
     f"whether its {PAPER_ROLLOUTS} evaluation trajectories ended at a fall is not stated",
     "FID feature": "not defined",
+    "discovery motions": f'FID under z ~ vMF(z_m, {PAPER_DISCOVERY_KAPPA:g}) compared on "three out of four motions" '
+    "(Section 5.2), the four not named",
 }
 """What the paper states about each item of the reports' "How this run differs from the paper" box."""
 
@@ -101,8 +106,6 @@ def paper_fid_ranks(methods: Sequence[str]) -> dict[str, dict[str, int]]:
     return out
 
 
-PAPER_DISCOVERY_KAPPA = 50.0
-"""kappa of the paper's discovery evaluation (Section 5.2: z ~ vMF(z_m, 50))."""
 PAPER_DISCOVERY_NOTE = (
     "The paper (Section 5.2) reports FID under these latents in words and a figure: RGSD's stays level while "
     "CALM's rises from its Table 1 value (walk, run). Its FID numbers are not printed here, for the reason above."

@@ -20,7 +20,7 @@ The paper's protocol (paper Sections 5.1-5.3; docs/evaluation.md, Protocols):
   those latents, and top views of 150 pelvis trajectories beside the references.
 - Diversity control: kappa in {20, 100, 1000} on three motions. paper.tex does not name
   the three (its appendix figure has no labels). We take the first clip of ``run``,
-  ``sidestep`` and ``backward``: the locomotion styles that its Figure 1 shows as
+  ``sidestep`` and ``backward``: the locomotion styles that its Figure 3 shows as
   skills sampled near a motion embedding (running, backward, sidestepping; punching,
   the fourth, barely moves the pelvis, so its top view shows little spread) and that
   the downstream task commands. A motion set without one of these categories gets

@@ -286,6 +286,13 @@ def samples_text(runs: dict[str, int | None]) -> str:
     return "; ".join(f"{label}: " + ("not recorded" if n is None else f"{n:,} samples") for label, n in runs.items())
 
 
+def discovery_text(kappa: float | None) -> str:
+    """Our side of the box's "discovery motions" row: where the discovery kappa was rolled out and scored."""
+    if kappa is None:
+        return "none (no discovery_kappa)"
+    return f"every clip, FID per clip and category at κ = {kappa:g}"
+
+
 def our_setup(inputs: ReportInputs) -> dict[str, str]:
     """This report's side of the differences box (keys of ``PAPER_SETUP``)."""
     return {
@@ -296,6 +303,7 @@ def our_setup(inputs: ReportInputs) -> dict[str, str]:
         "clip latent": clip_latent_text([(ev.metrics.get("method", "rgsd"), ev.metrics) for ev in inputs.runs]),
         "ERR frame": ERR_FRAME_TEXT,
         "FID feature": "ours: 86 numbers per 0.5 s window from 9 bodies' positions (Method below)",
+        "discovery motions": discovery_text(inputs.config.discovery_kappa),
     }
 
 
@@ -308,6 +316,23 @@ def clip_latent_text(runs: Sequence[tuple[str, dict[str, Any]]]) -> str:
         if text not in rules.setdefault(method, []):
             rules[method].append(text)
     return "; ".join(f"{method}: {' / '.join(texts)}" for method, texts in rules.items())
+
+
+def unstable_text(runs: Sequence[RunEvaluation]) -> str:
+    """The imitation rollouts that simulator instability ended early, per run ("": none did)."""
+    parts = []
+    for ev in runs:
+        a = ev.metrics["imitation"]["all"]
+        if a.get("unstable"):
+            parts.append(f"{ev.label} {a['rollouts'] - a['unstable']}/{a['rollouts']}")
+    if not parts:
+        return ""
+    return (
+        "Rollouts scored on the whole clip (the others ended early by simulator instability): "
+        + ", ".join(parts)
+        + ". An unstable rollout is scored on its frames before the blow-up; one unstable at its first step has none "
+        "and drops out of the means (the per-clip table's Unstable column counts them)."
+    )
 
 
 def _counts_line(inputs: ReportInputs) -> str:
@@ -354,6 +379,7 @@ def render_markdown(inputs: ReportInputs) -> str:
         ),
         "",
         *([f"{unscored_fid_text(inputs.unscored_fid, cfg.fid_window)}.", ""] if inputs.unscored_fid else []),
+        *([unstable_text(inputs.runs), ""] if unstable_text(inputs.runs) else []),
         "### Tracking metrics",
         "",
         "ERR (world frame), MPJPE (root-relative), global MPJPE over the successful rollouts, success rate (no frame "

@@ -82,7 +82,8 @@ def write_downstream_report(
     t = cfg.task
     style_fid = (
         f"Style FID: motion features of the evaluation episodes against the `{style}` reference clips (lower is "
-        "closer).\n"
+        "closer), every frame of an episode counted, those after the goal is reached included (episodes do not stop "
+        "at the goal).\n"
         if "eval/style_fid" in initial or "eval/style_fid" in final
         else ""
     )

@@ -53,6 +53,7 @@ from rgsd_eval.report import (
     clip_latent_text,
     clips_text,
     differences_table,
+    discovery_text,
     link_target,
     noise_text,
     samples_text,
@@ -198,6 +199,7 @@ class ReportData:
             or "-",
             "ERR frame": ERR_FRAME_TEXT,
             "FID feature": "ours: 86 numbers per 0.5 s window from 9 bodies' positions (`eval/<method>/report.md`)",
+            "discovery motions": discovery_text(self.discovery_kappa),
         }
 
     def skill_dim(self, method: str) -> int | None:
