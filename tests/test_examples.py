@@ -94,7 +94,13 @@ def _clip_commands(script: str, run: Path, bin_dir: Path) -> list[str]:
     )
     stub.chmod(0o755)
     shutil.rmtree(f"{run}_clips", ignore_errors=True)
-    env = {**os.environ, "STEPS": "clips", "LOG": str(log), "PYTHON": str(stub), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "STEPS": "clips",
+        "LOG": str(log),
+        "PYTHON": str(stub),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
     subprocess.run(["bash", str(EXAMPLES / script), str(run)], check=True, env=env, cwd=EXAMPLES.parent)
     assert not run.exists()  # no training was started
     return log.read_text().splitlines()
