@@ -182,7 +182,8 @@ def test_the_docs_lists_of_the_methods_presets_name_the_registry_s_methods():
     from rgsd_agents.methods import method_names
 
     found = [(str(doc.relative_to(ROOT)), m.group(1)) for doc in DOCS for m in METHOD_LIST.finditer(doc.read_text())]
-    assert {"README.md", "docs/getting-started.md"} <= {doc for doc, _ in found}, found
+    lists = {"README.md", "docs/getting-started.md", "packages/rgsd-agents/README.md"}
+    assert lists <= {doc for doc, _ in found}, found
     wrong = [f"{doc}: {names}" for doc, names in found if names.split(", ") != method_names()]
     assert not wrong, f"lists other than the registry's {', '.join(method_names())}: {wrong}"
     missing = [p for m in method_names() for p in (m, f"{m}_paper") if p not in preset_names()]
