@@ -10,6 +10,7 @@ written are checked: each must exist and take the values written, unless the spa
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 import sys
@@ -169,6 +170,9 @@ def test_rgsd_help_gives_the_demo_the_duration_the_readme_measured():
 
     minutes = re.search(r"about (\d+) minutes on 2 cores", (ROOT / "README.md").read_text()).group(1)
     assert f"about {minutes} minutes on 2 cores" in " ".join(build_parser().format_help().split())  # unwrapped
+    measured = json.loads((ROOT / "docs" / "results" / "demo_seeds.json").read_text())["range"]
+    # "about N" is the measured range rounded: N within half a minute of it
+    assert measured["wall_minutes_min"] - 0.5 <= int(minutes) <= measured["wall_minutes_max"] + 0.5, measured
 
 
 METHOD_LIST = re.compile(r"method(?:>|&gt;)_paper for ((?:\w+, )*\w+)")

@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rgsd demo`` to the CLI."""
     p = subparsers.add_parser(
         "demo",
-        help="pretrain, train and evaluate on the built-in demo motions (about 17 minutes on 2 cores)",
+        help="pretrain, train and evaluate on the built-in demo motions (about 18 minutes on 2 cores)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
