@@ -15,12 +15,9 @@ STEPS=${STEPS:-import train eval}
 MINUTES=${MINUTES:-150}
 CYCLES=${CYCLES:-3}
 read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
+. "$(dirname "${BASH_SOURCE[0]}")/clips.sh"
 if [[ " $STEPS " == *" import "* ]]; then
-  # one import per file so each clip gets its own category (walk, run, jog, ...)
-  for c in walk run jog punch kick spinkick zombie_walk stealthy_walk; do
-    case $c in walk|run|jog|zombie_walk) n=$CYCLES ;; *) n=1 ;; esac
-    rgsd-motions import "$SRC/${c}_poses.npz" --out "$CLIPS" --category "$c" --cycles "$n" --quiet
-  done
+  deepmimic_clips "$SRC" "$CLIPS" "$CYCLES"
   rgsd-motions info "$CLIPS"
 fi
 if [[ " $STEPS " == *" train "* ]]; then

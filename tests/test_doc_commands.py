@@ -10,6 +10,7 @@ written are checked: each must exist and take the values written, unless the spa
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 import sys
@@ -169,6 +170,9 @@ def test_rgsd_help_gives_the_demo_the_duration_the_readme_measured():
 
     minutes = re.search(r"about (\d+) minutes on 2 cores", (ROOT / "README.md").read_text()).group(1)
     assert f"about {minutes} minutes on 2 cores" in " ".join(build_parser().format_help().split())  # unwrapped
+    measured = json.loads((ROOT / "docs" / "results" / "demo_seeds.json").read_text())["range"]
+    # "about N" is the measured range rounded: N within half a minute of it
+    assert measured["wall_minutes_min"] - 0.5 <= int(minutes) <= measured["wall_minutes_max"] + 0.5, measured
 
 
 METHOD_LIST = re.compile(r"method(?:>|&gt;)_paper for ((?:\w+, )*\w+)")
@@ -182,7 +186,8 @@ def test_the_docs_lists_of_the_methods_presets_name_the_registry_s_methods():
     from rgsd_agents.methods import method_names
 
     found = [(str(doc.relative_to(ROOT)), m.group(1)) for doc in DOCS for m in METHOD_LIST.finditer(doc.read_text())]
-    assert {"README.md", "docs/getting-started.md"} <= {doc for doc, _ in found}, found
+    lists = {"README.md", "docs/getting-started.md", "packages/rgsd-agents/README.md"}
+    assert lists <= {doc for doc, _ in found}, found
     wrong = [f"{doc}: {names}" for doc, names in found if names.split(", ") != method_names()]
     assert not wrong, f"lists other than the registry's {', '.join(method_names())}: {wrong}"
     missing = [p for m in method_names() for p in (m, f"{m}_paper") if p not in preset_names()]

@@ -77,3 +77,63 @@ def test_real_mocap_script_loops_the_locomotion_cycles_with_cycles_3(real_motion
     # one cycle of 39 / 25 / 26 frames (walk / run / jog at 30 Hz) -> 3 (n - 1) + 1; the kicks and punch as captured
     assert (frames["walk"], frames["run"], frames["jog"]) == (115, 73, 76)
     assert (frames["punch"], frames["kick"], frames["stealthy_walk"]) == (65, 47, 121)
+
+
+def _clip_commands(script: str, run: Path, bin_dir: Path) -> list[str]:
+    """The rgsd-motions calls that ``STEPS=clips examples/<script> run`` makes (recorded by a stub, nothing run)."""
+    import os
+    import shutil
+    import subprocess
+
+    log = bin_dir / f"{script}.log"
+    stub = bin_dir / "rgsd-motions"
+    # the stub takes the GPU script's `python -m rgsd_envs.motion.cli ...` too, and makes --out as the real one does
+    stub.write_text(
+        '#!/usr/bin/env bash\n[ "$1" = -m ] && shift 2\necho "$*" >> "$LOG"\n'
+        'while [ $# -gt 0 ]; do [ "$1" = --out ] && mkdir -p "$2"; shift; done\n'
+    )
+    stub.chmod(0o755)
+    shutil.rmtree(f"{run}_clips", ignore_errors=True)
+    env = {
+        **os.environ,
+        "STEPS": "clips",
+        "LOG": str(log),
+        "PYTHON": str(stub),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
+    subprocess.run(["bash", str(EXAMPLES / script), str(run)], check=True, env=env, cwd=EXAMPLES.parent)
+    assert not run.exists()  # no training was started
+    return log.read_text().splitlines()
+
+
+def test_both_pretrained_scripts_build_their_clips_with_the_same_commands(tmp_path):
+    run = tmp_path / "run"
+    cpu = _clip_commands("pretrained_cpu.sh", run, tmp_path)
+    gpu = _clip_commands("pretrained_gpu.sh", run, tmp_path)
+    assert cpu == gpu
+    imports = [c for c in cpu if c.startswith("import ")]
+    assert cpu[0] == f"demo --out {run}_clips" and len(imports) == 8
+    # every DeepMimic clip with its own category, the looping locomotion clips as 3 cycles
+    assert f"import motions/deepmimic-smpl/walk_poses.npz --out {run}_clips --category walk --cycles 3 --quiet" in cpu
+    assert f"import motions/deepmimic-smpl/kick_poses.npz --out {run}_clips --category kick --cycles 1 --quiet" in cpu
+    assert all("--category unlabelled" not in c and "--category" in c for c in imports)
+
+
+def test_the_gpu_script_trains_on_the_shipped_cards_clips(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from rgsd_agents.pretrained import pretrained_card
+    from rgsd_envs.motion.library import MotionLib
+
+    run = tmp_path / "gpu"
+    env = {**os.environ, "STEPS": "clips", "PYTHON": sys.executable}
+    subprocess.run(["bash", str(EXAMPLES / "pretrained_gpu.sh"), str(run)], check=True, env=env, cwd=EXAMPLES.parent)
+    lib = MotionLib(str(tmp_path / "gpu_clips"))
+    card = pretrained_card()
+    assert dict(zip(lib.names, lib.num_frames.tolist())) == {n: c["frames"] for n, c in card["clips"].items()}
+    categories = dict(zip(lib.names, lib.categories))
+    assert categories["walk"] == "walk" and categories["zombie_walk"] == "zombie_walk"
+    assert categories["demo_backward"] == "backward" and "unlabelled" not in categories.values()
+    assert (tmp_path / "gpu_clips" / "LICENSE").is_file() and not run.exists()

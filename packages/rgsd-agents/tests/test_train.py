@@ -467,7 +467,81 @@ def test_demo_command_pretrains_then_trains_into_the_run_folder(tmp_path):
     assert (out / "pretrain" / "encoder.pt").exists() and (out / "encoder.pt").exists()
     RunDir(out).check(RunDir.CONFIG, RunDir.POLICY, RunDir.DISCOVERY_ENCODER)
     assert RunDir(out).config()["max_minutes"] == demo.DEFAULT_MINUTES
-    assert args.func(args) == 2  # refuses to overwrite a run
+    assert args.func(args) == 2  # a finished demo (trained, no evaluation asked for): nothing to continue
+
+
+TINY_DEMO = [
+    "num_envs=4", "horizon=8", "iterations=3", "pretrain.steps=3", "pretrain.hidden=[16]", "probe_every=1",
+    "networks.actor_hidden=[16]", "networks.critic_hidden=[16]", "ppo.minibatch_size=16",
+    "method.options.minibatch_size=16",
+]  # fmt: skip
+"""``rgsd demo --set`` values for a demo of a few seconds."""
+
+
+def _demo_args(out, *more: str) -> argparse.Namespace:
+    """``rgsd demo --out out --no-progress`` with ``TINY_DEMO`` and ``more``, parsed."""
+    from rgsd_agents.commands import demo
+
+    parser = argparse.ArgumentParser()
+    demo.register(parser.add_subparsers())
+    sets = [a for kv in TINY_DEMO for a in ("--set", kv)]
+    return parser.parse_args(["demo", "--out", str(out), "--no-progress", *sets, *more])
+
+
+def test_an_interrupted_demo_continues_with_the_same_command_then_evaluates(tmp_path, monkeypatch, capsys):
+    import signal
+
+    from rgsd_agents import cli
+    from rgsd_agents.commands import demo
+
+    out = tmp_path / "demo"
+    evals = []
+
+    def fake_eval(argv):
+        evals.append(argv)
+        _fake_eval_metrics(out / "report")
+        return 0
+
+    monkeypatch.setattr(demo, "eval_available", lambda: True)
+    monkeypatch.setattr(cli, "main", fake_eval)
+    iterate = Runner.iterate
+    _signal_at(monkeypatch, 1, signal.SIGTERM)
+    args = _demo_args(out)
+    assert args.func(args) == 130
+    err = capsys.readouterr().err
+    latest = out / "checkpoints" / "latest.pt"
+    assert f"stopped by SIGTERM after iteration 1: checkpoint {latest}; continue with: rgsd demo --out {out}" in err
+    assert not evals and not (out / "report").exists()  # a run cut short is not evaluated
+
+    monkeypatch.setattr(Runner, "iterate", iterate)
+    assert args.func(_demo_args(out)) == 0
+    printed = capsys.readouterr().out
+    assert f"[2/3] continuing the training in {out} from iteration 1 " in printed
+    assert load_policy(out / "policy.pt").meta["iteration"] == 3  # trained on to the budget, not started anew
+    report = str(out / "report")
+    assert evals == [
+        ["eval", "--run", str(out), "--motions", "demo", "--out", report, "--device", "auto", "--no-progress"]
+    ]
+    assert "demo_walk        ERR 38.8 cm" in printed  # the demo's closing summary, from the evaluation
+
+    assert args.func(_demo_args(out)) == 2  # a finished demo: refused, its report named
+    assert (
+        f"holds a finished demo (iterations=3; its report: {out / 'report' / 'report.md'})" in capsys.readouterr().out
+    )
+    assert len(evals) == 1
+
+
+def test_a_demo_into_a_run_on_other_clips_is_refused_with_the_command_that_continues_it(tmp_path, capsys):
+    out = tmp_path / "cpu_run"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "latest.pt").write_bytes(b"")
+    (out / RunDir.CONFIG).write_text(yaml.safe_dump({"method": {"name": "rgsd"}, "env": {"motions": "motions/real"}}))
+    args = _demo_args(out)
+    assert args.func(args) == 2
+    assert capsys.readouterr().out.strip() == (
+        f"error: {out} holds a run on other clips than the demo's (env.motions: motions/real); continue it with "
+        f"rgsd train --resume {out} or choose another --out"
+    )
 
 
 def test_demo_summary_gives_an_in_place_clip_s_drift_not_a_share_of_no_travel(tmp_path):

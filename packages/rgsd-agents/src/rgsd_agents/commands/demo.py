@@ -2,7 +2,10 @@
 
 1. pretrains an encoder on the five demo clips (``<out>/pretrain``, under a minute);
 2. trains with the ``demo`` preset (a time budget of ``--minutes``; 2 CPU cores are enough);
-3. evaluates the run with ``rgsd eval`` when rgsd-eval is installed (``<out>/report``).
+3. evaluates the run with ``rgsd eval`` (``<out>/report``).
+
+``rgsd demo --out`` a demo that was stopped (Ctrl-C, SIGTERM) continues it: the training from its checkpoint, then
+the evaluation.
 
 The closing summary quotes ``rgsd eval``'s numbers (per clip ERR, falls, pelvis
 travel); the training probe follows, labelled as such.
@@ -11,14 +14,19 @@ travel); the training probe follows, labelled as such.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rgsd_agents.commands import add_device_argument, add_set_argument, holds_run, run_overrides
 from rgsd_agents.signals import INTERRUPTED
 from rgsd_envs.utils.config import number_type
+
+if TYPE_CHECKING:
+    from rgsd_agents.training.runner import Runner
 
 DEFAULT_MINUTES = 15.0
 
@@ -27,16 +35,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rgsd demo`` to the CLI."""
     p = subparsers.add_parser(
         "demo",
-        help="pretrain, train and evaluate on the built-in demo motions (about 17 minutes on 2 cores)",
+        help="pretrain, train and evaluate on the built-in demo motions (about 18 minutes on 2 cores)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
+    p.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo); a demo stopped there continues")
     p.add_argument(
         "--minutes",
         type=number_type(float, 0.0, True, "a positive number of minutes"),
-        default=DEFAULT_MINUTES,
-        help=f"training time budget (default {DEFAULT_MINUTES:g})",
+        help=f"training time budget (default {DEFAULT_MINUTES:g}; a continued demo keeps its own unless given)",
     )
     add_set_argument(p, "override a value of the demo preset (repeatable), as in rgsd train")
     add_device_argument(p)
@@ -98,22 +105,95 @@ def run(args: argparse.Namespace) -> int:
 
     if (code := refuse_torchrun("demo")) is not None:
         return code
-    from rgsd_agents.commands.train import summary
     from rgsd_agents.config import load_config
     from rgsd_agents.training.runner import Runner
     from rgsd_envs.utils.device import resolve_device
 
     out = Path(args.out)
-    if holds_run(out):
-        print(f"error: {out} already holds a run; choose another --out (or continue it: rgsd train --resume {_q(out)})")
-        return 2
-    overrides = {"max_minutes": args.minutes, **run_overrides(args)}
-    cfg = load_config("demo", overrides)
-    resolve_device(cfg.device)  # a bad device ends here, before any folder exists
-    print(f"[1/3] pretraining the encoder and [2/3] training ({cfg.max_minutes:g} min budget) into {out}", flush=True)
-    runner = Runner(cfg, out, progress=not args.no_progress)
+    with contextlib.ExitStack() as stack:  # holds a continued demo's folder while it trains and is evaluated
+        if holds_run(out):
+            runner = continued(out, args, stack)
+            if isinstance(runner, str):
+                print(f"error: {runner}")
+                return 2
+        else:
+            minutes = DEFAULT_MINUTES if args.minutes is None else args.minutes
+            overrides = {"max_minutes": minutes, **run_overrides(args)}
+            cfg = load_config("demo", overrides)
+            resolve_device(cfg.device)  # a bad device ends here, before any folder exists
+            print(
+                f"[1/3] pretraining the encoder and [2/3] training ({cfg.max_minutes:g} min budget) into {out}",
+                flush=True,
+            )
+            runner = Runner(cfg, out, progress=not args.no_progress)
+        return _train_and_evaluate(runner, out, args)
+
+
+def continued(out: Path, args: argparse.Namespace, stack: contextlib.ExitStack) -> Runner | str:
+    """The demo run in ``out`` loaded to go on from its newest checkpoint (``--minutes``, ``--set`` and ``--device``
+    as ``rgsd train --resume`` takes them), its folder held in ``stack``; or one line on why it cannot continue: a
+    run on other clips, or a demo with nothing left to do."""
+    from rgsd_agents.training.runner import Runner
+    from rgsd_envs.runs.run_dir import RunDir
+    from rgsd_envs.utils.files import folder_lock
+
+    saved = RunDir(out)
+    saved.check_kind(RunDir.SKILL_RUN, "rgsd demo --out")
+    motions = saved.config().get("env", {}).get("motions")
+    if motions != "demo":
+        return (
+            f"{out} holds a run on other clips than the demo's (env.motions: {motions}); continue it with "
+            f"rgsd train --resume {_q(out)} or choose another --out"
+        )
+    stack.enter_context(folder_lock(out, "rgsd demo", create=False))
+    overrides = changed_settings(run_overrides(args), saved.config())
+    if args.minutes is not None:
+        overrides["max_minutes"] = args.minutes
+    runner = Runner.resume(out, overrides, progress=not args.no_progress)
+    reached = runner.budget_reached()
+    if reached and (args.no_eval or (out / "report" / "metrics.json").is_file()):
+        runner.close()
+        return (
+            f"{out} holds a finished demo ({reached}"
+            + ("" if args.no_eval else f"; its report: {out / 'report' / 'report.md'}")
+            + f"); choose another --out, or train it on with rgsd train --resume {_q(out)} "
+            f"--set {reached.partition('=')[0]}=N"
+        )
+    if reached:
+        print(f"[2/3] the training in {out} is finished ({reached}): on to the evaluation", flush=True)
+    else:
+        print(
+            f"[2/3] continuing the training in {out} from iteration {runner.iteration} "
+            f"({runner.elapsed / 60:.1f} of {runner.cfg.max_minutes:g} min budget trained)",
+            flush=True,
+        )
+    return runner
+
+
+def changed_settings(overrides: dict[str, Any], saved: dict[str, Any]) -> dict[str, Any]:
+    """The ``--set`` values that differ from the ``saved`` config's: the same demo command run again repeats its
+    own settings, which continue the run; a changed one goes to ``Runner.resume``, which says what may change."""
+    missing = object()
+
+    def saved_value(dotted: str) -> Any:
+        node: Any = saved
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return missing
+            node = node[part]
+        return node
+
+    return {k: v for k, v in overrides.items() if saved_value(k) != v}
+
+
+def _train_and_evaluate(runner: Runner, out: Path, args: argparse.Namespace) -> int:
+    """Train ``runner`` to its budget (a finished one: not at all), then evaluate it and print the results."""
+    from rgsd_agents.commands.train import summary
+
+    runner.continue_command = f"rgsd demo --out {_q(out)}"
+    cfg = runner.cfg
     try:
-        history = runner.learn()
+        history = [] if runner.budget_reached() else runner.learn()
     finally:
         runner.close()
     training = summary(out, history, runner.initial_probe)

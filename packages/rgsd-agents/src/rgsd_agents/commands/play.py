@@ -123,4 +123,4 @@ def run(args: argparse.Namespace) -> int:
 
 def no_rendering(err: Exception, run: str) -> str:
     """The one-line error of ``rgsd play`` without offscreen rendering: why, how to get it, what works without."""
-    return f"error: {err} Without rendering, `rgsd view {run}` shows the policy in a browser (pip install viser)."
+    return f"error: {err} Without rendering, `rgsd view {run}` shows the policy in a browser (pip install 'rgsd-agents[viewer]')."

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import viser  # noqa: F401
     except ModuleNotFoundError:
-        print("error: rgsd view needs viser: pip install 'rgsd-agents[viewer]' (or pip install viser)", file=sys.stderr)
+        print("error: rgsd view needs viser: pip install 'rgsd-agents[viewer]'", file=sys.stderr)
         return 2
     from rgsd_agents.viewer.app import ServeConfig, open_viewer, remote_access_line
     from rgsd_agents.viewer.session import SessionConfig

@@ -177,6 +177,9 @@ class TrainingLoop:
         self.stopped_by = 0
         """The signal that stopped this session before its budget (``deferred_interrupt``; 0: none), the same on
         every rank."""
+        self.continue_command: str | None = None
+        """The command that continues this run, as the stop messages name it (None: ``COMMAND --resume RUN``);
+        ``rgsd demo``, which evaluates after training, names itself."""
 
     @property
     def is_main(self) -> bool:
@@ -216,7 +219,8 @@ class TrainingLoop:
         latest = self.run.checkpoints_dir / LATEST
         if not latest.is_file():
             return self.run.not_started()
-        return f"checkpoint {latest}; continue with: {self.COMMAND} --resume {shlex.quote(str(self.run.path))}"
+        command = self.continue_command or f"{self.COMMAND} --resume {shlex.quote(str(self.run.path))}"
+        return f"checkpoint {latest}; continue with: {command}"
 
     def stop_message(self) -> str:
         """One line for a session ``stopped_by`` a signal: after which iteration, the checkpoint, how to resume."""
