@@ -239,7 +239,7 @@ def test_err_to_fall_averages_a_rollout_s_frames_up_to_its_first_fall():
 
 def test_rollouts_score_err_to_fall_beside_err(tmp_path):
     """Through the rollout summary: a recording that is off by t cm at frame t and falls at frame k has ERR the mean
-    of frames 1..T-1 and ERR to fall the mean of frames 1..k."""
+    of frames 1..T-1, ERR to fall the mean of frames 1..k, and k of its T-1 frames played before a fall."""
     from rgsd_eval.rollouts import Rollouts, _ChunkOptions, _Recording, _summarise
 
     lib = MotionLib("demo")
@@ -255,7 +255,7 @@ def test_rollouts_score_err_to_fall_beside_err(tmp_path):
     jobs = RolloutJobs(np.array([c, c]), np.ones((2, 16)), 0, False)
     out = Rollouts(
         jobs=jobs, length=np.zeros(2, dtype=np.int64), error=np.full(2, np.nan), error_until_fall=np.full(2, np.nan),
-        frame_error=np.full((2, n), np.nan), mpjpe=np.full(2, np.nan), fell=np.zeros(2, dtype=bool),
+        played_before_fall=np.full(2, np.nan), frame_error=np.full((2, n), np.nan), mpjpe=np.full(2, np.nan), fell=np.zeros(2, dtype=bool),
         unstable=np.zeros(2, dtype=bool), success=np.zeros(2, dtype=bool),
         root_pos=np.full((2, n, 3), np.nan, dtype=np.float32), mean_feature=np.full((2, 1), np.nan),
     )  # fmt: skip
@@ -264,4 +264,5 @@ def test_rollouts_score_err_to_fall_beside_err(tmp_path):
     whole = np.arange(1, n).mean() / 100.0
     np.testing.assert_allclose(out.error, [whole, whole], atol=1e-6)
     np.testing.assert_allclose(out.error_until_fall, [np.arange(1, k + 1).mean() / 100.0, whole], atol=1e-6)
+    np.testing.assert_allclose(out.played_before_fall, [k / (n - 1), 1.0])  # frames 1..k of 1..n-1
     assert out.fell.tolist() == [True, False]

@@ -142,7 +142,7 @@ def test_the_clip_latent_row_follows_each_run_s_recorded_rule():
 
 def test_tracking_metrics_per_category_agree_with_the_json(report):
     header, rows = _table_after(report["md"], "| Run | Method | Category | Rollouts | ERR, world (cm) | MPJPE (cm)")
-    assert header[-3:] == ["Global MPJPE, successful (cm)", "Success rate", "Fall rate"]
+    assert header[-4:] == ["Global MPJPE, successful (cm)", "Success rate", "Fall rate", "Played before a fall"]
     assert len(rows) == 2 * (len(CATEGORIES) + 1)
     for r in rows:
         run, cat = r[0], r[2]
@@ -154,6 +154,8 @@ def test_tracking_metrics_per_category_agree_with_the_json(report):
         assert 0 < v["mpjpe_cm"] < v["err_cm"]  # the random policies drift: the root offset adds to ERR
         assert float(cells["Success rate"]) == pytest.approx(v["success_rate"], abs=0.005 + 1e-9)
         assert float(cells["Fall rate"]) == pytest.approx(v["fall_rate"], abs=0.005 + 1e-9)
+        assert float(cells["Played before a fall"]) == pytest.approx(v["played_before_fall"], abs=0.005 + 1e-9)
+        assert (v["played_before_fall"] == 1.0) == (v["fall_rate"] == 0.0)  # short of 1 exactly where one fell
         expected = "n/a" if v["global_mpjpe_succ_cm"] is None else f"{v['global_mpjpe_succ_cm']:.1f}"
         assert cells["Global MPJPE, successful (cm)"] == expected
     assert set(report["json"]["metric_definitions"]) >= {

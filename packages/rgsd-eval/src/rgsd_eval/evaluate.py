@@ -364,6 +364,7 @@ def _group_summary(res: Rollouts, rows: np.ndarray) -> dict[str, Any]:
         "rollouts": len(rows),
         "err_cm": _num(np.nanmean(res.error[rows]) * CM_PER_M) if some else None,
         "err_until_fall_cm": _num(np.nanmean(res.error_until_fall[rows]) * CM_PER_M) if some else None,
+        "played_before_fall": _num(np.nanmean(res.played_before_fall[rows])) if some else None,
         "mpjpe_cm": _num(np.nanmean(res.mpjpe[rows]) * CM_PER_M) if some else None,
         "global_mpjpe_succ_cm": _num(global_mpjpe(res.error[rows], res.success[rows]) * CM_PER_M) if some else None,
         "success_rate": _num(rate(res.success[rows])) if some else None,
@@ -387,7 +388,7 @@ def _pooled(
     clips: dict[str, Any],
     members: list[int],
 ) -> dict[str, Any]:
-    """One group's numbers over several clips: ERR, ERR to fall and MPJPE the mean of the clips' values, FID of their pooled
+    """One group's numbers over several clips: ERR, ERR to fall, its share played and MPJPE the mean of the clips' values, FID of their pooled
     windows against the pooled reference windows of the same clips; success and fall rates, global MPJPE (over the
     successful ones) and counts over their rollouts pooled."""
 
@@ -401,6 +402,7 @@ def _pooled(
         **_group_summary(res, rows),
         "err_cm": clip_mean("err_cm"),
         "err_until_fall_cm": clip_mean("err_until_fall_cm"),
+        "played_before_fall": clip_mean("played_before_fall"),
         "mpjpe_cm": clip_mean("mpjpe_cm"),
         "fid": _num(fid(ref.pooled(members), _gen_stats(res, group, ref.scored(members)), cfg.fid_eps)),
     }

@@ -5,7 +5,8 @@ p the simulated and q the reference body positions in the world frame (m; report
 
 * ERR, world frame (the paper's "Cartesian error"; docs/evaluation.md): (1/(T-1)) sum_t (1/B) sum_b |p_tb - q_tb|.
 * ERR to fall: the same mean over frames 1..f only, f the first frame flagged fallen (all frames if none): the
-  error an episode terminated at a fall would score (``until_first_fall``).
+  error an episode terminated at a fall would score (``until_first_fall``); beside it the share of the frames it
+  averages (played before a fall), without which an early fall would read as good tracking.
 * MPJPE, root-relative: the same after subtracting each frame's pelvis (body 0) from p and from q,
   (1/(T-1)) sum_t (1/B) sum_b |(p_tb - p_t0) - (q_tb - q_t0)|; the pelvis term is 0 and stays in the mean,
   as in PHC's ``compute_metrics_lite`` (``mpjpe_l``).
@@ -47,7 +48,10 @@ DEFINITIONS = {
     "falls keeps accruing error.",
     "err_until_fall_cm": "ERR to fall (cm): each rollout's ERR over its frames up to its first fall, that frame "
     "included (a rollout that never falls: its whole-clip ERR), averaged and aggregated as ERR is: the error of "
-    "episodes that terminate at a fall, as the paper's training did.",
+    "episodes that terminate at a fall, as the paper's training did. A rollout that falls early averages few "
+    "frames, so read it with the share played before a fall.",
+    "played_before_fall": "Played before a fall: the share of a rollout's frames 1..T-1 that ERR to fall averages "
+    "(1: it never fell), averaged and aggregated as ERR is.",
     "mpjpe_cm": "MPJPE, root-relative (cm): the same mean of |(p_tb - p_t0) - (q_tb - q_t0)|, each frame's pelvis "
     "(body 0) subtracted from simulated and reference positions (PHC's mpjpe_l).",
     "global_mpjpe_succ_cm": "Global MPJPE (cm): ERR averaged over the successful rollouts only (PHC's reported "

@@ -69,6 +69,7 @@ TRACKING_COLUMNS = (
     ("global_mpjpe_succ_cm", "Global MPJPE, successful (cm)", ERR_DECIMALS),
     ("success_rate", "Success rate", 2),
     ("fall_rate", "Fall rate", 2),
+    ("played_before_fall", "Played before a fall", 2),
 )
 """The tracking metrics of every report table (``metrics.DEFINITIONS``): field, column, decimals."""
 VIDEO_ADVICE = (

@@ -92,6 +92,8 @@ class Rollouts:
     error_until_fall: np.ndarray
     """(J,) Cartesian error (m), mean over frames 1..f, f the first frame flagged fallen (``metrics.until_first_fall``;
     ``error`` if it never fell)."""
+    played_before_fall: np.ndarray
+    """(J,) share of frames 1..length-1 that ``error_until_fall`` averages: up to the first fall (1: it never fell)."""
     frame_error: np.ndarray
     """(J, T_max) Cartesian error (m) of each recorded frame, NaN from ``length`` on."""
     mpjpe: np.ndarray
@@ -203,6 +205,7 @@ def run_rollouts(
         length=np.zeros(len(jobs), dtype=np.int64),
         error=np.full(len(jobs), np.nan),
         error_until_fall=np.full(len(jobs), np.nan),
+        played_before_fall=np.full(len(jobs), np.nan),
         frame_error=np.full((len(jobs), t_max), np.nan),
         mpjpe=np.full(len(jobs), np.nan),
         fell=np.zeros(len(jobs), dtype=bool),
@@ -382,7 +385,10 @@ def _summarise(
             return np.where(frames.any(0), (x * frames).sum(0) / np.maximum(frames.sum(0), 1), np.nan)
 
     out.error[ids] = scored_mean(err)
-    out.error_until_fall[ids] = scored_mean(err, until_first_fall(scored, rec.fell))
+    until_fall = until_first_fall(scored, rec.fell)
+    out.error_until_fall[ids] = scored_mean(err, until_fall)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out.played_before_fall[ids] = np.where(scored.any(0), until_fall.sum(0) / scored.sum(0), np.nan)
     out.mpjpe[ids] = scored_mean(local)
     out.frame_error[ids, :steps] = np.where(valid, err, np.nan).T
     out.length[ids] = length
