@@ -526,6 +526,15 @@ def test_a_report_from_two_folders_takes_each_method_from_its_folder_and_refuses
     ]
     doc = json.loads(paths["json"].read_text())
     assert doc["methods"] == ["rgsd", "ase"] and doc["folders"] == ["../rgsd", "../ase"]
+    # the evaluations are copied in, so the report's links stay inside its folder
+    both = tmp_path / "both"
+    assert sorted(p.name for p in (both / "eval").iterdir()) == ["ase", "rgsd"]
+    assert (both / "eval" / "rgsd" / "latest.pt").read_text() == "checkpoint"
+    assert "](../" not in paths["report"].read_text()
+    (both / "eval" / "rgsd" / "stale.json").write_text("{}")
+    (folders["rgsd"] / "eval" / "rgsd" / "kappa_sweep.png").write_bytes(b"png")
+    merge_reports([folders["rgsd"], folders["ase"]], both)  # a second merge replaces each copy whole
+    assert sorted(p.name for p in (both / "eval" / "rgsd").iterdir()) == ["kappa_sweep.png", "latest.pt"]
     with pytest.raises(ValueError, match="the same folder twice"):
         merge_reports([folders["rgsd"], tmp_path / "ase" / ".." / "rgsd"], tmp_path / "x")
     copy = shutil.copytree(folders["rgsd"], tmp_path / "rgsd_copy")

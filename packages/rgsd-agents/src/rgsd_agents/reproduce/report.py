@@ -30,7 +30,7 @@ import numpy as np
 
 from rgsd_agents.downstream.report import NEUTRAL_START, start_label
 from rgsd_agents.reproduce.plan import AGGREGATE, DOWNSTREAM, KINDS, Plan, Step, eval_id
-from rgsd_envs.utils.files import InputFileError, atomic_path, folder_lock
+from rgsd_envs.utils.files import InputFileError, atomic_path, folder_lock, staged_folder
 from rgsd_envs.utils.provenance import provenance, provenance_text
 from rgsd_eval.metrics import DEFINITIONS
 from rgsd_eval.paper import (
@@ -114,19 +114,28 @@ class ReportData:
     """The numbers of one or more reproduce folders, gathered from each method's evaluation and the seed
     aggregation of their downstream runs."""
 
-    def __init__(self, parts: Sequence[tuple[Plan, set[str]]], out: Path, seeds_doc: dict[str, Any] | None):
+    def __init__(
+        self,
+        parts: Sequence[tuple[Plan, set[str]]],
+        out: Path,
+        seeds_doc: dict[str, Any] | None,
+        eval_dirs: dict[str, Path] | None = None,
+    ):
         self.plan = parts[0][0]
         """The first folder's plan: the scale and motions every folder shares."""
         self.out = out
         self.seeds_doc = seeds_doc
         self.folder: dict[str, Plan] = {}
         """method -> the plan of the folder that holds it."""
+        self.eval_dirs: dict[str, Path] = {}
+        """method -> the folder of its evaluation the report reads and links (``eval_dirs``: copies in ``out``)."""
         self.metrics: dict[str, dict[str, Any]] = {}
         """method -> its evaluation's metrics.json."""
         for plan, done in parts:
             for m in plan.methods:
                 self.folder.setdefault(m, plan)
-                doc = _read_json(plan.eval_dir(m) / "metrics.json") if eval_id(m) in done else None
+                self.eval_dirs.setdefault(m, (eval_dirs or {}).get(m, plan.eval_dir(m)))
+                doc = _read_json(self.eval_dirs[m] / "metrics.json") if eval_id(m) in done else None
                 if doc is not None:
                     self.metrics[m] = doc
         self.methods = list(self.folder)
@@ -415,7 +424,7 @@ def sweep_section(data: ReportData, clips: list[str], sweep: dict[str, Any], fig
     for m in sweep:
         seed = min(data.runs[m])
         plan = data.folder[m]
-        png = plan.eval_dir(m) / plan.run_dir(m, seed).name / "kappa_sweep.png"
+        png = data.eval_dirs[m] / plan.run_dir(m, seed).name / "kappa_sweep.png"
         if png.is_file():
             tops.append(f"- {m} (seed {seed}): [top views at every κ]({link_target(data.link(png))})")
     return lines + tops + ([""] if tops else [])
@@ -558,18 +567,22 @@ def _csv_rows(doc: dict[str, Any]) -> Iterable[dict[str, Any]]:
 
 
 def write_report(
-    parts: Sequence[tuple[Plan, set[str]]], out: Path, seeds_dir: Path | None = None, this_report: bool = True
+    parts: Sequence[tuple[Plan, set[str]]],
+    out: Path,
+    seeds_dir: Path | None = None,
+    this_report: bool = True,
+    eval_dirs: dict[str, Path] | None = None,
 ) -> dict[str, Path]:
     """Write report.md, report.json, report.csv and the figures into ``out`` from ``parts`` (each folder's plan and
-    its done steps; the first folder's scale and motions stand for all) and the seed aggregation in ``seeds_dir``;
-    returns their paths."""
+    its done steps; the first folder's scale and motions stand for all), the seed aggregation in ``seeds_dir`` and
+    the evaluations (``eval_dirs``: method -> its folder, else the plan's); returns their paths."""
     from rgsd_eval.plots import plot_discovery_grid
     from rgsd_eval.topviews import TOP_VIEWS, load_top_views
 
     figures_dir = out / FIGURES
     figures_dir.mkdir(parents=True, exist_ok=True)
     seeds_doc = _read_json(seeds_dir / "seeds.json") if seeds_dir is not None else None
-    data = ReportData(parts, out, seeds_doc)
+    data = ReportData(parts, out, seeds_doc, eval_dirs)
     plan = data.plan
     figures: dict[str, str] = {}
 
@@ -578,7 +591,7 @@ def write_report(
         m: [
             load_top_views(p)
             for k in seeds
-            if (p := data.folder[m].eval_dir(m) / data.folder[m].run_dir(m, k).name / TOP_VIEWS).is_file()
+            if (p := data.eval_dirs[m] / data.folder[m].run_dir(m, k).name / TOP_VIEWS).is_file()
         ]
         for m, seeds in data.runs.items()
     }
@@ -766,8 +779,9 @@ def recorded_plan(folder: str | os.PathLike) -> tuple[Plan, set[str]]:
 
 def merge_reports(folders: Sequence[str | os.PathLike], out: str | os.PathLike) -> dict[str, Path]:
     """One report in ``out`` over the methods of several reproduce folders (each method from the one folder that
-    holds it): their evaluations, and the seed aggregation of all their downstream runs redone in ``out``. The
-    folders must share one scale and one clip set, so the report compares methods measured alike."""
+    holds it): their evaluations, copied into ``out/eval/<method>`` so that the folder holds every file its report
+    links, and the seed aggregation of all their downstream runs redone in ``out``. The folders must share one scale
+    and one clip set, so the report compares methods measured alike."""
     from rgsd_agents.downstream.report import aggregate_seeds
 
     out = Path(out).resolve()
@@ -802,7 +816,14 @@ def merge_reports(folders: Sequence[str | os.PathLike], out: str | os.PathLike) 
         if runs:
             seeds_dir = out / "downstream" / "seeds"
             aggregate_seeds(runs, seeds_dir)
-        return write_report(parts, out, seeds_dir, this_report=False)
+        eval_dirs = {}
+        for plan, done in parts:
+            for m in plan.methods:
+                if eval_id(m) in done and plan.eval_dir(m).is_dir():
+                    eval_dirs[m] = out / "eval" / m  # where a reproduce folder keeps it (Plan.eval_dir)
+                    with staged_folder(eval_dirs[m]) as stage:  # an earlier merge's copy replaced whole
+                        shutil.copytree(plan.eval_dir(m), stage, dirs_exist_ok=True)
+        return write_report(parts, out, seeds_dir, this_report=False, eval_dirs=eval_dirs)
 
 
 def yaml_data(path: Path) -> Any:
