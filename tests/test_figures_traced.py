@@ -71,6 +71,7 @@ REFERENCE = {
     ("docs/development.md", "quick run | measures"): "what each benchmark measures",
     ("docs/environments.md", " | "): "the env's spaces and settings",
     ("docs/evaluation.md", "flag | meaning"): "rgsd eval's flags",
+    ("docs/training.md", "column | states scored against z_m"): "the reward-sharpness probes and their settings",
     ("docs/evaluation.md", " | `quick` (default) | `paper`"): "the two protocols' settings",
     ("docs/evaluation.md", "metric | `metrics.json` field | per rollout | per clip, category, all"): "metric definitions",
     ("docs/methods.md", "method | train with | reward | latent while training | a clip's latent in `rgsd eval`"):

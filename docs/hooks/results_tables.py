@@ -514,7 +514,7 @@ FB_WHOLE_CLIP = f"{RESULTS}/fb_cpr_tracking/whole_clip_metrics.json"
 def fb_cpr_latents() -> list[str]:
     """One run evaluated with a latent per step and with one per clip: error per clip, over all clips, MPJPE."""
     rows = []
-    for label, rel in (("per step (tracking inference, the default)", FB_TRACKING),
+    for label, rel in (("per step (tracking inference, the quick protocol's default)", FB_TRACKING),
                        ("whole clip (B averaged over the clip)", FB_WHOLE_CLIP)):  # fmt: skip
         run = only_run(rel)
         every = ("runs", run, "imitation", "all")
@@ -525,44 +525,39 @@ def fb_cpr_latents() -> list[str]:
 
 # -- the paper's protocol on 2 CPU cores ----------------------------------------------
 
-REPRODUCE_REPORTS = (
-    f"{RESULTS}/reproduce_cpu_ase_calm_fb_cpr/report.json",
-    f"{RESULTS}/reproduce_cpu_rgsd_diayn_metra/report.json",
-)
-"""The 2-core runs of the paper's protocol, oldest first: a method's row comes from the last report that has it."""
+REPRODUCE_CPU = f"{RESULTS}/reproduce_cpu/report.json"
+"""The 2-core run of the paper's protocol: six methods, one report."""
 REPRODUCE_NAMES = {**METHOD_NAMES, "fb_cpr": "Meta Motivo (FB-CPR)"}
 
 
-def _reproduce_code(rel: str, method: str) -> str:
-    """The commit that wrote ``method``'s seed-0 policy in report ``rel`` ("not recorded" where no git named it)."""
-    recorded = at(rel, "provenance", "policies", method, "0", "rgsd", "git")
+def _reproduce_code(method: str) -> str:
+    """The commit that wrote ``method``'s seed-0 policy ("not recorded" where no git named it)."""
+    recorded = at(REPRODUCE_CPU, "provenance", "policies", method, "0", "rgsd", "git")
     return f"`{recorded}`" if recorded else "not recorded"
 
 
-@table("reproduce-cpu", *REPRODUCE_REPORTS)
+@table("reproduce-cpu", REPRODUCE_CPU)
 def reproduce_cpu() -> list[str]:
-    """The six methods, lowest error first, each from the last report that has it: ERR and FID over all clips (the
-    lowest in bold), the discovery's walk FID, freestyle goal reaching's last success rate, the training samples of
-    its 25 minutes and the code that trained it."""
-    source = {method: rel for rel in REPRODUCE_REPORTS for method in at(rel, "methods")}
-    found = sorted(
-        (at(rel, "imitation", method, "all", "err_cm", "mean"), rel, method) for method, rel in source.items()
-    )
+    """The six methods, lowest error first: ERR, ERR to fall with the share played before a fall, and FID over all
+    clips (the lowest ERR and FID in bold), the discovery's walk FID, freestyle goal reaching's last success rate, the
+    training samples of its 25 minutes and the code that trained it."""
+    rel = REPRODUCE_CPU
+    found = sorted((at(rel, "imitation", method, "all", "err_cm", "mean"), method) for method in at(rel, "methods"))
     rows, values = [], []
-    for err, rel, method in found:
-        fid = at(rel, "imitation", method, "all", "fid", "mean")
+    for err, method in found:
+        every = ("imitation", method, "all")
+        fid = at(rel, *every, "fid", "mean")
+        to_fall = fixed(at(rel, *every, "err_until_fall_cm", "mean"))
+        played = percent(at(rel, *every, "played_before_fall", "mean"))
         walk = at(rel, "discovery", "fid", method, "walk", "mean")
         success = at(rel, "downstream", "final", "freestyle", method, "eval/success_rate", "mean")
-        rows.append([REPRODUCE_NAMES[method], fixed(err), fixed(fid, 2), fixed(walk, 2), percent(success),
-                     millions(at(rel, "training_samples", method, "0")), _reproduce_code(rel, method)])  # fmt: skip
-        values.append([None, err, fid, None, None, None, None])
-    bold_best(rows, values, {1: min, 2: min})
-    kappas = {at(rel, "discovery", "kappa") for rel in REPRODUCE_REPORTS}
-    if len(kappas) != 1:
-        raise SourceError(f"{', '.join(REPRODUCE_REPORTS)}: discovery/kappa differs ({sorted(kappas)}): one column")
-    walk_fid = f"FID under z ~ vMF(z_m, {kappas.pop():g}), walk"
-    header = ["method", "ERR (cm)", "FID", walk_fid, "goal reaching, freestyle success", "training samples",
-              "trained by (rgsd commit)"]  # fmt: skip
+        rows.append([REPRODUCE_NAMES[method], fixed(err), f"{to_fall} ({played})", fixed(fid, 2), fixed(walk, 2),
+                     percent(success), millions(at(rel, "training_samples", method, "0")), _reproduce_code(method)])  # fmt: skip
+        values.append([None, err, None, fid, None, None, None, None])
+    bold_best(rows, values, {1: min, 3: min})
+    walk_fid = f"FID under z ~ vMF(z_m, {at(rel, 'discovery', 'kappa'):g}), walk"
+    header = ["method", "ERR (cm)", "ERR to fall (cm; share played before a fall)", "FID", walk_fid,
+              "goal reaching, freestyle success", "training samples", "trained by (rgsd commit)"]  # fmt: skip
     return markdown(header, rows)
 
 

@@ -28,7 +28,7 @@ one: the paper's seeds repeat the whole method, and the encoder's initialisation
 a seed varies (a shared encoder would hide that part of the spread). The cost is small next to the trainings: the
 scales' stated times (estimates) are 1.5 minutes against 8 hours per seed at the full budget and 2.5 against 26 at
 the cpu one, and on 2 cores and 13 clips one took 26 s against 26 minutes
-(docs/results/reproduce_cpu_rgsd_diayn_metra/report.md).
+(docs/results/reproduce_cpu/report.md).
 """
 
 from __future__ import annotations
