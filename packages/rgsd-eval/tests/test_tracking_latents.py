@@ -23,6 +23,15 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
+TRACKING_METHOD = {
+    "name": "fb_cpr",
+    "latent_choice": "tracking",
+    "tracking_latents": "tracking_latents.npz",
+    "clip_latents": "clip_latents.json",
+}
+"""The method.json of a Meta Motivo run: per-step latents, and one per clip beside them."""
+
+
 def test_steering_a_track_turns_its_centre_onto_the_skill_and_keeps_its_angles():
     rng = np.random.default_rng(0)
     track = _unit(rng.standard_normal((2, 5, 16)))
@@ -77,13 +86,7 @@ def test_a_run_with_tracking_latents_is_evaluated_with_them_and_its_whole_clip_l
     from rgsd_eval.runs import load_run
     from rgsd_eval.testing import make_fake_run
 
-    method = {
-        "name": "fb_cpr",
-        "latent_choice": "tracking",
-        "tracking_latents": "tracking_latents.npz",
-        "clip_latents": "clip_latents.json",
-    }
-    run = make_fake_run(tmp_path / "fb", p_imitation=0.0, encoder_hidden=None, method=method)
+    run = make_fake_run(tmp_path / "fb", p_imitation=0.0, encoder_hidden=None, method=TRACKING_METHOD)
     lib = MotionLib("demo")
     rng = np.random.default_rng(0)
     per_step = {name: torch.nn.functional.normalize(torch.randn(int(n) - 1, 16), dim=-1)
@@ -115,13 +118,7 @@ def test_the_paper_protocol_scores_a_per_step_run_with_its_one_latent_per_motion
     from rgsd_eval.runs import load_run
     from rgsd_eval.testing import make_fake_run
 
-    method = {
-        "name": "fb_cpr",
-        "latent_choice": "tracking",
-        "tracking_latents": "tracking_latents.npz",
-        "clip_latents": "clip_latents.json",
-    }
-    run = make_fake_run(tmp_path / "fb", p_imitation=0.0, encoder_hidden=None, method=method)
+    run = make_fake_run(tmp_path / "fb", p_imitation=0.0, encoder_hidden=None, method=TRACKING_METHOD)
     lib = MotionLib("demo")
     save_tracking_latents(
         run / "tracking_latents.npz", {n: torch.ones(int(f) - 1, 16) / 4.0 for n, f in zip(lib.names, lib.num_frames)}
@@ -142,7 +139,7 @@ def test_the_paper_protocol_scores_a_per_step_run_with_its_one_latent_per_motion
     )
     (calm / "clip_latents.json").write_text((run / "clip_latents.json").read_text())
     assert load_run(calm, per_step=False).latent == LatentMode("stored")
-    (run / "method.json").write_text(json.dumps({k: v for k, v in method.items() if k != "clip_latents"}))
+    (run / "method.json").write_text(json.dumps({k: v for k, v in TRACKING_METHOD.items() if k != "clip_latents"}))
     with pytest.raises(InputFileError, match="one latent per motion"):
         load_run(run, per_step=False)
 
