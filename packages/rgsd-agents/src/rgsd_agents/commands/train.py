@@ -209,7 +209,7 @@ SUMMARY_ROWS = (
     ("rollout/discovery_reward", "discovery reward / step", 1.0, ""),
     ("method/reward", "the method's own reward / step", 1.0, ""),
     ("method/fb_loss", "FB loss (Meta Motivo)", 1.0, ""),
-    ("method/disc_loss", "discriminator loss (Meta Motivo)", 1.0, ""),
+    ("method/disc_loss", "discriminator loss (ASE, CALM, Meta Motivo)", 1.0, ""),
 )
 """The training summary's early-against-late rows: (metric, label, scale, unit); a row shows where both windows
 have its metric."""
