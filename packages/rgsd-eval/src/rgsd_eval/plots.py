@@ -568,7 +568,7 @@ def plot_clip_cosine(
     order, blocks = category_blocks(cats)
     two = len(blocks) > 1
     half = MAX_FIGURE_INCHES / 2
-    fig = Figure(figsize=(MAX_FIGURE_INCHES if two else half + 1.0, half + 1.0), layout="constrained")
+    fig = Figure(figsize=(MAX_FIGURE_INCHES if two else half + 1.0, half), layout="constrained")
     ax = fig.add_subplot(1, 2 if two else 1, 1)
     image = ax.imshow(cos[np.ix_(order, order)], cmap="RdBu_r", vmin=-1.0, vmax=1.0, interpolation="antialiased")
     _category_ticks(ax, blocks)
