@@ -324,3 +324,16 @@ def test_the_protocol_line_counts_the_sweep_clips_the_motions_have():
 
     line = protocol_line(EvalConfig.for_protocol("paper"), ["walk", "kick"])
     assert "κ sweep 20, 100, 1000 on 2 clips;" in line
+
+
+def test_clips_without_an_fid_are_named_up_to_a_few_and_counted_past_them():
+    """The warning named every short clip with its path on one line (1000 clips: one line of 1000 paths)."""
+    from rgsd_eval.report import UNSCORED_EXAMPLES, unscored_fid_text
+
+    clips = [{"name": f"hop{i:03d}", "frames": 10, "file": f"/clips/hop{i:03d}.npz"} for i in range(200)]
+    text = unscored_fid_text(clips, 15)
+    assert text.startswith("FID not measured on 200 clip(s) shorter than 16 frames")
+    named = [c["name"] for c in clips if c["name"] in text]
+    assert named == [f"hop{i:03d}" for i in range(UNSCORED_EXAMPLES)]
+    assert f"and {200 - UNSCORED_EXAMPLES} more (every one in metrics.json, fid_feature.unscored_clips)" in text
+    assert "more (every one" not in unscored_fid_text(clips[:UNSCORED_EXAMPLES], 15)

@@ -10,7 +10,7 @@ import pytest
 
 from rgsd_envs.motion.cli import main
 from rgsd_envs.motion.clip import load_clip
-from rgsd_envs.motion.importer import REPORT_NAME, file_jobs, import_motions
+from rgsd_envs.motion.importer import RENAME_EXAMPLES, REPORT_NAME, file_jobs, import_motions
 from rgsd_envs.motion.library import load_motions
 
 
@@ -52,6 +52,22 @@ def test_files_of_one_name_in_two_folders_become_two_clips_named_by_their_folder
     assert f"note: {a} imported as a_walk: 'walk' is also the name of {b}" in err
     entries = {f["name"]: f for f in report_of(out)["files"]}
     assert entries["b_walk"]["renamed_from"] == "walk" and str(a) in entries["b_walk"]["reason"]
+
+
+def test_many_renamed_files_get_one_counting_note_and_a_few_examples(walk_raw, tmp_path, capsys):
+    """A line per renamed file, each naming every other file of its name, grows as the square of the files."""
+    folders = [f"subj{i:02d}" for i in range(6)]
+    for folder in folders:
+        for take in ("walk", "run"):
+            amass_file(tmp_path / folder / f"{take}_poses.npz", walk_raw, 6)
+    out = tmp_path / "out"
+    assert run(*(tmp_path / f for f in folders), "--out", out) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith(("note:", "  "))]
+    assert notes[0].startswith("note: 12 clips renamed after their folders because their file names repeat")
+    assert REPORT_NAME in notes[0] and len(notes) == 1 + RENAME_EXAMPLES
+    assert notes[1] == f"  {tmp_path / 'subj00' / 'run_poses.npz'} -> subj00_run"
+    renamed = [f for f in report_of(out)["files"] if f["renamed_from"]]
+    assert len(renamed) == 12 and all(str(tmp_path / "subj05") in f["reason"] for f in renamed[:4])
 
 
 def test_parent_folders_of_one_name_are_told_apart_by_the_folders_above(walk_raw, tmp_path):

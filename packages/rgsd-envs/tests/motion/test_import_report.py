@@ -99,5 +99,9 @@ def test_a_clip_too_short_for_the_evaluation_s_fid_is_warned_about_at_import_and
     assert str(tmp_path / "hop_poses.npz") in warned[0]
     assert main(["info", str(out_dir)]) == 0
     printed = capsys.readouterr()
-    assert [line.split()[0] for line in printed.out.splitlines()] == ["hop", "walk"]
+    assert [line.split()[0] for line in printed.out.splitlines()] == ["hop", "walk", "total:"]
+    frames = sum(int(line.split()[2]) for line in printed.out.splitlines()[:2])
+    seconds = sum(float(line.split()[4]) for line in printed.out.splitlines()[:2])
+    totals = printed.out.splitlines()[-1]
+    assert totals == f"total: 2 clips, {frames} frames, {seconds:.1f} s; per category: unlabelled 2", totals
     assert printed.err.startswith("warning: hop: 10 frames (0.30 s)") and len(printed.err.splitlines()) == 1

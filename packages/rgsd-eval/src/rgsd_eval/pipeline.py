@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from rgsd_eval.evaluate import (
 )
 from rgsd_eval.output import check_output
 from rgsd_eval.plots import (
+    figure_or_warning,
     plot_embedding,
     plot_embedding_cosine,
     plot_kappa_sweep,
@@ -103,15 +104,12 @@ def _evaluate_into(
         ev = evaluate_run(run, lib, ref, cfg)
         evaluations.append(ev)
         artifacts[run.label] = _run_artifacts(ev, lib, out, cfg, render=not videos_skipped)
-    figures = {"spread": _rel(plot_spread(evaluations, out / "spread.png"), out)}
+    figures: dict[str, str] = {}
+    _figure(figures, "spread", lambda p: plot_spread(evaluations, p), out)
     if len(evaluations) > 1:
         clips = representative_clips(lib, 5)
-        figures["comparison"] = _rel(
-            plot_trajectory_comparison(
-                evaluations, clips, cfg.trajectory_kappa_value, out / "comparison.png", cfg.trajectory_rollouts
-            ),
-            out,
-        )
+        kappa, k = cfg.trajectory_kappa_value, cfg.trajectory_rollouts
+        _figure(figures, "comparison", lambda p: plot_trajectory_comparison(evaluations, clips, kappa, p, k), out)
     inputs = ReportInputs(
         motions=_motions_label(spec),
         clips=[
@@ -163,28 +161,43 @@ def _rel(path: Path | None, root: Path) -> str:
     return "" if path is None else path.relative_to(root).as_posix()
 
 
+FIGURE_FILES = {
+    "spread": "spread.png",
+    "comparison": "comparison.png",
+    "trajectories": "trajectories.png",
+    "kappa_sweep": "kappa_sweep.png",
+    "embedding": "embedding.png",
+    "embedding_cosine": "embeddings_cosine.png",
+}
+"""File name of each figure (in the output folder, or in a run's folder under it)."""
+
+
+def _figure(
+    figures: dict[str, str], key: str, draw: Callable[[Path], Path | None], folder: Path, root: Path | None = None
+) -> None:
+    """``figures[key]``: the figure ``draw(path)`` writes to ``folder/FIGURE_FILES[key]``, relative to ``root``
+    (default ``folder``); left out where there is no figure or drawing it failed (``figure_or_warning`` warns)."""
+    path = folder / FIGURE_FILES[key]
+    written = figure_or_warning(lambda: draw(path), path)
+    if written is not None:
+        figures[key] = _rel(written, root or folder)
+
+
 def _run_artifacts(ev: RunEvaluation, lib, out: Path, cfg: EvalConfig, render: bool = True) -> RunArtifacts:
     """Figures and videos of one run under out/<label>/."""
     d = out / ev.label
     art = RunArtifacts()
-    art.figures["trajectories"] = _rel(
-        plot_trajectories(ev, cfg.trajectory_kappa_value, d / "trajectories.png", cfg.trajectory_rollouts), out
-    )
-    kappa = cfg.trajectory_kappa_value
+    kappa, k = cfg.trajectory_kappa_value, cfg.trajectory_rollouts
+    _figure(art.figures, "trajectories", lambda p: plot_trajectories(ev, kappa, p, k), d, out)
     save_top_views(
         d / TOP_VIEWS, ev.clip_names, list(lib.categories), kappa, ev.ref_root, ev.imitation_root,
         top_view_variants(ev, kappa, range(len(ev.clip_names))), cfg.trajectory_rollouts,
     )  # fmt: skip
     sweep = cfg.sweep_clip_ids(list(lib.categories))
-    art.figures["kappa_sweep"] = _rel(
-        plot_kappa_sweep(ev, sweep, d / "kappa_sweep.png", cfg.trajectory_rollouts, cfg.kappas), out
-    )
-    emb = plot_embedding(ev, d / "embedding.png")
-    if emb is not None:
-        art.figures["embedding"] = _rel(emb, out)
-    cosine = plot_embedding_cosine(ev, d / "embeddings_cosine.png")
-    if cosine is not None:
-        art.figures["embedding_cosine"] = _rel(cosine, out)
+    _figure(art.figures, "kappa_sweep", lambda p: plot_kappa_sweep(ev, sweep, p, k, cfg.kappas), d, out)
+    categories = list(lib.categories)
+    _figure(art.figures, "embedding", lambda p: plot_embedding(ev, p, categories), d, out)
+    _figure(art.figures, "embedding_cosine", lambda p: plot_embedding_cosine(ev, p, categories), d, out)
     if cfg.video:
         # the replays first: they need no OpenGL, so they are there even when a video cannot render
         art.replays = [(cap, _rel(p, out)) for cap, p in write_run_replays(ev, lib, d / "videos", cfg)]

@@ -4,14 +4,22 @@ sphere and the clip-by-clip cosine matrix of the clip embeddings.
 Top views show pelvis trajectories on the ground (metres, world frame): the
 reference in black (a dot marks its start), imitation rollouts in blue, vMF
 rollouts in red. Every figure is written atomically.
+
+The embedding figures stay the same size whatever the clip count: up to ``LEGEND_CLIPS`` clips each clip has its
+own colour and legend entry, past it each category; up to ``LABELLED_CLIPS`` the cosine matrix names every clip,
+past it the clips are ordered by category, the axes name the categories, and a second panel shows the mean cosine
+between categories.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +35,19 @@ from rgsd_eval.topviews import TopViews
 REF_STYLE = {"color": "black", "lw": 2.0, "zorder": 5}
 IMITATION_STYLE = {"color": "tab:blue", "lw": 1.5, "alpha": 0.9, "zorder": 4}
 VARIANT_STYLE = {"color": "tab:red", "lw": 0.6, "alpha": 0.35, "zorder": 3}
+LEGEND_CLIPS = 20
+"""Embedding scatters colour and name each clip up to this many clips, each category past it."""
+LABELLED_CLIPS = 60
+"""The cosine matrix names every clip up to this many clips (its rows are about 0.3 in tall then), each category
+past it."""
+ANNOTATED_CLIPS = 30
+"""The cosine matrix prints each cosine up to this many clips."""
+MAX_FIGURE_INCHES = 20.0
+"""Largest side of the cosine figure (2000 px at 100 dpi): its memory stays bounded whatever the clip count."""
+MAX_SCATTER_POINTS = 20000
+"""State embeddings drawn at most (evenly spaced frames; the PCA uses every frame)."""
+
+log = logging.getLogger(__name__)
 
 
 def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
@@ -35,6 +56,20 @@ def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100, bbox_inches="tight")
     return path
+
+
+def figure_or_warning(draw: Callable[[], Path | None], path: str | os.PathLike) -> Path | None:
+    """``draw()`` (a figure written to ``path``), or None with a warning naming ``path`` where it fails: a figure
+    illustrates outputs already saved, and a failure to draw it should not end the command that made them.
+    ``save_figure`` leaves no partial file; an earlier figure at ``path`` is removed, so that it is not taken for
+    this one."""
+    try:
+        return draw()
+    except Exception as err:  # any failure of matplotlib or of the disk: the figure alone is lost
+        with contextlib.suppress(OSError):
+            Path(path).unlink(missing_ok=True)
+        log.warning("%s not written (%s: %s); the other outputs are complete", path, type(err).__name__, err)
+        return None
 
 
 def _square_limits(ax: Axes, xy: np.ndarray, margin: float = 0.3) -> None:
@@ -299,6 +334,65 @@ def project_3d(vectors: np.ndarray, basis_from: np.ndarray) -> np.ndarray:
     return np.asarray(vectors, dtype=np.float64) @ basis.T
 
 
+@dataclass(frozen=True)
+class ClipGroups:
+    """How an embedding figure colours and names clips: each clip, or each category past ``LEGEND_CLIPS`` clips."""
+
+    labels: list[str]
+    """Legend label of each group."""
+    of_clip: np.ndarray
+    """(M,) the group of each clip."""
+    title: str
+    """Legend title."""
+    per_clip: bool
+
+
+def clip_groups(names: Sequence[str], categories: Sequence[str] | None = None, limit: int = LEGEND_CLIPS) -> ClipGroups:
+    """One group per clip up to ``limit`` clips; past it one per category (in order of first appearance, labelled
+    with its clip count), or a single group without ``categories``."""
+    m = len(names)
+    if m <= limit:
+        return ClipGroups(list(names), np.arange(m), "clip", True)
+    cats = list(categories) if categories is not None else ["all"] * m
+    order = list(dict.fromkeys(cats))
+    index = {c: i for i, c in enumerate(order)}
+    of_clip = np.array([index[c] for c in cats], dtype=np.int64)
+    counts = np.bincount(of_clip, minlength=len(order))
+    return ClipGroups([f"{c} ({n} clips)" for c, n in zip(order, counts)], of_clip, "category", False)
+
+
+def _shown_frames(num_frames: int, limit: int = MAX_SCATTER_POINTS) -> np.ndarray:
+    """Evenly spaced frame indices, at most ``limit`` (all frames when there are no more)."""
+    if num_frames <= limit:
+        return np.arange(num_frames)
+    return np.unique(np.linspace(0, num_frames - 1, limit).round().astype(np.int64))
+
+
+def _scatter_groups(
+    ax: Axes, states: np.ndarray, clip_of_frame: np.ndarray, stars: np.ndarray, groups: ClipGroups, dot: float
+) -> int:
+    """Dots of (evenly spaced) states and a star per clip embedding, coloured by group; returns the dots drawn."""
+    shown = _shown_frames(len(states))
+    group_of_dot = groups.of_clip[np.asarray(clip_of_frame)[shown]]
+    star = 160 if groups.per_clip else 50
+    for g, (label, colour) in enumerate(zip(groups.labels, _colours(len(groups.labels)))):
+        d = states[shown[group_of_dot == g]]
+        ax.scatter(d[:, 0], d[:, 1], d[:, 2], s=dot, color=colour, alpha=0.6, label=label)
+        z = stars[groups.of_clip == g]
+        ax.scatter(z[:, 0], z[:, 1], z[:, 2], s=star, color=colour, marker="*", edgecolors="k", linewidths=0.6)
+    return len(shown)
+
+
+def _group_legend(ax: Axes, groups: ClipGroups, **kwargs: Any) -> None:
+    """The groups' legend, left out past ``LEGEND_CLIPS`` groups (it would be taller than the figure)."""
+    if len(groups.labels) <= LEGEND_CLIPS:
+        ax.legend(fontsize=7, markerscale=2, title=groups.title, **kwargs)
+
+
+def _drawn_note(drawn: int, total: int) -> str:
+    return f"; {drawn} of {total} states drawn" if drawn < total else ""
+
+
 def plot_state_embeddings(
     embeddings: np.ndarray,
     clip_of_frame: np.ndarray,
@@ -306,9 +400,11 @@ def plot_state_embeddings(
     names: Sequence[str],
     path: str | os.PathLike,
     title: str = "",
+    categories: Sequence[str] | None = None,
 ) -> Path:
-    """3-D PCA scatter of an encoder's state embeddings (F, D), one colour per clip (``clip_of_frame`` (F,)), with
-    each clip's embedding z_m (M, D) as a star: what pretraining draws of its encoder."""
+    """3-D PCA scatter of an encoder's state embeddings (F, D), one colour per clip (``clip_of_frame`` (F,)), or per
+    category of ``categories`` past ``LEGEND_CLIPS`` clips, with each clip's embedding z_m (M, D) as a star: what
+    pretraining draws of its encoder."""
     e = np.asarray(embeddings, dtype=np.float64)
     mean = e.mean(0)
     _, s, vh = np.linalg.svd(e - mean, full_matrices=False)
@@ -322,23 +418,22 @@ def plot_state_embeddings(
         pz = np.pad(pz, ((0, 0), (0, 3 - k)))
     fig = Figure(figsize=(8, 7), layout="constrained")
     ax = fig.add_subplot(1, 1, 1, projection="3d")
-    cof = np.asarray(clip_of_frame)
-    for m, (name, colour) in enumerate(zip(names, _colours(len(names)))):
-        sel = cof == m
-        ax.scatter(pe[sel, 0], pe[sel, 1], pe[sel, 2], s=6, color=colour, alpha=0.6, label=name)
-        ax.scatter(pz[m, 0], pz[m, 1], pz[m, 2], s=160, color=colour, marker="*", edgecolors="k", linewidths=0.8)
+    groups = clip_groups(names, categories)
+    drawn = _scatter_groups(ax, pe, clip_of_frame, pz, groups, 6)
     ax.set_xlabel("PC 1")
     ax.set_ylabel("PC 2")
     ax.set_zlabel("PC 3")
     heading = f"State embeddings: PCA of the encoder outputs (first 3 PCs, {100 * explained:.0f}% of variance)"
-    ax.set_title(heading + ("\n" + title if title else "") + "\n(stars: clip embeddings z_m)", fontsize=9)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, markerscale=2, title="clip")
+    stars = f"(stars: clip embeddings z_m; colours: {groups.title}{_drawn_note(drawn, len(e))})"
+    ax.set_title(heading + ("\n" + title if title else "") + "\n" + stars, fontsize=9)
+    _group_legend(ax, groups, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return save_figure(fig, path)
 
 
-def plot_embedding(ev: RunEvaluation, path: str | os.PathLike) -> Path | None:
-    """Reference state embeddings (dots, one colour per clip), clip embeddings z_m (stars) and the latents
-    evaluated (crosses) on the top three principal axes, with the unit sphere; None without an encoder."""
+def plot_embedding(ev: RunEvaluation, path: str | os.PathLike, categories: Sequence[str] | None = None) -> Path | None:
+    """Reference state embeddings (dots, one colour per clip, or per category of ``categories`` past
+    ``LEGEND_CLIPS`` clips), clip embeddings z_m (stars) and the latents evaluated (crosses) on the top three
+    principal axes, with the unit sphere; None without an encoder."""
     emb = ev.embedding
     if emb is None:
         return None
@@ -348,21 +443,22 @@ def plot_embedding(ev: RunEvaluation, path: str | os.PathLike) -> Path | None:
     ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", lw=0.4)
     basis = np.vstack([emb.states, emb.clip_embeddings])
     states, zm, lat = (project_3d(x, basis) for x in (emb.states, emb.clip_embeddings, emb.latents))
-    cmap = _colours(len(ev.clip_names))
-    for c, name in enumerate(ev.clip_names):
-        s = states[emb.clip_of_frame == c]
-        ax.scatter(s[:, 0], s[:, 1], s[:, 2], s=4, color=cmap[c], alpha=0.5, label=name)
-        ax.scatter(*zm[c], s=160, marker="*", color=cmap[c], edgecolors="black", linewidths=0.6)
-        if not np.allclose(emb.latents[c], emb.clip_embeddings[c]):
-            ax.scatter(*lat[c], s=60, marker="X", color=cmap[c], edgecolors="black", linewidths=0.6)
+    groups = clip_groups(ev.clip_names, categories)
+    drawn = _scatter_groups(ax, states, emb.clip_of_frame, zm, groups, 4)
+    moved = ~np.isclose(emb.latents, emb.clip_embeddings).all(axis=1)
+    if moved.any():
+        colours = np.array(_colours(len(groups.labels)))[groups.of_clip[moved]]
+        x = lat[moved]
+        ax.scatter(x[:, 0], x[:, 1], x[:, 2], s=60, marker="X", color=colours, edgecolors="black", linewidths=0.6)
     ax.set_box_aspect((1, 1, 1))
     ax.set_xlim(-1, 1)
     ax.set_ylim(-1, 1)
     ax.set_zlim(-1, 1)
-    ax.legend(fontsize=7, loc="upper left", markerscale=3)
+    _group_legend(ax, groups, loc="upper left")
     ax.set_title(
         f"{ev.label}: encoder embeddings of reference states (dots), z_m (stars)\n"
-        f"within-motion alignment {emb.alignment:.4f}; top-3 principal axes of the 16-D sphere",
+        f"within-motion alignment {emb.alignment:.4f}; top-3 principal axes of the 16-D sphere"
+        f"{_drawn_note(drawn, len(states))}",
         fontsize=9,
     )
     return save_figure(fig, path)
@@ -387,39 +483,144 @@ def draw_cosine_matrix(ax: Axes, cos: np.ndarray, names: Sequence[str], annotate
     ax.grid(which="minor", color="white", lw=0.5)
     ax.tick_params(which="minor", length=0)
     if annotate:
-        for i in range(m):
-            for j in range(m):
-                ax.text(
-                    j, i, f"{round(float(cos[i, j]), 2) + 0.0:.2f}", ha="center", va="center",
-                    fontsize=6.5 if m > 12 else 8, color="white" if abs(cos[i, j]) > 0.6 else "black",
-                )  # fmt: skip
+        _annotate(ax, cos, 6.5 if m > 12 else 8)
     return image
 
 
-def plot_clip_cosine(z: np.ndarray, names: Sequence[str], path: str | os.PathLike, title: str = "") -> Path:
-    """The clip-by-clip cosine matrix of clip embeddings ``z`` (M, 16), sized to stay readable at 20+ clips."""
+def _annotate(ax: Axes, values: np.ndarray, fontsize: float) -> None:
+    """Each value of a cosine heat map printed in its cell ("n/a" where there is none)."""
+    for i in range(values.shape[0]):
+        for j in range(values.shape[1]):
+            x = float(values[i, j])
+            text = "n/a" if not math.isfinite(x) else f"{round(x, 2) + 0.0:.2f}"
+            colour = "white" if math.isfinite(x) and abs(x) > 0.6 else "black"
+            ax.text(j, i, text, ha="center", va="center", fontsize=fontsize, color=colour)
+
+
+def category_blocks(categories: Sequence[str]) -> tuple[np.ndarray, list[tuple[str, int, int]]]:
+    """The clip order that puts each category's clips together (categories in order of first appearance, clips in
+    their order inside), and each category's (name, first row, end row) in that order."""
+    cats = list(categories)
+    names = list(dict.fromkeys(cats))
+    order = np.array(sorted(range(len(cats)), key=lambda i: names.index(cats[i])), dtype=np.int64)
+    blocks, first = [], 0
+    for name in names:
+        n = cats.count(name)
+        blocks.append((name, first, first + n))
+        first += n
+    return order, blocks
+
+
+def category_mean_cosine(cos: np.ndarray, categories: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The categories (in order of first appearance) and the (K, K) mean cosine between the clips of two of them;
+    the diagonal is over pairs of different clips of one category (nan for a category of one clip)."""
+    cats = np.asarray(list(categories))
+    names = list(dict.fromkeys(cats.tolist()))
+    out = np.full((len(names), len(names)), np.nan)
+    for a, ca in enumerate(names):
+        rows = np.flatnonzero(cats == ca)
+        for b, cb in enumerate(names):
+            block = cos[np.ix_(rows, np.flatnonzero(cats == cb))]
+            if a == b:
+                n = len(rows)
+                if n > 1:
+                    out[a, b] = (block.sum() - np.trace(block)) / (n * (n - 1))
+            else:
+                out[a, b] = block.mean()
+    return names, out
+
+
+def _most_similar_pair(cos: np.ndarray, names: Sequence[str], named: bool) -> str:
+    """The title's note of the two different clips with the highest cosine ("" for one clip)."""
+    m = len(names)
+    if m < 2:
+        return ""
+    off = np.where(np.eye(m, dtype=bool), -np.inf, cos)
+    i, j = np.unravel_index(int(np.argmax(off)), off.shape)
+    pair = f" ({names[i]}, {names[j]})" if named else ""
+    return f"; most similar pair {off[i, j]:.2f}{pair}"
+
+
+def plot_clip_cosine(
+    z: np.ndarray,
+    names: Sequence[str],
+    path: str | os.PathLike,
+    title: str = "",
+    categories: Sequence[str] | None = None,
+) -> Path:
+    """The clip-by-clip cosine matrix of clip embeddings ``z`` (M, 16), at most ``MAX_FIGURE_INCHES`` a side.
+
+    Up to ``LABELLED_CLIPS`` clips every row is named (and up to ``ANNOTATED_CLIPS`` every cosine printed); past it
+    the rows are ordered by ``categories`` with each category named once, beside the category-by-category mean."""
     cos = clip_cosine_matrix(z)
     m = len(names)
-    side = max(5.0, 0.42 * m + 2.5)
-    fig = Figure(figsize=(side + 1.0, side), layout="constrained")
-    ax = fig.add_subplot(1, 1, 1)
-    image = draw_cosine_matrix(ax, cos, names, annotate=m <= 30)
-    fig.colorbar(image, ax=ax, shrink=0.8, label="cos(z_i, z_j)")
-    off = cos[~np.eye(m, dtype=bool)]
-    worst = f"; most similar pair {off.max():.2f}" if off.size else ""
-    ax.set_title((f"{title}: " if title else "") + f"cosine between clip embeddings z_m{worst}", fontsize=10)
+    prefix = f"{title}: " if title else ""
+    if m <= LABELLED_CLIPS:
+        side = min(MAX_FIGURE_INCHES, max(5.0, 0.42 * m + 2.5))
+        fig = Figure(figsize=(min(side + 1.0, MAX_FIGURE_INCHES), side), layout="constrained")
+        ax = fig.add_subplot(1, 1, 1)
+        image = draw_cosine_matrix(ax, cos, names, annotate=m <= ANNOTATED_CLIPS)
+        fig.colorbar(image, ax=ax, shrink=0.8, label="cos(z_i, z_j)")
+        heading = f"cosine between clip embeddings z_m{_most_similar_pair(cos, names, named=False)}"
+        ax.set_title(prefix + heading, fontsize=10)
+        return save_figure(fig, path)
+    cats = list(categories) if categories is not None else ["all clips"] * m
+    order, blocks = category_blocks(cats)
+    two = len(blocks) > 1
+    half = MAX_FIGURE_INCHES / 2
+    fig = Figure(figsize=(MAX_FIGURE_INCHES if two else half + 1.0, half), layout="constrained")
+    ax = fig.add_subplot(1, 2 if two else 1, 1)
+    image = ax.imshow(cos[np.ix_(order, order)], cmap="RdBu_r", vmin=-1.0, vmax=1.0, interpolation="antialiased")
+    _category_ticks(ax, blocks)
+    ax.set_title(f"{m} clips, ordered by category", fontsize=9)
+    if two:
+        labels, means = category_mean_cosine(cos, cats)
+        k = len(labels)
+        right = fig.add_subplot(1, 2, 2)
+        right.imshow(means, cmap="RdBu_r", vmin=-1.0, vmax=1.0, interpolation="nearest")
+        if k <= LABELLED_CLIPS:
+            right.set_xticks(range(k), labels=labels, rotation=90, fontsize=8)
+            right.set_yticks(range(k), labels=labels, fontsize=8)
+        if k <= ANNOTATED_CLIPS:
+            _annotate(right, means, 8 if k <= 12 else 6.5)
+        right.set_title("mean cosine between categories (diagonal: between a category's clips)", fontsize=9)
+    fig.colorbar(image, ax=fig.axes, shrink=0.8, label="cos(z_i, z_j)")
+    heading = f"cosine between clip embeddings z_m{_most_similar_pair(cos, names, named=True)}"
+    fig.suptitle(prefix + heading, fontsize=10)
     return save_figure(fig, path)
 
 
-def plot_embedding_cosine(ev: RunEvaluation, path: str | os.PathLike) -> Path | None:
+def _category_ticks(ax: Axes, blocks: list[tuple[str, int, int]]) -> None:
+    """Name each category's block of rows and columns once (up to ``LABELLED_CLIPS`` of them) and draw its edges."""
+    edges = [first - 0.5 for _, first, _ in blocks[1:]]
+    for x in edges:
+        ax.axhline(x, color="black", lw=0.6)
+        ax.axvline(x, color="black", lw=0.6)
+    if len(blocks) > LABELLED_CLIPS:
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
+    centres = [(first + end - 1) / 2 for _, first, end in blocks]
+    labels = [f"{name} ({end - first})" for name, first, end in blocks]
+    ax.set_xticks(centres, labels=labels, rotation=90, fontsize=8)
+    ax.set_yticks(centres, labels=labels, fontsize=8)
+    ax.tick_params(length=0)
+
+
+def plot_embedding_cosine(
+    ev: RunEvaluation, path: str | os.PathLike, categories: Sequence[str] | None = None
+) -> Path | None:
     """``plot_clip_cosine`` of a run's clip embeddings z_m; None without an encoder."""
     if ev.embedding is None:
         return None
-    return plot_clip_cosine(ev.embedding.clip_embeddings, ev.clip_names, path, ev.label)
+    return plot_clip_cosine(ev.embedding.clip_embeddings, ev.clip_names, path, ev.label, categories)
 
 
 def _colours(n: int) -> list[tuple[float, ...]]:
+    """``n`` distinct colours: the qualitative tab10 or tab20 up to 20, evenly spaced along turbo past it."""
     from matplotlib import colormaps
 
-    cmap = colormaps["tab10" if n <= 10 else "tab20"]
-    return [cmap(i % cmap.N) for i in range(n)]
+    if n <= 20:
+        cmap = colormaps["tab10" if n <= 10 else "tab20"]
+        return [cmap(i) for i in range(n)]
+    return [tuple(c) for c in colormaps["turbo"](np.linspace(0.0, 1.0, n))]

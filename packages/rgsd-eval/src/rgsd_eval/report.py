@@ -269,10 +269,16 @@ def clips_text(motions: str | Sequence[str], clips: Sequence[dict[str, Any]], ca
     return f"{len(clips)} clips from {motions_text(motions)}{demo}: {counts}"
 
 
+UNSCORED_EXAMPLES = 5
+"""Clips without an FID that the warning and the report name; past it they count the rest (metrics.json lists all)."""
+
+
 def unscored_fid_text(clips: Sequence[dict[str, Any]], window: int) -> str:
-    """Which clips have no FID, why, and what to change (``clips``: name, frames, file of each): the warning
-    before the rollouts and the report's note."""
-    each = "; ".join(f"{c['name']} ({c['frames']} frames, {c['file']})" for c in clips)
+    """Which clips have no FID (up to ``UNSCORED_EXAMPLES`` named, the rest counted), why, and what to change
+    (``clips``: name, frames, file of each): the warning before the rollouts and the report's note."""
+    each = "; ".join(f"{c['name']} ({c['frames']} frames, {c['file']})" for c in clips[:UNSCORED_EXAMPLES])
+    if len(clips) > UNSCORED_EXAMPLES:
+        each += f"; and {len(clips) - UNSCORED_EXAMPLES} more (every one in metrics.json, fid_feature.unscored_clips)"
     return (
         f"FID not measured on {len(clips)} clip(s) shorter than {min_fid_frames(window)} frames (two windows of "
         f"fid_window = {window} frames): {each}. Their ERR and tracking metrics are measured; the FIDs of their "

@@ -15,7 +15,7 @@ above override ``--set``, which overrides the YAML config. The resolved config i
 to ``<out>/pretrain.yaml`` beside ``encoder.pt``, ``embeddings.png``, ``tb/`` and
 ``reward_sharpness.json``: the mean cos(mu(s), z_m) per clip of reference states,
 poses held still, wrong phases, time-reversed stacks and other clips' states,
-also printed as a table. ``--negatives hard`` trains with negatives built from
+also printed as a table (a row per category past 30 clips). ``--negatives hard`` trains with negatives built from
 each clip's own frames (held still, phase +0.5, reversed) and, unless
 ``--target-alignment`` is given, runs all ``--steps`` (no alignment early stop).
 Train a policy with the encoder into another folder:
@@ -105,7 +105,6 @@ def run(args: argparse.Namespace) -> int:
 
     if (code := refuse_torchrun("pretrain")) is not None:
         return code
-    from rgsd_agents.pretraining.config import COSINE_PLOT_FILE
     from rgsd_agents.pretraining.loop import pretrain
     from rgsd_agents.pretraining.reward_sharpness import format_table
     from rgsd_envs.runs.run_dir import RunDir
@@ -130,11 +129,11 @@ def run(args: argparse.Namespace) -> int:
         f"within-motion alignment {result.alignment:.5f}{target}; max cosine between clips {result.separation:.3f}; "
         f"{result.steps} steps in {result.seconds:.1f} s on {len(result.clip_names)} clips"
     )
-    print(format_table(result.sharpness))
+    print(format_table(result.sharpness, result.clip_categories))
     print(f"encoder:    {result.encoder_path}")
     print(f"config:     {result.config_path}")
-    print(f"embeddings: {result.plot_path}")
-    print(f"cosines:    {out / COSINE_PLOT_FILE}")
+    print(f"embeddings: {result.plot_path or 'not written (see the warning above)'}")
+    print(f"cosines:    {result.cosine_path or 'not written (see the warning above)'}")
     print(f"sharpness:  {result.sharpness_path}")
     print(f"tensorboard: {result.tb_dir}")
     return 0

@@ -102,8 +102,12 @@ class PretrainResult:
     """Mean InfoNCE loss of the last logged steps."""
     reached_target: bool
     clip_names: list[str] = field(default_factory=list)
+    clip_categories: list[str] = field(default_factory=list)
     config_path: Path | None = None
     plot_path: Path | None = None
+    """``embeddings.png``; None where it could not be drawn (a warning said why)."""
+    cosine_path: Path | None = None
+    """``embeddings_cosine.png``; None where it could not be drawn."""
     tb_dir: Path | None = None
     sharpness: dict[str, Any] = field(default_factory=dict)
     """Reward-sharpness report of the saved encoder (``rgsd_agents.pretraining.reward_sharpness``)."""
@@ -236,6 +240,27 @@ def pretrain(
     return _write_outputs(cfg, out, encoder.cpu().eval(), lib, inputs.cpu(), step, seconds, losses, env_cfg)
 
 
+def _draw_figures(
+    out: Path, e: Tensor, z: Tensor, lib: MotionLib, steps: int, alignment: float, separation: float
+) -> tuple[Path | None, Path | None]:
+    """``embeddings.png`` and ``embeddings_cosine.png`` (None for one that failed, with a warning: the encoder is
+    saved before them and stays usable)."""
+    from rgsd_eval.plots import figure_or_warning, plot_clip_cosine, plot_state_embeddings
+
+    title = f"{lib.num_clips} clips, {steps} steps, alignment {alignment:.5f}, max cos between clips {separation:.3f}"
+    names, categories = list(lib.names), list(lib.categories)
+    e_np, cof, z_np = e.cpu().numpy(), lib.clip_of_frame.cpu().numpy(), z.detach().cpu().numpy()
+    embeddings = figure_or_warning(
+        lambda: plot_state_embeddings(e_np, cof, z_np, names, out / PLOT_FILE, title, categories), out / PLOT_FILE
+    )
+    cosine_title = f"{lib.num_clips} clips, {steps} steps"
+    cosine = figure_or_warning(
+        lambda: plot_clip_cosine(z_np, names, out / COSINE_PLOT_FILE, cosine_title, categories),
+        out / COSINE_PLOT_FILE,
+    )
+    return embeddings, cosine
+
+
 def _write_outputs(
     cfg: PretrainConfig,
     out: Path,
@@ -263,13 +288,7 @@ def _write_outputs(
         steps=steps,
         config=to_dict(cfg),
     )
-    title = f"{lib.num_clips} clips, {steps} steps, alignment {alignment:.5f}, max cos between clips {separation:.3f}"
-    from rgsd_eval.plots import plot_clip_cosine, plot_state_embeddings
-
-    plot_path = plot_state_embeddings(e.cpu().numpy(), cof.numpy(), z.cpu().numpy(), lib.names, out / PLOT_FILE, title)
-    plot_clip_cosine(
-        z.detach().cpu().numpy(), list(lib.names), out / COSINE_PLOT_FILE, f"{lib.num_clips} clips, {steps} steps"
-    )
+    plot_path, cosine_path = _draw_figures(out, e, z, lib, steps, alignment, separation)
     sharpness = reward_sharpness(encoder, lib, cfg.kappa, inputs=inputs, env_cfg=env_cfg)
     sharpness_path = write_report(sharpness, out / SHARPNESS_FILE)
     return PretrainResult(
@@ -283,6 +302,8 @@ def _write_outputs(
         clip_names=list(lib.names),
         config_path=out / CONFIG_FILE,
         plot_path=plot_path,
+        cosine_path=cosine_path,
+        clip_categories=list(lib.categories),
         tb_dir=out / TB_DIR,
         sharpness=sharpness,
         sharpness_path=sharpness_path,

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,19 +123,82 @@ def reward_sharpness(
     }
 
 
-def format_table(report: dict[str, Any]) -> str:
-    """The report as a plain-text table of mean cosines per clip, with the mean and its reward."""
+TABLE_CLIPS = 30
+"""``format_table`` prints a row per clip up to this many clips, a row per category past it."""
+NOT_SCORED = "-"
+"""A table cell where none of a clip's states was scored in that column (a nan in the report)."""
+
+
+def format_table(report: dict[str, Any], categories: Sequence[str] | None = None) -> str:
+    """The report as a plain-text table of mean cosines per clip, with the mean and its reward; past
+    ``TABLE_CLIPS`` clips one row per category of ``categories`` (one per clip, in the report's order; the first
+    ``TABLE_CLIPS`` clips without them), the full table being in ``SHARPNESS_FILE``. A column where no state of a
+    clip was scored reads ``NOT_SCORED``, with a note saying why."""
     cols = report["columns"]
-    width = max([len("mean reward")] + [len(n) for n in report["cos"]])
+    clips = report["cos"]
+    grouped = len(clips) > TABLE_CLIPS and categories is not None
+    if grouped:
+        rows, label = _category_rows(report, categories), "category (clips)"
+    else:
+        rows, label = [(n, [row[c] for c in cols]) for n, row in list(clips.items())[:TABLE_CLIPS]], "clip"
+    width = max([len("mean reward"), len(label)] + [len(n) for n, _ in rows])
+    per = "per category" if grouped else "per clip"
     lines = [
-        f"reward sharpness: mean cos(mu(s), z_m) per clip (reward = {report['constant']:g} + {report['kappa']:g} cos)",
-        f"{'clip':<{width}}  " + "  ".join(f"{c:>11}" for c in cols),
+        f"reward sharpness: mean cos(mu(s), z_m) {per} (reward = {report['constant']:g} + {report['kappa']:g} cos)",
+        f"{label:<{width}}  " + "  ".join(f"{c:>11}" for c in cols),
     ]
-    for name, row in report["cos"].items():
-        lines.append(f"{name:<{width}}  " + "  ".join(f"{row[c]:>11.3f}" for c in cols))
-    lines.append(f"{'mean':<{width}}  " + "  ".join(f"{report['mean_cos'][c]:>11.3f}" for c in cols))
-    lines.append(f"{'mean reward':<{width}}  " + "  ".join(f"{report['mean_reward'][c]:>11.2f}" for c in cols))
+    lines += [f"{name:<{width}}  " + "  ".join(_cell(v, 3) for v in values) for name, values in rows]
+    if len(clips) > len(rows) and not grouped:
+        lines.append(f"... and {len(clips) - len(rows)} more clips")
+    lines.append(f"{'mean':<{width}}  " + "  ".join(_cell(report["mean_cos"][c], 3) for c in cols))
+    lines.append(f"{'mean reward':<{width}}  " + "  ".join(_cell(report["mean_reward"][c], 2) for c in cols))
+    lines += _notes(report, len(clips) > TABLE_CLIPS, grouped)
     return "\n".join(lines)
+
+
+def _cell(value: float | None, decimals: int) -> str:
+    ok = value is not None and math.isfinite(value)
+    return f"{value:>11.{decimals}f}" if ok else f"{NOT_SCORED:>11}"
+
+
+def _category_rows(report: dict[str, Any], categories: Sequence[str]) -> list[tuple[str, list[float]]]:
+    """Per category (in order of first appearance), each column's mean over its clips with a number."""
+    cols = report["columns"]
+    members: dict[str, list[dict[str, float]]] = {}
+    for row, category in zip(report["cos"].values(), categories, strict=True):
+        members.setdefault(category, []).append(row)
+    out = []
+    for category, rows in members.items():
+        values = [[r[c] for r in rows if r[c] is not None and math.isfinite(r[c])] for c in cols]
+        out.append((f"{category} ({len(rows)})", [sum(v) / len(v) if v else math.nan for v in values]))
+    return out
+
+
+def _columns_text(columns: list[str]) -> str:
+    return ", ".join(columns) if len(columns) <= 3 else f"{len(columns)} columns"
+
+
+def _notes(report: dict[str, Any], summarised: bool, grouped: bool) -> list[str]:
+    """Why cells read ``NOT_SCORED`` (naming the clips, or counting them past a few) and where the full table is."""
+    cols = report["columns"]
+    missing = {
+        name: [c for c in cols if row[c] is None or not math.isfinite(row[c])] for name, row in report["cos"].items()
+    }
+    missing = {name: c for name, c in missing.items() if c}
+    lines = []
+    if summarised:
+        lines.append(f"every clip's row: {SHARPNESS_FILE}")
+    if missing:
+        shown = list(missing)[:5]
+        more = f" and {len(missing) - len(shown)} more" if len(missing) > len(shown) else ""
+        which = ", ".join(f"{n} ({_columns_text(missing[n])})" for n in shown) + more
+        mark = "left out of the category means" if grouped else f"'{NOT_SCORED}'"
+        lines.append(
+            f"{mark}: {len(missing)} clip(s) with no state scored in some columns: {which}. The report scores evenly "
+            "spaced frames of all clips together; a clip shorter than their spacing gets none (sim_twin also needs a "
+            "clip of 3 or more frames, other_clips another clip)"
+        )
+    return lines
 
 
 def write_report(report: dict[str, Any], path: str | os.PathLike) -> Path:

@@ -5,9 +5,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rgsd_envs.utils.files import InputFileError
+
+if TYPE_CHECKING:
+    from rgsd_envs.motion.clip import MotionClip
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
@@ -91,10 +97,27 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(
             f"{clip.name:32s} {clip.category:10s} {clip.num_frames:5d} frames  {clip.duration:6.2f} s  source {clip.source_fps:g} Hz  {clip.source}"
         )
+    print(totals_line(clips))
     for clip in clips:
         if line := short_clip_warning(clip.name, clip.num_frames):
             print(line, file=sys.stderr)
     return 0
+
+
+def totals_line(clips: Sequence[MotionClip]) -> str:
+    """``total: N clips, F frames, D; per category: walk N, run N`` (categories in order of first appearance)."""
+    seconds = sum(c.duration for c in clips)
+    counts = Counter(c.category for c in clips)
+    per = ", ".join(f"{category} {n}" for category, n in counts.items())
+    return f"total: {len(clips)} clips, {sum(c.num_frames for c in clips)} frames, {_duration(seconds)}; per category: {per}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
 
 
 def _cmd_play(args: argparse.Namespace) -> int:
@@ -135,8 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
         "*_stagei.npz) and rgsd clips already in the output folder are skipped.\n\n"
         "No clip of another file is overwritten: files that ask for the same name (a/walk_poses.npz,\n"
         "b/walk_poses.npz) are named by their parent folders (a_walk, b_walk), and a name that a clip in the\n"
-        "output folder has from another file stays with it; each renamed file gets a 'note:' line. Importing a\n"
-        "file again rewrites its own clip.\n\n"
+        "output folder has from another file stays with it; each renamed file gets a 'note:' line (past three,\n"
+        "one line counts them and three examples follow). Importing a file again rewrites its own clip.\n\n"
         "import_report.json beside the clips says per input file kept/skipped/rejected and why, frame rates,\n"
         "frames and seconds before and after resampling, and per joint the residual (max and mean degrees): how\n"
         "far the in-range hinge angles kept are from the captured rotation. Each import is merged into the\n"
@@ -191,7 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, help="seed of the variants (default 0)")
     demo.set_defaults(func=_cmd_demo)
 
-    info = sub.add_parser("info", help="list clips: name, category, frames, duration, source")
+    info = sub.add_parser(
+        "info", help="list clips (name, category, frames, duration, source), then the totals and clips per category"
+    )
     info.add_argument("clips", nargs="+", help="clip files or folders, or 'demo'")
     info.set_defaults(func=_cmd_info)
 

@@ -29,6 +29,8 @@ REPORT_NAME = "import_report.json"
 """Written beside the clips by every import."""
 RESIDUAL_WARN_DEG = 10.0
 """A joint residual larger than this (degrees) is worth a look: a joint range or the source is off."""
+RENAME_EXAMPLES = 3
+"""Renamed clips ``rgsd-motions import`` names one by one; past it, it counts them and shows this many."""
 
 
 @dataclass
@@ -136,13 +138,18 @@ class ImportReport:
                     lines.append(f"{line} (read from {f.frames_in} frames at {f.source_fps:g} Hz in {f.source})")
         return lines
 
-    def rename_notes(self) -> list[str]:
-        """One line per kept clip named by its folder(s) because another source file has the name it asked for."""
-        return [
-            f"note: {f.source} imported as {f.name}: {f.reason}"
-            for f in self.files
-            if f.status == "kept" and f.renamed_from
-        ]
+    def rename_notes(self, examples: int = RENAME_EXAMPLES) -> list[str]:
+        """The kept clips named by their folder(s) because another source file has the name they asked for: a line
+        each (with the other files) up to ``examples`` of them; past it one line that counts them and ``examples``
+        indented ``SOURCE -> NAME`` lines, the other files being in the report."""
+        renamed = [f for f in self.files if f.status == "kept" and f.renamed_from]
+        if len(renamed) <= examples:
+            return [f"note: {f.source} imported as {f.name}: {f.reason}" for f in renamed]
+        head = (
+            f"note: {len(renamed)} clips renamed after their folders because their file names repeat; each new name "
+            f"and the other files of its old one are in {REPORT_NAME} (renamed_from, reason), e.g.:"
+        )
+        return [head] + [f"  {f.source} -> {f.name}" for f in renamed[:examples]]
 
     def clip_sources(self, out: Path) -> dict[str, str]:
         """Clip name -> source file of the kept entries whose clip file is in ``out``."""
