@@ -557,8 +557,10 @@ def test_methods_added_to_a_folder_take_its_clips_and_from_goes_with_report_only
     state = StepsFile.load(out)
     state.info["motions"] = "demo"  # as the command records it
     state.save()
+    from rgsd_envs.motion.library import load_motions
+
     (tmp_path / "clips").mkdir()
-    (tmp_path / "clips" / "walk.npz").write_bytes(b"")
+    load_motions("demo")[0].save(tmp_path / "clips" / "walk.npz")  # the plan reads the clips (their frames)
     args = ["reproduce", "--out", str(out), "--scale", str(scale[1]), "--methods", "ase", "--plan-only"]
     assert rgsd([*args, "--motions", str(tmp_path / "clips")]) == 2
     assert "holds rgsd run on --motions demo: give the same --motions" in capsys.readouterr().err
@@ -1027,3 +1029,26 @@ def test_the_discovery_fid_and_the_sweep_show_each_method_s_skill_dim_and_latent
     assert "| Method | Skill dim | Clip | κ=20 | κ=1000 |" in sweep
     assert "| rgsd | 16 | demo_run | 0.500 (48°) | 0.500 (3°) |" in sweep
     assert "| fb_cpr | 256 | demo_run | 0.500 (85°) | 0.500 (42°) |" in sweep
+
+
+def test_an_evaluation_step_states_its_world_steps_on_the_plan_s_clips(tmp_path):
+    """The scale's stated evaluation time is for clip sets like the paper's; where the evaluation's own estimate on
+    the plan's clips (its world steps at the measured rate) is longer, the step states that."""
+    import dataclasses
+
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_eval.config import EvalConfig
+    from rgsd_eval.evaluate import eval_plan
+
+    scale, path = load_scale("smoke")
+    stated = 60.0 * scale.eval.estimate_minutes_per_run
+    demo = build_plan(scale, path, "demo", tmp_path / "a", methods=["rgsd"], seeds=1)
+    assert (demo.clips, demo.frames) == (5, 449)
+    assert demo.step(eval_id("rgsd")).estimate_s == pytest.approx(stated)  # a few seconds of rollouts: the stated
+    settings = {**scale.eval.settings, "rollouts": 2000}
+    big = dataclasses.replace(scale, eval=dataclasses.replace(scale.eval, settings=settings))
+    plan = build_plan(big, path, "demo", tmp_path / "b", methods=["rgsd"], seeds=1)
+    cfg = EvalConfig.for_protocol(scale.eval.protocol, **settings)
+    expected = eval_plan(MotionLib("demo"), cfg, best_of=0, render=cfg.video).seconds()
+    assert expected > 2 * stated
+    assert plan.step(eval_id("rgsd")).estimate_s == pytest.approx(expected)

@@ -133,7 +133,7 @@ def test_rollouts_record_mpjpe_and_success_beside_err(env, lib):
     free = run_rollouts(env, _policy(1), jobs, features=False)  # a random policy falls: far off, failed
     assert free.fell.all() and not held.fell.any()
     assert (free.mpjpe > 0).all() and (free.mpjpe < free.error).all()
-    worst = np.nanmax(free.frame_error[:, 1:], axis=1)
+    worst = np.nanmax(free.frame_error.padded()[:, 1:], axis=1)
     np.testing.assert_array_equal(free.success, worst <= 0.5)
 
 
@@ -149,7 +149,7 @@ def test_world_held_at_the_reference_each_step_scores_zero_error(env, lib):
     assert res.error.max() < 1e-5
     assert not res.fell.any() and not res.unstable.any()
     for c, clip in enumerate(lib.clips):
-        np.testing.assert_allclose(res.root_pos[c, : clip.num_frames], clip.body_pos[:, 0], atol=1e-5)
+        np.testing.assert_allclose(res.root_pos[c], clip.body_pos[:, 0], atol=1e-5)
 
 
 def test_rollout_error_equals_the_envs_per_step_error_averaged_over_the_episode(env, lib):
@@ -204,11 +204,12 @@ def test_pelvis_travel_is_start_to_end_ground_distance_against_the_reference():
     from types import SimpleNamespace
 
     from rgsd_eval.evaluate import _travel
+    from rgsd_eval.rollouts import Ragged
 
     root = np.full((2, 5, 3), np.nan, dtype=np.float32)
     root[0, :5] = [[0, 0, 1], [0.5, 0, 1], [1, 0, 1], [1.5, 0, 1], [3, 4, 1]]  # whole episode: 5 m
     root[1, :3] = [[1, 1, 1], [1, 2, 1], [1, 2, 1]]  # fell after 3 steps: 1 m
-    res = SimpleNamespace(root_pos=root, length=np.array([5, 3]))
+    res = SimpleNamespace(root_pos=Ragged(root.reshape(10, 3), np.array([0, 5, 10])), length=np.array([5, 3]))
     ref_xy = np.array([[0.0, 0.0], [2.0, 0.0], [6.0, 8.0]])  # 10 m
     out = _travel(res, np.array([0, 1]), ref_xy)
     assert out["ref_travel_m"] == pytest.approx(10.0)
@@ -240,7 +241,7 @@ def test_err_to_fall_averages_a_rollout_s_frames_up_to_its_first_fall():
 def test_rollouts_score_err_to_fall_beside_err(tmp_path):
     """Through the rollout summary: a recording that is off by t cm at frame t and falls at frame k has ERR the mean
     of frames 1..T-1, ERR to fall the mean of frames 1..k, and k of its T-1 frames played before a fall."""
-    from rgsd_eval.rollouts import Rollouts, _ChunkOptions, _Recording, _summarise
+    from rgsd_eval.rollouts import Ragged, Rollouts, _Recording, _summarise
 
     lib = MotionLib("demo")
     c, k = 0, 10
@@ -250,17 +251,19 @@ def test_rollouts_score_err_to_fall_beside_err(tmp_path):
     offset = np.zeros((n, 1, 3))
     offset[:, 0, 0] = np.arange(n) / 100.0  # t cm along x on every body
     body = np.stack([ref + offset, ref + offset], axis=1).astype(np.float32)  # (T, 2, 24, 3)
+    both = np.stack([ref, ref], axis=1)
     fell = np.zeros((n, 2), dtype=bool)
     fell[k:, 0] = True
     jobs = RolloutJobs(np.array([c, c]), np.ones((2, 16)), 0, False)
     out = Rollouts(
         jobs=jobs, length=np.zeros(2, dtype=np.int64), error=np.full(2, np.nan), error_until_fall=np.full(2, np.nan),
-        played_before_fall=np.full(2, np.nan), frame_error=np.full((2, n), np.nan), mpjpe=np.full(2, np.nan), fell=np.zeros(2, dtype=bool),
-        unstable=np.zeros(2, dtype=bool), success=np.zeros(2, dtype=bool),
-        root_pos=np.full((2, n, 3), np.nan, dtype=np.float32), mean_feature=np.full((2, 1), np.nan),
+        played_before_fall=np.full(2, np.nan), frame_error=Ragged.full([n, n], (), np.nan, np.float64),
+        mpjpe=np.full(2, np.nan), fell=np.zeros(2, dtype=bool), unstable=np.zeros(2, dtype=bool),
+        success=np.zeros(2, dtype=bool), root_pos=Ragged.full([n, n], (3,), np.nan, np.float32),
+        mean_feature=np.full((2, 1), np.nan),
     )  # fmt: skip
-    rec = _Recording(body, np.zeros((n, 0, 76)), np.zeros(0, dtype=np.int64), fell, np.full(2, n), np.zeros(2, bool))
-    _summarise(out, jobs, np.arange(2), lib, rec, _ChunkOptions(None, torch.Generator(), 0.35, False, 15, None, None))
+    err, local = frame_errors(body, both), root_relative_frame_errors(body, both)
+    _summarise(out, jobs, np.arange(2), _Recording(err, local, fell, np.full(2, n), np.zeros(2, bool)))
     whole = np.arange(1, n).mean() / 100.0
     np.testing.assert_allclose(out.error, [whole, whole], atol=1e-6)
     np.testing.assert_allclose(out.error_until_fall, [np.arange(1, k + 1).mean() / 100.0, whole], atol=1e-6)

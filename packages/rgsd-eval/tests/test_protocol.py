@@ -243,7 +243,7 @@ def test_rollouts_beyond_the_batch_run_in_chunks_of_worlds_with_the_same_results
             env.close()
     chunked, whole = results
     np.testing.assert_allclose(chunked.error, whole.error, rtol=1e-5)
-    np.testing.assert_allclose(chunked.root_pos, whole.root_pos, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(chunked.root_pos.data, whole.root_pos.data, rtol=1e-5, atol=1e-6)
     assert np.isfinite(chunked.error).all()
 
 

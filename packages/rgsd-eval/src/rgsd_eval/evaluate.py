@@ -31,6 +31,7 @@ from rgsd_envs.motion.fid_window import min_fid_frames
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import embed, within_motion_alignment
 from rgsd_envs.runs.run_dir import load_clip_latents, load_tracking_latents
+from rgsd_eval.batches import world_steps
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.features import FEATURE_DIM, heading_directions, motion_features
 from rgsd_eval.fid import GaussianStats, fid
@@ -113,8 +114,8 @@ def _duration(seconds: float) -> str:
 
 
 def _chunked_steps(job_clips: np.ndarray, num_frames: np.ndarray, batch: int) -> int:
-    """World steps of ``run_rollouts`` over jobs on these clips: each batch of worlds runs to its longest clip."""
-    return sum(batch * (int(num_frames[job_clips[i : i + batch]].max()) - 1) for i in range(0, len(job_clips), batch))
+    """World steps of ``run_rollouts`` over jobs on these clips, batched as it batches them (``batches``)."""
+    return world_steps(num_frames[job_clips], batch)
 
 
 def eval_plan(lib: MotionLib, cfg: EvalConfig, best_of: int = 0, render: bool = True) -> EvalPlan:
@@ -451,12 +452,12 @@ def _travel(res: Rollouts, rows: np.ndarray, ref_xy: np.ndarray) -> dict[str, fl
     ref = float(np.linalg.norm(ref_xy[-1] - ref_xy[0]))
     if not len(rows):
         return {"travel_m": None, "ref_travel_m": ref, "travel_ratio": None}
-    moved = float(np.linalg.norm(_final_xy(res, rows) - res.root_pos[rows, 0, :2], axis=-1).mean())
+    moved = float(np.linalg.norm(_final_xy(res, rows) - res.root_pos.at(rows, 0)[:, :2], axis=-1).mean())
     return {"travel_m": moved, "ref_travel_m": ref, "travel_ratio": _num(moved / ref) if ref > 1e-6 else None}
 
 
 def _final_xy(res: Rollouts, rows: np.ndarray) -> np.ndarray:
-    return res.root_pos[rows, res.length[rows] - 1, :2].astype(np.float64)
+    return res.root_pos.at(rows, res.length[rows] - 1)[:, :2].astype(np.float64)
 
 
 def _diversity_metrics(
@@ -484,7 +485,7 @@ def _diversity_metrics(
                 **_group_summary(res, rows),
                 "latent_angle_deg": _num(angles_deg(jobs.skill[rows], latents[c]).mean()),
                 "root_spread_m": _num(dispersion(final)),
-                "path_spread_m": _num(path_dispersion(res.root_pos[rows, : int(lib.num_frames[c]), :2])),
+                "path_spread_m": _num(path_dispersion(res.root_pos.padded(rows, int(lib.num_frames[c]))[..., :2])),
                 "pose_spread": _num(dispersion(res.mean_feature[rows])),
                 "fid": _num(fid(ref.per_clip[c], _gen_stats(res, g, [c]), cfg.fid_eps)),
             }
@@ -550,7 +551,7 @@ def _plot_data(
     nf = lib.num_frames.cpu().numpy()
 
     def roots(g: int, c: int) -> np.ndarray:
-        return res.root_pos[(jobs.group == g) & (jobs.clip == c), : nf[c]].astype(np.float64)
+        return res.root_pos.padded(np.flatnonzero((jobs.group == g) & (jobs.clip == c)), int(nf[c])).astype(np.float64)
 
     ev = RunEvaluation(
         label=label,

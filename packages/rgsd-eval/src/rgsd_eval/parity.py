@@ -167,7 +167,7 @@ def backend_parity(
         if not standing or h > int(ref.length[standing].max()):
             continue
         gaps = [
-            100.0 * abs(np.nanmean(war.frame_error[j, 1:h]) - np.nanmean(ref.frame_error[j, 1:h])) for j in standing
+            100.0 * abs(np.nanmean(war.frame_error[j][1:h]) - np.nanmean(ref.frame_error[j][1:h])) for j in standing
         ]
         horizons[h] = {"mean_gap_cm": float(np.mean(gaps)), "max_gap_cm": float(np.max(gaps))}
     return ParityReport(str(run), device, max_frames, out, horizons, seconds)

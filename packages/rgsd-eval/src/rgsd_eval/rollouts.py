@@ -2,7 +2,10 @@
 
 A rollout job is (clip, skill z): the world starts at the clip's first frame
 (full reference state) with that z and runs the policy until the clip's last
-frame. All jobs are stepped together, ``env.num_envs`` worlds at a time. With
+frame. All jobs are stepped together, ``env.num_envs`` worlds at a time, in
+batches cut from the jobs sorted by clip length (``batches``; results stay in
+the jobs' order, and a job's numbers do not depend on its batch: its action
+noise is its own stream). With
 ``SkillTracks`` (a latent per step of each clip: Meta Motivo's tracking
 inference) the world's skill changes every step (``env.set_skills``): the step
 from frame t acts with row t of its clip's track, turned by the rotation that
@@ -17,9 +20,12 @@ resets a world by itself, so the state after the last step is still the
 episode's own when it is read. Only simulator instability ends a rollout early (flagged ``unstable``; its error covers the frames it had).
 
 Per job the result holds the Cartesian error (world frame) and the root-relative
-error (MPJPE) with their per-frame values, fall, instability and tracking-success
+error (MPJPE), the per-frame Cartesian error, fall, instability and tracking-success
 flags, the root trajectory, the mean FID feature, and (on request) qpos for videos; FID
-features are also folded into Gaussian statistics per (group, clip).
+features are also folded into Gaussian statistics per (group, clip). Per-frame
+results are stored per job at its own clip's length (``Ragged``), and a batch
+reads body positions a window of frames at a time, so memory follows the frames
+the rollouts have, not jobs x the longest clip.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.utils import threads
 from rgsd_envs.utils.progress import CountBar
-from rgsd_eval.features import FEATURE_DIM, WINDOW, motion_features, num_windows
+from rgsd_eval.batches import NOISE_BLOCK, JobNoise, batches
+from rgsd_eval.features import FEATURE_DIM, WINDOW, motion_features
 from rgsd_eval.fid import GaussianStats
 from rgsd_eval.metrics import frame_errors, root_relative_frame_errors, tracking_success, until_first_fall
 
@@ -81,6 +88,48 @@ class RolloutJobs:
 
 
 @dataclass
+class Ragged:
+    """Rows of different lengths, one per job, stored end to end: row j is ``data[offsets[j] : offsets[j + 1]]``."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    """(J + 1,) where each row starts, then the end."""
+
+    @classmethod
+    def full(cls, lengths: np.ndarray, tail: tuple[int, ...], fill: float, dtype: Any) -> Ragged:
+        """Rows of ``lengths`` entries of shape ``tail``, all ``fill``."""
+        offsets = np.concatenate(([0], np.cumsum(np.asarray(lengths, dtype=np.int64))))
+        return cls(np.full((int(offsets[-1]), *tail), fill, dtype=dtype), offsets)
+
+    def __len__(self) -> int:
+        return int(self.offsets.shape[0] - 1)
+
+    def __getitem__(self, j: int) -> np.ndarray:
+        """Row j (a view)."""
+        return self.data[self.offsets[j] : self.offsets[j + 1]]
+
+    def lengths(self) -> np.ndarray:
+        """(J,) entries per row."""
+        return np.diff(self.offsets)
+
+    def at(self, rows: np.ndarray, index: np.ndarray | int) -> np.ndarray:
+        """Entry ``index`` (one per row, or one for all) of each of ``rows``."""
+        return self.data[self.offsets[np.asarray(rows, dtype=np.int64)] + index]
+
+    def padded(self, rows: np.ndarray | None = None, width: int | None = None) -> np.ndarray:
+        """(len(rows), width, ...) float rows (all rows by default; ``width`` default the longest), NaN past each
+        row's end."""
+        rows = np.arange(len(self)) if rows is None else np.asarray(rows, dtype=np.int64).reshape(-1)
+        sizes = self.lengths()[rows]
+        width = int(sizes.max(initial=0)) if width is None else width
+        out = np.full((len(rows), width, *self.data.shape[1:]), np.nan, dtype=np.result_type(self.data, np.float32))
+        for i, j in enumerate(rows):
+            row = self[j][:width]
+            out[i, : len(row)] = row
+        return out
+
+
+@dataclass
 class Rollouts:
     """Results per job (see the module docstring); arrays indexed like the jobs."""
 
@@ -94,8 +143,8 @@ class Rollouts:
     ``error`` if it never fell)."""
     played_before_fall: np.ndarray
     """(J,) share of frames 1..length-1 that ``error_until_fall`` averages: up to the first fall (1: it never fell)."""
-    frame_error: np.ndarray
-    """(J, T_max) Cartesian error (m) of each recorded frame, NaN from ``length`` on."""
+    frame_error: Ragged
+    """Per job (its clip's frames,) Cartesian error (m) of each recorded frame, NaN from ``length`` on."""
     mpjpe: np.ndarray
     """(J,) root-relative body error (m), mean over frames 1..length-1 (``metrics.root_relative_frame_errors``)."""
     fell: np.ndarray
@@ -105,8 +154,8 @@ class Rollouts:
     success: np.ndarray
     """(J,) reached the clip's end with its per-frame error at most 0.5 m on frames 1..length-1
     (``metrics.tracking_success``)."""
-    root_pos: np.ndarray
-    """(J, T_max, 3) pelvis positions, NaN after ``length``."""
+    root_pos: Ragged
+    """Per job (its clip's frames, 3) float32 pelvis positions, NaN from ``length`` on."""
     mean_feature: np.ndarray
     """(J, FEATURE_DIM) mean FID feature over the rollout's windows (NaN if it had none)."""
     feature_stats: dict[tuple[int, int], GaussianStats] = field(default_factory=dict)
@@ -172,7 +221,8 @@ def run_rollouts(
     clip is longer.
 
     ``action_noise``: std of the Gaussian noise added to the mean action, one number or one per action dimension
-    (the run's own policy std: ``runs.action_std``). A policy whose output is squashed by tanh (FB-CPR's) acts
+    (the run's own policy std: ``runs.action_std``); job j's noise is drawn from a stream seeded by (``seed``, j)
+    (``batches.JobNoise``). A policy whose output is squashed by tanh (FB-CPR's) acts
     inside [-1, 1], so its noisy action is clamped back into that box, as its trainer samples it.
 
     ``torch_threads`` bounds the policy's intra-op threads (None: torch's default);
@@ -199,24 +249,23 @@ def run_rollouts(
                 f"skill_tracks must hold frames - 1 latents per clip ({expected}) and one centre per clip, got "
                 f"{counts} and centres {skill_tracks.centres.shape}"
             )
-    t_max = int(nf[jobs.clip].max()) if len(jobs) else 1
+    planned = nf[jobs.clip]
     out = Rollouts(
         jobs=jobs,
         length=np.zeros(len(jobs), dtype=np.int64),
         error=np.full(len(jobs), np.nan),
         error_until_fall=np.full(len(jobs), np.nan),
         played_before_fall=np.full(len(jobs), np.nan),
-        frame_error=np.full((len(jobs), t_max), np.nan),
+        frame_error=Ragged.full(planned, (), np.nan, np.float64),
         mpjpe=np.full(len(jobs), np.nan),
         fell=np.zeros(len(jobs), dtype=bool),
         unstable=np.zeros(len(jobs), dtype=bool),
         success=np.zeros(len(jobs), dtype=bool),
-        root_pos=np.full((len(jobs), t_max, 3), np.nan, dtype=np.float32),
+        root_pos=Ragged.full(planned, (3,), np.nan, np.float32),
         mean_feature=np.full((len(jobs), FEATURE_DIM), np.nan),
     )
-    chunks = [np.arange(i, min(i + n, len(jobs))) for i in range(0, len(jobs), n)]
-    total = sum(int(nf[jobs.clip[c]].max()) - 1 for c in chunks)
-    gen = torch.Generator().manual_seed(int(seed))
+    chunks = batches(planned, n)
+    total = sum(int(planned[c].max()) - 1 for c in chunks)
     with (
         # redrawn on a terminal, a line a minute with the time left in a log file (``nohup``)
         CountBar(desc, total, unit="step", disable=not progress) as bar,
@@ -231,7 +280,9 @@ def run_rollouts(
             raise ValueError("action_noise must be >= 0")
         box = getattr(policy, "output", "linear") == "tanh"
         noisy = noise if bool((noise > 0).any()) else None
-        opts = _ChunkOptions(noisy, gen, fall_height, features, fid_window, on_step, bar, max_frames, box, skill_tracks)
+        opts = _ChunkOptions(
+            noisy, int(seed), fall_height, features, fid_window, on_step, bar, max_frames, box, skill_tracks
+        )
         for k, ids in enumerate(chunks):
             _run_chunk(env, policy, jobs, ids, out, opts, seed + k)
     return out
@@ -250,7 +301,8 @@ class _ChunkOptions:
 
     action_noise: torch.Tensor | None
     """() or (act_dim,) std of the Gaussian action noise (None: none)."""
-    generator: torch.Generator
+    seed: int
+    """Seeds each job's action noise with its index (``batches.JobNoise``)."""
     fall_height: float
     features: bool
     fid_window: int
@@ -263,15 +315,19 @@ class _ChunkOptions:
     """Per-step skills of every job (None: each job keeps its z)."""
 
 
+RECORD_JOB_FRAMES = 1 << 17
+"""Job-frames of body positions a chunk holds at once (about 38 MB of float32): longer chunks are recorded and
+featurised in windows of frames, so a chunk's memory does not grow with its clips' 24 x 3 positions per frame."""
+
+
 @dataclass
 class _Recording:
-    """One chunk's per-step records of its m jobs (T = the chunk's longest clip)."""
+    """One chunk's per-frame records of its m jobs (T = the chunk's longest rollout): what its scores need."""
 
-    body_pos: np.ndarray
-    """(T, m, 24, 3)"""
-    qpos: np.ndarray
-    """(T, len(keep), 76) of the jobs in ``keep``."""
-    keep: np.ndarray
+    err: np.ndarray
+    """(T, m) Cartesian error per frame (``metrics.frame_errors``; 0 on frames never recorded)."""
+    local: np.ndarray
+    """(T, m) root-relative error per frame."""
     fell: np.ndarray
     """(T, m)"""
     length: np.ndarray
@@ -281,102 +337,208 @@ class _Recording:
 def _run_chunk(
     env: Any, policy: Controller, jobs: RolloutJobs, ids: np.ndarray, out: Rollouts, opts: _ChunkOptions, seed: int
 ) -> None:
-    """Reset the worlds to the chunk's jobs, step them to the longest clip's end and summarise.
+    """Reset the worlds to the chunk's jobs, step them to the longest rollout's end and summarise.
 
-    Runs on the env's torch interface (``RGSDTorchEnv``; a Gymnasium env's own torch env): the records stay
-    on the env's device and are read once per chunk; per step only the env's one host read happens."""
+    Runs on the env's torch interface (``RGSDTorchEnv``; a Gymnasium env's own torch env): body positions stay on
+    the env's device for a window of frames (``RECORD_JOB_FRAMES``) and are read and scored once per window; per
+    step only the env's one host read happens."""
     base = env.unwrapped
     tenv = getattr(base, "torch_env", base)
     core = tenv.core
-    lib: MotionLib = core.lib
     n, m = tenv.num_envs, len(ids)
     world_jobs = np.concatenate([ids, np.full(n - m, ids[0])])  # idle worlds repeat the first job
     clips = jobs.clip[world_jobs]
-    nf = lib.num_frames.cpu().numpy()
-    steps = int(nf[clips[:m]].max())
-    if opts.max_frames is not None:
-        steps = min(steps, opts.max_frames)
-    track = (
-        None if opts.skill_tracks is None else _world_tracks(opts.skill_tracks, clips, jobs.skill[world_jobs], steps)
-    )
+    steps = int(out.frame_error.lengths()[ids].max())
+    skills = jobs.skill[world_jobs]
+    track = None if opts.skill_tracks is None else _TrackRows(opts.skill_tracks, clips, skills)
     options = {
         "clip": clips.tolist(),
         "start_frame": [0] * n,
         "task": "imitation",
-        "skill": jobs.skill[world_jobs] if track is None else track[:, 0],
+        "skill": skills if track is None else track.row(0),
     }
     obs, _ = tenv.reset(seed=seed, options=options)
     everyone = np.arange(n)
-    dev = tenv.device
-    keep = np.flatnonzero(jobs.keep_qpos[ids])
-    keep_idx = core.device_ids(keep)
-    body_pos = torch.zeros((steps, m, sk.NUM_BODIES, 3), device=dev)
-    qpos = torch.zeros((steps, len(keep), sk.QPOS_DIM), device=dev)
-    fell = torch.zeros((steps, m), dtype=torch.bool, device=dev)
-    non_foot = torch.ones(sk.NUM_BODIES, dtype=torch.bool, device=dev)
-    non_foot[list(sk.FOOT_BODY_IDS)] = False
-
-    def record(t: int) -> None:
-        s = core.backend.state()
-        pos = s.body_pos[:m].to(dev, torch.float32)
-        body_pos[t] = pos
-        qpos[t] = s.qpos.to(dev, torch.float32).index_select(0, keep_idx)
-        fell[t] = (pos[:, 0, 2] < opts.fall_height) | (s.contact[:m].to(dev) & non_foot).any(dim=-1)
-
-    record(0)
+    noise = None if opts.action_noise is None else JobNoise(opts.seed, ids, n, sk.NUM_DOFS)
+    window = min(int(steps), max(4 * opts.fid_window, RECORD_JOB_FRAMES // m))
+    rec = _Recorder(core, jobs, ids, out, opts, int(steps), window)
+    rec.record(0)
     length = np.full(m, steps, dtype=np.int64)
     unstable = np.zeros(m, dtype=bool)
     alive = np.ones(m, dtype=bool)
     for t in range(1, steps):
         if track is not None and t > 1:  # the step from frame t - 1 acts with the track's row t - 1
-            tenv.set_skills(everyone, torch.as_tensor(track[:, t - 1], dtype=torch.float32))
+            tenv.set_skills(everyone, torch.as_tensor(track.row(t - 1), dtype=torch.float32))
             obs = tenv.observations()
         actions = torch.as_tensor(policy.act(obs), dtype=torch.float32)
-        if opts.action_noise is not None:
-            noise = torch.randn(actions.shape, generator=opts.generator) * opts.action_noise
-            actions = actions + noise.to(actions.device)
+        if noise is not None:
+            drawn = torch.from_numpy(noise.step(t)[:, : actions.shape[-1]]) * opts.action_noise
+            actions = actions + drawn.to(actions.device)
             if opts.clamp_unit_box:
                 actions = actions.clamp(-1.0, 1.0)
-        tr = tenv.transition(actions.to(dev))
+        tr = tenv.transition(actions.to(tenv.device))
         obs = tenv.observations()
         if opts.on_step is not None:
             opts.on_step(env, t)
-        record(t)
         # the evaluation config ends an episode only at the clip's end or on instability
         bad = alive & tr.terminated_host[:m]
         ended = bad | (alive & tr.truncated_host[:m])
         length[ended] = np.where(bad[ended], t, t + 1)  # an unstable step's state is the engine's reset
         unstable |= bad
         alive &= ~ended
+        rec.record(t, length, alive)
         opts.bar.advance(1)
         if not alive.any():
             opts.bar.advance(steps - 1 - t)
             break
-    recording = _Recording(body_pos.cpu().numpy(), qpos.cpu().numpy(), keep, fell.cpu().numpy(), length, unstable)
-    _summarise(out, jobs, ids, lib, recording, opts)
+    rec.finish(length)
+    _summarise(out, jobs, ids, _Recording(rec.err, rec.local, rec.fell, length, unstable))
 
 
-def _world_tracks(tracks: SkillTracks, clips: np.ndarray, skills: np.ndarray, steps: int) -> np.ndarray:
-    """(n, max(steps - 1, 1), 16) each world's skill per step: its clip's track (the last row held past the clip's
-    end), steered from the clip's centre to the world's job z."""
-    rows = np.arange(max(steps - 1, 1))
-    per_world = np.stack([tracks.latents[c][np.minimum(rows, tracks.latents[c].shape[0] - 1)] for c in clips])
-    return steer_tracks(per_world, tracks.centres[clips], np.asarray(skills, dtype=np.float64))
+class _TrackRows:
+    """Each world's skill per step (``SkillTracks``), computed a block of rows at a time."""
+
+    def __init__(self, tracks: SkillTracks, clips: np.ndarray, skills: np.ndarray):
+        self.tracks, self.clips = tracks, clips
+        self.skills = np.asarray(skills, dtype=np.float64)
+        self.first, self.block = 0, np.zeros((len(clips), 0, skills.shape[-1]))
+
+    def row(self, r: int) -> np.ndarray:
+        """(n, 16) the worlds' skills of the step from frame r: their clip's track row r (the last row held past the
+        clip's end), steered from the clip's centre to the world's job z."""
+        if not self.first <= r < self.first + self.block.shape[1]:
+            self.first = r // NOISE_BLOCK * NOISE_BLOCK
+            rows = np.arange(self.first, self.first + NOISE_BLOCK)
+            latents = self.tracks.latents
+            per_world = np.stack([latents[c][np.minimum(rows, latents[c].shape[0] - 1)] for c in self.clips])
+            self.block = steer_tracks(per_world, self.tracks.centres[self.clips], self.skills)
+        return self.block[:, r - self.first]
 
 
-def _summarise(
-    out: Rollouts, jobs: RolloutJobs, ids: np.ndarray, lib: MotionLib, rec: _Recording, opts: _ChunkOptions
-) -> None:
-    """Errors, flags, trajectories and features of one chunk's recordings into ``out``."""
-    body_pos, length = rec.body_pos, rec.length
-    steps = body_pos.shape[0]
-    clips = jobs.clip[ids]
-    nf = lib.num_frames.cpu().numpy()[clips]
+class _Recorder:
+    """A chunk's states, read from the device a window of frames at a time and scored there: per-frame errors and
+    fall flags, pelvis paths, kept qpos and FID features (a feature window's frames and their neighbours for the
+    velocities may span two windows of frames: the last ``fid_window`` + 1 frames are carried over)."""
+
+    def __init__(
+        self, core: Any, jobs: RolloutJobs, ids: np.ndarray, out: Rollouts, opts: _ChunkOptions, steps: int, window: int
+    ):
+        self.core, self.jobs, self.ids, self.out, self.opts = core, jobs, ids, out, opts
+        self.lib: MotionLib = core.lib
+        m = len(ids)
+        dev = core.device
+        self.window, self.steps = window, steps
+        self.keep = np.flatnonzero(jobs.keep_qpos[ids])
+        self.keep_idx = core.device_ids(self.keep)
+        self.body = torch.zeros((window, m, sk.NUM_BODIES, 3), device=dev)
+        self.qpos = torch.zeros((window, len(self.keep), sk.QPOS_DIM), device=dev)
+        self.fell_dev = torch.zeros((window, m), dtype=torch.bool, device=dev)
+        self.non_foot = torch.ones(sk.NUM_BODIES, dtype=torch.bool, device=dev)
+        self.non_foot[list(sk.FOOT_BODY_IDS)] = False
+        self.err = np.zeros((steps, m))
+        self.local = np.zeros((steps, m))
+        self.fell = np.zeros((steps, m), dtype=bool)
+        self.kept: list[np.ndarray] = []
+        self.start = 0
+        """The frame of ``body``'s first row."""
+        clips = jobs.clip[ids]
+        self.nf = self.lib.num_frames.cpu().numpy()[clips]
+        self.first_frame = self.lib.starts.cpu().numpy()[clips]
+        self.capacity = out.frame_error.lengths()[ids]
+        ctx = opts.fid_window + 1
+        self.tail = np.zeros((0, m, sk.NUM_BODIES, 3), dtype=np.float32)
+        self.tail_cap = ctx
+        self.next_window = np.zeros(m, dtype=np.int64)
+        """Per job the first FID window start not yet featurised."""
+        self.feature_sum = np.zeros((m, FEATURE_DIM))
+        self.feature_count = np.zeros(m, dtype=np.int64)
+
+    def record(self, t: int, length: np.ndarray | None = None, alive: np.ndarray | None = None) -> None:
+        """Store frame t's state; score the window when it is full (``length``, ``alive``: the jobs' so far)."""
+        s = self.core.backend.state()
+        m = len(self.ids)
+        row = t - self.start
+        dev = self.body.device
+        pos = s.body_pos[:m].to(dev, torch.float32)
+        self.body[row] = pos
+        self.qpos[row] = s.qpos.to(dev, torch.float32).index_select(0, self.keep_idx)
+        self.fell_dev[row] = (pos[:, 0, 2] < self.opts.fall_height) | (s.contact[:m].to(dev) & self.non_foot).any(
+            dim=-1
+        )
+        if row + 1 == self.window and t + 1 < self.steps:
+            assert length is not None and alive is not None
+            self._flush(t + 1, np.where(alive, -1, length))
+
+    def finish(self, length: np.ndarray) -> None:
+        """Score the frames left after the last step; the jobs ended with ``length`` frames."""
+        recorded = min(self.steps, int(length.max()))
+        if recorded > self.start:
+            self._flush(recorded, length)
+        t = np.arange(self.steps)[:, None]
+        valid = t < length[None, :]
+        capacity = self.capacity
+        within = t < capacity[None, :]
+        idx = (self.out.frame_error.offsets[self.ids][None, :] + t)[within]
+        self.out.frame_error.data[idx] = np.where(valid, self.err, np.nan)[within]
+        self.out.root_pos.data[idx[~valid[within]]] = np.nan
+        q = np.concatenate(self.kept, axis=0) if self.kept else np.zeros((0, len(self.keep), sk.QPOS_DIM))
+        for k, j in enumerate(self.ids[self.keep]):
+            self.out.qpos[int(j)] = q[: length[self.keep[k]], k].astype(np.float64)
+        if self.opts.features:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = self.feature_sum / self.feature_count[:, None]
+            self.out.mean_feature[self.ids] = np.where(self.feature_count[:, None] > 0, mean, np.nan)
+
+    def _flush(self, end: int, done_length: np.ndarray) -> None:
+        """Score frames ``start`` to ``end`` - 1 (held in the buffers); ``done_length`` per job: its length if it
+        has ended, else -1."""
+        a, rows = self.start, end - self.start
+        pos = self.body[:rows].cpu().numpy()  # (rows, m, 24, 3)
+        t = np.arange(a, end)[:, None]
+        frame_idx = self.first_frame[None, :] + np.minimum(t, self.nf[None, :] - 1)
+        ref = self.lib.frames("body_pos").cpu().numpy()[frame_idx]  # (rows, m, 24, 3)
+        self.err[a:end] = frame_errors(pos, ref)
+        self.local[a:end] = root_relative_frame_errors(pos, ref)
+        self.fell[a:end] = self.fell_dev[:rows].cpu().numpy()
+        if len(self.keep):
+            self.kept.append(self.qpos[:rows].cpu().numpy().copy())  # the buffer is refilled
+        within = t < self.capacity[None, :]
+        idx = (self.out.root_pos.offsets[self.ids][None, :] + t)[within]
+        self.out.root_pos.data[idx] = pos[:, :, 0][within]
+        if self.opts.features:
+            self._features(np.concatenate((self.tail, pos)), end, done_length)
+            self.tail = np.concatenate((self.tail, pos))[-self.tail_cap :]
+        self.start = end
+
+    def _features(self, seg: np.ndarray, end: int, done_length: np.ndarray) -> None:
+        """FID windows of the segment of frames ``end - len(seg)`` to ``end`` - 1 not featurised yet: a window of a
+        job still running only when the frame after it is in the segment (its velocities are central differences),
+        every remaining window of a job that has ended."""
+        fw, lib, jobs = self.opts.fid_window, self.lib, self.jobs
+        s0 = end - seg.shape[0]
+        seg_end = np.where(done_length >= 0, np.minimum(done_length, end), end)
+        last = np.where(done_length >= 0, done_length - fw + 1, end - fw)  # window starts [next, last)
+        keys = np.stack((seg_end, self.next_window, last), axis=1)
+        clips = jobs.clip[self.ids]
+        for e, lo, hi in sorted({tuple(k) for k in keys.tolist()}):
+            if hi <= lo or e - s0 < max(2, fw):
+                continue
+            sel = np.flatnonzero((keys == (e, lo, hi)).all(axis=1))
+            f = motion_features(seg[: e - s0, sel].transpose(1, 0, 2, 3), lib.fps, fw)[:, lo - s0 : hi - s0]
+            self.feature_sum[sel] += f.sum(axis=1)
+            self.feature_count[sel] += f.shape[1]
+            self.next_window[sel] = hi
+            groups = jobs.group[self.ids[sel]]
+            for g, c in sorted(set(zip(groups.tolist(), clips[sel].tolist()))):
+                rows = f[(groups == g) & (clips[sel] == c)]
+                self.out.feature_stats.setdefault((g, c), GaussianStats.empty(FEATURE_DIM)).add(rows)
+
+
+def _summarise(out: Rollouts, jobs: RolloutJobs, ids: np.ndarray, rec: _Recording) -> None:
+    """Errors and flags of one chunk's per-frame records into ``out``."""
+    err, length = rec.err, rec.length
+    steps = err.shape[0]
     t = np.arange(steps)[:, None]
-    frame_idx = lib.starts.cpu().numpy()[clips][None, :] + np.minimum(t, nf[None, :] - 1)
-    ref = lib.frames("body_pos").cpu().numpy()[frame_idx]  # (steps, m, 24, 3)
-    err = frame_errors(body_pos, ref)  # (steps, m)
-    local = root_relative_frame_errors(body_pos, ref)  # (steps, m)
     valid = t < length[None, :]
     scored = valid & (t >= 1)
 
@@ -389,25 +551,8 @@ def _summarise(
     out.error_until_fall[ids] = scored_mean(err, until_fall)
     with np.errstate(invalid="ignore", divide="ignore"):
         out.played_before_fall[ids] = np.where(scored.any(0), until_fall.sum(0) / scored.sum(0), np.nan)
-    out.mpjpe[ids] = scored_mean(local)
-    out.frame_error[ids, :steps] = np.where(valid, err, np.nan).T
+    out.mpjpe[ids] = scored_mean(rec.local)
     out.length[ids] = length
     out.fell[ids] = (rec.fell & scored).any(axis=0)
     out.unstable[ids] = rec.unstable
     out.success[ids] = tracking_success(np.where(scored, err, np.nan).T, ~rec.unstable)
-    root = np.where(valid[..., None], body_pos[:, :, 0], np.nan)
-    out.root_pos[ids, :steps] = root.transpose(1, 0, 2)
-    for k, j in enumerate(ids[rec.keep]):
-        out.qpos[int(j)] = rec.qpos[: length[rec.keep[k]], k].astype(np.float64)
-    if not opts.features:
-        return
-    for size in np.unique(length):
-        sel = np.flatnonzero(length == size)
-        if num_windows(int(size), opts.fid_window) == 0:
-            continue
-        f = motion_features(body_pos[:size, sel].transpose(1, 0, 2, 3), lib.fps, opts.fid_window)  # (k, w, D)
-        out.mean_feature[ids[sel]] = f.mean(axis=1)
-        groups = jobs.group[ids[sel]]
-        for g, c in sorted(set(zip(groups.tolist(), clips[sel].tolist()))):
-            rows = f[(groups == g) & (clips[sel] == c)]
-            out.feature_stats.setdefault((g, c), GaussianStats.empty(FEATURE_DIM)).add(rows)

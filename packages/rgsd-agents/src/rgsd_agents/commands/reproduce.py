@@ -99,7 +99,7 @@ def format_plan(plan: Plan, state: StepsFile, parallel: int) -> str:
     ran = [m for m in plan.methods if m not in kept]
     lines = [
         f"plan: {len(plan.steps)} steps into {plan.out} (scale {plan.scale_file}; methods {', '.join(ran)}; "
-        f"seeds {len(plan.seeds)}; {parallel} at a time)"
+        f"seeds {len(plan.seeds)}; {parallel} at a time; {plan.clips} clips, {plan.frames} frames)"
     ]
     if kept:
         lines.append(
@@ -125,7 +125,8 @@ def format_plan(plan: Plan, state: StepsFile, parallel: int) -> str:
     total = plan_seconds(plan, parallel, skip={s.id for s in plan.steps if s.kept})
     left = plan_seconds(plan, parallel, skip={s.id for s in plan.steps if s.id not in todo})
     lines.append(
-        f"expected time (the scale's stated per-step estimates, {parallel} at a time): {format_seconds(left)} left "
+        f"expected time (the scale's stated per-step estimates, the evaluations' at least their world steps on these "
+        f"{plan.clips} clips at the measured rate; {parallel} at a time): {format_seconds(left)} left "
         f"of {format_seconds(total)} for the whole plan"
     )
     return "\n".join(lines)

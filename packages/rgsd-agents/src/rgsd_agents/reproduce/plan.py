@@ -143,6 +143,10 @@ class Plan:
     """Downstream styles of the scale left out of the plan, with why (the motions lack the style's category)."""
     dropped_methods: dict[str, str] = field(default_factory=dict)
     """Methods of the registry left out of the plan, with why (no training preset at this scale)."""
+    clips: int = 0
+    """Clips of the plan's motions."""
+    frames: int = 0
+    """Their frames, all clips together."""
 
     def step(self, step_id: str) -> Step:
         """The step called ``step_id``."""
@@ -281,13 +285,14 @@ def build_plan(
 
     e = scale.eval
     settings = {"protocol": e.protocol, **e.settings}
+    per_run = _eval_seconds_per_run(plan, e.protocol, e.settings, 60.0 * e.estimate_minutes_per_run)
     for method in plan.methods:
         n_runs = len(train_ids[method])
         plan.steps.append(
             Step(
                 eval_id(method), EVAL, f"rgsd eval --protocol {e.protocol} on {method}'s runs",
                 f"{n_runs} runs; " + (", ".join(f"{k} {v}" for k, v in e.settings.items()) or "the protocol's settings"),
-                60.0 * e.estimate_minutes_per_run * n_runs, after=tuple(train_ids[method]), method=method,
+                per_run * n_runs, after=tuple(train_ids[method]), method=method,
                 output=plan.eval_dir(method), command=_eval_command(plan, method, dev), extra=settings,
                 prepare=_write_yaml(settings, plan.out / EVAL_SETTINGS), kept=method in others,
             )
@@ -350,6 +355,20 @@ def build_plan(
         )
     )  # fmt: skip
     return plan
+
+
+def _eval_seconds_per_run(plan: Plan, protocol: str, settings: Mapping[str, Any], stated: float) -> float:
+    """One run's evaluation time on the plan's clips: the scale's stated time, or where longer the evaluation's own
+    estimate (``rgsd_eval.evaluate.eval_plan``: its world steps at the measured rate, from the settings and the clips'
+    frame counts; no rollouts, no environment). Sets ``plan.clips`` and ``plan.frames``."""
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_eval.config import EvalConfig
+    from rgsd_eval.evaluate import eval_plan
+
+    lib = MotionLib(plan.motions)
+    plan.clips, plan.frames = lib.num_clips, int(lib.num_frames.sum())
+    cfg = EvalConfig.for_protocol(protocol, **settings)
+    return max(stated, eval_plan(lib, cfg, best_of=0, render=cfg.video).seconds())
 
 
 def _methods_with_preset(methods: list[str], preset: str, named: str | None) -> tuple[list[str], dict[str, str]]:

@@ -1,0 +1,56 @@
+"""How rollout jobs share the worlds: batches cut from the jobs sorted by length, and each job's own action noise.
+
+A batch of worlds runs until its longest rollout ends, so batches cut from jobs in their given order pay for the
+longest clip in every batch that holds one of its jobs (a ten-minute clip among short ones: most world steps idle).
+Cut from the jobs sorted by length, longest first, every batch holds rollouts of about one length, and the world
+steps (``world_steps``, the evaluation estimate's count too) are close to the sum of the rollouts' own.
+
+A rollout's numbers must not depend on the batch it ran in, so its action noise is its own: a stream seeded by
+(seed, the job's index in the job list), drawn ``NOISE_BLOCK`` steps at a time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NOISE_BLOCK = 64
+"""Steps of noise drawn at once per job (a fixed block, so a job's draws do not depend on its batch)."""
+
+
+def batch_order(lengths: np.ndarray) -> np.ndarray:
+    """Job indices, longest rollout first (ties in the given order): the order batches are cut from."""
+    return np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+
+
+def batches(lengths: np.ndarray, size: int) -> list[np.ndarray]:
+    """Job indices of each batch of at most ``size`` worlds, cut from ``batch_order``."""
+    order = batch_order(lengths)
+    return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+def world_steps(lengths: np.ndarray, size: int, worlds: int | None = None) -> int:
+    """World steps of running jobs of these lengths (frames, the start frame included) in ``batches`` of ``size``:
+    every batch steps ``worlds`` worlds (default ``size``; idle ones too) to its longest rollout's end."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n = size if worlds is None else worlds
+    return sum(n * (int(lengths[ids].max()) - 1) for ids in batches(lengths, size))
+
+
+class JobNoise:
+    """Standard normal action noise of one batch's jobs: job j's step t is row t - 1 of its own stream."""
+
+    def __init__(self, seed: int, job_ids: np.ndarray, worlds: int, dim: int):
+        self.rngs = [np.random.default_rng((int(seed), int(j))) for j in job_ids]
+        self.worlds, self.dim = worlds, dim
+        self.block = np.zeros((0, worlds, dim), dtype=np.float32)
+        self.first = 1
+        """The step of ``block``'s first row."""
+
+    def step(self, t: int) -> np.ndarray:
+        """(worlds, dim) noise of step t (t = 1, 2, ... in order); idle worlds past the jobs get zeros."""
+        if t >= self.first + self.block.shape[0]:
+            self.first = 1 + (t - 1) // NOISE_BLOCK * NOISE_BLOCK
+            self.block = np.zeros((NOISE_BLOCK, self.worlds, self.dim), dtype=np.float32)
+            for k, rng in enumerate(self.rngs):
+                self.block[:, k] = rng.standard_normal((NOISE_BLOCK, self.dim), dtype=np.float32)
+        return self.block[t - self.first]
