@@ -203,3 +203,13 @@ def test_a_figure_that_fails_is_a_warning_and_leaves_no_file(tmp_path, monkeypat
     assert written is None and list(tmp_path.iterdir()) == []  # no temporary file, no stale figure
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and str(path) in said[0] and "MemoryError: out of memory" in said[0]
+
+
+def test_a_top_view_figure_draws_at_most_forty_clips_evenly_spaced():
+    from rgsd_eval.plots import MAX_TOP_VIEW_PANELS, top_view_clips
+
+    assert top_view_clips(13) == list(range(13))
+    chosen = top_view_clips(999)
+    assert len(chosen) == MAX_TOP_VIEW_PANELS == 40
+    assert chosen[0] == 0 and chosen[-1] == 998 and chosen == sorted(set(chosen))
+    assert max(b - a for a, b in zip(chosen, chosen[1:])) <= 26  # spread over the whole list, not its head

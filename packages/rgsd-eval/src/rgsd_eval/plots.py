@@ -130,15 +130,31 @@ def top_view_variants(ev: RunEvaluation, kappa: float, clips: Sequence[int]) -> 
     return [ev.kappa_root[kappa][c] for c in clips]
 
 
+MAX_TOP_VIEW_PANELS = 40
+"""Clips drawn in one run's top-view figure: 8 rows of 5 panels; past that the figure would grow with the clip
+count (1000 clips: 60,000 pixels tall), and every clip's paths are in ``top_views.npz`` beside it."""
+
+
+def top_view_clips(m: int, limit: int = MAX_TOP_VIEW_PANELS) -> list[int]:
+    """The clips a top-view figure draws: all ``m`` up to ``limit``, else ``limit`` of them evenly spaced in order."""
+    if m <= limit:
+        return list(range(m))
+    return sorted({int(round(i)) for i in np.linspace(0, m - 1, limit)})
+
+
 def plot_trajectories(ev: RunEvaluation, kappa: float, path: str | os.PathLike, max_variants: int = 150) -> Path:
-    """Top views of every clip: reference, imitation and vMF(kappa) rollouts of one run."""
+    """Top views of every clip (at most ``MAX_TOP_VIEW_PANELS``, evenly spaced): reference, imitation and
+    vMF(kappa) rollouts of one run."""
     m = len(ev.clip_names)
-    variants = top_view_variants(ev, kappa, range(m))
-    fig, axes = _grid(m, 5)
-    for c, ax in enumerate(axes):
-        draw_top_view(ax, ev.ref_root[c], ev.imitation_root[c], variants[c], ev.clip_names[c], max_variants)
+    clips = top_view_clips(m)
+    variants = top_view_variants(ev, kappa, clips)
+    fig, axes = _grid(len(clips), 5)
+    for ax, c, v in zip(axes, clips, variants):
+        draw_top_view(ax, ev.ref_root[c], ev.imitation_root[c], v, ev.clip_names[c], max_variants)
+    shown = "" if len(clips) == m else f"; {len(clips)} of {m} clips, every clip's paths in top_views.npz"
     fig.suptitle(
-        f"{ev.label}: pelvis top view (black reference, blue imitation, red z ~ vMF(z_m, {kappa:g}))", fontsize=10
+        f"{ev.label}: pelvis top view (black reference, blue imitation, red z ~ vMF(z_m, {kappa:g})){shown}",
+        fontsize=10,
     )
     return save_figure(fig, path)
 
