@@ -182,3 +182,22 @@ def test_the_library_export_of_a_run_whose_method_commands_other_latents_needs_t
     meta = read_metadata(export_onnx(run, tmp_path / "p.onnx", skills))
     np.testing.assert_allclose(meta["clip_embeddings"], [latents[n] for n in meta["clip_names"]], atol=1e-9)
     assert meta["clip_embeddings_from"] == "mine"
+
+
+def test_export_builds_no_env_and_commands_the_clip_embeddings_its_encoder_stores(demo_run, tmp_path, monkeypatch):
+    from rgsd_envs.envs import core
+    from rgsd_envs.rewards import encoders
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the export built an env or embedded the reference frames")
+
+    # building worlds and embedding every reference frame grew with the square of the frames (the default encoder)
+    monkeypatch.setattr(core.RGSDCore, "__init__", refused)
+    monkeypatch.setattr(encoders, "clip_embeddings", refused)
+    out = tmp_path / "policy.onnx"
+    assert rgsd(["export", str(demo_run), "--onnx", str(out), "--no-check"]) == 0
+    meta = read_metadata(out)
+    payload = encoders.read_encoder_file(demo_run / "encoder.pt")
+    assert meta["clip_names"] == payload["clip_names"]
+    np.testing.assert_allclose(meta["clip_embeddings"], payload["clip_embeddings"].numpy(), atol=1e-8)
+    np.testing.assert_allclose(meta["body_offsets"], sk.REST_OFFSETS, atol=1e-8)

@@ -25,6 +25,7 @@ from rgsd_agents.pretraining.reward_sharpness import (
     COLUMNS,
     SHARPNESS_FILE,
     format_table,
+    other_clips_cos,
     reward_sharpness,
     tensorboard_scalars,
 )
@@ -197,6 +198,28 @@ def test_sharpness_report_scores_reference_and_other_clips_against_z_m(lib_input
     assert report["columns"] == list(COLUMNS) and report["frames_scored"] == lib.total_frames
     assert "demo_walk" in format_table(report)
     assert len(tensorboard_scalars(report)) == len(COLUMNS) * (1 + lib.num_clips)
+
+
+def _other_clips_by_matrix(e: torch.Tensor, cof: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """The other-clip mean from every reference state's cosine to every clip (frames x clips)."""
+    m = z.shape[0]
+    all_cos = e @ z.T
+    own = torch.zeros(m, m, dtype=all_cos.dtype).index_add_(0, cof, all_cos).diagonal()
+    counts = torch.bincount(cof, minlength=m).to(e.dtype)
+    return (all_cos.sum(0) - own) / (counts.sum() - counts)
+
+
+def test_the_other_clip_mean_is_the_frames_by_clips_formula_without_its_matrix():
+    g = torch.Generator().manual_seed(0)
+    frames, clips = 20000, 400  # a frames x clips float32 matrix: 32 MB
+    cof = torch.sort(torch.randint(0, clips, (frames,), generator=g)).values
+    e = F.normalize(torch.randn(frames, 16, generator=g), dim=-1)
+    z = F.normalize(torch.randn(clips, 16, generator=g), dim=-1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = other_clips_cos(e, cof, z)
+    assert max(ev.cpu_memory_usage for ev in prof.events()) <= frames * 16 * 8  # at most one float64 copy of e
+    torch.testing.assert_close(out, _other_clips_by_matrix(e, cof, z), atol=1e-6, rtol=1e-5)
+    assert torch.isnan(other_clips_cos(e[:5], torch.zeros(5, dtype=torch.long), z[:1])).all()  # one clip: no others
 
 
 def test_hard_negatives_make_the_reward_fall_off_the_reference(sharpness_of, tmp_path_factory):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import math
 
 import pytest
@@ -45,10 +46,12 @@ def _params(runner: Runner) -> dict[str, torch.Tensor]:
     return state
 
 
-def test_training_writes_the_run_folder_with_finite_losses(tmp_path, tiny_encoder):
+def test_training_writes_the_run_folder_with_finite_losses(tmp_path, tiny_encoder, caplog):
+    caplog.set_level(logging.INFO, logger="rgsd_agents.probe")
     runner = Runner(tiny_config(tiny_encoder), tmp_path / "run", progress=False)
     history = runner.learn()
     runner.close()
+    assert "probing imitation every 50 iterations: 5 of 5 clips, 20 worlds, up to 90 frames each" in caplog.text
     assert len(history) == 4
     for m in history:
         assert {"losses/policy_loss", "losses/value_loss", "method/loss", "charts/SPS"} <= m.keys()

@@ -131,8 +131,9 @@ class TrainConfig:
     log_every: int = 1
     """Iterations between TensorBoard writes."""
     probe_every: int = 50
-    """Iterations between imitation probes (deterministic rollouts from each clip's start, ``probe/`` in
-    TensorBoard, also before the first iteration) and the discovery encoder's reference alignment; 0: never."""
+    """Iterations between imitation probes (deterministic rollouts from fixed starts of up to 32 clips, at most 300
+    frames each, ``probe/`` in TensorBoard, also before the first iteration) and the discovery encoder's reference
+    alignment; 0: never."""
     torch_threads: int | None = None
     """torch intra-op threads of the updates (None: one per core)."""
     rollout_threads: int | None = 1

@@ -71,12 +71,8 @@ def choose_latents(
 
 
 def encoder_embeddings(loaded: LoadedRun, lib: MotionLib) -> np.ndarray:
-    """(clips, d) the clip embeddings z_m of the run's encoder over ``lib`` (no encoder: the env's default)."""
-    from rgsd_envs.envs.core import RGSDCore
+    """(clips, d) the clip embeddings z_m of the run's encoder over ``lib`` (no encoder: the env's default); those
+    its encoder file stores for these clips, without building an env."""
+    from rgsd_envs.envs.core import library_clip_embeddings
 
-    encoder = None if loaded.encoder_path is None else str(loaded.encoder_path)
-    core = RGSDCore(1, config=loaded.env_config, motions=lib, encoder=encoder)
-    try:
-        return core.clip_embeddings.detach().cpu().double().numpy()
-    finally:
-        core.close()
+    return library_clip_embeddings(lib, loaded.encoder_path, loaded.env_config.skill_dim).double().numpy()

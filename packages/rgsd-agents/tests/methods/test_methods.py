@@ -161,10 +161,11 @@ def test_calm_starts_episodes_with_encoded_reference_windows_and_remembers_each_
     clip = reference.clip_of_frame[ends]
     assert (ends >= method.windows.first_ends[clip]).all() and (ends <= method.windows.last[clip]).all()
     assert set(clip.tolist()) == set(range(reference.starts.shape[0]))
-    probe = method.probe_latents(reference.starts.shape[0])
+    probe = method.probe_latents(range(reference.starts.shape[0]))
     assert probe.shape == (5, 1, SKILL_DIM)
     first = method.encoder(method.windows.gather(reference.starts + method.cfg.window - 1))
     torch.testing.assert_close(probe[:, 0], first)  # a clip's latent: E of its first window
+    torch.testing.assert_close(method.probe_latents([3, 1])[:, 0], first[[3, 1]])  # the probed clips' own latents
 
 
 def test_calm_windows_are_the_clip_s_frames_zero_padded_before_its_start(reference):

@@ -181,3 +181,75 @@ def test_the_kernel_encoder_weighs_clips_by_a_gaussian_of_the_nearest_frames_dis
     older = states.clone()
     older[:, :-FRAME_DIM] = torch.randn(6, inputs.shape[1] - FRAME_DIM, generator=g)  # only the newest frame counts
     torch.testing.assert_close(enc(older), enc(states))
+
+
+def test_the_nearest_other_frame_of_chosen_rows_is_their_row_of_the_full_distance_matrix(monkeypatch):
+    from rgsd_envs.rewards import encoders
+
+    keys = torch.randn(50, 6, generator=torch.Generator().manual_seed(0))
+    full = torch.cdist(keys, keys)
+    full.fill_diagonal_(float("inf"))
+    rows = encoders.spaced_rows(50, 12)
+    assert rows.tolist() == [0, 4, 9, 13, 18, 22, 27, 31, 36, 40, 45, 49]
+    assert encoders.spaced_rows(50, 50).tolist() == list(range(50))
+    monkeypatch.setattr(encoders, "NEAREST_CHUNK", 5)
+    torch.testing.assert_close(encoders._nearest_other_distance(keys, rows), full.min(dim=1).values[rows])
+
+
+def test_the_kernel_bandwidth_comes_from_a_fixed_sample_of_frames(lib, inputs, monkeypatch):
+    from rgsd_envs.rewards import encoders
+
+    keys = encoders._kernel_keys(inputs)
+    keys = (keys - keys.mean(0)) / keys.std(0).clamp_min(1e-2)
+    nearest = encoders._nearest_other_distance(keys)
+    assert lib.total_frames <= encoders.BANDWIDTH_SAMPLE  # a small library: every frame, as before
+    enc = ReferenceKernelEncoder(inputs, lib.clip_of_frame, lib.num_clips)
+    assert enc.bandwidth == float(3.0 * nearest.median())
+    monkeypatch.setattr(encoders, "BANDWIDTH_SAMPLE", 40)
+    sampled = ReferenceKernelEncoder(inputs, lib.clip_of_frame, lib.num_clips)
+    assert sampled.bandwidth == float(3.0 * nearest[encoders.spaced_rows(lib.total_frames, 40)].median())
+    assert sampled.bandwidth == pytest.approx(enc.bandwidth, rel=0.3)
+
+
+def test_the_kernel_encoder_embeds_in_chunks_of_bounded_size_with_the_same_numbers(lib, inputs, monkeypatch):
+    from rgsd_envs.rewards import encoders
+
+    enc = ReferenceKernelEncoder(inputs, lib.clip_of_frame, lib.num_clips)
+    frames = lib.total_frames
+    g = torch.Generator().manual_seed(0)
+    states = inputs[torch.randint(frames, (512,), generator=g)] + 0.1 * torch.randn(512, inputs.shape[1], generator=g)
+    whole = enc(states)  # one chunk: 512 states x frames is below KERNEL_CHUNK
+    monkeypatch.setattr(encoders, "KERNEL_CHUNK", 100 * frames)  # 100 states at a time, the last chunk short
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        chunked = enc(states)
+    torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=0)
+    # the largest allocation is one chunk's states x frames, never the batch's (512 x frames x 4 bytes)
+    assert max(ev.cpu_memory_usage for ev in prof.events()) <= 100 * frames * 8
+
+
+def test_library_clip_embeddings_are_the_env_s_or_those_the_encoder_file_stores_for_these_clips(tmp_path):
+    from rgsd_envs.envs.core import RGSDCore, library_clip_embeddings
+
+    lib = MotionLib("demo")
+
+    def env_z(encoder):
+        core = RGSDCore(1, motions=lib, encoder=encoder)
+        try:
+            return core.clip_embeddings
+        finally:
+            core.close()
+
+    torch.testing.assert_close(library_clip_embeddings(lib, None, 16), env_z(None), atol=0, rtol=0)
+    torch.manual_seed(0)
+    enc = MLPEncoder((16,))
+    inputs = reference_encoder_inputs(lib)
+    enc.set_input_stats(inputs.mean(0), inputs.std(0))
+    plain = enc.save(tmp_path / "plain.pt")
+    computed = env_z(str(plain))
+    torch.testing.assert_close(library_clip_embeddings(lib, plain, 16), computed)
+    stored = torch.nn.functional.normalize(torch.randn(5, 16), dim=-1)
+    names = list(lib.names)
+    kept = enc.save(tmp_path / "stored.pt", clip_names=names, clip_embeddings=stored)
+    assert torch.equal(library_clip_embeddings(lib, kept, 16), stored)
+    other = enc.save(tmp_path / "other.pt", clip_names=names[::-1], clip_embeddings=stored)  # other clips' order
+    torch.testing.assert_close(library_clip_embeddings(lib, other, 16), computed)

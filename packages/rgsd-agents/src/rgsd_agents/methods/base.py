@@ -32,7 +32,7 @@ The on-policy runner (``rgsd_agents.training.runner``) calls, per iteration::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -134,13 +134,13 @@ class SkillMethod:
         return {}
 
     @torch.no_grad()
-    def probe_latents(self, num_clips: int) -> Tensor | None:
-        """(clips, K, skill_dim) latents the imitation probe tries per clip (the best counts): for best-of-N methods
-        ``PROBE_CANDIDATES`` fixed draws (the same at every probe, so the curve compares like with like); None: the
-        env's encoder embedding z_m of each clip."""
+    def probe_latents(self, clips: Sequence[int]) -> Tensor | None:
+        """(len(clips), K, skill_dim) latents the imitation probe tries for each of the library's ``clips`` (the best
+        counts): for best-of-N methods ``PROBE_CANDIDATES`` fixed draws (the same at every probe, so the curve compares
+        like with like); None: the env's encoder embedding z_m of each clip."""
         g = torch.Generator().manual_seed(self.ctx.seed + 4242)
         dim = self.ctx.reference.layout.skill_dim
-        return unit_sphere(num_clips * PROBE_CANDIDATES, g, dim).view(num_clips, PROBE_CANDIDATES, dim)
+        return unit_sphere(len(clips) * PROBE_CANDIDATES, g, dim).view(len(clips), PROBE_CANDIDATES, dim)
 
     def probe_stats(self) -> dict[str, float]:
         """The method's own statistics logged with each training probe (``discovery/``)."""

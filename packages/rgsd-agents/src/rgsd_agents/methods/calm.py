@@ -74,6 +74,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -453,9 +454,9 @@ class CALM(SkillMethod):
         """(clips, 16) each clip's latent: E of its first window."""
         return self.window_latents[self.windows.first_ends]
 
-    def probe_latents(self, num_clips: int) -> Tensor:
-        """(clips, 1, 16): each clip's latent as evaluation takes it (``clip_latents``)."""
-        return self.clip_latents()[:num_clips].unsqueeze(1)
+    def probe_latents(self, clips: Sequence[int]) -> Tensor:
+        """(len(clips), 1, 16): each of ``clips``' latent as evaluation takes it (``clip_latents``)."""
+        return self.clip_latents()[list(clips)].unsqueeze(1)
 
     def extra_state(self) -> dict:
         return {"schedule": self.schedule.state_dict(), "window_end": self.window_end.clone()}

@@ -17,6 +17,7 @@ without a motion encoder.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ class RGSD(SkillMethod):
             for dst, src in zip(self.env_encoder.state_dict().values(), self.trainable.state_dict().values()):
                 dst.copy_(src)
 
-    def probe_latents(self, num_clips: int) -> Tensor | None:
+    def probe_latents(self, clips: Sequence[int]) -> Tensor | None:
         """None: the probe conditions each clip on the frozen encoder's z_m."""
         return None
 
@@ -137,9 +138,9 @@ class DIAYN(RGSD):
     ENCODER = "random"
     IMITATION = False
 
-    def probe_latents(self, num_clips: int) -> Tensor:
+    def probe_latents(self, clips: Sequence[int]) -> Tensor:
         """Best-of-N draws, as evaluation picks DIAYN's latents."""
-        return SkillMethod.probe_latents(self, num_clips)
+        return SkillMethod.probe_latents(self, clips)
 
     def export(self, run_path: Path, meta: dict[str, Any] | None = None) -> dict[str, Any]:
         """``discovery_encoder.pt``; evaluation picks the best of N sampled latents."""

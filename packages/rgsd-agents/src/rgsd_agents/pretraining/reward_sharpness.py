@@ -60,6 +60,18 @@ COLUMNS = ("reference", "sim_twin", *VARIANTS, "other_clips")
 """Columns of the report, in order."""
 
 
+def other_clips_cos(embeddings: Tensor, clip_of_frame: Tensor, z: Tensor) -> Tensor:
+    """(M,) for each clip m, the mean cos(mu(s), z_m) over the reference states s of every other clip (nan with one
+    clip); from per-clip sums of the embeddings, (M, d), never a frames x clips matrix."""
+    m = z.shape[0]
+    if m < 2:
+        return torch.full((m,), math.nan, dtype=z.dtype)
+    sums = torch.zeros(m, embeddings.shape[1], dtype=torch.float64).index_add_(0, clip_of_frame, embeddings.double())
+    others = sums.sum(0) - sums  # (M, d): the summed embeddings of every clip but m
+    counts = torch.bincount(clip_of_frame, minlength=m)
+    return ((others * z.double()).sum(-1) / (counts.sum() - counts).clamp_min(1)).to(z.dtype)
+
+
 @torch.no_grad()
 def reward_sharpness(
     encoder: EncoderLike,
@@ -82,17 +94,12 @@ def reward_sharpness(
     m = lib.num_clips
     e_ref = embed(encoder, ref).cpu()
     z = F.normalize(torch.zeros(m, e_ref.shape[1], dtype=e_ref.dtype).index_add_(0, cof, e_ref), dim=-1)
-    counts = torch.bincount(cof, minlength=m).to(e_ref.dtype)
 
     def per_clip(cos: Tensor, clips: Tensor) -> Tensor:
         total = torch.zeros(m, dtype=cos.dtype).index_add_(0, clips, cos)
         return total / torch.bincount(clips, minlength=m).to(cos.dtype)  # nan where a clip has no frame
 
-    table = {"reference": per_clip((e_ref * z[cof]).sum(-1), cof)}
-    all_cos = e_ref @ z.T  # (F, M): every reference state against every clip
-    own = torch.zeros(m, m, dtype=all_cos.dtype).index_add_(0, cof, all_cos).diagonal()
-    others = counts.sum() - counts
-    table["other_clips"] = (all_cos.sum(0) - own) / others.clamp_min(1) if m > 1 else torch.full((m,), math.nan)
+    table = {"reference": per_clip((e_ref * z[cof]).sum(-1), cof), "other_clips": other_clips_cos(e_ref, cof, z)}
 
     stride = max(1, math.ceil(lib.total_frames / max_frames))
     frames = torch.arange(0, lib.total_frames, stride)

@@ -40,6 +40,7 @@ import json
 import logging
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -223,10 +224,11 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
         """The actor (observations ``[o_t, z / sqrt(d)]``)."""
         return self.agent.actor
 
-    def probe_candidates(self, num_clips: int) -> Tensor:
-        """(clips, 1, T, 16) each clip's unit latents per step as evaluation uses them (the tracking inference; T the
-        longest clip's steps, a shorter clip's last row repeated)."""
-        tracks = self.tracking_latents()[:num_clips]
+    def probe_candidates(self, clips: Sequence[int]) -> Tensor:
+        """(len(clips), 1, T, 16) each of ``clips``' unit latents per step as evaluation uses them (the tracking
+        inference; T the longest of these clips' steps, a shorter clip's last row repeated)."""
+        every = self.tracking_latents()
+        tracks = [every[i] for i in clips]
         T = max(t.shape[0] for t in tracks)
         return torch.stack([torch.cat([t, t[-1:].expand(T - t.shape[0], -1)]) for t in tracks]).unsqueeze(1)
 

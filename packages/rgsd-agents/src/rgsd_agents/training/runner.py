@@ -30,7 +30,7 @@ import dataclasses
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -317,9 +317,9 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
         """The actor the probe rolls out."""
         return self.ac.actor
 
-    def probe_candidates(self, num_clips: int) -> Tensor | None:
-        """The method's latents per clip (None: the encoder's z_m)."""
-        return self.method.probe_latents(num_clips)
+    def probe_candidates(self, clips: Sequence[int]) -> Tensor | None:
+        """The method's latents for each of ``clips`` (None: the encoder's z_m)."""
+        return self.method.probe_latents(clips)
 
     def probe_extras(self) -> dict[str, float]:
         """The method's probe statistics (RGSD: the discovery encoder's)."""

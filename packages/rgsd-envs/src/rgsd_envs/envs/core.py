@@ -11,6 +11,7 @@ behave exactly like N single environments seeded the same way.
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -123,6 +124,24 @@ def nonfinite_action_error(actions: Any) -> ValueError:
     )
 
 
+def default_encoder(lib: MotionLib, ref_inputs: Tensor, skill_dim: int) -> enc.ReferenceKernelEncoder:
+    """The encoder of an env built without one: the training-free kernel encoder of ``lib``'s reference inputs."""
+    return enc.ReferenceKernelEncoder(ref_inputs, lib.clip_of_frame, lib.num_clips, dim=skill_dim)
+
+
+def library_clip_embeddings(lib: MotionLib, encoder: str | os.PathLike | None, skill_dim: int) -> Tensor:
+    """(clips, skill_dim) z_m of ``lib``'s clips on the CPU, as an env with this encoder file (None: the default
+    encoder) has them, without building its worlds: those the file stores for exactly these clips, else embedded."""
+    if encoder is not None:
+        stored = enc.stored_clip_embeddings(encoder, list(lib.names), skill_dim)
+        if stored is not None:
+            return stored
+    lib = lib if lib.device.type == "cpu" else lib.to("cpu")
+    inputs = reference_encoder_inputs(lib)
+    model = default_encoder(lib, inputs, skill_dim) if encoder is None else enc.load_encoder(encoder, skill_dim)
+    return enc.clip_embeddings(model, inputs, lib.clip_of_frame, lib.num_clips)
+
+
 class RGSDCore:
     """N worlds of RGSD-SMPL-v0: state, episodes and observations as torch tensors."""
 
@@ -204,9 +223,7 @@ class RGSDCore:
 
     # -- reference data -------------------------------------------------
     def _default_encoder(self) -> enc.EncoderLike:
-        return enc.ReferenceKernelEncoder(
-            self.ref_inputs, self.lib.clip_of_frame, self.lib.num_clips, dim=self.cfg.skill_dim
-        )
+        return default_encoder(self.lib, self.ref_inputs, self.cfg.skill_dim)
 
     def reference_history(self, env_ids: Tensor | None = None) -> Tensor:
         """(n, 4, 359) reference features of the 4 frames before each world's current frame (all worlds: None).

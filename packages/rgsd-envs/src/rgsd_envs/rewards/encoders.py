@@ -139,6 +139,16 @@ def load_encoder(path: str | os.PathLike, skill_dim: int | None = None) -> MLPEn
     return enc.eval()
 
 
+def stored_clip_embeddings(path: str | os.PathLike, names: list[str], skill_dim: int | None = None) -> Tensor | None:
+    """The clip embeddings z_m (clips, d) an encoder file stores (``rgsd pretrain`` writes them with the clip names
+    it embedded), or None unless it stores them for exactly ``names``, in that order."""
+    payload = read_encoder_file(path, skill_dim)
+    z = payload.get("clip_embeddings")
+    if payload.get("clip_names") != list(names) or not isinstance(z, Tensor):
+        return None
+    return z.to(torch.float32) if tuple(z.shape) == (len(names), payload["out_dim"]) else None
+
+
 def spread_directions(num: int, dim: int = SKILL_DIM, seed: int = 0) -> Tensor:
     """num unit vectors in R^dim, orthonormal if num <= dim, else spread apart.
 
@@ -177,17 +187,33 @@ def _kernel_keys(x: Tensor) -> Tensor:
 NEAREST_CHUNK = 2048
 """Rows of the frame-to-frame distance matrix held at once: the full matrix of 500 clips (~45k frames) would
 need 8 GB."""
+BANDWIDTH_SAMPLE = 4096
+"""Frames whose nearest-neighbour spacing sets the kernel's bandwidth: evenly spaced over the library (all of a
+library this size or smaller), so the cost grows with the frames, not their square (400 clips, 70k frames: the
+same bandwidth as from every frame, in 4 s instead of 47 s)."""
+KERNEL_CHUNK = 1 << 25
+"""States x reference frames compared at once by ``ReferenceKernelEncoder.forward`` (128 MB of float32): 4096
+states against 116k frames held ~2 GB per matrix, three of them at once."""
 
 
-def _nearest_other_distance(keys: Tensor) -> Tensor:
-    """(F,) distance from each row of ``keys`` (F, k) to its nearest other row, ``NEAREST_CHUNK`` rows at a time."""
-    out = torch.empty(keys.shape[0], dtype=keys.dtype, device=keys.device)
-    for start in range(0, keys.shape[0], NEAREST_CHUNK):
-        d = torch.cdist(keys[start : start + NEAREST_CHUNK], keys)
-        rows = torch.arange(d.shape[0], device=keys.device)
-        d[rows, rows + start] = float("inf")
+def _nearest_other_distance(keys: Tensor, rows: Tensor | None = None) -> Tensor:
+    """Distance from each of ``rows`` of ``keys`` (F, k) (None: every row) to its nearest other row,
+    ``NEAREST_CHUNK`` rows at a time."""
+    rows = torch.arange(keys.shape[0], device=keys.device) if rows is None else rows.to(keys.device)
+    out = torch.empty(rows.shape[0], dtype=keys.dtype, device=keys.device)
+    for start in range(0, rows.shape[0], NEAREST_CHUNK):
+        chunk = rows[start : start + NEAREST_CHUNK]
+        d = torch.cdist(keys[chunk], keys)
+        d[torch.arange(d.shape[0], device=keys.device), chunk] = float("inf")
         out[start : start + d.shape[0]] = d.min(dim=1).values
     return out
+
+
+def spaced_rows(total: int, most: int) -> Tensor:
+    """Up to ``most`` row indices evenly spaced over ``total`` rows (all of them when ``total <= most``)."""
+    if total <= most:
+        return torch.arange(total)
+    return torch.linspace(0, total - 1, most, dtype=torch.float64).round().long()
 
 
 class ReferenceKernelEncoder(nn.Module):
@@ -206,7 +232,7 @@ class ReferenceKernelEncoder(nn.Module):
         keys = _kernel_keys(reference_inputs.to(torch.float32))
         mean, std = keys.mean(0), keys.std(0).clamp_min(1e-2)
         keys = (keys - mean) / std
-        nearest = _nearest_other_distance(keys)
+        nearest = _nearest_other_distance(keys, spaced_rows(keys.shape[0], BANDWIDTH_SAMPLE))
         # bandwidth: a few nearest-neighbour spacings, so each state sees its clip's local frames
         self.bandwidth = float(3.0 * nearest[torch.isfinite(nearest)].median().clamp_min(1e-3))
         self.kappa = float(kappa)
@@ -218,12 +244,18 @@ class ReferenceKernelEncoder(nn.Module):
         self.register_buffer("directions", spread_directions(num_clips, dim, seed))
 
     def forward(self, x: Tensor) -> Tensor:
-        """Unit embeddings (B, 16) of states (B, 1795)."""
+        """Unit embeddings (B, 16) of states (B, 1795), ``KERNEL_CHUNK`` states x reference frames at a time."""
         k = (_kernel_keys(x.to(torch.float32)) - self.key_mean) / self.key_std
-        logits = -torch.cdist(k, self.keys).square() / (2.0 * self.bandwidth**2)  # (B, F)
+        rows = max(1, KERNEL_CHUNK // self.keys.shape[0])
+        return torch.cat([self._embed_keys(k[i : i + rows]) for i in range(0, k.shape[0], rows)])
+
+    def _embed_keys(self, k: Tensor) -> Tensor:
+        """Unit embeddings (B, 16) of standardised keys (B, k)."""
+        # -|k - k_f|^2 / (2 b^2), (B, F), in place: one matrix of the chunk's size
+        logits = torch.cdist(k, self.keys).square_().div_(-2.0 * self.bandwidth**2)
         # per clip: its nearest frame's logit (a max over its frames), then a softmax over clips
-        per_clip = torch.full((x.shape[0], self.num_clips), float("-inf"), device=x.device)
-        per_clip = per_clip.scatter_reduce(1, self.clip_of_frame.expand(x.shape[0], -1), logits, reduce="amax")
+        per_clip = torch.full((k.shape[0], self.num_clips), float("-inf"), device=k.device)
+        per_clip = per_clip.scatter_reduce(1, self.clip_of_frame.expand(k.shape[0], -1), logits, reduce="amax")
         w = torch.softmax(per_clip, dim=-1)
         return F.normalize(w @ self.directions, dim=-1)
 

@@ -138,19 +138,16 @@ def _ordered_skills(skills: ClipSkills, names: list[str], skill_dim: int) -> np.
 def policy_metadata(run: RunDir, policy: PolicyMLP, clip_skills: ClipSkills | None = None) -> dict[str, Any]:
     """The JSON metadata of a run's exported policy (see the module docstring); ``clip_skills``: the latents to
     command (None: the encoder's clip embeddings, for a run whose method commands those)."""
-    from rgsd_envs.envs.core import RGSDCore
+    from rgsd_envs.envs.core import library_clip_embeddings
+    from rgsd_envs.motion.library import MotionLib
 
-    encoder = _skill_encoder(run) if clip_skills is None else None  # given skills: the core gives clips, offsets
     env_cfg = run.env_config()
     layout = env_cfg.layout
-    core = RGSDCore(1, config=env_cfg, encoder=None if encoder is None else str(encoder))
-    try:
-        lib = core.lib
-        z_m = core.clip_embeddings.detach().cpu().numpy()
-        body_offsets = lib.body_offsets
-    finally:
-        core.close()
+    lib = MotionLib(run.training_motions())  # clip names, categories and body offsets; no worlds
+    body_offsets = lib.body_offsets
     if clip_skills is None:
+        encoder = _skill_encoder(run)
+        z_m = library_clip_embeddings(lib, encoder, layout.skill_dim).numpy()
         source = "encoder z_m ({})".format("the env's default encoder" if encoder is None else encoder.name)
     else:
         z_m, source = _ordered_skills(clip_skills, list(lib.names), layout.skill_dim), clip_skills.source
