@@ -212,4 +212,4 @@ def test_a_top_view_figure_draws_at_most_forty_clips_evenly_spaced():
     chosen = top_view_clips(999)
     assert len(chosen) == MAX_TOP_VIEW_PANELS == 40
     assert chosen[0] == 0 and chosen[-1] == 998 and chosen == sorted(set(chosen))
-    assert max(b - a for a, b in zip(chosen, chosen[1:])) <= 26  # spread over the whole list, not its head
+    assert max(np.diff(chosen)) <= 26  # spread over the whole list, not its head

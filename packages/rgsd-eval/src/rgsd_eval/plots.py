@@ -139,7 +139,7 @@ def top_view_clips(m: int, limit: int = MAX_TOP_VIEW_PANELS) -> list[int]:
     """The clips a top-view figure draws: all ``m`` up to ``limit``, else ``limit`` of them evenly spaced in order."""
     if m <= limit:
         return list(range(m))
-    return sorted({int(round(i)) for i in np.linspace(0, m - 1, limit)})
+    return sorted({round(float(i)) for i in np.linspace(0, m - 1, limit)})
 
 
 def plot_trajectories(ev: RunEvaluation, kappa: float, path: str | os.PathLike, max_variants: int = 150) -> Path:
