@@ -17,6 +17,7 @@ from rgsd_agents.pretraining.loss import info_nce_loss
 from rgsd_agents.pretraining.negatives import (
     LEG_LAG,
     SINK_STEP,
+    VARIANTS,
     frame_features_of,
     hard_negative_inputs,
     variant_stacks,
@@ -28,6 +29,7 @@ from rgsd_agents.pretraining.reward_sharpness import (
     other_clips_cos,
     reward_sharpness,
     tensorboard_scalars,
+    write_report,
 )
 from rgsd_envs.envs.observations import (
     FRAME_DIM,
@@ -242,3 +244,37 @@ def test_hard_negatives_refuse_an_alignment_early_stop_and_the_cli_drops_it():
     args = build_parser().parse_args(["pretrain", "--out", "x", "--negatives", "hard"])
     cfg = pretrain_cmd.config_from_args(args)
     assert cfg.negatives == "hard" and cfg.target_alignment is None
+
+
+def _refuse_nan(constant: str) -> float:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def test_columns_without_a_scored_state_are_null_in_strict_json(lib_inputs, tmp_path):
+    """Frames spaced past a clip's length leave it unscored: null in the file (NaN is not JSON), no TensorBoard tag."""
+    lib, inputs = lib_inputs
+    torch.manual_seed(0)
+    enc = MLPEncoder((32,), kappa=5.0)
+    enc.set_input_stats(inputs.mean(0), inputs.std(0).clamp_min(1e-3))
+    report = reward_sharpness(enc, lib, kappa=5.0, inputs=inputs, max_frames=2, max_twins=50)
+    path = write_report(report, tmp_path / SHARPNESS_FILE)
+    loaded = json.loads(path.read_text(), parse_constant=_refuse_nan)
+    unscored = [(n, c) for n, row in loaded["cos"].items() for c, v in row.items() if v is None]
+    assert len(unscored) >= 3 * len(VARIANTS) and all(c in VARIANTS for _, c in unscored)
+    assert all(isinstance(v, float) for v in loaded["mean_cos"].values())  # over the clips with a number
+    assert loaded == report
+    tags = tensorboard_scalars(loaded)
+    assert len(tags) == len(COLUMNS) * (1 + lib.num_clips) - len(unscored)
+    assert all(math.isfinite(v) for v in tags.values())
+    name, column = unscored[0]
+    assert f"reward_sharpness_clips/{name}_{column}_cos" not in tags
+    assert "-" in format_table(loaded) and "nan" not in format_table(loaded)
+
+
+def test_a_report_holding_nan_is_written_with_null(tmp_path):
+    report = {"cos": {"a": {"reference": math.nan, "held_still": 0.5}}, "mean_cos": {"reference": math.inf}}
+    text = write_report(report, tmp_path / SHARPNESS_FILE).read_text()
+    assert json.loads(text, parse_constant=_refuse_nan) == {
+        "cos": {"a": {"reference": None, "held_still": 0.5}},
+        "mean_cos": {"reference": None},
+    }

@@ -116,8 +116,8 @@ def reward_sharpness(
     table["sim_twin"] = per_clip((e_twin * z[twin_clips]).sum(-1), twin_clips)
 
     c = float(kappa if constant is None else constant)
-    clips_out = {name: {col: float(table[col][i]) for col in COLUMNS} for i, name in enumerate(lib.names)}
-    mean = {col: float(torch.nanmean(table[col])) for col in COLUMNS}
+    clips_out = {name: {col: _number(table[col][i]) for col in COLUMNS} for i, name in enumerate(lib.names)}
+    mean = {col: _number(torch.nanmean(table[col])) for col in COLUMNS}
     return {
         "kappa": float(kappa),
         "constant": c,
@@ -126,8 +126,14 @@ def reward_sharpness(
         "frames_scored": len(frames),
         "cos": clips_out,
         "mean_cos": mean,
-        "mean_reward": {col: c + float(kappa) * v for col, v in mean.items()},
+        "mean_reward": {col: None if v is None else c + float(kappa) * v for col, v in mean.items()},
     }
+
+
+def _number(value: Tensor) -> float | None:
+    """A cell of the report: None where no state was scored (strict JSON has no NaN: it is written as null)."""
+    v = float(value)
+    return v if math.isfinite(v) else None
 
 
 TABLE_CLIPS = 30
@@ -209,16 +215,28 @@ def _notes(report: dict[str, Any], summarised: bool, grouped: bool) -> list[str]
 
 
 def write_report(report: dict[str, Any], path: str | os.PathLike) -> Path:
-    """Write the report as JSON (atomically)."""
+    """Write the report as strict JSON (atomically): a cell where no state was scored is null, never NaN."""
     with atomic_path(path) as tmp:
-        Path(tmp).write_text(json.dumps(report, indent=2) + "\n")
+        Path(tmp).write_text(json.dumps(_strict(report), indent=2, allow_nan=False) + "\n")
     return Path(path)
 
 
+def _strict(value: Any) -> Any:
+    """``value`` with every non-finite float as None (a report built by hand, or by an older version, may hold NaN)."""
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def tensorboard_scalars(report: dict[str, Any], max_clips: int = 32) -> dict[str, float]:
-    """TensorBoard tags of a report: the mean cos of each column, and per clip for up to ``max_clips`` clips."""
+    """TensorBoard tags of a report: the mean cos of each column, and per clip for up to ``max_clips`` clips; a cell
+    with no state scored (null) has no tag."""
     out = {f"reward_sharpness/mean_{c}_cos": v for c, v in report["mean_cos"].items()}
     if len(report["cos"]) <= max_clips:
         for name, row in report["cos"].items():
             out.update({f"reward_sharpness_clips/{name}_{c}_cos": v for c, v in row.items()})
-    return out
+    return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
