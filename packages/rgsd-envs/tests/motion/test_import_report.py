@@ -105,3 +105,28 @@ def test_a_clip_too_short_for_the_evaluation_s_fid_is_warned_about_at_import_and
     totals = printed.out.splitlines()[-1]
     assert totals == f"total: 2 clips, {frames} frames, {seconds:.1f} s; per category: unlabelled 2", totals
     assert printed.err.startswith("warning: hop: 10 frames (0.30 s)") and len(printed.err.splitlines()) == 1
+
+
+def test_past_three_short_clips_one_line_counts_them_at_import_and_in_info(walk_raw, tmp_path, capsys):
+    from rgsd_envs.motion.fid_window import SHORT_EXAMPLES
+
+    short = {**walk_raw, "poses": walk_raw["poses"][:37], "trans": walk_raw["trans"][:37]}
+    short = {**short, "dmpls": walk_raw["dmpls"][:37], "mocap_framerate": 120.0}  # 10 frames at 30 Hz
+    for i in range(SHORT_EXAMPLES + 2):
+        np.savez(tmp_path / f"hop{i}_poses.npz", **short)
+    np.savez(tmp_path / "walk_poses.npz", **walk_raw)
+    out_dir = tmp_path / "clips"
+    assert main(["import", str(tmp_path), "--out", str(out_dir), "--quiet"]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "motion FID" in line]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith("warning: 5 clips are shorter than the 16 frames (0.50 s) rgsd eval needs")
+    assert ": hop0, hop1, hop2 and 2 more; they train" in warned[0] and warned[0].endswith(
+        f"each clip's frames are in {REPORT_NAME} (frames_out, frames_in)"
+    )
+    files = json.loads((out_dir / REPORT_NAME).read_text())["files"]
+    assert sorted(f["name"] for f in files if f["frames_out"] < 16) == [f"hop{i}" for i in range(5)]
+    assert main(["info", str(out_dir)]) == 0
+    printed = capsys.readouterr()
+    assert len(printed.out.splitlines()) == 7  # every clip, with its frames, and the totals
+    assert len(printed.err.splitlines()) == 1 and printed.err.startswith("warning: 5 clips are shorter than the 16")
+    assert "hop0, hop1, hop2 and 2 more" in printed.err and "the listing above gives each clip's frames" in printed.err

@@ -89,7 +89,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from rgsd_envs.motion.fid_window import short_clip_warning
+    from rgsd_envs.motion.fid_window import SHORT_EXAMPLES, short_clip_warning, short_clips_summary
     from rgsd_envs.motion.library import load_motions
 
     clips = load_motions(args.clips)
@@ -98,9 +98,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
             f"{clip.name:32s} {clip.category:10s} {clip.num_frames:5d} frames  {clip.duration:6.2f} s  source {clip.source_fps:g} Hz  {clip.source}"
         )
     print(totals_line(clips))
-    for clip in clips:
-        if line := short_clip_warning(clip.name, clip.num_frames):
-            print(line, file=sys.stderr)
+    short = [(clip.name, line) for clip in clips if (line := short_clip_warning(clip.name, clip.num_frames))]
+    if len(short) > SHORT_EXAMPLES:
+        where = "the listing above gives each clip's frames (its third column)"
+        short = [("", short_clips_summary([name for name, _ in short], where))]
+    for _, line in short:
+        print(line, file=sys.stderr)
     return 0
 
 

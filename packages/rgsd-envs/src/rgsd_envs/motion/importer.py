@@ -20,7 +20,7 @@ from rgsd_envs.motion.amass import (
     read_amass,
 )
 from rgsd_envs.motion.clip_names import Job, clip_names, distinct_sources, inside, same_file_key
-from rgsd_envs.motion.fid_window import short_clip_warning
+from rgsd_envs.motion.fid_window import SHORT_EXAMPLES, short_clip_warning, short_clips_summary
 from rgsd_envs.motion.kinematics import KinematicModel
 from rgsd_envs.motion.paper_set import PAPER_CLIPS, find_paper_clips
 from rgsd_envs.utils.files import InputFileError, atomic_path, output_folder
@@ -129,14 +129,18 @@ class ImportReport:
 
     def short_warnings(self) -> list[str]:
         """One line per kept clip too short for ``rgsd eval``'s motion FID (``fid_window.short_clip_warning``), with
-        the frames and rate it was read at."""
-        lines = []
+        the frames and rate it was read at; past ``SHORT_EXAMPLES`` such clips one line that counts them, names the
+        first few and points to the report."""
+        lines, names = [], []
         for f in self.files:
             if f.status == "kept" and f.frames_out is not None:
                 line = short_clip_warning(f.name or "", f.frames_out)
                 if line:
+                    names.append(f.name or "")
                     lines.append(f"{line} (read from {f.frames_in} frames at {f.source_fps:g} Hz in {f.source})")
-        return lines
+        if len(lines) <= SHORT_EXAMPLES:
+            return lines
+        return [short_clips_summary(names, f"each clip's frames are in {REPORT_NAME} (frames_out, frames_in)")]
 
     def rename_notes(self, examples: int = RENAME_EXAMPLES) -> list[str]:
         """The kept clips named by their folder(s) because another source file has the name they asked for: a line
