@@ -534,6 +534,40 @@ def test_an_interrupted_demo_continues_with_the_same_command_then_evaluates(tmp_
     assert len(evals) == 1
 
 
+def test_a_second_demo_into_the_folder_of_a_new_one_that_runs_is_refused(tmp_path, monkeypatch, capsys):
+    """A new demo holds its folder from before its pretraining: a second ``rgsd demo --out`` it stops at the lock."""
+    import os
+
+    from rgsd_agents import cli
+    from rgsd_agents.training import runner as runner_module
+
+    out = tmp_path / "demo"
+    trainings: list = []
+    second: list = []
+
+    class Started(Exception):
+        pass
+
+    def running_demo(cfg, path, progress=True):
+        """The first demo's training: it starts the second demo, which must not get this far."""
+        trainings.append(path)
+        assert len(trainings) == 1, "a second demo started training in the folder of one that runs"
+        second.append(cli.main(["demo", "--out", str(out), "--no-eval", "--no-progress"]))
+        second.append(capsys.readouterr().err)
+        raise Started
+
+    monkeypatch.setattr(runner_module, "Runner", running_demo)
+    args = _demo_args(out, "--no-eval")
+    with pytest.raises(Started):
+        args.func(args)
+    code, err = second
+    assert code == 2
+    assert err.strip() == (
+        f"error: {out}: in use by pid {os.getpid()} (rgsd demo); wait for it to end or stop it, then run again"
+    )
+    assert not out.exists()  # the first demo failed with nothing but its lock written: its new folder is gone
+
+
 def test_a_demo_into_a_run_on_other_clips_is_refused_with_the_command_that_continues_it(tmp_path, capsys):
     out = tmp_path / "cpu_run"
     (out / "checkpoints").mkdir(parents=True)

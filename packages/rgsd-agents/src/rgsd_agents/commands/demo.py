@@ -5,7 +5,7 @@
 3. evaluates the run with ``rgsd eval`` (``<out>/report``).
 
 ``rgsd demo --out`` a demo that was stopped (Ctrl-C, SIGTERM) continues it: the training from its checkpoint, then
-the evaluation.
+the evaluation. A demo holds its folder while it runs: a second ``rgsd demo --out`` the same folder is refused.
 
 The closing summary quotes ``rgsd eval``'s numbers (per clip ERR, falls, pelvis
 travel); the training probe follows, labelled as such.
@@ -105,12 +105,13 @@ def run(args: argparse.Namespace) -> int:
 
     if (code := refuse_torchrun("demo")) is not None:
         return code
+    from rgsd_agents.commands.train import hold
     from rgsd_agents.config import load_config
     from rgsd_agents.training.runner import Runner
     from rgsd_envs.utils.device import resolve_device
 
     out = Path(args.out)
-    with contextlib.ExitStack() as stack:  # holds a continued demo's folder while it trains and is evaluated
+    with contextlib.ExitStack() as stack:  # holds the demo's folder while it trains and is evaluated
         if holds_run(out):
             runner = continued(out, args, stack)
             if isinstance(runner, str):
@@ -121,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
             overrides = {"max_minutes": minutes, **run_overrides(args)}
             cfg = load_config("demo", overrides)
             resolve_device(cfg.device)  # a bad device ends here, before any folder exists
+            hold(stack, None, out, command="rgsd demo")  # a second demo into it, still pretraining, stops here
             print(
                 f"[1/3] pretraining the encoder and [2/3] training ({cfg.max_minutes:g} min budget) into {out}",
                 flush=True,

@@ -173,14 +173,21 @@ def holds_outputs(out: Path, config: str) -> str | None:
     return None
 
 
-def hold(stack: contextlib.ExitStack, dp: DataParallel | None, folder: str | Path, create: bool = True) -> None:
-    """Rank 0 holds the run folder until ``stack`` closes (``folder_lock``): a second ``rgsd train`` on it stops. A
-    folder this call creates is removed again if the run fails before writing more than its config and encoder."""
+def hold(
+    stack: contextlib.ExitStack,
+    dp: DataParallel | None,
+    folder: str | Path,
+    create: bool = True,
+    command: str = "rgsd train",
+) -> None:
+    """Rank 0 holds the run folder until ``stack`` closes (``folder_lock``): a second ``rgsd train`` (or ``rgsd demo``)
+    on it stops. A folder this call creates is removed again if the run fails before writing more than its config and
+    encoder."""
     from rgsd_envs.runs.run_dir import RunDir
     from rgsd_envs.utils.files import folder_lock
 
     if dp is None or dp.rank == 0:
-        stack.enter_context(folder_lock(folder, "rgsd train", create, setup_files=(RunDir.CONFIG, RunDir.ENCODER)))
+        stack.enter_context(folder_lock(folder, command, create, setup_files=(RunDir.CONFIG, RunDir.ENCODER)))
 
 
 def _parallel(trainer: type, dp: DataParallel | None) -> dict | None:
