@@ -148,6 +148,7 @@ def test_saved_encoder_carries_clips_and_the_env_accepts_it(trained):
     cfg, result, _, lib, inputs = trained
     payload = read_encoder_file(result.encoder_path)
     assert payload["clip_names"] == lib.names and payload["kappa"] == cfg.kappa
+    assert payload["clip_frames"] == lib.num_frames.tolist() and all(type(n) is int for n in payload["clip_frames"])
     assert payload["config"]["hidden"] == list(cfg.hidden)
     enc = load_encoder(result.encoder_path)
     _, z = alignment_from_embeddings(embed(enc, inputs), lib.clip_of_frame, lib.num_clips)

@@ -253,3 +253,25 @@ def test_library_clip_embeddings_are_the_env_s_or_those_the_encoder_file_stores_
     assert torch.equal(library_clip_embeddings(lib, kept, 16), stored)
     other = enc.save(tmp_path / "other.pt", clip_names=names[::-1], clip_embeddings=stored)  # other clips' order
     torch.testing.assert_close(library_clip_embeddings(lib, other, 16), computed)
+
+
+def test_stored_clip_embeddings_are_reused_only_for_clips_of_the_same_frame_counts(tmp_path):
+    """Clips of the demo's names but other lengths (an encoder pretrained on other clips) are embedded anew."""
+    from rgsd_envs.envs.core import library_clip_embeddings
+
+    lib = MotionLib("demo")
+    torch.manual_seed(0)
+    enc = MLPEncoder((16,))
+    inputs = reference_encoder_inputs(lib)
+    enc.set_input_stats(inputs.mean(0), inputs.std(0))
+    computed = library_clip_embeddings(lib, enc.save(tmp_path / "plain.pt"), 16)
+    stored = torch.nn.functional.normalize(torch.randn(5, 16), dim=-1)
+    names, frames = list(lib.names), lib.num_frames.tolist()
+    same = enc.save(tmp_path / "same.pt", clip_names=names, clip_frames=frames, clip_embeddings=stored)
+    assert torch.equal(library_clip_embeddings(lib, same, 16), stored)
+    longer = [n + 1 for n in frames[:1]] + frames[1:]  # the first clip one frame longer: another take of it
+    other = enc.save(tmp_path / "other.pt", clip_names=names, clip_frames=longer, clip_embeddings=stored)
+    assert not torch.allclose(computed, stored)
+    torch.testing.assert_close(library_clip_embeddings(lib, other, 16), computed)
+    names_only = enc.save(tmp_path / "names_only.pt", clip_names=names, clip_embeddings=stored)  # no frame counts
+    assert torch.equal(library_clip_embeddings(lib, names_only, 16), stored)

@@ -16,7 +16,7 @@ each state's embedding and ``z_m`` (``rgsd_envs.rewards.encoders``). Training st
 ``steps``, at ``max_seconds`` of wall time, or as soon as the alignment reaches
 ``target_alignment`` (checked every ``eval_every`` steps), whichever comes first.
 
-Outputs in ``out_dir``: ``encoder.pt`` (with ``clip_names``, ``clip_categories``,
+Outputs in ``out_dir``: ``encoder.pt`` (with ``clip_names``, ``clip_frames``, ``clip_categories``,
 ``clip_embeddings``, ``alignment``, ``separation``, ``config``), ``pretrain.yaml``
 (the resolved config), ``embeddings.png`` (3-D PCA of the embeddings),
 ``reward_sharpness.json`` (how the reward falls off the reference:
@@ -281,6 +281,7 @@ def _write_outputs(
     encoder_path = encoder.save(
         out / ENCODER_FILE,
         clip_names=list(lib.names),
+        clip_frames=[int(n) for n in lib.num_frames.tolist()],  # with the names, which clips z_m belongs to
         clip_categories=list(lib.categories),
         clip_embeddings=z.to(torch.float32),
         alignment=alignment,

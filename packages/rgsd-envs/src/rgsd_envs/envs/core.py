@@ -131,9 +131,10 @@ def default_encoder(lib: MotionLib, ref_inputs: Tensor, skill_dim: int) -> enc.R
 
 def library_clip_embeddings(lib: MotionLib, encoder: str | os.PathLike | None, skill_dim: int) -> Tensor:
     """(clips, skill_dim) z_m of ``lib``'s clips on the CPU, as an env with this encoder file (None: the default
-    encoder) has them, without building its worlds: those the file stores for exactly these clips, else embedded."""
+    encoder) has them, without building its worlds: those the file stores for exactly these clips (names and frame
+    counts), else embedded."""
     if encoder is not None:
-        stored = enc.stored_clip_embeddings(encoder, list(lib.names), skill_dim)
+        stored = enc.stored_clip_embeddings(encoder, list(lib.names), lib.num_frames.tolist(), skill_dim)
         if stored is not None:
             return stored
     lib = lib if lib.device.type == "cpu" else lib.to("cpu")

@@ -139,12 +139,19 @@ def load_encoder(path: str | os.PathLike, skill_dim: int | None = None) -> MLPEn
     return enc.eval()
 
 
-def stored_clip_embeddings(path: str | os.PathLike, names: list[str], skill_dim: int | None = None) -> Tensor | None:
-    """The clip embeddings z_m (clips, d) an encoder file stores (``rgsd pretrain`` writes them with the clip names
-    it embedded), or None unless it stores them for exactly ``names``, in that order."""
+def stored_clip_embeddings(
+    path: str | os.PathLike, names: Sequence[str], frames: Sequence[int], skill_dim: int | None = None
+) -> Tensor | None:
+    """The clip embeddings z_m (clips, d) an encoder file stores (``rgsd pretrain`` writes them with the names and
+    frame counts of the clips it embedded), or None unless it stores them for exactly ``names``, in that order, of
+    ``frames`` frames each: clips of the same names but other lengths are other clips, whose z_m would be wrong. A
+    file without frame counts (``clip_frames``) is matched on the names alone."""
     payload = read_encoder_file(path, skill_dim)
     z = payload.get("clip_embeddings")
     if payload.get("clip_names") != list(names) or not isinstance(z, Tensor):
+        return None
+    stored_frames = payload.get("clip_frames")
+    if stored_frames is not None and [int(n) for n in stored_frames] != [int(n) for n in frames]:
         return None
     return z.to(torch.float32) if tuple(z.shape) == (len(names), payload["out_dim"]) else None
 
