@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from rgsd_agents.probe import PROBE_FRAMES, ImitationProbe, probe_clips
+from rgsd_agents.probe import MAX_PROBE_CLIPS, PROBE_FRAMES, ImitationProbe
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import POLICY_OBS_DIM
 from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.motion.selection import spread_clips
 from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.testing import first_frames
 
@@ -29,15 +30,20 @@ def _probe(lib: MotionLib, **kw) -> ImitationProbe:
 
 
 def test_probe_clips_take_every_clip_of_a_small_set_and_spread_a_large_one_over_its_categories():
-    assert probe_clips(["walk", "run", "walk"], most=32) == [0, 1, 2]
+    assert spread_clips(["walk", "run", "walk"], most=32) == [0, 1, 2]
     # name order puts 40 kicks first: the first 32 clips would all be kicks
     categories = ["kick"] * 40 + ["run"] * 5 + ["walk"] * 30 + ["punch"] * 2
-    chosen = probe_clips(categories, most=12)
+    chosen = spread_clips(categories, most=12)
     assert chosen == [0, 1, 2, 3, 40, 41, 42, 45, 46, 47, 75, 76]  # round-robin: punch has 2, kick gets the 12th
     assert [categories.count(c) for c in ("kick", "run", "walk", "punch")] == [40, 5, 30, 2]
     picked = [categories[i] for i in chosen]
     assert [picked.count(c) for c in ("kick", "run", "walk", "punch")] == [4, 3, 3, 2]
-    assert probe_clips(categories, most=200) == list(range(len(categories)))
+    assert spread_clips(categories, most=200) == list(range(len(categories)))
+
+
+def test_the_probe_rolls_out_the_spread_clips(demo):
+    assert _probe(demo, max_clips=2).clip_ids.tolist() == spread_clips(demo.categories, 2) == [0, 1]
+    assert MAX_PROBE_CLIPS == 32
 
 
 def test_the_probe_of_short_clips_is_unchanged_by_the_frame_cap(demo):

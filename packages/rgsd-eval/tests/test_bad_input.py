@@ -97,3 +97,5 @@ def test_bad_eval_config_file(good_run, tmp_path, capsys):
         EvalConfig(rollouts=0)
     with pytest.raises(ValueError, match="video_size"):
         EvalConfig(video_size=(63, 48))
+    with pytest.raises(ValueError, match="max_clips = 0"):
+        EvalConfig(max_clips=0)

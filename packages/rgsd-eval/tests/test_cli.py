@@ -53,6 +53,9 @@ def test_rgsd_eval_runs_end_to_end(tmp_path, capsys):
     doc = json.loads((out / "metrics.json").read_text())
     assert list(doc["runs"]) == ["myrun"] and doc["config"]["rollouts"] == 2
     assert not (out / "myrun" / "videos").exists()
+    assert doc["config"]["max_clips"] is None and len(doc["clips"]) == 5  # no max_clips: every clip
+    assert doc["clips_selected"] == {"clips": 5, "of": 5, "rule": "every clip"}
+    assert "This evaluation covers" not in (out / "report.md").read_text()
 
 
 def test_without_offscreen_gl_eval_warns_before_the_rollouts_and_writes_the_report(tmp_path, monkeypatch, caplog):
@@ -106,3 +109,31 @@ def test_a_run_trained_on_several_sources_is_evaluated_on_all_and_a_short_clip_g
     md = (out / "report.md").read_text()
     assert f"hop (10 frames, {short})" in md and "fid_window = 15" in md
     assert f"Motions: `{tmp_path / 'clips'}`, `demo` (6 clips" in md
+
+
+def test_max_clips_evaluates_a_subset_spread_over_the_categories_and_says_so(tmp_path, caplog):
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_envs.motion.selection import SPREAD_RULE
+    from rgsd_envs.testing import first_frames
+
+    walk = MotionLib("demo").clips[0]
+    for name in ("walk_b", "walk_c"):  # two more walks first: the first 3 clips of the set would all be walks
+        first_frames(walk, 40, name).save(tmp_path / "clips" / f"{name}.npz")
+    run = make_fake_run(tmp_path / "r", motions=[str(tmp_path / "clips"), "demo"])
+    out = tmp_path / "e"
+    caplog.set_level("INFO")
+    code = cli.main(["--run", str(run), "--out", str(out), "--rollouts", "2", "--kappas", "20", "--no-video",
+                     "--no-progress", "--set", "max_clips=3"])  # fmt: skip
+    assert code == 0
+    doc = json.loads((out / "metrics.json").read_text())
+    chosen = ["walk_b", "demo_run", "demo_sidestep"]  # the first clip of each of the first 3 categories
+    assert [c["name"] for c in doc["clips"]] == chosen
+    assert list(doc["runs"]["r"]["imitation"]["clips"]) == chosen
+    assert doc["clips_selected"] == {"clips": 3, "of": 7, "rule": SPREAD_RULE}
+    md = (out / "report.md").read_text()
+    assert "This evaluation covers 3 of the motion set's 7 clips (max_clips = 3: round-robin" in md
+    assert f"| clips | 3 of 7 clips from `{tmp_path / 'clips'}`, `demo`: walk 1, run 1, sidestep 1 |" in md
+    logged = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("evaluating r (") and m.endswith("on 3 of 7 clips") for m in logged)
+    assert any("quick protocol on 3 clips:" in m for m in logged)  # the estimate counts the evaluated clips
+    assert cli.config_from_args(_parse(["--run", "a", "--out", "o", "--max-clips", "4"])).max_clips == 4

@@ -6,7 +6,8 @@ drift further before they end), so progress is also measured close to the way
 and ``starts_per_clip - 1`` more, evenly spaced, to average out single
 rollouts) with z = z_m, the mean action is applied until the clip's last frame or ``PROBE_FRAMES`` steps,
 whichever comes first, and no early termination cuts a rollout short (a fall stays in the average with
-its large error). Up to ``MAX_PROBE_CLIPS`` clips are probed, spread over the categories (``probe_clips``).
+its large error). Up to ``MAX_PROBE_CLIPS`` clips are probed, spread over the categories
+(``rgsd_envs.motion.selection.spread_clips``, the rule ``rgsd eval --max-clips`` picks with too).
 ``rgsd eval`` (rgsd-eval) is the full evaluation; this is a cheap
 learning curve for TensorBoard. It uses its own env, so training numbers do not
 depend on whether it runs.
@@ -23,6 +24,7 @@ import torch
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.motion.selection import spread_clips
 from rgsd_envs.runs.policy import PolicyMLP
 
 log = logging.getLogger(__name__)
@@ -32,22 +34,7 @@ PROBE_FRAMES = 300
 to show, and a probe costs worlds x 300 steps whatever the clips' lengths (to the end of a 10-minute clip every
 world would step 18,000 times)."""
 MAX_PROBE_CLIPS = 32
-"""Clips a probe rolls out at most (``probe_clips`` picks them)."""
-
-
-def probe_clips(categories: Sequence[str], most: int = MAX_PROBE_CLIPS) -> list[int]:
-    """Up to ``most`` clip indices spread over the categories, ascending: round-robin over the categories (in order
-    of first appearance), each category's clips in library order (every clip when there are at most ``most``)."""
-    by_category: dict[str, list[int]] = {}
-    for i, c in enumerate(categories):
-        by_category.setdefault(c, []).append(i)
-    queues = list(by_category.values())
-    chosen: list[int] = []
-    for rank in range(max((len(q) for q in queues), default=0)):
-        chosen += [q[rank] for q in queues if rank < len(q)][: most - len(chosen)]
-        if len(chosen) >= most:
-            break
-    return sorted(chosen)
+"""Clips a probe rolls out at most (``spread_clips`` picks them)."""
 
 
 class ImitationProbe:
@@ -66,7 +53,7 @@ class ImitationProbe:
     ):
         cfg = env_cfg.without_early_termination(p_imitation=1.0, eval_kappa=None)
         self.threshold = env_cfg.deviation.threshold
-        self.clip_ids = np.asarray(probe_clips(lib.categories, max_clips), dtype=np.int64)
+        self.clip_ids = np.asarray(spread_clips(lib.categories, max_clips), dtype=np.int64)
         """Library indices of the probed clips, ascending (the order of ``run``'s latents and per-clip numbers)."""
         frames = lib.num_frames.cpu().numpy()[self.clip_ids]
         self.shape = (len(frames), starts_per_clip, candidates)

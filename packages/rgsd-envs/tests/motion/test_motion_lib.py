@@ -187,3 +187,12 @@ def test_clip_id_names_the_known_clips(lib):
     assert lib.names[lib.clip_id("punch")] == "punch"
     with pytest.raises(KeyError, match="no clip named 'swim'"):
         lib.clip_id("swim")
+
+
+def test_subset_holds_just_the_clips_given_with_their_frames_and_origins():
+    demo = MotionLib("demo")
+    sub = demo.subset([3, 1])
+    assert sub.names == ["demo_backward", "demo_run"] and sub.origins == [demo.origins[3], demo.origins[1]]
+    assert sub.num_frames.tolist() == [demo.num_frames[3].item(), demo.num_frames[1].item()]
+    run = demo.frame_state(torch.tensor([1]), torch.tensor([7])).qpos
+    assert torch.equal(sub.frame_state(torch.tensor([1]), torch.tensor([7])).qpos, run)

@@ -160,6 +160,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--device", default=None, help="torch device of the policy: auto (default; cuda when available), cpu, cuda:N"
     )
+    p.add_argument(
+        "--max-clips",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="evaluate at most N clips, spread over the categories (default: every clip)",
+    )
     p.add_argument("--batch-size", type=_positive_int, default=None, help="worlds stepped at once (default 512)")
     p.add_argument("--no-video", action="store_true", help="skip the mp4 videos and their HTML replays")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -192,6 +199,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         "action_noise": args.action_noise,
         "seed": args.seed,
         "device": args.device,
+        "max_clips": args.max_clips,
         "batch_size": args.batch_size,
     }
     changes = {k: v for k, v in flags.items() if v is not None}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rgsd_envs.motion.selection import spread_clips
 from rgsd_envs.render import DEFAULT_TILE_SIZE
 from rgsd_eval.features import WINDOW
 from rgsd_eval.fid import DEFAULT_EPS
@@ -60,6 +62,10 @@ class EvalConfig:
     device: str = "auto"
     """Torch device of the policy's forward pass: "auto" (cuda when available), "cpu", "cuda" or "cuda:N" (the
     mujoco simulator stays on the CPU)."""
+    max_clips: int | None = None
+    """Evaluate at most this many clips of the motion set (None: every clip): a larger set is cut to a deterministic
+    subset spread over its categories (``rgsd_envs.motion.selection.spread_clips``); the report and metrics.json
+    (``clips_selected``) say how many of how many."""
     batch_size: int = 512
     """Worlds stepped at once (all clips x rollouts are split into batches of this size)."""
     torch_threads: int | None = 1
@@ -110,6 +116,7 @@ class EvalConfig:
             "best_of": self.best_of >= 1,
             "action_noise": self.action_noise == POLICY_NOISE
             or (isinstance(self.action_noise, (int, float)) and self.action_noise >= 0),
+            "max_clips": self.max_clips is None or self.max_clips >= 1,
             "batch_size": self.batch_size >= 1,
             "fid_window": self.fid_window >= 2,
             "fid_eps": self.fid_eps >= 0,
@@ -160,6 +167,13 @@ class EvalConfig:
             return self.discovery_kappa
         ks = sorted(self.kappas)
         return ks[len(ks) // 2]
+
+    def evaluated_clip_ids(self, categories: Sequence[str]) -> list[int]:
+        """Library indices of the clips evaluated, ascending: every clip, or ``max_clips`` of them spread over the
+        categories."""
+        if self.max_clips is None or self.max_clips >= len(categories):
+            return list(range(len(categories)))
+        return spread_clips(categories, self.max_clips)
 
     def sweep_clip_ids(self, categories: list[str]) -> list[int]:
         """Clips of the kappa-sweep figure (and of its rollouts unless ``sweep_all_clips``)."""

@@ -43,7 +43,14 @@ from rgsd_eval.plots import (
     plot_trajectory_comparison,
     top_view_variants,
 )
-from rgsd_eval.report import VIDEO_ADVICE, ReportInputs, RunArtifacts, unscored_fid_text, write_report
+from rgsd_eval.report import (
+    VIDEO_ADVICE,
+    ReportInputs,
+    RunArtifacts,
+    clips_selection,
+    unscored_fid_text,
+    write_report,
+)
 from rgsd_eval.runs import LoadedRun, load_run, representative_clips, unique_labels
 from rgsd_eval.topviews import TOP_VIEWS, save_top_views
 from rgsd_eval.videos import write_run_replays, write_run_videos
@@ -72,7 +79,7 @@ def run_evaluation(
         for r, label in zip(runs, labels)
     ]  # all checked before any work
     spec = _one_or_several(motions if motions is not None else loaded[0].run.training_motions())
-    lib = MotionLib(spec)
+    lib, selected = _evaluated_clips(MotionLib(spec), cfg)
     ref = ReferenceFeatures.of(lib, cfg.fid_window)
     unscored = [{"name": lib.names[c], "frames": int(lib.num_frames[c]), "file": lib.origins[c]} for c in ref.short]
     if unscored:
@@ -81,7 +88,7 @@ def run_evaluation(
         log.info("%s holds the report of %s: it is replaced when this one is written", out, ", ".join(earlier))
     videos_skipped = _video_problem(cfg)
     with staged_folder(out) as stage:
-        paths = _evaluate_into(stage, loaded, lib, ref, cfg, spec, unscored, videos_skipped)
+        paths = _evaluate_into(stage, loaded, lib, ref, cfg, spec, unscored, videos_skipped, selected)
     return {kind: out / path.relative_to(stage) for kind, path in paths.items()}
 
 
@@ -94,12 +101,14 @@ def _evaluate_into(
     spec: MotionSource,
     unscored: list[dict[str, Any]],
     videos_skipped: str,
+    selected: dict[str, Any],
 ) -> dict[str, Path]:
-    """Evaluate each run, draw its figures and videos, and write the report, all into ``out``."""
+    """Evaluate each run, draw its figures and videos, and write the report, all into ``out`` (``selected``: the
+    clips evaluated of the motion set's, ``report.clips_selection``)."""
     evaluations: list[RunEvaluation] = []
     artifacts: dict[str, RunArtifacts] = {}
     for run in loaded:
-        log.info("evaluating %s (%s latents) on %d clips", run.label, run.latent, lib.num_clips)
+        log.info("evaluating %s (%s latents) on %s clips", run.label, run.latent, _of(selected))
         log.info("%s: %s", run.label, eval_plan(lib, cfg, search_size(run), not videos_skipped).summary(cfg.protocol))
         ev = evaluate_run(run, lib, ref, cfg)
         evaluations.append(ev)
@@ -123,10 +132,28 @@ def _evaluate_into(
         figures=figures,
         videos_skipped=videos_skipped,
         unscored_fid=unscored,
+        clips_selected=selected,
     )
     paths = write_report(inputs, out)
     paths["config"] = save_yaml(cfg, out / "eval_config.yaml")
     return paths
+
+
+def _evaluated_clips(lib: MotionLib, cfg: EvalConfig) -> tuple[MotionLib, dict[str, Any]]:
+    """The library of the clips evaluated (``cfg.max_clips`` of them where the set has more) and
+    ``report.clips_selection`` of them."""
+    ids = cfg.evaluated_clip_ids(lib.categories)
+    selected = clips_selection(len(ids), lib.num_clips)
+    if len(ids) == lib.num_clips:
+        return lib, selected
+    log.info("max_clips = %d: evaluating %s clips (%s)", cfg.max_clips, _of(selected), selected["rule"])
+    return lib.subset(ids), selected
+
+
+def _of(selected: dict[str, Any]) -> str:
+    """ "N of M" where only some clips are evaluated, else "M"."""
+    n, m = selected["clips"], selected["of"]
+    return f"{n} of {m}" if n < m else str(m)
 
 
 def _video_problem(cfg: EvalConfig) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rgsd_envs.motion.fid_window import min_fid_frames
+from rgsd_envs.motion.selection import SPREAD_RULE
 from rgsd_envs.utils.config import to_dict
 from rgsd_envs.utils.files import atomic_path
 from rgsd_envs.utils.provenance import provenance, provenance_text
@@ -110,6 +111,25 @@ class ReportInputs:
     """The code that made the evaluation (``rgsd_envs.utils.provenance``)."""
     unscored_fid: list[dict[str, Any]] = field(default_factory=list)
     """name, frames and file of each clip too short for an FID (``evaluate.ReferenceFeatures.short``)."""
+    clips_selected: dict[str, Any] | None = None
+    """clips (evaluated), of (in the motion set) and rule (how they were picked; ``clips_selection``); None: every
+    clip of ``clips``."""
+
+
+def clips_selection(evaluated: int, of: int) -> dict[str, Any]:
+    """metrics.json's ``clips_selected``: ``evaluated`` of the motion set's ``of`` clips and the rule that picked
+    them (``EvalConfig.max_clips``)."""
+    return {"clips": evaluated, "of": of, "rule": SPREAD_RULE if evaluated < of else "every clip"}
+
+
+def selection_text(selected: dict[str, Any]) -> str:
+    """The sentence saying how many of the motion set's clips were evaluated ("" when every one was)."""
+    if selected["clips"] >= selected["of"]:
+        return ""
+    return (
+        f"This evaluation covers {selected['clips']} of the motion set's {selected['of']} clips (max_clips = "
+        f"{selected['clips']}: {selected['rule']}); every number below is over these clips only."
+    )
 
 
 def link_target(path: str) -> str:
@@ -262,11 +282,17 @@ def motions_text(motions: str | Sequence[str]) -> str:
     return ", ".join(f"`{m}`" for m in ([motions] if isinstance(motions, str) else motions))
 
 
-def clips_text(motions: str | Sequence[str], clips: Sequence[dict[str, Any]], categories: Sequence[str]) -> str:
-    """How many clips from which source(s), per category."""
+def clips_text(
+    motions: str | Sequence[str],
+    clips: Sequence[dict[str, Any]],
+    categories: Sequence[str],
+    selected: dict[str, Any] | None = None,
+) -> str:
+    """How many clips (of how many, where ``selected`` cut the set) from which source(s), per category."""
     counts = ", ".join(f"{c} {sum(1 for x in clips if x['category'] == c)}" for c in categories)
     demo = " (the built-in demo clips: made by code, not motion capture)" if motions == "demo" else ""
-    return f"{len(clips)} clips from {motions_text(motions)}{demo}: {counts}"
+    of = f" of {selected['of']}" if selected and selected["clips"] < selected["of"] else ""
+    return f"{len(clips)}{of} clips from {motions_text(motions)}{demo}: {counts}"
 
 
 UNSCORED_EXAMPLES = 5
@@ -304,7 +330,7 @@ def our_setup(inputs: ReportInputs) -> dict[str, str]:
     """This report's side of the differences box (keys of ``PAPER_SETUP``)."""
     return {
         "simulator": simulators_text([ev.metrics.get("simulator") for ev in inputs.runs]),
-        "clips": clips_text(inputs.motions, inputs.clips, inputs.categories),
+        "clips": clips_text(inputs.motions, inputs.clips, inputs.categories, inputs.clips_selected),
         "training budget": samples_text({ev.label: ev.metrics.get("training_samples") for ev in inputs.runs}),
         "rollouts per clip": rollouts_text(inputs.config, inputs.runs),
         "clip latent": clip_latent_text([(ev.metrics.get("method", "rgsd"), ev.metrics) for ev in inputs.runs]),
@@ -351,6 +377,11 @@ def _counts_line(inputs: ReportInputs) -> str:
     return "Rollouts per category (clips × rollouts per clip): " + ", ".join(parts) + f"; all: {im['all']['rollouts']}."
 
 
+def _selected(inputs: ReportInputs) -> dict[str, Any]:
+    """The report's ``clips_selected`` (every clip where the pipeline gave none)."""
+    return inputs.clips_selected or clips_selection(len(inputs.clips), len(inputs.clips))
+
+
 def render_markdown(inputs: ReportInputs) -> str:
     """The text of report.md."""
     cfg = inputs.config
@@ -360,6 +391,7 @@ def render_markdown(inputs: ReportInputs) -> str:
         protocol_line(cfg, [c["category"] for c in inputs.clips]),
         "",
         f"Motions: {motions_text(inputs.motions)} ({len(inputs.clips)} clips: {cat_counts}).",
+        *[t for t in [selection_text(_selected(inputs))] if t],
         "Runs: "
         + ", ".join(f"**{ev.label}** (latent: {ev.metrics['latent']}, `{ev.metrics['run_dir']}`)" for ev in inputs.runs)
         + ".",
@@ -658,6 +690,7 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         "version": REPORT_VERSION,
         "motions": inputs.motions,
         "clips": inputs.clips,
+        "clips_selected": _selected(inputs),
         "categories": inputs.categories,
         "protocol": {"name": inputs.config.protocol, "changed": to_dict_values(inputs.config.overrides())},
         "config": to_dict(inputs.config),

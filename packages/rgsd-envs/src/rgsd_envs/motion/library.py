@@ -235,6 +235,12 @@ class MotionLib:
         lib.origins = list(self.origins)
         return lib
 
+    def subset(self, clip_ids: Sequence[int]) -> MotionLib:
+        """A library of just these clips, in the order given (a new object sharing the clips, on this device)."""
+        lib = MotionLib([self.clips[i] for i in clip_ids], device=self.device, dtype=self.dtype)
+        lib.origins = [self.origins[i] for i in clip_ids]
+        return lib
+
     def __repr__(self) -> str:
         return f"MotionLib({self.num_clips} clips, {self.total_frames} frames, device={self.device})"
 
