@@ -1053,3 +1053,12 @@ def test_an_evaluation_step_states_its_world_steps_on_the_plan_s_clips(tmp_path)
     expected = eval_plan(MotionLib("demo"), cfg, best_of=0, render=cfg.video).seconds()
     assert expected > 2 * stated
     assert plan.step(eval_id("rgsd")).estimate_s == pytest.approx(expected)
+    # an evaluation limited to 2 of the 5 clips states the time of those 2
+    capped = dataclasses.replace(big, eval=dataclasses.replace(big.eval, settings={**settings, "max_clips": 2}))
+    plan = build_plan(capped, path, "demo", tmp_path / "c", methods=["rgsd"], seeds=1)
+    lib, cfg2 = MotionLib("demo"), EvalConfig.for_protocol(scale.eval.protocol, **{**settings, "max_clips": 2})
+    ids = cfg2.evaluated_clip_ids(lib.categories)
+    assert len(ids) == 2
+    two = eval_plan(lib.subset(ids), cfg2, best_of=0, render=cfg2.video)
+    assert plan.step(eval_id("rgsd")).estimate_s == pytest.approx(max(stated, two.seconds()))
+    assert plan.step(eval_id("rgsd")).estimate_s < expected

@@ -368,7 +368,8 @@ def _eval_seconds_per_run(plan: Plan, protocol: str, settings: Mapping[str, Any]
     lib = MotionLib(plan.motions)
     plan.clips, plan.frames = lib.num_clips, int(lib.num_frames.sum())
     cfg = EvalConfig.for_protocol(protocol, **settings)
-    return max(stated, eval_plan(lib, cfg, best_of=0, render=cfg.video).seconds())
+    evaluated = lib.subset(cfg.evaluated_clip_ids(lib.categories))  # the clips a max_clips setting keeps
+    return max(stated, eval_plan(evaluated, cfg, best_of=0, render=cfg.video).seconds())
 
 
 def _methods_with_preset(methods: list[str], preset: str, named: str | None) -> tuple[list[str], dict[str, str]]:
