@@ -171,9 +171,9 @@ class EvalConfig:
     def evaluated_clip_ids(self, categories: Sequence[str]) -> list[int]:
         """Library indices of the clips evaluated, ascending: every clip, or ``max_clips`` of them spread over the
         categories."""
-        if self.max_clips is None or self.max_clips >= len(categories):
+        if self.max_clips is None:
             return list(range(len(categories)))
-        return spread_clips(categories, self.max_clips)
+        return spread_clips(categories, self.max_clips)  # every clip where there are at most max_clips
 
     def sweep_clip_ids(self, categories: list[str]) -> list[int]:
         """Clips of the kappa-sweep figure (and of its rollouts unless ``sweep_all_clips``)."""
