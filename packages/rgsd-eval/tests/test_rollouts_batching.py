@@ -108,3 +108,43 @@ def test_recording_in_windows_of_frames_scores_as_one_window(loaded, lib, monkey
         w = windowed.feature_stats[key]
         assert w.count == s.count
         np.testing.assert_allclose(w.shift + w.total / w.count, s.shift + s.total / s.count, rtol=1e-9, atol=1e-12)
+
+
+def _step_spy(env: RGSDTorchEnv, every_world: bool) -> list[int]:
+    """Worlds stepped per ``SimBackend.step`` call (every world's step forced when ``every_world``)."""
+    backend, counts = env.core.backend, []
+    inner = backend.step
+
+    def step(targets, env_ids=None):
+        ids = None if every_world else env_ids
+        counts.append(backend.num_envs if ids is None else int(ids.numel()))
+        inner(targets, ids)
+
+    backend.step = step
+    return counts
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.2])
+def test_only_the_running_jobs_worlds_step_and_the_numbers_are_those_of_every_world_stepping(loaded, lib, noise):
+    """12 worlds for 9 jobs of different lengths: the 3 worlds past the jobs never step and a job's world stops at
+    its clip's end (MuJoCo steps exactly the jobs' own frames), with every job's rollout unchanged."""
+    jobs = _jobs()
+    out = {}
+    for every_world in (True, False):
+        env = RGSDTorchEnv(12, encoder_reward=False, config=eval_env_config(loaded.env_config)[0], motions=lib)
+        counts = _step_spy(env, every_world)
+        try:
+            out[every_world] = run_rollouts(
+                env, loaded.policy, jobs, fall_height=loaded.fall_height, action_noise=noise
+            )
+        finally:
+            env.close()
+        out[every_world, "steps"] = sum(counts)
+    res, old = out[False], out[True]
+    frames = lib.num_frames.numpy()[jobs.clip]
+    assert (res.length == frames).all()
+    assert out[False, "steps"] == (frames - 1).sum() < out[True, "steps"] == 12 * (frames.max() - 1)
+    np.testing.assert_array_equal(res.root_pos.data, old.root_pos.data)
+    np.testing.assert_array_equal(res.frame_error.data, old.frame_error.data)
+    np.testing.assert_array_equal(res.error, old.error)
+    np.testing.assert_array_equal(res.mean_feature, old.mean_feature)

@@ -63,6 +63,23 @@ def test_results_are_identical_with_one_or_two_threads(real_clip_dir):
     torch.testing.assert_close(out[0], out[1], atol=0, rtol=0)
 
 
+def test_a_step_of_chosen_worlds_moves_them_as_a_full_step_does_and_leaves_the_others(real_clip_dir):
+    lib = MotionLib(real_clip_dir)
+    clips, frames = _reference(lib, 6)
+    qpos, qvel = lib.frame_qpos_qvel(clips, frames)
+    target = torch.as_tensor(np.random.default_rng(0).uniform(-1, 1, (6, 69)))
+    full, part = make_backend("mujoco", 6), make_backend("mujoco", 6)
+    for b in (full, part):
+        b.set_state(torch.arange(6), qpos, qvel)
+    before = part.state().body_pos.clone()
+    full.step(target)
+    part.step(target, torch.tensor([1, 4]))
+    moved, kept = [1, 4], [0, 2, 3, 5]
+    torch.testing.assert_close(part.state().body_pos[moved], full.state().body_pos[moved], atol=0, rtol=0)
+    torch.testing.assert_close(part.state().body_pos[kept], before[kept], atol=0, rtol=0)
+    assert (full.state().body_pos[kept] != before[kept]).any()  # a step moves them
+
+
 def test_an_exploding_world_is_flagged_every_time_and_the_others_are_not():
     b = make_backend("mujoco", 3)
     for _ in range(2):  # MuJoCo resets the world and restarts its counters: both events seen

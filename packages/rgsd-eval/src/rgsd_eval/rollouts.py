@@ -366,17 +366,23 @@ def _run_chunk(
     length = np.full(m, steps, dtype=np.int64)
     unstable = np.zeros(m, dtype=bool)
     alive = np.ones(m, dtype=bool)
+    # only the worlds of running jobs act and step: the padding worlds past the jobs never, a job's world from its
+    # end on (MuJoCo then steps just those worlds; a policy's rows are its own, so a job's numbers stay the same)
+    active = np.arange(n) < m
+    acting = _Acting(n, tenv.device)
     for t in range(1, steps):
         if track is not None and t > 1:  # the step from frame t - 1 acts with the track's row t - 1
             tenv.set_skills(everyone, torch.as_tensor(track.row(t - 1), dtype=torch.float32))
             obs = tenv.observations()
-        actions = torch.as_tensor(policy.act(obs), dtype=torch.float32)
+        rows = acting.rows(active)
+        actions = torch.as_tensor(policy.act(obs if rows is None else obs[rows]), dtype=torch.float32)
         if noise is not None:
-            drawn = torch.from_numpy(noise.step(t)[:, : actions.shape[-1]]) * opts.action_noise
+            drawn = noise.step(t)[:, : actions.shape[-1]]
+            drawn = torch.from_numpy(drawn if rows is None else drawn[acting.mask]) * opts.action_noise
             actions = actions + drawn.to(actions.device)
             if opts.clamp_unit_box:
                 actions = actions.clamp(-1.0, 1.0)
-        tr = tenv.transition(actions.to(tenv.device))
+        tr = tenv.transition(acting.every_world(actions, rows).to(tenv.device), active=active)
         obs = tenv.observations()
         if opts.on_step is not None:
             opts.on_step(env, t)
@@ -386,6 +392,7 @@ def _run_chunk(
         length[ended] = np.where(bad[ended], t, t + 1)  # an unstable step's state is the engine's reset
         unstable |= bad
         alive &= ~ended
+        active[:m] = alive
         rec.record(t, length, alive)
         opts.bar.advance(1)
         if not alive.any():
@@ -393,6 +400,39 @@ def _run_chunk(
             break
     rec.finish(length)
     _summarise(out, jobs, ids, _Recording(rec.err, rec.local, rec.fell, length, unstable))
+
+
+ACT_MIN_ROWS = 16
+"""Fewest rows a policy acts on while the chunk has that many worlds: below 16 rows CPU matrix products take
+another kernel, whose rounding differs, so a job's actions would depend on how many of its chunk's jobs still run."""
+
+
+class _Acting:
+    """The acting worlds' rows of a chunk's step: the running jobs' worlds, topped up with idle ones to
+    ``ACT_MIN_ROWS``; their observations in, every world's actions out (zeros for the others: they do not step)."""
+
+    def __init__(self, n: int, device: torch.device):
+        self.n, self.device = n, device
+        self.fewest = min(n, ACT_MIN_ROWS)
+        self.active: np.ndarray | None = None
+        self.mask = np.ones(n, dtype=bool)
+        self.ids: torch.Tensor | None = None
+
+    def rows(self, active: np.ndarray) -> torch.Tensor | None:
+        """Device indices of the acting worlds (None: every world), remade when ``active`` changes."""
+        if self.active is None or not np.array_equal(self.active, active):
+            self.active = active.copy()
+            self.mask = active.copy()
+            self.mask[np.flatnonzero(~active)[: max(0, self.fewest - int(active.sum()))]] = True
+            self.ids = None if self.mask.all() else torch.from_numpy(np.flatnonzero(self.mask)).to(self.device)
+        return self.ids
+
+    def every_world(self, actions: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        """(n, act_dim) actions with the acting rows' ``actions`` in place and zeros elsewhere."""
+        if rows is None:
+            return actions
+        full = torch.zeros((self.n, actions.shape[-1]), dtype=actions.dtype, device=actions.device)
+        return full.index_copy_(0, rows.to(actions.device), actions)
 
 
 class _TrackRows:

@@ -443,9 +443,10 @@ class RGSDCore:
             raise nonfinite_action_error(a)
         return torch.as_tensor(a).to(self.device)
 
-    def physics_step(self, actions: Tensor) -> None:
-        """Advance all worlds one control step and move their reference clocks on."""
-        self.backend.step(self.targets(actions))
+    def physics_step(self, actions: Tensor, env_ids: Tensor | None = None) -> None:
+        """Advance the worlds ``env_ids`` (host indices, sorted; None: all) one control step and move every world's
+        reference clock on (``SimBackend.step``: the other worlds' states are then unspecified)."""
+        self.backend.step(self.targets(actions), env_ids)
         self.frame += 1
         self.frame_host += 1
 

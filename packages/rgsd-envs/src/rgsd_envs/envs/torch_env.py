@@ -260,13 +260,18 @@ class RGSDTorchEnv:
         actions: Tensor,
         stepped: np.ndarray | None = None,
         before_read: Callable[[Tensor], None] | None = None,
+        active: np.ndarray | None = None,
     ) -> Transition:
         """Advance all worlds one control step and score it; worlds outside ``stepped`` (a host mask, None: all)
         made no transition (Gymnasium's NextStep autoreset) and end nothing. ``before_read`` gets the device's
-        done flags (N,) once the step's work is queued, before its one read."""
+        done flags (N,) once the step's work is queued, before its one read.
+
+        ``active`` (a host mask, None: all): the only worlds whose physics must advance. The others' rows of
+        everything this step returns are then meaningless: the MuJoCo backend leaves their states as they were
+        (a step costs what its active worlds cost), MuJoCo Warp steps them too."""
         core = self.core
         a = core.check_actions(actions)
-        core.physics_step(a)
+        core.physics_step(a, None if active is None else torch.from_numpy(np.flatnonzero(active)))
         info = core.observe()
         terminated, truncated = core.done_flags(info)
         # the reward's ops are queued before the step's one read, so the device runs them while the host waits

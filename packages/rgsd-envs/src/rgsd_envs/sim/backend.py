@@ -85,8 +85,11 @@ class SimBackend(abc.ABC):
             self.set_state(ids, qpos[ids.to(qpos.device)], qvel[ids.to(qvel.device)])
 
     @abc.abstractmethod
-    def step(self, targets: Tensor) -> None:
-        """Hold PD targets (N, 69) for one control step (several physics steps)."""
+    def step(self, targets: Tensor, env_ids: Tensor | None = None) -> None:
+        """Hold PD targets (N, 69) for one control step (several physics steps) in the worlds ``env_ids`` (host
+        indices, sorted; None: all). The other worlds' states are then unspecified: a CPU backend leaves them as they
+        were, so a step costs what its worlds cost; a device backend may step them too, where a step of every world
+        costs the same."""
 
     @abc.abstractmethod
     def state(self, env_ids: Tensor | None = None) -> SimState:

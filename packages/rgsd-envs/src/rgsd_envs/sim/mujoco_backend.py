@@ -109,14 +109,16 @@ class MujocoBackend(SimBackend):
         self.batch.forward(ids, stage=_STAGE_VEL)
         self._unstable[torch.from_numpy(ids.astype(np.int64))] = False
 
-    def step(self, targets: Tensor) -> None:
-        """Hold PD targets (N, 69) for one control step."""
+    def step(self, targets: Tensor, env_ids: Tensor | None = None) -> None:
+        """Hold PD targets (N, 69) for one control step in the worlds ``env_ids`` (None: all); the others keep their
+        states (and are not flagged unstable)."""
         self._ctrl.copy_(targets.detach().to("cpu", torch.float64))
         # MuJoCo resets an exploding world itself and restarts its warning counts,
         # so counts are cleared before each step and any count means "unstable now"
         self._warning[...] = 0
+        ids = None if env_ids is None else env_ids.detach().cpu().numpy()
         start = time.perf_counter()
-        self.batch.step(nstep=self.substeps, stage=_STAGE_VEL)
+        self.batch.step(ids, nstep=self.substeps, stage=_STAGE_VEL)
         self.physics_seconds += time.perf_counter() - start
         self._unstable = torch.from_numpy((self._warning[:, _INSTABILITY, 1] > 0).any(axis=1))
 

@@ -412,8 +412,9 @@ class WarpBackend(SimBackend):
         self._unstable_i.masked_fill_(flag, 0)
         self._stale = True
 
-    def step(self, targets: Tensor) -> None:
-        """Hold PD targets (N, 69) for one control step."""
+    def step(self, targets: Tensor, env_ids: Tensor | None = None) -> None:
+        """Hold PD targets (N, 69) for one control step in every world, ``env_ids`` or not: the step's kernels cost
+        the same whatever the worlds that matter (and stay one CUDA graph)."""
         self._ctrl.copy_(targets.detach().to(self.device, torch.float32))
         self._launch(self._control_step, self._step_graph)
         self._stale = False  # the step ends with the observed fields of its new state
