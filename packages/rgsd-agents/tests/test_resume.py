@@ -119,6 +119,14 @@ def test_resume_with_a_setting_that_may_not_change_is_refused_in_one_line(run_wi
     assert sorted(p.name for p in (run_with_three_checkpoints / "checkpoints").iterdir()) == before
 
 
+def test_resume_accepts_a_setting_that_may_not_change_when_it_repeats_the_saved_value(run_with_three_checkpoints):
+    """A command run again with its own settings continues its run: the saved seed repeated changes nothing."""
+    saved = RunDir(run_with_three_checkpoints).config()
+    args = ["--seed", str(saved["seed"]), "--set", f"horizon={saved['horizon']}", "--set", "iterations=4"]
+    assert rgsd(["train", "--resume", str(run_with_three_checkpoints), *args, "--no-progress"]) == 0
+    assert torch.load(run_with_three_checkpoints / "checkpoints" / "latest.pt", weights_only=True)["iteration"] == 4
+
+
 def test_resume_says_where_it_continues_in_one_line(run_with_three_checkpoints, caplog):
     with caplog.at_level(logging.INFO):
         assert (

@@ -148,7 +148,7 @@ def continued(out: Path, args: argparse.Namespace, stack: contextlib.ExitStack) 
             f"rgsd train --resume {_q(out)} or choose another --out"
         )
     stack.enter_context(folder_lock(out, "rgsd demo", create=False))
-    overrides = changed_settings(run_overrides(args), saved.config())
+    overrides = run_overrides(args)
     if args.minutes is not None:
         overrides["max_minutes"] = args.minutes
     runner = Runner.resume(out, overrides, progress=not args.no_progress)
@@ -170,22 +170,6 @@ def continued(out: Path, args: argparse.Namespace, stack: contextlib.ExitStack) 
             flush=True,
         )
     return runner
-
-
-def changed_settings(overrides: dict[str, Any], saved: dict[str, Any]) -> dict[str, Any]:
-    """The ``--set`` values that differ from the ``saved`` config's: the same demo command run again repeats its
-    own settings, which continue the run; a changed one goes to ``Runner.resume``, which says what may change."""
-    missing = object()
-
-    def saved_value(dotted: str) -> Any:
-        node: Any = saved
-        for part in dotted.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return missing
-            node = node[part]
-        return node
-
-    return {k: v for k, v in overrides.items() if saved_value(k) != v}
 
 
 def _train_and_evaluate(runner: Runner, out: Path, args: argparse.Namespace) -> int:

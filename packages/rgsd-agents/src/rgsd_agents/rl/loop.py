@@ -39,7 +39,7 @@ from rgsd_agents.rl.distributed import DataParallel
 from rgsd_agents.signals import on_stop_signals, restore_signals, signal_name
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.runs.run_dir import RunDir
-from rgsd_envs.utils.config import check_overrides, from_dict_with_overrides
+from rgsd_envs.utils.config import check_overrides, dotted_value, from_dict_with_overrides
 from rgsd_envs.utils.files import (
     InputFileError,
     PickledObjectsError,
@@ -436,16 +436,20 @@ def resume_config(
     run: RunDir, cls: type, overrides: dict[str, Any] | None, allowed: tuple[str, ...], curriculum: tuple[str, ...] = ()
 ) -> Any:
     """The saved config of a run to continue, with the ``allowed`` overrides only (others would break exactness;
-    the error names the ``curriculum`` keys too, which the trainer takes separately)."""
+    the error names the ``curriculum`` keys too, which the trainer takes separately). An override that repeats its
+    saved value changes nothing and is accepted: a command run again with its own settings continues its run."""
     run.check(RunDir.CONFIG)
-    bad = sorted(set(overrides or {}) - set(allowed))
+    checked = check_overrides(cls, overrides)
+    saved = run.config()
+    missing = object()
+    bad = sorted(k for k, v in checked.items() if k not in allowed and dotted_value(saved, k, missing) != v)
     if bad:
         also = f" (from the checkpoint on, so may {', '.join(curriculum)})" if curriculum else ""
         raise InputFileError(
             f"--resume {run.path}",
             f"continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}{also}",
         )
-    return from_dict_with_overrides(cls, run.config(), str(run.config_path), check_overrides(cls, overrides), overrides)
+    return from_dict_with_overrides(cls, saved, str(run.config_path), checked, overrides)
 
 
 CONFIG_CHANGES = "config_changes.yaml"

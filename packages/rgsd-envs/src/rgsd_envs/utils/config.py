@@ -296,6 +296,16 @@ def check_overrides(cls: type, overrides: dict[str, Any] | None) -> dict[str, An
     return {k: check_override(cls, k, v) for k, v in (overrides or {}).items()}
 
 
+def dotted_value(data: dict[str, Any], dotted: str, default: Any = None) -> Any:
+    """``data["a"]["b"]`` for ``dotted = "a.b"``, or ``default`` where a key is missing."""
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
 def apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
     """Set ``data["a"]["b"] = value`` for ``dotted = "a.b"``."""
     parts = dotted.split(".")
