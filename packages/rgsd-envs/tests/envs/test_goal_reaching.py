@@ -189,6 +189,19 @@ def test_single_env_passes_check_env_and_vector_env_autoresets(low_level):
     venv.close()
 
 
+def test_a_step_before_reset_or_after_close_is_refused(low_level):
+    from gymnasium.error import ClosedEnvironmentError, ResetNeeded
+
+    venv = gym.make_vec("RGSD-SMPL-GoalReaching-v0", num_envs=2, low_level=low_level)
+    with pytest.raises(ResetNeeded, match=r"call reset\(\) before step\(\)"):
+        venv.step(np.ones((2, 16), np.float32))
+    venv.reset(seed=0)
+    venv.step(np.ones((2, 16), np.float32))
+    venv.close()
+    with pytest.raises(ClosedEnvironmentError, match="this env is closed"):
+        venv.unwrapped.torch_env.step(torch.ones(2, 16))
+
+
 def test_encoder_input_width_is_the_envs():
     assert ENCODER_INPUT_DIM == 1795
 

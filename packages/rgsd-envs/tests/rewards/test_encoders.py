@@ -79,6 +79,16 @@ def test_check_encoder_rejects_wrong_shapes_and_non_unit_outputs():
         check_encoder(lambda x: torch.ones(x.shape[0], 16))
 
 
+def test_an_encoder_that_returns_no_tensor_is_told_the_type_it_returned():
+    unit = np.eye(16)[:2]
+    with pytest.raises(
+        ValueError, match=r"returned a numpy\.ndarray for the probe .*; expected a torch\.Tensor of \(2, 16\)"
+    ):
+        check_encoder(lambda x: unit)
+    with pytest.raises(ValueError, match=r"returned a list for the probe"):
+        check_encoder(lambda x: unit.tolist())
+
+
 def test_an_encoder_that_is_unit_only_on_nonzero_inputs_is_told_it_was_probed_with_zeros():
     # normalising a slice of the state is a unit vector for real states but 0 for the all-zero probe
     with pytest.raises(ValueError) as err:

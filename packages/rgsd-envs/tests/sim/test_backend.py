@@ -113,3 +113,23 @@ def test_unknown_backend_is_a_clear_error():
 
     with pytest.raises(ValueError, match="unknown simulator backend 'mjx'; choose one of 'mujoco', 'warp'"):
         make_backend("mjx", 1)
+
+
+def test_close_stops_the_batch_threads_and_later_calls_are_refused():
+    import os
+
+    import pytest
+
+    def threads() -> int:  # OS threads: MuJoCo's batch threads are C threads, unseen by ``threading``
+        return len(os.listdir("/proc/self/task"))
+
+    before = threads()
+    backend = make_backend("mujoco", 4, num_threads=4)  # the caller's thread and 3 batch threads
+    assert threads() == before + 3
+    backend.close()
+    backend.close()
+    assert threads() == before  # ``backend`` is still referenced
+    with pytest.raises(RuntimeError, match="this MuJoCo backend is closed"):
+        backend.step(torch.zeros(4, sk.NUM_DOFS))
+    with pytest.raises(RuntimeError, match="this MuJoCo backend is closed"):
+        backend.state()

@@ -11,7 +11,8 @@ from pathlib import Path
 from rgsd_envs.envs.observations import HUMANOID_LAYOUT, SKILL_DIM, ObservationLayout
 from rgsd_envs.humanoid.mjcf import DEFAULT_TIMESTEP
 from rgsd_envs.sim import BACKENDS
-from rgsd_envs.utils.config import UNNAMED
+from rgsd_envs.utils.config import UNNAMED, check_scalar_fields
+from rgsd_envs.utils.device import check_device_name
 from rgsd_envs.utils.files import InputFileError
 
 CLIP_SAMPLING = ("uniform", "failure_weighted")
@@ -38,6 +39,7 @@ class DeviationConfig:
     heading rule). The reward is nearly blind to a slow turn (its inputs are heading-relative)."""
 
     def __post_init__(self) -> None:
+        check_scalar_fields(self)
         if self.metric not in DEVIATION_METRICS:
             raise ValueError(f"deviation.metric must be one of {', '.join(DEVIATION_METRICS)}, got {self.metric!r}")
         if not self.threshold >= 0:
@@ -67,6 +69,7 @@ class ClipSamplingConfig:
     every clip keeps at least (1 - share) of its uniform share."""
 
     def __post_init__(self) -> None:
+        check_scalar_fields(self)
         if self.mode not in CLIP_SAMPLING:
             raise ValueError(f"clip_sampling.mode must be one of {', '.join(CLIP_SAMPLING)}, got {self.mode!r}")
         if not 0.0 <= self.failure_share <= 1.0:
@@ -120,7 +123,8 @@ class EnvConfig:
     num_threads: int | None = None
     """C threads stepping the worlds (default: one per core, at most num_envs)."""
     device: str = "cpu"
-    """Torch device of the env-side tensors (observations, rewards, skills)."""
+    """Torch device of the env-side tensors (observations, rewards, skills): "cpu", "cuda", "cuda:N" or "auto" (cuda
+    when available)."""
     skill_dim: int = SKILL_DIM
     """Dimension of the skill z (a unit vector; the paper's 16). The policy observation is ``[o_t, z]`` of size
     359 + skill_dim and the encoder maps states into R^skill_dim; more clips than dimensions cannot all be
@@ -133,18 +137,22 @@ class EnvConfig:
         if isinstance(self.clip_sampling, dict):
             self.clip_sampling = ClipSamplingConfig(**self.clip_sampling)
         check_motions_given(self.motions)
+        if isinstance(self.skill_dim, bool) or not isinstance(self.skill_dim, int) or self.skill_dim < 2:
+            raise ValueError(f"skill_dim must be an integer >= 2, got {self.skill_dim!r}")
+        check_scalar_fields(self)
+        check_device_name(self.device)
         if not 0.0 <= self.p_imitation <= 1.0:
             raise ValueError(f"p_imitation must be in [0, 1], got {self.p_imitation}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
-        if self.eval_kappa is not None and self.eval_kappa < 0:
+        if self.eval_kappa is not None and not self.eval_kappa >= 0:
             raise ValueError(f"eval_kappa must be >= 0, got {self.eval_kappa}")
         if self.discovery_end_frame is not None and self.discovery_end_frame < 1:
             raise ValueError(f"discovery_end_frame must be >= 1 or None, got {self.discovery_end_frame}")
+        if math.isnan(self.fall_height):
+            raise ValueError("fall_height must be a height in m (-.inf: no height rule), got nan")
         if not self.timestep > 0:
             raise ValueError(f"timestep must be > 0, got {self.timestep}")
-        if isinstance(self.skill_dim, bool) or not isinstance(self.skill_dim, int) or self.skill_dim < 2:
-            raise ValueError(f"skill_dim must be an integer >= 2, got {self.skill_dim!r}")
 
     @property
     def layout(self) -> ObservationLayout:

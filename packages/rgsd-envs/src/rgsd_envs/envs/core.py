@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from gymnasium.error import ClosedEnvironmentError, ResetNeeded
 
 from rgsd_envs.envs import skills
 from rgsd_envs.envs.config import DEVIATION_KEYS, EnvConfig
@@ -39,13 +40,17 @@ from rgsd_envs.humanoid.mjcf import HumanoidConfig
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards import encoders as enc
 from rgsd_envs.sim import make_backend
-from rgsd_envs.utils.device import HostBridge
+from rgsd_envs.utils.config import near_keys
+from rgsd_envs.utils.device import HostBridge, resolve_device
 
 Tensor = torch.Tensor
 
 IMITATION, DISCOVERY = 1, 0
 """Task indicator values c (the paper's c ~ Bernoulli(p): 1 imitation, 0 discovery)."""
 TASK_NAMES = {"imitation": IMITATION, "discovery": DISCOVERY}
+RESET_OPTIONS = ("clip", "start_frame", "task", "skill", "kappa")
+"""Keys of ``reset(options=...)`` that fix parts of the next episodes (the vector and torch envs add
+``reset_mask``)."""
 FAILURE_RATE_MEMORY = 100.0
 """Imitation episodes of a clip over which its failure rate (``clip_sampling.mode: failure_weighted``) is
 averaged (an EMA)."""
@@ -99,6 +104,17 @@ def _per_world(options: dict[str, Any], key: str, n: int) -> Any:
     if len(v) != n:
         raise ValueError(f"options[{key!r}] has {len(v)} entries; expected one per reset world ({n})")
     return v.detach().cpu().numpy() if isinstance(v, Tensor) else v if isinstance(v, np.ndarray) else list(v)
+
+
+def check_reset_options(options: dict[str, Any], extra: tuple[str, ...] = ()) -> None:
+    """A ValueError naming the first key of ``options`` that is neither in ``RESET_OPTIONS`` nor in ``extra`` (a
+    misspelt option would otherwise be ignored), with the known keys and the nearest one."""
+    known = (*RESET_OPTIONS, *extra)
+    unknown = [k for k in options if k not in known]
+    if unknown:
+        near = near_keys(str(unknown[0]), known)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ValueError(f"unknown reset option {unknown[0]!r}{hint}; known options: {', '.join(known)}")
 
 
 def as_host_array(values: Any, dtype: Any = None) -> np.ndarray:
@@ -163,7 +179,7 @@ class RGSDCore:
         self.skill_dim = cfg.skill_dim
         self.slots = episode_slots(cfg.skill_dim)
         self.num_envs = num_envs
-        self.device = torch.device(cfg.device)
+        self.device = resolve_device(cfg.device)  # "auto" or an unusable GPU: a DeviceError saying what to pass
         source = cfg.motions if motions is None else motions
         if isinstance(source, MotionLib):  # a library made elsewhere (often on the CPU) moves to the env's device
             self.lib = source if source.device == self.device else source.to(self.device)
@@ -213,6 +229,10 @@ class RGSDCore:
         self._clip_cdf: np.ndarray | None = None
         self._failure_rate = np.ones(self.lib.num_clips, dtype=np.float64)
         self.deviation_rule = DeviationRule(cfg.deviation, self.lib.num_clips, dev)
+        self.started = np.zeros(n, dtype=bool)
+        """(N,) host flags of the worlds that started an episode (a reset or a loaded state): only they may step."""
+        self.closed = False
+        """Whether ``close`` released the simulator."""
 
     def _upload(self, values: np.ndarray, dtype: torch.dtype) -> Tensor:
         """Host values as a tensor on the env's device (a copy: options may be read-only views)."""
@@ -257,10 +277,10 @@ class RGSDCore:
 
     def _task_values(self, value: Any, n: int) -> np.ndarray:
         """Task option ("imitation"/"discovery"/1/0, or one per world) as (n,) ints, checked."""
-        values = value if isinstance(value, list) else [value]
+        values = value if isinstance(value, list) or np.ndim(value) == 1 else [value]
         for v in values:
-            if isinstance(v, str) and v not in TASK_NAMES:
-                raise ValueError(f"options['task'] must be 'imitation' or 'discovery', got {v!r}")
+            if v not in (*TASK_NAMES, *TASK_NAMES.values()):  # 2 would pass as "not imitation" yet is no task
+                raise ValueError(f"options['task'] must be 'imitation', 'discovery', 1 or 0 (or a list), got {v!r}")
         if isinstance(value, str):
             value = TASK_NAMES[value]
         elif isinstance(value, list):
@@ -355,6 +375,8 @@ class RGSDCore:
         Batched over the worlds; ``options`` may fix clip, start_frame, task,
         skill or kappa for all of them or per world (see the env's docstring).
         """
+        self.require_open()
+        check_reset_options(options or {})
         ids = as_host_ids(env_ids)
         if ids.size == 0:
             return
@@ -370,6 +392,22 @@ class RGSDCore:
         self.clip_host[ids], self.frame_host[ids], self.task_host[ids] = clip, start, task
         qpos, qvel = self.lib.frame_qpos_qvel(self.clip[idx], self.frame[idx])
         self.backend.set_state(idx, qpos, qvel)
+        self.started[ids] = True
+
+    def require_open(self) -> None:
+        """Raise ``ClosedEnvironmentError`` once ``close`` has released the simulator."""
+        if self.closed:
+            raise ClosedEnvironmentError("this env is closed (close() released its simulator); make a new env")
+
+    def require_started(self) -> None:
+        """Raise unless the env is open and every world started an episode: a step before ``reset`` would run
+        worlds with no episode (zero skill, a meaningless reward), so it is ``ResetNeeded``, as Gymnasium's."""
+        self.require_open()
+        if not self.started.all():
+            first = int(np.flatnonzero(~self.started)[0])
+            raise ResetNeeded(
+                f"call reset() before step(): world {first} of {self.num_envs} has not started an episode"
+            )
 
     # -- restarts queued on the device ------------------------------------------
     @property
@@ -597,6 +635,7 @@ class RGSDCore:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly from ``state_dict``."""
+        self.require_open()
         if state["clip"].shape[0] != self.num_envs:
             raise ValueError(f"saved state has {state['clip'].shape[0]} worlds, this environment {self.num_envs}")
         self.backend.load_state_dict(state["backend"])
@@ -616,7 +655,10 @@ class RGSDCore:
                 "streams); the worlds keep fresh random streams, so the resumed episodes differ from an uninterrupted run",
                 stacklevel=2,
             )
+        self.started[:] = True  # a loaded state continues its worlds' episodes
 
     def close(self) -> None:
-        """Release the simulator."""
-        self.backend.close()
+        """Release the simulator (again: a no-op); stepping or resetting afterwards raises."""
+        if not self.closed:
+            self.closed = True
+            self.backend.close()

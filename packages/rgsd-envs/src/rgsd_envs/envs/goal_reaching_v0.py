@@ -322,6 +322,7 @@ class GoalReachingCore:
     @torch.no_grad()
     def step(self, z: Tensor) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
         """Run the low-level policy on skill z for ``low_level_steps``; reward, terminated, truncated, info."""
+        self.core.require_started()
         z = torch.nn.functional.normalize(z.to(self.device, torch.float32), dim=-1)
         fell = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         for _ in range(self.cfg.low_level_steps):

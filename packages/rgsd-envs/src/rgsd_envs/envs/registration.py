@@ -30,6 +30,12 @@ def make_vec_env(
     **kwargs: Any,
 ) -> VectorEnv:
     """The native vector env with the encoder reward (``encoder_reward=False``: bare, reward 0)."""
+    if kwargs.get("render_mode") is not None:
+        raise ValueError(
+            f"the native vector env of {ENV_ID} does not render (render_mode={kwargs['render_mode']!r}); for frames "
+            f"use gymnasium.make_vec({ENV_ID!r}, num_envs=..., vectorization_mode='sync', render_mode='rgb_array')"
+        )
+    kwargs.pop("render_mode", None)
     env = RGSDVectorEnv(num_envs, **kwargs)
     return EncoderRewardVecWrapper(env, reward_kappa, reward_constant) if encoder_reward else env
 

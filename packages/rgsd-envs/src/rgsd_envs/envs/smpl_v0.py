@@ -44,10 +44,11 @@ frozen encoder for imitation episodes, trainable encoder for discovery.
 bodies), ``fall``, ``deviation``, ``unstable``.
 
 ## Reset options
-``clip`` (index or name), ``start_frame``, ``task`` ("imitation"/"discovery"),
+``clip`` (index or name), ``start_frame``, ``task`` ("imitation"/"discovery" or 1/0),
 ``skill`` (16 numbers) and ``kappa`` (vMF around z_m) fix parts of the next
 episode. In the vector env each may also be given per world: a list with one
-entry per reset world (an (n, 16) array for ``skill``).
+entry per reset world (an (n, 16) array for ``skill``); ``reset_mask`` resets
+only some worlds. Any other key is an error (``core.RESET_OPTIONS``).
 
 ## Torch interface
 ``rgsd_envs.RGSDTorchEnv`` is the same environment with tensors in and out on its

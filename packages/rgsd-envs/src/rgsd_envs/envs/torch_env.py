@@ -36,7 +36,14 @@ import numpy as np
 import torch
 
 from rgsd_envs.envs.config import EnvConfig
-from rgsd_envs.envs.core import RGSDCore, StepInfo, as_host_array, as_host_ids, nonfinite_action_error
+from rgsd_envs.envs.core import (
+    RGSDCore,
+    StepInfo,
+    as_host_array,
+    as_host_ids,
+    check_reset_options,
+    nonfinite_action_error,
+)
 from rgsd_envs.envs.observations import ObservationLayout
 from rgsd_envs.envs.spaces import single_spaces
 from rgsd_envs.humanoid import skeleton as sk
@@ -237,7 +244,9 @@ class RGSDTorchEnv:
     def seed_reset(self, seed: Any, options: dict[str, Any] | None) -> tuple[np.ndarray, dict[str, Any]]:
         """The worlds a reset covers (all, or ``options["reset_mask"]``) and the remaining options; seeds those
         worlds first (an int seed gives world i seed + i, a list one seed per world)."""
+        self.core.require_open()
         options = dict(options or {})
+        check_reset_options(options, extra=("reset_mask",))
         mask = options.pop("reset_mask", None)
         ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(as_host_mask(mask))
         if seed is not None:
@@ -270,6 +279,7 @@ class RGSDTorchEnv:
         everything this step returns are then meaningless: the MuJoCo backend leaves their states as they were
         (a step costs what its active worlds cost), MuJoCo Warp steps them too."""
         core = self.core
+        core.require_started()  # before reset() the worlds have no episode: ResetNeeded, as Gymnasium's
         a = core.check_actions(actions)
         core.physics_step(a, None if active is None else torch.from_numpy(np.flatnonzero(active)))
         info = core.observe()
@@ -380,7 +390,7 @@ class RGSDTorchEnv:
             self.reward_core.load_state_dict(state["reward"])
 
     def close(self) -> None:
-        """Release the simulator."""
+        """Release the simulator (again: a no-op); ``reset`` and ``step`` then raise ``ClosedEnvironmentError``."""
         self.core.close()
 
 

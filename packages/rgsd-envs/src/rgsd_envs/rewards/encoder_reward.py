@@ -14,6 +14,8 @@ objective.
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from typing import Any
 
@@ -28,6 +30,16 @@ from rgsd_envs.rewards.encoders import EncoderLike, encoder_on, trainable_copy
 from rgsd_envs.utils.threads import env_side
 
 Tensor = torch.Tensor
+
+
+def reward_number(name: str, value: Any, nonnegative: bool = False) -> float:
+    """``value`` of the reward's setting ``name`` as a float, or a ValueError naming it unless it is a finite number
+    (>= 0 with ``nonnegative``): a negative kappa inverts the reward, a NaN or inf one makes every reward NaN."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if nonnegative and value < 0:
+        raise ValueError(f"{name} must be >= 0 (the reward's scale), got {value!r}")
+    return float(value)
 
 
 class EncoderRewardCore:
@@ -47,8 +59,9 @@ class EncoderRewardCore:
         self.core = core
         self.frozen = core.frozen_encoder
         self.trainable = trainable if trainable is not None else trainable_copy(self.frozen)
-        self.kappa = float(core.kappa if kappa is None else kappa)
-        self.constant = float(self.kappa if constant is None else constant)
+        kappa_name = "reward_kappa" if kappa is not None else "the encoder's kappa (reward_kappa's default)"
+        self.kappa = reward_number(kappa_name, core.kappa if kappa is None else kappa, nonnegative=True)
+        self.constant = reward_number("reward_constant", self.kappa if constant is None else constant)
         n = core.num_envs
         self.layout = getattr(core, "layout", HUMANOID_LAYOUT)
         """The env's observation layout (the history's frames and their size)."""

@@ -288,8 +288,18 @@ def check_encoder(
             out = encoder(x)
     except Exception as err:
         raise ValueError(f"{name} failed on {probe}: {err}. {contract}") from None
-    if not isinstance(out, Tensor) or tuple(out.shape) != (2, skill_dim):
-        shape = tuple(out.shape) if hasattr(out, "shape") else type(out).__name__
+    if not isinstance(out, Tensor):
+        kind = (
+            type(out).__qualname__
+            if type(out).__module__ == "builtins"
+            else f"{type(out).__module__}.{type(out).__qualname__}"
+        )
+        raise ValueError(
+            f"{name} returned a {kind} for {probe}; expected a torch.Tensor of "
+            f"(2, {skill_dim}) unit vectors on the input's device. {contract}"
+        )
+    if tuple(out.shape) != (2, skill_dim):
+        shape = tuple(out.shape)
         raise ValueError(
             f"{name} returned {shape} for {probe}; expected (2, {skill_dim}) unit vectors (the environment's "
             f"skill_dim). {contract}"

@@ -24,6 +24,9 @@ _INSTABILITY = [
 ]
 
 
+_BATCH_REFERENCES = ("batch", "_qpos", "_qvel", "_ctrl", "_np", "_warning")
+"""Attributes that hold the batch or a buffer bound to it (each keeps its threads alive)."""
+
 log = logging.getLogger(__name__)
 _handler_installed = False
 
@@ -81,6 +84,8 @@ class MujocoBackend(SimBackend):
         self.physics_seconds = 0.0
         """Wall time spent inside MuJoCo's batch stepping (for benchmarks: the physics share)."""
         self._root_body = int(self.model.body_rootid[sk.MJ_BODY_IDS[0]])
+        self.closed = False
+        """Whether ``close`` stopped the batch's threads."""
         b.reset()
         b.forward(stage=_STAGE_VEL)
 
@@ -96,6 +101,7 @@ class MujocoBackend(SimBackend):
 
     def set_state(self, env_ids: Tensor, qpos: Tensor, qvel: Tensor) -> None:
         """Set full states of the given worlds and refresh their kinematics."""
+        self._require_open()
         ids = env_ids.detach().cpu().numpy()
         if ids.size == 0:
             return
@@ -112,6 +118,7 @@ class MujocoBackend(SimBackend):
     def step(self, targets: Tensor, env_ids: Tensor | None = None) -> None:
         """Hold PD targets (N, 69) for one control step in the worlds ``env_ids`` (None: all); the others keep their
         states (and are not flagged unstable)."""
+        self._require_open()
         self._ctrl.copy_(targets.detach().to("cpu", torch.float64))
         # MuJoCo resets an exploding world itself and restarts its warning counts,
         # so counts are cleared before each step and any count means "unstable now"
@@ -128,6 +135,7 @@ class MujocoBackend(SimBackend):
         Gathered with numpy from the batch's buffers (cheaper than torch ops at
         this size); body quantities are float32, qpos/qvel the float64 state.
         """
+        self._require_open()
         a = self._np
         rows = slice(None) if env_ids is None else env_ids.detach().cpu().numpy()
         bodies = self._body_ids if env_ids is None else self._body_ids[None, :]
@@ -158,13 +166,29 @@ class MujocoBackend(SimBackend):
 
     def state_dict(self) -> dict:
         """The batch's integration state rows (qpos, qvel, ctrl, warm start, ...)."""
+        self._require_open()
         return {"rows": torch.from_numpy(self.batch.state.copy()), "unstable": self._unstable.clone()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore the state rows and recompute the derived fields."""
+        self._require_open()
         rows = torch.as_tensor(state["rows"]).numpy()
         if rows.shape != self.batch.state.shape:
             raise ValueError(f"saved simulator state has shape {rows.shape}, this backend {self.batch.state.shape}")
         self.batch.state[...] = rows
         self.batch.forward(stage=_STAGE_VEL)
         self._unstable = torch.as_tensor(state["unstable"]).clone()
+
+    def close(self) -> None:
+        """Stop the batch's C threads now, not at garbage collection (again: a no-op); the backend is then unusable.
+
+        ``mujoco.batch.Batch`` has no close: its threads end when the last reference to it goes, and every bound
+        buffer (``bind``) holds one, so all of them are dropped here (a ``state()`` kept by a caller would still
+        hold one: its docstring says not to keep them)."""
+        self.closed = True
+        for name in _BATCH_REFERENCES:
+            self.__dict__.pop(name, None)
+
+    def _require_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("this MuJoCo backend is closed (close() stopped its threads); make a new one")

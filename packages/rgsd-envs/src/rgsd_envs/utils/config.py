@@ -6,6 +6,7 @@ import argparse
 import copy
 import dataclasses
 import difflib
+import numbers
 import os
 import re
 import types
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import yaml
 
 from rgsd_envs.utils.files import InputFileError, atomic_path
@@ -271,6 +273,28 @@ def check_override(cls: type, dotted: str, value: Any) -> Any:
         named = dataclasses.is_dataclass(node) and "name" in _field_types(node) and not isinstance(value, dict)
         hint = f"; to choose it by name: --set {dotted}.name={_show(value)}" if named else ""
         raise OverrideError(dotted, value, f"expected {_type_name(tp)}, got {_show(value)!r}{hint}") from None
+
+
+def _fits(tp: Any, value: Any) -> bool:
+    """Whether ``value`` is a number of scalar type ``tp`` (int, float) or a true/false for bool (numpy's too)."""
+    if tp is bool:
+        return isinstance(value, (bool, np.bool_))
+    if isinstance(value, (bool, np.bool_)):  # True is an int to Python, never a number here
+        return False
+    return isinstance(value, numbers.Integral if tp is int else numbers.Real)
+
+
+def check_scalar_fields(obj: Any) -> None:
+    """An ``InputFileError`` naming the first int, float or bool field of dataclass ``obj`` whose value is not one
+    (``fall_height="x"`` would otherwise fail at the first step); a dataclass's ``__post_init__`` calls it before
+    its range checks, which then compare numbers."""
+    for name, tp in _field_types(type(obj)).items():
+        scalar = _unwrap_optional(tp)
+        value = getattr(obj, name)
+        if scalar not in (int, float, bool) or (value is None and scalar is not tp):
+            continue
+        if not _fits(scalar, value):
+            raise InputFileError(UNNAMED, f"expected {_type_name(tp)}, got {value!r}", name)
 
 
 def near_keys(key: str, keys: Any) -> list[str]:
