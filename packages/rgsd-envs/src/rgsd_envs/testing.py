@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 
 @contextmanager
 def warp_without_constraints() -> Iterator[None]:
@@ -81,3 +83,26 @@ def first_frames(clip: Any, frames: int, name: str) -> Any:
     from rgsd_envs.motion.clip import _ARRAYS
 
     return dataclasses.replace(clip, name=name, **{key: getattr(clip, key)[:frames] for key in _ARRAYS})
+
+
+def assert_same_vector_info(native: dict[str, Any], sync: dict[str, Any], where: str = "info") -> None:
+    """Assert a vector env's info is laid out as ``SyncVectorEnv``'s (``sync``): the same keys and ``_key`` presence
+    masks, dtypes and shapes, and values, those of absent entries too (Sync leaves them 0); floats to float32 noise
+    (a batch of worlds sums in another order than one world)."""
+    assert native.keys() == sync.keys(), f"{where}: keys {sorted(native.keys() ^ sync.keys())} differ"
+    for k, b in sync.items():
+        a = native[k]
+        if isinstance(b, dict):
+            assert_same_vector_info(a, b, f"{where} {k}")
+        elif b.dtype == object:  # final_obs: None or the world's last observation
+            assert [x is None for x in a] == [x is None for x in b], f"{where}: {k} present for other worlds"
+            for x, y in zip(a, b):
+                if y is not None:
+                    np.testing.assert_allclose(x, y, atol=2e-4, err_msg=f"{where}: {k}")
+        else:
+            same = a.dtype == b.dtype and a.shape == b.shape
+            assert same, f"{where}: {k} is {a.dtype} {a.shape}, Sync's {b.dtype} {b.shape}"
+            if b.dtype.kind == "f":
+                np.testing.assert_allclose(a, b, rtol=1e-4, atol=2e-4, err_msg=f"{where}: {k}")
+            else:
+                np.testing.assert_array_equal(a, b, err_msg=f"{where}: {k}")

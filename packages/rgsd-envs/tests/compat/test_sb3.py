@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -21,6 +22,8 @@ def test_adapter_reports_terminal_observations_and_truncation_like_sb3_expects(r
     assert obs.shape == (4, 375)
     rng = np.random.default_rng(0)
     seen_trunc = seen_term = 0
+    clips = [row["clip_id"] for row in venv.reset_infos]
+    core = venv.env.unwrapped.core
     for _ in range(80):
         obs, rewards, dones, infos = venv.step(rng.normal(0, 0.2, (4, 69)).astype(np.float32))
         assert rewards.dtype == np.float32 and dones.shape == (4,)
@@ -28,6 +31,10 @@ def test_adapter_reports_terminal_observations_and_truncation_like_sb3_expects(r
             assert infos[i]["terminal_observation"].shape == (375,)
             seen_trunc += infos[i]["TimeLimit.truncated"]
             seen_term += not infos[i]["TimeLimit.truncated"]
+            # as SB3's own vector envs: the info of the episode that ended, the new one's in reset_infos
+            assert infos[i]["clip_id"] == clips[i] and infos[i]["encoder_reward"] == pytest.approx(rewards[i])
+            assert venv.reset_infos[i]["clip_id"] == core.clip_host[i] and "encoder_reward" not in venv.reset_infos[i]
+        clips = [int(c) for c in core.clip_host]
         for i in np.flatnonzero(~dones):
             assert "terminal_observation" not in infos[i]
     assert seen_trunc > 0 and seen_term > 0
@@ -35,9 +42,31 @@ def test_adapter_reports_terminal_observations_and_truncation_like_sb3_expects(r
     venv.close()
 
 
-def test_adapter_refuses_a_next_step_vector_env(real_clip_dir):
-    import gymnasium as gym
+def test_reset_uses_the_options_and_seeds_given_to_set_options_and_seed_once(real_clip_dir):
+    venv = make_sb3_vec_env(3, motions=real_clip_dir)
+    venv.set_options({"clip": 1, "task": "imitation"})
+    venv.reset()
+    assert [(d["clip_id"], d["task"]) for d in venv.reset_infos] == [(1, 1)] * 3
+    assert venv._options == [{}, {}, {}]  # used once, as SB3's DummyVecEnv does
+    venv.set_options([{"clip": 0, "start_frame": 2}, {"clip": 2, "start_frame": 2}, {}])
+    venv.reset()
+    assert [d["clip_id"] for d in venv.reset_infos[:2]] == [0, 2]
+    assert venv.env.unwrapped.core.frame_host[:2].tolist() == [2, 2]
+    venv.seed(7)
+    obs = venv.reset()
+    native = gym.make_vec("RGSD-SMPL-v0", num_envs=3, motions=real_clip_dir)
+    expected, info = native.reset(seed=7)
+    np.testing.assert_array_equal(obs, expected)
+    assert [d["clip_id"] for d in venv.reset_infos] == info["clip_id"].tolist()
+    venv.seed(7)
+    venv.set_options([{"clip": 2}, {}, {}])  # world 0 seeded and fixed to clip 2, the others seeded
+    venv.reset()
+    assert [d["clip_id"] for d in venv.reset_infos] == [2, *info["clip_id"][1:].tolist()]
+    native.close()
+    venv.close()
 
+
+def test_adapter_refuses_a_next_step_vector_env(real_clip_dir):
     env = gym.make_vec("RGSD-SMPL-v0", num_envs=2, motions=real_clip_dir, autoreset_mode="NextStep")
     with pytest.raises(ValueError, match="SameStep"):
         RGSDSb3VecEnv(env)

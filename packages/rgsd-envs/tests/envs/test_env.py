@@ -18,6 +18,7 @@ from rgsd_envs.envs.observations import FRAME_DIM, POLICY_LAYOUT, POLICY_OBS_DIM
 from rgsd_envs.envs.smpl_v0 import RGSDEnv, RGSDVectorEnv
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.rewards.encoder_reward import EncoderRewardVecWrapper, EncoderRewardWrapper
+from rgsd_envs.testing import assert_same_vector_info
 
 
 @pytest.fixture(scope="module")
@@ -224,13 +225,19 @@ def test_simulator_instability_ends_the_episode_not_the_process(real_clip_dir):
     venv.close()
 
 
-def _rollout(venv, steps, seed):
+def _rollout(venv, steps, seed, infos=None):
+    """Observations and step results of a seeded random rollout; ``infos`` (a list) collects the reset's and every
+    step's info."""
     rng = np.random.default_rng(seed)
-    obs, _ = venv.reset(seed=seed)
+    obs, info = venv.reset(seed=seed)
     out = [obs]
+    if infos is not None:
+        infos.append(info)
     for _ in range(steps):
         a = rng.uniform(-1, 1, (venv.num_envs, 69)).astype(np.float32) * 0.5
         obs, r, te, tr, info = venv.step(a)
+        if infos is not None:
+            infos.append(info)
         finals = info.get("final_obs")
         out.append(
             (
@@ -257,7 +264,10 @@ def test_native_vector_env_matches_sync_vector_env_step_for_step(real_clip_dir, 
         vector_kwargs={"autoreset_mode": mode},
         motions=real_clip_dir,
     )
-    a, b = _rollout(native, 70, 42), _rollout(sync, 70, 42)
+    infos_a, infos_b = [], []
+    a, b = _rollout(native, 70, 42, infos_a), _rollout(sync, 70, 42, infos_b)
+    for t, (ia, ib) in enumerate(zip(infos_a, infos_b)):
+        assert_same_vector_info(ia, ib, f"step {t}")
     np.testing.assert_allclose(a[0], b[0], atol=1e-5)
     ended = 0
     for sa, sb in zip(a[1:], b[1:]):
@@ -272,6 +282,21 @@ def test_native_vector_env_matches_sync_vector_env_step_for_step(real_clip_dir, 
     assert ended >= 3  # episodes ended and restarted during the comparison
     native.close()
     sync.close()
+
+
+def test_gymnasium_observation_statistics_wrappers_take_the_next_step_vector_env(real_clip_dir):
+    # docs/environments.md: NormalizeObservation refuses SameStep (the default), so NextStep is asked for
+    same_step = gym.make_vec("RGSD-SMPL-v0", num_envs=2, motions=real_clip_dir)
+    with pytest.raises(ValueError, match="NEXT_STEP"):
+        gym.wrappers.vector.NormalizeObservation(same_step)
+    same_step.close()
+    env = gym.wrappers.vector.NormalizeObservation(
+        gym.make_vec("RGSD-SMPL-v0", num_envs=2, motions=real_clip_dir, autoreset_mode="NextStep")
+    )
+    env.reset(seed=0)
+    obs, reward, *_ = env.step(np.zeros((2, 69), np.float32))
+    assert obs.shape == (2, POLICY_OBS_DIM) and np.isfinite(obs).all() and (reward > 0).all()
+    env.close()
 
 
 def test_same_seed_gives_the_same_trajectory(real_clip_dir):

@@ -238,3 +238,55 @@ def test_a_world_that_falls_on_the_last_step_is_terminated_not_truncated(low_lev
     _, term, trunc, _ = task.step(torch.randn(2, 16))
     task.close()
     assert term.tolist() == [True, False] and trunc.tolist() == [False, True]
+
+
+def test_vector_env_matches_sync_vector_env_of_single_envs_step_for_step(low_level):
+    from rgsd_envs.testing import assert_same_vector_info
+
+    kw = dict(low_level=low_level, episode_seconds=0.5)
+    native = gym.make_vec("RGSD-SMPL-GoalReaching-v0", num_envs=3, **kw)
+    sync = gym.make_vec(
+        "RGSD-SMPL-GoalReaching-v0",
+        num_envs=3,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+        **kw,
+    )
+    (oa, ia), (ob, ib) = native.reset(seed=3), sync.reset(seed=3)
+    np.testing.assert_allclose(oa, ob, atol=1e-5)
+    assert_same_vector_info(ia, ib, "reset")
+    rng = np.random.default_rng(0)
+    restarted = 0
+    for t in range(7):  # episodes of 3 high-level steps: two autoresets of every world
+        z = rng.normal(size=(3, 16)).astype(np.float32)
+        a, b = native.step(z), sync.step(z)
+        np.testing.assert_allclose(a[0], b[0], atol=2e-4)
+        np.testing.assert_allclose(a[1], b[1], rtol=1e-4, atol=2e-4)
+        assert (a[2] == b[2]).all() and (a[3] == b[3]).all()
+        assert_same_vector_info(a[4], b[4], f"step {t}")
+        if "final_info" in a[4]:
+            restarted += int(a[4]["_final_info"].sum())
+            # a restarted world reports its new episode's goal; the finished episode's numbers are in final_info
+            done = a[4]["_final_info"]
+            assert (a[4]["_goal"] == done).all() and not a[4]["_distance"][done].any()
+            assert (a[4]["final_info"]["_distance"] == done).all()
+    assert restarted >= 3
+    native.close()
+    sync.close()
+
+
+def test_vector_env_resets_only_the_worlds_in_reset_mask(low_level):
+    venv = gym.make_vec("RGSD-SMPL-GoalReaching-v0", num_envs=3, low_level=low_level)
+    venv.reset(seed=0)
+    obs, _, _, _, _ = venv.step(np.ones((3, 16), np.float32))
+    goals = venv.unwrapped.task.goal.clone()
+    after, info = venv.reset(seed=[5, 6, 7], options={"reset_mask": [True, False, False]})
+    assert info["_goal"].tolist() == [True, False, False] and (info["goal"][1:] == 0).all()
+    np.testing.assert_array_equal(after[1:], obs[1:])  # the others keep their episodes
+    torch.testing.assert_close(venv.unwrapped.task.goal[1:], goals[1:])
+    assert not np.allclose(after[0], obs[0])
+    single = gym.make("RGSD-SMPL-GoalReaching-v0", low_level=low_level)
+    _, single_info = single.reset(seed=5)  # world 0 got seed 5: the episode a single env seeded 5 starts
+    np.testing.assert_allclose(info["goal"][0], single_info["goal"], atol=1e-6)
+    single.close()
+    venv.close()

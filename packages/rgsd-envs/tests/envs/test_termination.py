@@ -192,3 +192,41 @@ def test_an_exploding_world_terminates_even_where_nothing_else_ends_an_episode()
         env.close()
     assert extras.unstable.tolist() == [False, True] and not extras.fall.any() and not extras.deviation.any()
     assert term.tolist() == [False, True] and not trunc.any()
+
+
+def test_worlds_outside_counted_leave_the_clip_errors_alone():
+    rule = DeviationRule(DeviationConfig(adaptive=True), 2)
+    imitation = torch.ones(4, dtype=torch.bool)
+    clip = torch.tensor([0, 0, 1, 1])
+    start = rule.clip_error.clone()
+    rule(_distances(), imitation, clip, counted=torch.tensor([True, True, False, False]))
+    assert rule.clip_error[0] < start[0]  # clip 0's worlds were counted: its EMA moved towards 0.1 m
+    assert rule.clip_error[1] == start[1]
+
+
+def test_next_step_reset_step_adds_no_deviation_sample(real_clip_dir):
+    import gymnasium as gym
+    import numpy as np
+
+    env = gym.make_vec(
+        "RGSD-SMPL-v0",
+        num_envs=1,
+        motions=real_clip_dir,
+        autoreset_mode="NextStep",
+        deviation={"adaptive": True},
+        p_imitation=1.0,
+    )
+    env.reset(seed=0)
+    rule = env.unwrapped.core.deviation_rule
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        before = rule.clip_error.clone()
+        _, _, term, trunc, _ = env.step(rng.uniform(-1, 1, (1, 69)).astype(np.float32))
+        assert (rule.clip_error != before).any()  # a transition of an imitation world is a sample
+        if term[0] or trunc[0]:
+            break
+    assert term[0] or trunc[0]
+    before = rule.clip_error.clone()
+    env.step(np.zeros((1, 69), np.float32))  # the reset step: the world restarts, no transition
+    assert torch.equal(rule.clip_error, before)
+    env.close()

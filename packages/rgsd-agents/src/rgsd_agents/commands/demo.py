@@ -19,7 +19,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rgsd_agents.commands import add_device_argument, add_set_argument, holds_run, run_overrides
 from rgsd_agents.signals import INTERRUPTED

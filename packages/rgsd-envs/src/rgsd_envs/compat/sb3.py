@@ -9,8 +9,10 @@
 
 SB3's contract is a list of per-world info dicts; this adapter builds them
 (``terminal_observation`` and ``TimeLimit.truncated`` for finished episodes, so
-SB3 bootstraps the value on truncation) and otherwise passes the batched arrays
-through. Skill sampling and the encoder reward stay in the environment.
+SB3 bootstraps the value on truncation; a finished world's info is its ended
+episode's, the new one's in ``reset_infos``) and otherwise passes the batched
+arrays through. ``seed`` and ``set_options`` reach the next ``reset`` as in SB3's
+own vector envs. Skill sampling and the encoder reward stay in the environment.
 """
 
 from __future__ import annotations
@@ -44,11 +46,16 @@ class RGSDSb3VecEnv(VecEnv):
         super().__init__(env.num_envs, env.single_observation_space, env.single_action_space)
 
     def reset(self) -> Any:
-        """Reset every world (using seeds given to ``seed``); returns the observations."""
-        seeds = None if all(s is None for s in self._seeds) else list(self._seeds)
-        obs, info = self.env.reset(seed=seeds)
+        """Reset every world with the seeds given to ``seed`` and the options given to ``set_options`` (both used
+        once, as SB3's own vector envs use them); returns the observations."""
+        obs = None
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        for ids, seed, options in reset_calls(self._seeds, self._options, self.num_envs):
+            obs, info = self.env.reset(seed=seed, options=options)
+            for i in ids:
+                self.reset_infos[i] = _row(info, i)
         self._reset_seeds()
-        self.reset_infos = [_row(info, i) for i in range(self.num_envs)]
+        self._reset_options()
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -60,9 +67,10 @@ class RGSDSb3VecEnv(VecEnv):
         obs, reward, term, trunc, info = self.env.step(self._actions)
         done = term | trunc
         infos = [_row(info, i) for i in range(self.num_envs)]
-        final_obs = info.get("final_obs")
-        for i in np.flatnonzero(done):
-            infos[i]["terminal_observation"] = final_obs[i]
+        for i in np.flatnonzero(done):  # SB3: a finished world's info is its last step's, its reset's apart
+            self.reset_infos[i] = infos[i]
+            infos[i] = _row(info["final_info"], i)
+            infos[i]["terminal_observation"] = info["final_obs"][i]
             infos[i]["TimeLimit.truncated"] = bool(trunc[i] and not term[i])
         return obs, reward.astype(np.float32), done, infos
 
@@ -100,7 +108,37 @@ class RGSDSb3VecEnv(VecEnv):
 
 
 def _row(info: dict[str, Any], i: int) -> dict[str, Any]:
-    return {k: info[k][i].item() for k in INFO_KEYS if k in info and info.get(f"_{k}", np.ones(1, bool)).all()}
+    """World i's ``INFO_KEYS`` that its vector info holds (per the ``_key`` masks)."""
+    return {k: info[k][i].item() for k in INFO_KEYS if k in info and info[f"_{k}"][i]}
+
+
+def reset_calls(
+    seeds: Sequence[int | None], options: Sequence[dict[str, Any]], n: int
+) -> list[tuple[np.ndarray, list[int | None] | None, dict[str, Any] | None]]:
+    """The native env's resets that give world i seed ``seeds[i]`` and options ``options[i]`` (SB3's per-world
+    lists): one call (its worlds, seed list, options) per group of worlds seeded alike (None: not re-seeded, so
+    never passed) with the same option keys; an option whose value differs between a group's worlds becomes a
+    per-world list, as the native env takes it."""
+    groups: dict[tuple[bool, tuple[str, ...]], list[int]] = {}
+    for i in range(n):
+        groups.setdefault((seeds[i] is not None, tuple(sorted(options[i]))), []).append(i)
+    calls = []
+    for (seeded, keys), ids in groups.items():
+        merged: dict[str, Any] = {}
+        for k in keys:
+            values = [options[i][k] for i in ids]
+            merged[k] = values[0] if all(_same(v, values[0]) for v in values) else values
+        if len(groups) > 1:
+            merged["reset_mask"] = np.isin(np.arange(n), ids)
+        seed = [seeds[i] if seeds[i] is not None else 0 for i in range(n)] if seeded else None
+        calls.append((np.asarray(ids), seed, merged or None))
+    return calls
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return np.shape(a) == np.shape(b) and bool(np.all(np.asarray(a) == np.asarray(b)))
 
 
 def make_sb3_vec_env(num_envs: int = 16, **kwargs: Any) -> RGSDSb3VecEnv:

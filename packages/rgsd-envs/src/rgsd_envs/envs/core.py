@@ -238,6 +238,10 @@ class RGSDCore:
         """Host values as a tensor on the env's device (a copy: options may be read-only views)."""
         return torch.tensor(values, dtype=dtype).to(self.device, non_blocking=True)
 
+    def device_mask(self, mask: np.ndarray) -> Tensor:
+        """A host bool mask (N,) as a tensor on the env's device (an upload, never a device read)."""
+        return self._upload(mask, torch.bool)
+
     def device_ids(self, ids: np.ndarray) -> Tensor:
         """Host world indices as an index tensor on the env's device (an upload, never a device read)."""
         return torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)).to(self.device, non_blocking=True)
@@ -504,8 +508,10 @@ class RGSDCore:
             self.task[env_ids].clone(), clip.clone(), frame.clone(), ref_pos, no.float(), no, no.clone(), no.clone()
         )
 
-    def observe(self, env_ids: Tensor | None = None) -> StepInfo:
-        """Update ``features`` of the given worlds (all by default); return their info rows.
+    def observe(self, env_ids: Tensor | None = None, counted: Tensor | None = None) -> StepInfo:
+        """Update ``features`` of the given worlds (all by default); return their info rows. ``counted``: (N,) bool
+        mask of the worlds whose state is a transition's outcome, which alone feed the deviation rule's error
+        averages (None: all).
 
         ``features`` is replaced, never written in place, so tensors handed out
         earlier (e.g. the features of a finished episode's last state) stay valid.
@@ -542,7 +548,9 @@ class RGSDCore:
         if self.cfg.contact_termination:
             fall = fall | (s.contact.to(self.device) & self._non_foot).any(dim=-1)
         ref_rot = self.lib.frames("body_rot")[g, 0]
-        deviation = self.deviation_rule(dist, task == IMITATION, clip, s.body_rot[:, 0].to(ref_rot), ref_rot)
+        deviation = self.deviation_rule(
+            dist, task == IMITATION, clip, s.body_rot[:, 0].to(ref_rot), ref_rot, counted=counted
+        )
         return StepInfo(task.clone(), clip.clone(), frame, ref_pos, err, fall, deviation, unstable)
 
     def done_flags(self, info: StepInfo) -> tuple[Tensor, Tensor]:

@@ -68,7 +68,8 @@ from gymnasium.vector.utils import batch_space
 from rgsd_envs.envs.config import NO_DEVIATION
 from rgsd_envs.envs.core import RGSDCore
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
-from rgsd_envs.envs.smpl_v0 import final_obs_info
+from rgsd_envs.envs.smpl_v0 import step_info, vector_info
+from rgsd_envs.envs.torch_env import as_host_mask
 from rgsd_envs.envs.world_random import Stream
 from rgsd_envs.motion.library import motion_categories
 from rgsd_envs.runs.policy import PolicyMLP, check_policy_fits
@@ -390,12 +391,18 @@ class GoalReachingTorchEnv:
         self.skill_dim = self.task.core.skill_dim
         """Size of the action (the low-level run's ``env.skill_dim``)."""
 
-    def reset(self, seed: int | list[int | None] | None = None) -> tuple[Tensor, dict[str, Tensor]]:
-        """Reset every world (int seeds give world i seed + i); observations (N, 364) and goals (N, 2)."""
+    def reset(
+        self, seed: int | list[int | None] | None = None, env_ids: Any = None
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """Reset worlds ``env_ids`` (host indices; None: every world), seeding them first (an int seed gives world i
+        seed + i, a list one seed per world); observations (N, 364) and goals (N, 2) of every world."""
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64).reshape(-1)
         if seed is not None:
             seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
-            self.task.core.seed(list(range(self.num_envs)), seeds)
-        self.task.reset_envs(np.arange(self.num_envs))
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"seed list has {len(seeds)} entries; expected num_envs={self.num_envs}")
+            self.task.core.seed(ids, [seeds[i] for i in ids])
+        self.task.reset_envs(ids)
         return self.task.observation(), {"goal": self.task.goal.clone()}
 
     def step(self, z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, GoalStepExtras]:
@@ -456,6 +463,10 @@ def _config(config: GoalReachingConfig | dict | None, overrides: dict[str, Any])
     return GoalReachingConfig(**base)
 
 
+STEP_INFO_KEYS = ("distance", "success", "style_cosine", "fall")
+"""The per-world numbers of a step's info (the docstring's Episode end)."""
+
+
 class GoalReachingEnv(gym.Env):
     """One world of RGSD-SMPL-GoalReaching-v0 (see the module docstring)."""
 
@@ -485,7 +496,7 @@ class GoalReachingEnv(gym.Env):
         """Hold skill ``action`` for ``low_level_steps`` control steps."""
         z = _check_action(action, (self.task.core.skill_dim,))
         reward, term, trunc, info = self.task.step(z.unsqueeze(0))
-        out = {k: v[0].item() for k, v in info.items()}
+        out = {k: info[k][0].item() for k in STEP_INFO_KEYS}
         return self.task.observation()[0].cpu().numpy(), float(reward[0]), bool(term[0]), bool(trunc[0]), out
 
     def close(self) -> None:
@@ -494,8 +505,8 @@ class GoalReachingEnv(gym.Env):
 
 
 class GoalReachingVectorEnv(VectorEnv):
-    """N worlds of RGSD-SMPL-GoalReaching-v0 (autoreset SameStep, ``final_obs`` in info): a numpy adapter over
-    ``GoalReachingTorchEnv``."""
+    """N worlds of RGSD-SMPL-GoalReaching-v0 (autoreset SameStep; ``reset_mask``, ``final_obs``, ``final_info`` and
+    the ``_key`` masks as ``SyncVectorEnv`` gives them): a numpy adapter over ``GoalReachingTorchEnv``."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
 
@@ -518,23 +529,28 @@ class GoalReachingVectorEnv(VectorEnv):
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict]:
-        """Reset every world; int seeds give world i seed + i."""
-        obs, info = self.torch_env.reset(seed)
-        return obs.cpu().numpy(), {"goal": info["goal"].cpu().numpy()}
+        """Reset every world (or those in ``options["reset_mask"]``); int seeds give world i seed + i."""
+        mask = (options or {}).get("reset_mask")
+        ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(as_host_mask(mask))
+        obs, info = self.torch_env.reset(seed, ids)
+        return obs.cpu().numpy(), vector_info({"goal": info["goal"][ids].cpu().numpy()}, ids, self.num_envs, rows=ids)
 
     @env_side
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step all worlds; finished episodes restart at once."""
+        """Step all worlds; finished episodes restart at once (their info is the new episode's goal, the step's is
+        in ``final_info``, as SyncVectorEnv gives it)."""
         z = _check_action(actions, (self.num_envs, self.torch_env.skill_dim))
         obs, reward, _, _, ex = self.torch_env.step(z.to(self.torch_env.device))
-        infos: dict[str, Any] = {
-            k: getattr(ex, k).cpu().numpy() for k in ("distance", "success", "style_cosine", "fall")
-        }
+        values = {k: getattr(ex, k).cpu().numpy() for k in STEP_INFO_KEYS}
         done = np.flatnonzero(ex.done_host)
+        final = goals = None
         if done.size:
-            infos["final_info"] = {k: v.copy() for k, v in infos.items()}
-            infos.update(final_obs_info(ex.final_obs.cpu().numpy()[done], done, self.num_envs))
-            infos["_final_info"] = infos["_final_obs"]
+            final = {
+                "final_obs": ex.final_obs.cpu().numpy()[done],
+                "final_info": {k: v[done] for k, v in values.items()},
+            }
+            goals = {"goal": self.task.goal[self.task.core.device_ids(done)].cpu().numpy()}
+        infos = step_info(values, self.num_envs, done, goals, final)
         terminated = ex.done_host & ~ex.time_outs_host
         return obs.cpu().numpy(), reward.cpu().numpy().astype(np.float64), terminated, ex.time_outs_host.copy(), infos
 

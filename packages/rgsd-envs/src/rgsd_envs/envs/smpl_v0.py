@@ -249,7 +249,7 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         ids, options = self.torch_env.seed_reset(seed, options)
         info = self.torch_env.restart(ids, options)
         self._autoreset[ids] = False
-        return self._obs(), _vector_info(info.numpy(), ids, self.num_envs, rows=ids)
+        return self._obs(), vector_info(info.numpy(), ids, self.num_envs, rows=ids)
 
     @env_side
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -259,26 +259,22 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         rewards = np.zeros(n, dtype=np.float64)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             pending = np.flatnonzero(self._autoreset)
-            tr = self.torch_env.transition(a, stepped=~self._autoreset)
+            stepped = ~self._autoreset
+            # the pending worlds restart below: advancing their physics past their episode's end would be wasted
+            tr = self.torch_env.transition(a, stepped=stepped, active=stepped if pending.size else None)
             term_np, trunc_np = tr.terminated_host, tr.truncated_host
             self._autoreset = term_np | trunc_np
             values = self._with_reward(tr.info.numpy(), tr.reward)
-            if pending.size:
-                rows = self._with_reward(self.torch_env.restart(pending).numpy(), torch.zeros(n), pending)
-                values = _splice(values, rows, pending)
-            return self._obs(), rewards, term_np, trunc_np, _vector_info(values, self._all_ids, n)
+            rows = self.torch_env.restart(pending).numpy() if pending.size else None
+            return self._obs(), rewards, term_np, trunc_np, step_info(values, n, pending, rows)
         tr = self.torch_env.transition(a)
         done = np.flatnonzero(tr.done_host)
         values = self._with_reward(tr.info.numpy(), tr.reward)
-        infos = _vector_info(values, self._all_ids, n)
+        final = rows = None
         if done.size:
-            infos.update(final_obs_info(self._obs(done), done, n))
-            infos["final_info"] = _vector_info({k: v[done] for k, v in values.items()}, done, n, rows=done)
-            infos["_final_info"] = _mask(done, n)
+            final = {"final_obs": self._obs(done), "final_info": {k: v[done] for k, v in values.items()}}
             rows = self.torch_env.restart(done).numpy()
-            if "encoder_reward" in values:
-                rows["encoder_reward"] = values["encoder_reward"][done]
-            infos.update(_vector_info(_splice(values, rows, done), self._all_ids, n))
+        infos = step_info(values, n, done, rows, final)
         return self._obs(), rewards, tr.terminated_host.copy(), tr.truncated_host.copy(), infos
 
     def state_dict(self) -> dict[str, Any]:
@@ -313,25 +309,47 @@ def _mask(ids: Any, n: int) -> np.ndarray:
     return m
 
 
-def _splice(values: dict[str, np.ndarray], rows: dict[str, np.ndarray], ids: Any) -> dict[str, np.ndarray]:
-    """Info values with the rows of ``ids`` replaced (reset worlds describe their new episode)."""
-    out = {}
-    for k, v in values.items():
-        out[k] = v.copy()
-        out[k][ids] = rows[k]
-    return out
+def step_info(
+    values: dict[str, np.ndarray],
+    n: int,
+    restarted: Any = (),
+    reset_rows: dict[str, np.ndarray] | None = None,
+    final: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A vector step's info as ``SyncVectorEnv`` builds it from single envs: ``values`` (N, ...) of the step, except
+    that the worlds ``restarted`` report their reset's info (``reset_rows``, in ``restarted`` order), so a key only
+    one of the two has is absent (mask False, value 0) for the others. ``final``: SameStep's ``final_obs`` (rows in
+    ``restarted`` order) and ``final_info`` (the step's values of the restarted worlds, in that order)."""
+    restarted = np.asarray(restarted, dtype=np.int64)
+    if not restarted.size:
+        return vector_info(values, np.arange(n), n)
+    kept = np.flatnonzero(~_mask(restarted, n))
+    infos = vector_info({k: v[kept] for k, v in values.items()}, kept, n, rows=kept)
+    for k, v in (reset_rows or {}).items():
+        if k in infos:
+            infos[k][restarted] = v
+            infos[f"_{k}"][restarted] = True
+        else:
+            infos.update(vector_info({k: v}, restarted, n, rows=restarted))
+    if final is not None:
+        infos.update(final_obs_info(final["final_obs"], restarted, n))
+        infos["final_info"] = vector_info(final["final_info"], restarted, n, rows=restarted)
+        infos["_final_info"] = _mask(restarted, n)
+    return infos
 
 
-def _vector_info(values: dict[str, np.ndarray], ids: Any, n: int, rows: Any = None) -> dict[str, Any]:
-    """Gymnasium vector info: each key batched over worlds with a ``_key`` presence mask."""
+def vector_info(values: dict[str, np.ndarray], ids: Any, n: int, rows: Any = None) -> dict[str, Any]:
+    """Gymnasium vector info: each key batched over worlds with a ``_key`` presence mask; one number per world is
+    float64 when it is a float (a single env's info holds Python floats, which SyncVectorEnv batches as float64)."""
     ids = np.asarray(ids, dtype=np.int64)
     mask = _mask(ids, n)
     out: dict[str, Any] = {}
     for k, v in values.items():
+        dtype = np.float64 if v.ndim == 1 and v.dtype.kind == "f" else v.dtype
         if rows is None and ids.size == n:
-            arr = v
+            arr = v.astype(dtype, copy=False)
         else:
-            arr = np.zeros((n, *v.shape[1:]), dtype=v.dtype)
+            arr = np.zeros((n, *v.shape[1:]), dtype=dtype)
             arr[ids] = v if rows is not None else v[ids]
         out[k] = arr
         out[f"_{k}"] = mask.copy()

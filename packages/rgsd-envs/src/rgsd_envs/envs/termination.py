@@ -83,9 +83,11 @@ class DeviationRule:
         clip: Tensor,
         root_rot: Tensor | None = None,
         ref_root_rot: Tensor | None = None,
+        counted: Tensor | None = None,
     ) -> Tensor:
         """(N,) bool: imitation worlds whose error exceeds their clip's threshold (or whose heading is off by more
-        than ``heading_deg``, given the root rotations); updates the clips' EMAs."""
+        than ``heading_deg``, given the root rotations); updates the clips' EMAs with the errors of the imitation
+        worlds in ``counted`` ((N,) bool; None: all)."""
         cfg = self.cfg
         if cfg.threshold == math.inf and cfg.heading_deg is None and not cfg.adaptive:
             return torch.zeros_like(imitation)
@@ -95,7 +97,7 @@ class DeviationRule:
             off = off | (heading_error(root_rot, ref_root_rot) > math.radians(cfg.heading_deg))
         deviation = imitation & off
         if cfg.adaptive:
-            self._record(error, imitation, clip)
+            self._record(error, imitation if counted is None else imitation & counted, clip)
         return deviation
 
     def _record(self, error: Tensor, imitation: Tensor, clip: Tensor) -> None:

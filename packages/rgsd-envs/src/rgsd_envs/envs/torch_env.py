@@ -272,7 +272,7 @@ class RGSDTorchEnv:
         active: np.ndarray | None = None,
     ) -> Transition:
         """Advance all worlds one control step and score it; worlds outside ``stepped`` (a host mask, None: all)
-        made no transition (Gymnasium's NextStep autoreset) and end nothing. ``before_read`` gets the device's
+        made no transition (Gymnasium's NextStep autoreset): they end nothing and feed no statistics. ``before_read`` gets the device's
         done flags (N,) once the step's work is queued, before its one read.
 
         ``active`` (a host mask, None: all): the only worlds whose physics must advance. The others' rows of
@@ -282,7 +282,8 @@ class RGSDTorchEnv:
         core.require_started()  # before reset() the worlds have no episode: ResetNeeded, as Gymnasium's
         a = core.check_actions(actions)
         core.physics_step(a, None if active is None else torch.from_numpy(np.flatnonzero(active)))
-        info = core.observe()
+        # a world that made no transition adds no sample to the deviation rule's error averages
+        info = core.observe(counted=None if stepped is None else core.device_mask(stepped))
         terminated, truncated = core.done_flags(info)
         # the reward's ops are queued before the step's one read, so the device runs them while the host waits
         if self.reward_core is not None:

@@ -196,7 +196,17 @@ class EncoderRewardVecWrapper(_EncoderAccess, VectorWrapper):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step and add r = C + kappa mu(s')^T z."""
         obs, reward, term, trunc, info = self.env.step(actions)
-        return obs, reward + info["encoder_reward"].astype(np.float64), term, trunc, info
+        return obs, reward + step_encoder_reward(info), term, trunc, info
+
+
+def step_encoder_reward(info: dict[str, Any]) -> np.ndarray:
+    """(N,) float64 encoder reward of a vector step from its info: a restarted world reports its reset's info (no
+    reward) and its step's in ``final_info``; a world that made no transition (NextStep's reset step) gets 0."""
+    reward = np.where(info["_encoder_reward"], info["encoder_reward"], 0.0)
+    final = info.get("final_info", {})
+    if "encoder_reward" in final:
+        reward = np.where(final["_encoder_reward"], final["encoder_reward"], reward)
+    return reward.astype(np.float64)
 
 
 class EncoderRewardWrapper(_EncoderAccess, gym.Wrapper):
