@@ -272,8 +272,8 @@ class RGSDTorchEnv:
         active: np.ndarray | None = None,
     ) -> Transition:
         """Advance all worlds one control step and score it; worlds outside ``stepped`` (a host mask, None: all)
-        made no transition (Gymnasium's NextStep autoreset): they end nothing and feed no statistics. ``before_read`` gets the device's
-        done flags (N,) once the step's work is queued, before its one read.
+        made no transition (Gymnasium's NextStep autoreset): they end nothing and feed no statistics.
+        ``before_read`` gets the device's done flags (N,) once the step's work is queued, before its one read.
 
         ``active`` (a host mask, None: all): the only worlds whose physics must advance. The others' rows of
         everything this step returns are then meaningless: the MuJoCo backend leaves their states as they were
