@@ -216,3 +216,84 @@ def test_a_downstream_run_stopped_by_sigterm_checkpoints_writes_no_report_and_ex
         f"continue with: rgsd downstream --resume {out}"
     )
     assert (out / "checkpoints" / "latest.pt").is_file() and not (out / "report.md").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["train"], ["pretrain"], ["downstream", "--low-level", "missing"], ["eval", "--run", "missing"]],
+    ids=["train", "pretrain", "downstream", "eval"],
+)
+def test_a_config_that_is_a_folder_is_called_a_folder_not_missing(command, tmp_path, capsys):
+    config = tmp_path / "adir.yaml"
+    config.mkdir()
+    out = tmp_path / "run"
+    assert rgsd([*command, "--config", str(config), "--out", str(out), "--no-progress"]) == 2
+    assert capsys.readouterr().err == f"error: {config}: is a folder, not a config file (give the YAML file)\n"
+    assert not out.exists()
+
+
+def test_seed_curves_of_skill_runs_say_they_are_not_downstream_runs(tmp_path, capsys):
+    runs = [tmp_path / "run1", tmp_path / "run2"]
+    for run in runs:
+        run.mkdir()
+        (run / "config.yaml").write_text("seed: 0\nenv:\n  motions: demo\n")  # a skill run's: no low_level
+    out = tmp_path / "seeds"
+    assert rgsd(["downstream", "--seeds", *map(str, runs), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {runs[0]}: a skill-policy run (rgsd train, rgsd demo), but rgsd downstream --seeds")
+    assert "takes a downstream run" in err and "repeat a seed" not in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def _clips_folder(path):
+    path.mkdir()
+    for name in ("walk.npz", "run.npz"):
+        (path / name).write_bytes(b"clip")
+    return path
+
+
+def _eval_report(path):
+    path.mkdir()
+    (path / "metrics.json").write_text("{}")
+    (path / "report.md").write_text("# report\n")
+    return path
+
+
+def test_training_into_a_folder_of_clips_is_refused_before_writing(tmp_path, capsys):
+    clips = _clips_folder(tmp_path / "clips")
+    (tmp_path / "empty").mkdir()  # were it not refused, set-up would fail on these motions instead
+    sets = ["--set", f"env.motions={tmp_path / 'empty'}"]
+    assert rgsd(["train", "--config", "demo", "--out", str(clips), "--no-progress", *sets]) == 2
+    assert capsys.readouterr().out == (
+        f"error: {clips} holds motion clips (run.npz, walk.npz), not a run; choose another --out\n"
+    )
+    assert sorted(p.name for p in clips.iterdir()) == ["run.npz", "walk.npz"]
+
+
+@pytest.mark.parametrize(
+    ("make", "what"), [(_clips_folder, "motion clips (run.npz, walk.npz)"), (_eval_report, "an rgsd eval report")]
+)
+def test_pretraining_into_clips_or_a_report_is_refused_before_writing(make, what, tmp_path, capsys):
+    out = make(tmp_path / "out")
+    before = sorted(p.name for p in out.iterdir())
+    assert rgsd(["pretrain", "--motions", "demo", "--out", str(out), "--steps", "2", "--no-progress"]) == 2
+    assert capsys.readouterr().err == f"error: {out} holds {what}, not an encoder; pretrain into another --out\n"
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_what_a_folder_holds_besides_runs(tmp_path):
+    from rgsd_agents.commands import holds_other_outputs
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("config.yaml", "tracking_latents.npz", ".lock"):  # a run's own files: no clips, no report
+        (run / name).write_bytes(b"")
+    assert holds_other_outputs(run) is None and holds_other_outputs(tmp_path / "new") is None
+    assert holds_other_outputs(_eval_report(tmp_path / "eval")) == "an rgsd eval report"
+    repro = _eval_report(tmp_path / "repro")
+    (repro / "report.json").write_text("{}")
+    assert holds_other_outputs(repro) == "an rgsd reproduce report"
+    clips = _clips_folder(tmp_path / "clips")
+    for i in range(3):
+        (clips / f"c{i}.npz").write_bytes(b"")
+    assert holds_other_outputs(clips) == "motion clips (c0.npz, c1.npz, c2.npz, ...)"

@@ -3,6 +3,8 @@ a downstream run's goal moves where the floor is clicked, and bad input gets one
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import shutil
 import socket
@@ -21,6 +23,8 @@ pytest.importorskip("viser", reason="rgsd view needs viser: pip install 'rgsd-ag
 from rgsd_agents.cli import main
 from rgsd_agents.pretrained import pretrained_run
 from rgsd_agents.viewer.app import GoalViewerApp, ServeConfig, network_address, open_viewer, ssh_forward_line
+from rgsd_agents.viewer.limits import KAPPA_RANGE, PORT_RANGE, SPEED_RANGE
+from rgsd_agents.viewer.server import ServerStartError, start_server
 from rgsd_agents.viewer.session import SessionConfig
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_LAYOUT, goal_in_heading_frame
 from rgsd_eval.browser import find_chromium, live_screenshot
@@ -253,3 +257,55 @@ def test_a_page_served_on_every_interface_prints_the_address_to_open_from_anothe
     assert f"open http://{socket.gethostname()}:{port}" in line and "ssh -L" not in line
     address = network_address()
     assert address is None or f"http://{address}:{port}" in line
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "expected"),
+    [
+        ("--port", "99999", f"a port {PORT_RANGE[0]}-{PORT_RANGE[1]} (0: any free port), got 99999"),
+        ("--speed", "0", f"a speed {SPEED_RANGE[0]:g}-{SPEED_RANGE[1]:g}, got 0.0"),
+        ("--kappa", "5000", f"a concentration {KAPPA_RANGE[0]:g}-{KAPPA_RANGE[1]:g}, got 5000.0"),
+        ("--kappa", "0.5", f"a concentration {KAPPA_RANGE[0]:g}-{KAPPA_RANGE[1]:g}, got 0.5"),
+        ("--seconds", "-1", "a number of seconds >= 0, got -1.0"),
+    ],
+)
+def test_a_flag_outside_its_range_is_refused_before_anything_starts(tmp_path, capsys, flag, value, expected):
+    """The ranges are the controls' own (a speed the slider cannot show would fail once the page is up)."""
+    with pytest.raises(SystemExit) as stop:
+        main(["view", str(tmp_path), flag, value])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: expected {expected}" in err and "Traceback" not in err
+
+
+def test_the_range_ends_are_accepted_and_the_sliders_span_them(viewer):
+    from rgsd_agents.commands.view import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["view", "r", "--speed", str(SPEED_RANGE[0]), "--kappa", str(KAPPA_RANGE[1])])
+    assert (args.speed, args.kappa) == (SPEED_RANGE[0], KAPPA_RANGE[1])
+    assert (viewer.gui_kappa.min, viewer.gui_kappa.max) == (0.0, 3.0) == tuple(math.log10(k) for k in KAPPA_RANGE)
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "expected"),
+    [
+        ("127.0.0.1", 99999, "port must be 0-65535"),  # the server thread's own error
+        ("192.0.2.1", None, "assign"),  # an address of no interface here: viser gives up silently
+        ("nosuch.invalid", None, "not known"),
+    ],
+)
+def test_a_server_that_cannot_start_raises_one_error_instead_of_waiting_forever(capfd, host, port, expected):
+    start = time.monotonic()
+    with pytest.raises(ServerStartError) as err:
+        start_server(host, port or _free_port(), timeout_s=30)
+    assert time.monotonic() - start < 25  # well before the timeout: the failure itself ends the wait
+    assert f"cannot serve on {host}:" in str(err.value) and expected in str(err.value).lower()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_the_command_ends_with_one_line_when_the_server_cannot_start(capsys):
+    assert main(["view", "--pretrained", "--host", "192.0.2.1", "--port", str(_free_port()), "--seconds", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: cannot serve on 192.0.2.1:")

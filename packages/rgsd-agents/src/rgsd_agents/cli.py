@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             print(str(err) or "interrupted", file=sys.stderr)
         code = INTERRUPTED
     finally:
-        restore_signals(previous)
+        if restore_signals(previous):  # stopped while the command was ending
+            code = INTERRUPTED
     return end_rank(code)  # a torchrun rank that has left its process group ends here, its files closed
 
 

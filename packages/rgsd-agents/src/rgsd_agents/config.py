@@ -26,6 +26,7 @@ from rgsd_envs.utils.config import (
     UNNAMED,
     check_overrides,
     from_dict_with_overrides,
+    not_a_config_file,
     parse_set,  # noqa: F401  (rgsd_agents.config.parse_set, as before)
     read_settings,
     to_dict,
@@ -289,6 +290,8 @@ def config_chain(spec: str | os.PathLike, presets: str = "", _seen: tuple[Path, 
     """The files of a config, its bases first and ``spec``'s last, each with the keys it sets itself."""
     path = Path(spec)
     if not path.is_file():
+        if path.is_dir():
+            raise InputFileError(path, not_a_config_file(path))
         if _names_a_file(spec):
             raise InputFileError(path, f"config file not found (or give a preset: {', '.join(preset_names(presets))})")
         path = preset_path(str(spec), presets)

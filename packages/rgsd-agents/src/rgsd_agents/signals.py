@@ -41,10 +41,19 @@ def on_stop_signals(handler: Handler, names: tuple[str, ...] = STOP_SIGNALS) -> 
     return previous
 
 
-def restore_signals(previous: dict[int, Any]) -> None:
-    """Put back the handlers ``on_stop_signals`` replaced."""
-    for sig, handler in previous.items():
-        signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+def restore_signals(previous: dict[int, Any]) -> bool:
+    """Put back the handlers ``on_stop_signals`` replaced, every one of them; True when a stop signal arrived
+    meanwhile: its KeyboardInterrupt is not raised (the command is ending already, and a traceback would follow)."""
+    interrupted = False
+    pending = list(previous.items())
+    while pending:
+        sig, handler = pending[0]
+        try:
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+            pending.pop(0)
+        except KeyboardInterrupt:  # raised by the handler being replaced; putting it back again is harmless
+            interrupted = True
+    return interrupted
 
 
 def signal_name(signum: int) -> str:

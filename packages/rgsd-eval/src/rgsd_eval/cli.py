@@ -24,6 +24,7 @@ from rgsd_envs.utils.config import (
     add_set_argument,
     apply_override,
     from_dict,
+    not_a_config_file,
     number_type,
     set_overrides,
     to_dict,
@@ -49,8 +50,8 @@ def _yaml_settings(path: str) -> dict[str, Any]:
     try:
         with open(path) as f:
             data = yaml.safe_load(f) or {}
-    except FileNotFoundError:
-        raise InputFileError(path, "config file not found") from None
+    except (FileNotFoundError, IsADirectoryError):
+        raise InputFileError(path, not_a_config_file(path)) from None
     except yaml.YAMLError as err:
         raise InputFileError(path, yaml_error(err)) from None
     if not isinstance(data, dict):

@@ -88,10 +88,39 @@ def holds_run(folder: str | os.PathLike) -> bool:
     return RunDir(folder).has_checkpoint()
 
 
+RUN_NPZ_FILES = ("tracking_latents.npz",)
+"""The .npz files a run folder holds itself (``RunDir``); any other at the top of a folder is a motion clip."""
+REPORT_MARKERS = (("report.json", "an rgsd reproduce report"), ("seeds.json", "an rgsd downstream --seeds report"))
+"""A file at the top of a report folder that its command writes, and how messages name the report (before an
+rgsd eval report, whose report.md a reproduce folder has too)."""
+
+
+def holds_other_outputs(folder: str | os.PathLike) -> str | None:
+    """What ``folder`` holds that no run or encoder writes, in a few words: motion clips or a report (rgsd eval,
+    rgsd reproduce, rgsd downstream --seeds), which a command writing its files there would mix with; None: none."""
+    from pathlib import Path
+
+    from rgsd_envs.utils.files import LOCK_NAME
+    from rgsd_eval.output import REPORT_FILES
+
+    path = Path(folder)
+    if not path.is_dir():
+        return None
+    clips = sorted(f.name for f in path.glob("*.npz") if f.name not in RUN_NPZ_FILES)
+    if clips:
+        return f"motion clips ({', '.join(clips[:3])}{', ...' if len(clips) > 3 else ''})"
+    for marker, what in REPORT_MARKERS:
+        if (path / marker).is_file():
+            return what
+    if any((path / name).is_file() for name in REPORT_FILES - {LOCK_NAME}):  # a run folder has a lock too
+        return "an rgsd eval report"
+    return None
+
+
 def out_taken(out: str | os.PathLike, kind: str) -> str | None:
     """Why a new run of ``kind`` (``RunDir.KINDS``) cannot start in ``out``, in one line: it
-    holds a run of the other kind, or a run to continue; None: it can (also a run of ``kind`` that never reached
-    its first checkpoint, which starts again)."""
+    holds a run of the other kind, a run to continue, or no run but clips or a report (``holds_other_outputs``);
+    None: it can (also a run of ``kind`` that never reached its first checkpoint, which starts again)."""
     import shlex
 
     from rgsd_envs.runs.run_dir import RunDir
@@ -101,6 +130,8 @@ def out_taken(out: str | os.PathLike, kind: str) -> str | None:
     if found is not None and found != kind:
         what, by, _ = RunDir.KINDS[found]
         return f"{out} holds {what} ({by}); choose another --out"
+    if found is None and (other := holds_other_outputs(out)) is not None:
+        return f"{out} holds {other}, not a run; choose another --out"
     if run.has_checkpoint():
         resume = f"{RunDir.KINDS[kind][2]} --resume {shlex.quote(str(out))}"
         return f"{out} already holds a run; continue it with {resume} or choose another --out"

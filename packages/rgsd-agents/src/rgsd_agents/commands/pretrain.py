@@ -29,7 +29,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rgsd_agents.commands import add_device_argument, add_doc_parser, add_set_argument, holds_run
+from rgsd_agents.commands import (
+    add_device_argument,
+    add_doc_parser,
+    add_set_argument,
+    holds_other_outputs,
+    holds_run,
+)
 
 if TYPE_CHECKING:
     from rgsd_agents.pretraining.config import PretrainConfig
@@ -115,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
     if (out / RunDir.POLICY).exists() or holds_run(out):
         # its encoder.pt is the one its policy was trained with: replacing it would silently change the policy's skills
         print(f"error: {out} holds a trained run; pretrain into another --out", file=sys.stderr)
+        return 2
+    if RunDir(out).kind() is None and (other := holds_other_outputs(out)) is not None:
+        print(f"error: {out} holds {other}, not an encoder; pretrain into another --out", file=sys.stderr)
         return 2
     try:
         result = pretrain(cfg, out, progress=not args.no_progress)

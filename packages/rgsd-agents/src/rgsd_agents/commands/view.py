@@ -25,8 +25,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from rgsd_agents.commands import add_doc_parser
+from rgsd_agents.viewer.limits import KAPPA_RANGE, PORT_RANGE, SPEED_RANGE
+from rgsd_envs.utils.config import number_type
+
+
+def range_type(kind: type, bounds: tuple[float, float], what: str, note: str = "") -> Callable[[str], Any]:
+    """An argparse type: ``kind`` within ``bounds`` (ends included), else ``expected <what> <low>-<high> <note>``."""
+    low, high = bounds
+    return number_type(kind, low, False, f"{what} {low:g}-{high:g}{note}", maximum=high)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,8 +50,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--clip",
         help="clip to start on (default: walk where the clips have it, else the first; an unknown name lists them)",
     )
-    p.add_argument("--kappa", type=float, default=20.0, help="initial vMF concentration of the variants (default 20)")
-    p.add_argument("--variants", type=int, default=3, help="variants beside the policy (default 3)")
+    p.add_argument(
+        "--kappa",
+        type=range_type(float, KAPPA_RANGE, "a concentration"),
+        default=20.0,
+        help=f"initial vMF concentration of the variants, {KAPPA_RANGE[0]:g}-{KAPPA_RANGE[1]:g} (default 20)",
+    )
+    p.add_argument(
+        "--variants",
+        type=number_type(int, 0, False, "a whole number >= 0"),
+        default=3,
+        help="variants beside the policy (default 3)",
+    )
     p.add_argument("--latents", help="a clip_latents.json (rgsd eval's <report>/<run>/) instead of the run's own")
     p.add_argument("--motions", help='clips to choose from: "demo", a clip file or folder (default: the run\'s own)')
     p.add_argument("--seed", type=int, default=0, help="seed of the first variants or episode (default 0)")
@@ -50,9 +70,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="127.0.0.1",
         help="interface to serve on (default 127.0.0.1: SSH-forward it; 0.0.0.0: every interface, open to the network)",
     )
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; the next free one if taken)")
-    p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per second (default 1)")
-    p.add_argument("--seconds", type=float, help="serve this long, then exit (default: until Ctrl-C)")
+    p.add_argument(
+        "--port",
+        type=range_type(int, PORT_RANGE, "a port", " (0: any free port)"),
+        default=8080,
+        help="port (default 8080; the next free one if taken; 0: any free port)",
+    )
+    p.add_argument(
+        "--speed",
+        type=range_type(float, SPEED_RANGE, "a speed"),
+        default=1.0,
+        help=f"simulated seconds per second, {SPEED_RANGE[0]:g}-{SPEED_RANGE[1]:g} (default 1)",
+    )
+    p.add_argument(
+        "--seconds",
+        type=number_type(float, 0.0, False, "a number of seconds >= 0"),
+        help="serve this long, then exit (default: until Ctrl-C)",
+    )
     p.set_defaults(func=run)
 
 
@@ -67,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: rgsd view needs viser: pip install 'rgsd-agents[viewer]'", file=sys.stderr)
         return 2
     from rgsd_agents.viewer.app import ServeConfig, open_viewer, remote_access_line
+    from rgsd_agents.viewer.server import ServerStartError
     from rgsd_agents.viewer.session import SessionConfig
 
     if args.pretrained:
@@ -84,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             session=session,
             serve=ServeConfig(host=args.host, port=args.port, speed=args.speed),
         )
-    except ValueError as err:  # InputFileError (not a run, a bad latents file) is a ValueError too
+    except (ValueError, ServerStartError) as err:  # InputFileError (not a run, a bad latents file) is a ValueError too
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"rgsd view: {app.url}  {app.summary}; Ctrl-C stops")

@@ -192,6 +192,7 @@ def _run_identity(run_dir: Path) -> tuple[str, str, str, int]:
     path = run_dir / "config.yaml"
     if not path.is_file():
         raise InputFileError(path, "missing: not a downstream run folder (rgsd downstream writes config.yaml)")
+    RunDir(run_dir).check_kind(RunDir.DOWNSTREAM_RUN, "rgsd downstream --seeds")  # a skill run has no seed curves
     cfg = yaml.safe_load(path.read_text()) or {}
     style = str((cfg.get("task") or {}).get("style", "freestyle"))
     start = str(cfg.get("init_skill", NEUTRAL_START))

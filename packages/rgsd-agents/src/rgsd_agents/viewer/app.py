@@ -23,6 +23,8 @@ import numpy as np
 
 from rgsd_agents.viewer.bodies import BodyDrawing
 from rgsd_agents.viewer.goal import GoalSession, floor_point, is_downstream_run
+from rgsd_agents.viewer.limits import KAPPA_RANGE, SPEED_RANGE, SPEED_STEP
+from rgsd_agents.viewer.server import start_server
 from rgsd_agents.viewer.session import SessionConfig, ViewerSession
 from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_eval.browser import hex_rgb
@@ -102,8 +104,6 @@ class LivePage:
 
     def __init__(self, session: LiveSession, cfg: ServeConfig) -> None:
         """Serve ``session`` on ``cfg.host:cfg.port``; viser moves a taken port to the next free one (``self.port``)."""
-        import viser
-
         self.session, self.cfg = session, cfg
         self.lock = threading.RLock()
         self.paused = False
@@ -112,7 +112,7 @@ class LivePage:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._quiet = False
-        self.server = viser.ViserServer(host=cfg.host, port=cfg.port, verbose=False)
+        self.server = start_server(cfg.host, cfg.port)
         self.port = int(self.server.get_port())
         self.server.scene.set_up_direction("+z")
         # no HDRI: viser would fetch it from a CDN, which a machine without internet cannot reach (a washed-out scene)
@@ -252,7 +252,7 @@ class LivePage:
         self.gui_paused = gui.add_checkbox("pause", False)
         step = gui.add_button("step")
         reset = gui.add_button(self.RESET_LABEL)
-        speed = gui.add_slider("speed", 0.1, 2.0, 0.05, self.speed)
+        speed = gui.add_slider("speed", *SPEED_RANGE, SPEED_STEP, self.speed)
         follow = gui.add_checkbox("camera follows", True)
         self.gui_paused.on_update(self._unless_quiet(lambda: self.set_paused(self.gui_paused.value)))
         step.on_click(lambda _: self.step())
@@ -327,9 +327,9 @@ class ViewerApp(LivePage):
     def _build_gui(self) -> None:
         gui, s = self.server.gui, self.session
         self.gui_clip = gui.add_dropdown("clip", list(s.lib.names), initial_value=s.clip_name)
-        self.gui_kappa = gui.add_slider(
-            "log10 kappa", 0.0, 3.0, 0.05, math.log10(s.kappa), marks=((0, "1"), (1, "10"), (2, "100"), (3, "1000"))
-        )
+        low, high = (math.log10(k) for k in KAPPA_RANGE)
+        marks = tuple((e, f"{10**e:g}") for e in range(math.ceil(low), math.floor(high) + 1))
+        self.gui_kappa = gui.add_slider("log10 kappa", low, high, 0.05, math.log10(s.kappa), marks=marks)
         new = gui.add_button("new variants")
         self._add_playback_controls()
         ghost = gui.add_checkbox("reference ghost", True)

@@ -121,9 +121,16 @@ def load_yaml(cls: type[T], path: str | os.PathLike, overrides: dict[str, Any] |
     """Load dataclass ``cls`` from a YAML file (``read_settings``), then apply dotted-key overrides."""
     path = Path(path)
     if not path.is_file():
-        raise InputFileError(path, "config file not found")
+        raise InputFileError(path, not_a_config_file(path))
     data = read_settings(path, f"give {cls.__name__} fields, or no config file for the defaults")
     return from_dict_with_overrides(cls, data, str(path), overrides)
+
+
+def not_a_config_file(path: str | os.PathLike) -> str:
+    """Why ``path``, which is no file, cannot be read as a config, worded for an error naming it."""
+    if Path(path).is_dir():
+        return "is a folder, not a config file (give the YAML file)"
+    return "config file not found"
 
 
 def from_dict_with_overrides(
@@ -357,15 +364,18 @@ def scientific_numbers(value: Any) -> Any:
     return value
 
 
-def number_type(kind: type, minimum: float, strict: bool, what: str) -> Callable[[str], Any]:
-    """An argparse type: ``kind`` parsed from the text, > ``minimum`` (``strict``) or >= it, else a clear error."""
+def number_type(
+    kind: type, minimum: float, strict: bool, what: str, maximum: float | None = None
+) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` parsed from the text, > ``minimum`` (``strict``) or >= it, and <= ``maximum``
+    when given, else a clear error."""
 
     def parse(text: str) -> Any:
         try:
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not (v > minimum if strict else v >= minimum):
+        if not (v > minimum if strict else v >= minimum) or (maximum is not None and not v <= maximum):
             raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
         return v
 
