@@ -224,7 +224,7 @@ def measure_eval(folder: Path, run_dir: Path, sizes: Sizes, rate: float | None =
     lib = MotionLib(str(folder))
     result: dict[str, Any] = {"measured_here": rate is None}
     if rate is None:
-        steps = eval_plan(lib, quick).world_steps
+        steps = eval_plan(lib, quick).step_work  # world steps and the batch steps' own work, as the estimate counts
         loaded = load_run(run_dir, quick.latent, quick.best_of, device="cpu")
         ref = ReferenceFeatures.of(lib, quick.fid_window)
         t0 = time.perf_counter()

@@ -10,6 +10,11 @@ up to ``ACT_MIN_ROWS``). This script runs the same jobs (the shipped policy, ``-
 clip at its z_m, the policy's own action noise) twice: once so, once with every world stepping and acting as a
 chunk did before, and prints the wall time, the world steps the physics made and the ratio. It exits 1 if any
 job's numbers differ between the two.
+
+Then it measures what a batch step costs besides its running worlds' physics, in world steps of a full batch: one
+rollout of the longest clip in 16, 128 and 512 worlds against that many rollouts, per step. The evaluation's
+estimate counts that work (``rgsd_eval.batches.step_work``: ``BATCH_STEP_WORK`` + ``WORLD_WORK`` x worlds); the
+table prints its figure beside the measured one.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from rgsd_envs.envs.core import library_clip_embeddings
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.library import MotionLib
 from rgsd_eval import rollouts
-from rgsd_eval.batches import world_steps
+from rgsd_eval.batches import BATCH_STEP_WORK, WORLD_WORK, batch_steps, world_steps
 from rgsd_eval.rollouts import RolloutJobs, run_rollouts
 from rgsd_eval.runs import load_run
 
@@ -70,6 +75,32 @@ def _run(loaded: Any, lib: MotionLib, jobs: RolloutJobs, batch: int, every_world
         env.close()
 
 
+def _step_work(loaded: Any, lib: MotionLib, z: np.ndarray) -> list[dict[str, float]]:
+    """Per batch size: a step's time with one rollout running and with every world running, and the first less its
+    one world's physics in world steps of the second (the work a batch step has whatever its worlds do)."""
+    clip = int(lib.num_frames.argmax())
+    steps = int(lib.num_frames[clip]) - 1
+    rows = []
+    for worlds in (16, 128, 512):
+        ms = []
+        for running in (1, worlds):
+            jobs = RolloutJobs(np.full(running, clip), np.tile(z[clip], (running, 1)), 0, False)
+            env = RGSDTorchEnv(worlds, encoder_reward=False, config=loaded.env_config, motions=lib)
+            try:
+                start = time.perf_counter()
+                run_rollouts(env, loaded.policy, jobs, fall_height=loaded.fall_height)
+                ms.append(1000.0 * (time.perf_counter() - start) / steps)
+            finally:
+                env.close()
+        world_ms = ms[1] / worlds
+        work = (ms[0] - world_ms) / world_ms
+        rows.append(
+            {"worlds": worlds, "one_ms": round(ms[0], 3), "all_ms": round(ms[1], 3), "work": round(work, 2),
+             "estimate": BATCH_STEP_WORK + WORLD_WORK * worlds}
+        )  # fmt: skip
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run both ways and print the comparison."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -102,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         "clips": lib.num_clips,
         "jobs": len(jobs),
         "batch_size": args.batch_size,
-        "own_world_steps": int((frames - 1).sum()),
-        "batches_world_steps": world_steps(frames, min(args.batch_size, len(jobs))),
+        "own_world_steps": world_steps(frames),
+        "batches_world_steps": batch_steps(frames, args.batch_size) * min(args.batch_size, len(jobs)),
         "every_world": {k: old[k] for k in ("seconds", "world_steps")},
         "running_worlds": {k: new[k] for k in ("seconds", "world_steps")},
         "speedup": round(old["seconds"] / new["seconds"], 2),
@@ -115,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in rows:
         print(f"| {name} | {rows[name]['seconds']:.1f} | {rows[name]['world_steps']:,} |")
     print(f"speedup {out['speedup']}x; the jobs' own steps {out['own_world_steps']:,}; identical results: {same}")
+    out["batch_step_work"] = _step_work(loaded, lib, z)
+    print("| worlds | ms a step, 1 running | ms a step, all running | work, world steps | estimate's |")
+    print("|---|---|---|---|---|")
+    for r in out["batch_step_work"]:
+        print(f"| {r['worlds']} | {r['one_ms']:.2f} | {r['all_ms']:.2f} | {r['work']:.1f} | {r['estimate']:.1f} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1) + "\n")

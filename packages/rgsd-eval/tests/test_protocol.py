@@ -251,6 +251,7 @@ def test_eval_plan_counts_the_rollouts_and_world_steps_of_each_protocol():
     import math
 
     from rgsd_envs.motion.library import MotionLib
+    from rgsd_eval.batches import BATCH_STEP_WORK, WORLD_WORK
     from rgsd_eval.evaluate import eval_plan
 
     lib = MotionLib("demo")
@@ -258,16 +259,23 @@ def test_eval_plan_counts_the_rollouts_and_world_steps_of_each_protocol():
     quick = eval_plan(lib, EvalConfig(video=False))
     # one deterministic imitation rollout per clip, 16 vMF rollouts per clip at each of the 3 sweep kappas
     assert quick.rollouts == m * (1 + 3 * 16) == 245
-    assert quick.world_steps == 245 * int(steps.max())  # one batch of 245 worlds runs to the longest clip
+    assert quick.world_steps == 49 * int(steps.sum())  # each rollout's own steps
+    # one batch of 245 worlds runs to the longest clip, each of its steps with its fixed work
+    assert quick.step_work == quick.world_steps + int(steps.max()) * (BATCH_STEP_WORK + 245 * WORLD_WORK)
     paper = eval_plan(lib, EvalConfig.for_protocol("paper", video=False))
     # 500 imitation + 500 at kappa 50 on every clip, 500 at each sweep kappa on the three sweep clips
     assert paper.rollouts == m * 1000 + 3 * 3 * 500 == 9500
-    assert paper.rollouts * steps.min() <= paper.world_steps <= math.ceil(9500 / 512) * 512 * steps.max()
+    assert paper.rollouts * steps.min() <= paper.world_steps <= paper.rollouts * steps.max()
+    assert (
+        paper.world_steps
+        < paper.step_work
+        < paper.world_steps + math.ceil(9500 / 512) * steps.max() * (BATCH_STEP_WORK + 512 * WORLD_WORK)
+    )
     searched = eval_plan(lib, EvalConfig.for_protocol("paper", video=False), best_of=500)
     assert searched.rollouts == paper.rollouts + m * 500
     line = paper.summary("paper", world_steps_per_second=1000.0)
     assert line.startswith("paper protocol on 5 clips: 9500 rollouts")
-    assert f"about {paper.world_steps / 1000.0 / 60.0:.0f} min" in line and "at 1000 world steps/s" in line
+    assert f"about {paper.step_work / 1000.0 / 60.0:.0f} min" in line and "at 1000 world steps/s" in line
     small = quick.summary("quick", world_steps_per_second=1e6)  # a few thousand world steps: counted, not 0.00 M
     assert f"{quick.world_steps:,} world steps, about 1 s" in small
 
@@ -284,7 +292,7 @@ def test_eval_plan_counts_the_video_tiles_in_its_estimate_unless_rendering_is_of
     # policy and reference, then the reference and 2 variants (only 2 rollouts), every 2nd frame
     assert plan.video_tiles == -(-int(lib.num_frames[c]) // 2) * 5
     assert plan.video_seconds == plan.video_tiles * video_tile_seconds(cfg.video_size) > 0
-    rate = plan.world_steps / 5.0  # 5 s of rollouts
+    rate = plan.step_work / 5.0  # 5 s of rollouts
     line = plan.summary("quick", world_steps_per_second=rate)
     # the total comes once, with the videos in it; its parts are named as parts
     total = 5.0 + plan.video_seconds

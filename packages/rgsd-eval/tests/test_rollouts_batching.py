@@ -13,7 +13,7 @@ import torch
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
 from rgsd_envs.motion.library import MotionLib
 from rgsd_eval import rollouts
-from rgsd_eval.batches import batches, world_steps
+from rgsd_eval.batches import BATCH_STEP_WORK, WORLD_WORK, batch_steps, batches, step_work, world_steps
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import eval_plan
 from rgsd_eval.latents import vmf_samples
@@ -50,8 +50,10 @@ def _run(loaded, lib, worlds: int, jobs: RolloutJobs, **kw):
 def test_batches_are_cut_longest_first_so_a_long_clip_costs_one_batch():
     lengths = np.array([10, 10, 10, 100, 10, 10, 10, 100])
     assert [b.tolist() for b in batches(lengths, 4)] == [[3, 7, 0, 1], [2, 4, 5, 6]]
-    # in the given order each batch of 4 would run to 100 frames: 2 x 4 x 99 world steps
-    assert world_steps(lengths, 4) == 4 * 99 + 4 * 9
+    # in the given order each batch of 4 would run to 100 frames: 2 x 99 batch steps
+    assert batch_steps(lengths, 4) == 99 + 9
+    assert world_steps(lengths) == 2 * 99 + 6 * 9  # the physics steps each rollout's own frames
+    assert step_work(lengths, 4) == world_steps(lengths) + (99 + 9) * (BATCH_STEP_WORK + 4 * WORLD_WORK)
 
 
 def test_eval_plan_counts_the_world_steps_of_length_sorted_batches():
@@ -62,8 +64,9 @@ def test_eval_plan_counts_the_world_steps_of_length_sorted_batches():
     plan = eval_plan(lib, cfg)
     jobs = np.concatenate([np.arange(20), np.repeat(np.arange(20), 4)])  # 1 imitation + 4 vMF per clip
     assert plan.rollouts == len(jobs) == 100
+    assert plan.world_steps == 5 * 2999 + 95 * 29  # each rollout's own steps
     # 5 jobs on the long clip fill one batch of 16 (2999 steps); the other 95 short jobs fill 6 more (29 steps)
-    assert plan.world_steps == 16 * 2999 + 6 * 16 * 29
+    assert plan.step_work == plan.world_steps + (2999 + 6 * 29) * (BATCH_STEP_WORK + 16 * WORLD_WORK)
 
 
 def test_a_rollout_s_numbers_do_not_depend_on_its_batch(loaded, lib):

@@ -1,9 +1,10 @@
 """How rollout jobs share the worlds: batches cut from the jobs sorted by length, and each job's own action noise.
 
-A batch of worlds runs until its longest rollout ends, so batches cut from jobs in their given order pay for the
-longest clip in every batch that holds one of its jobs (a ten-minute clip among short ones: most world steps idle).
-Cut from the jobs sorted by length, longest first, every batch holds rollouts of about one length, and the world
-steps (``world_steps``, the evaluation estimate's count too) are close to the sum of the rollouts' own.
+A batch of worlds steps until its longest rollout ends, so batches cut from jobs in their given order pay for the
+longest clip in every batch that holds one of its jobs. Cut from the jobs sorted by length, longest first, every
+batch holds rollouts of about one length. On MuJoCo only the running jobs' worlds step (``rollouts``), so the
+physics makes each job's own steps (``world_steps``); what a batch step costs besides, whatever its worlds do (the
+observations, the policy, the recording), is ``step_work``, the evaluation estimate's count.
 
 A rollout's numbers must not depend on the batch it ran in, so its action noise is its own: a stream seeded by
 (seed, the job's index in the job list), drawn ``NOISE_BLOCK`` steps at a time.
@@ -28,12 +29,31 @@ def batches(lengths: np.ndarray, size: int) -> list[np.ndarray]:
     return [order[i : i + size] for i in range(0, len(order), size)]
 
 
-def world_steps(lengths: np.ndarray, size: int, worlds: int | None = None) -> int:
-    """World steps of running jobs of these lengths (frames, the start frame included) in ``batches`` of ``size``:
-    every batch steps ``worlds`` worlds (default ``size``; idle ones too) to its longest rollout's end."""
+BATCH_STEP_WORK = 5.0
+"""A batch step's fixed work (the env's observations and host read, the policy, the recording), in world steps' time,
+besides ``WORLD_WORK`` per world of the batch: fitted to ``benchmarks/eval_rollouts.py``'s step costs with one
+rollout running in 16, 128 and 512 worlds (docs/results/throughput_2core/eval_rollouts.json)."""
+WORLD_WORK = 0.05
+"""A batch step's work per world of the batch, running or not (observations are made for every world)."""
+
+
+def world_steps(lengths: np.ndarray) -> int:
+    """World steps the physics makes for jobs of these lengths (frames, the start frame included): their own."""
+    return int((np.asarray(lengths, dtype=np.int64) - 1).sum())
+
+
+def batch_steps(lengths: np.ndarray, size: int) -> int:
+    """Steps of the ``batches`` of ``size`` worlds: each runs to its longest rollout's end."""
     lengths = np.asarray(lengths, dtype=np.int64)
-    n = size if worlds is None else worlds
-    return sum(n * (int(lengths[ids].max()) - 1) for ids in batches(lengths, size))
+    return sum(int(lengths[ids].max()) - 1 for ids in batches(lengths, size))
+
+
+def step_work(lengths: np.ndarray, size: int) -> float:
+    """The time of running jobs of these lengths in ``batches`` of ``size`` worlds, in world steps: their own steps,
+    and each batch step's fixed work (``BATCH_STEP_WORK`` + ``WORLD_WORK`` x worlds)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    worlds = min(size, len(lengths))
+    return world_steps(lengths) + batch_steps(lengths, size) * (BATCH_STEP_WORK + WORLD_WORK * worlds)
 
 
 class JobNoise:

@@ -31,7 +31,7 @@ from rgsd_envs.motion.fid_window import min_fid_frames
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import embed, within_motion_alignment
 from rgsd_envs.runs.run_dir import load_clip_latents, load_tracking_latents
-from rgsd_eval.batches import world_steps
+from rgsd_eval.batches import step_work, world_steps
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.features import FEATURE_DIM, heading_directions, motion_features
 from rgsd_eval.fid import GaussianStats, fid
@@ -53,7 +53,7 @@ IMITATION_GROUP = 0
 """Job group of imitation rollouts; kappa i of ``EvalConfig.kappa_plan`` is group i + 1."""
 EVAL_WORLD_STEPS_PER_SECOND = 7791.0
 """World steps per second of a whole evaluation, rollouts and metrics (the cpu preset's 256x256 policy, 512 worlds
-at a time), measured by ``benchmarks/clip_scaling.py`` (the quick protocol on 20 clips) on 2 otherwise idle CPU
+at a time; ``EvalPlan.step_work``'s world steps, the batch steps' own work counted in them), measured by ``benchmarks/clip_scaling.py`` (the quick protocol on 20 clips) on 2 otherwise idle CPU
 cores: the rate behind the estimate logged before an evaluation starts. Cores shared with other jobs take longer
 (the progress bar shows the rate on the machine at hand); the world steps the estimate names do not depend on the
 machine."""
@@ -73,20 +73,27 @@ def video_tile_seconds(size: tuple[int, int]) -> float:
 
 @dataclass(frozen=True)
 class EvalPlan:
-    """The rollouts one run's evaluation makes and the world steps they cost (idle worlds of a batch included),
-    and the video tiles it renders."""
+    """The rollouts one run's evaluation makes, the world steps they take and the work of their batch steps, and
+    the video tiles it renders."""
 
     clips: int
     rollouts: int
     world_steps: int
+    """The rollouts' own steps (``batches.world_steps``)."""
+    step_work: float = 0.0
+    """Their time in world steps, the batch steps' fixed work included (``batches.step_work``)."""
     video_tiles: int = 0
     """Tiles rendered over all the run's videos (a video frame of k side-by-side tiles counts k)."""
     video_seconds: float = 0.0
     """Their estimated rendering time (``video_tile_seconds``)."""
 
+    @property
+    def _work(self) -> float:
+        return self.step_work or float(self.world_steps)  # a plan made by hand may give its world steps only
+
     def seconds(self, world_steps_per_second: float = EVAL_WORLD_STEPS_PER_SECOND) -> float:
         """Estimated wall time at a rate of world steps per second, videos included."""
-        return self.world_steps / world_steps_per_second + self.video_seconds
+        return self._work / world_steps_per_second + self.video_seconds
 
     def summary(self, protocol: str, world_steps_per_second: float = EVAL_WORLD_STEPS_PER_SECOND) -> str:
         """One line for the user before the evaluation starts."""
@@ -94,7 +101,7 @@ class EvalPlan:
         steps = f"{self.world_steps / 1e6:.2f} M" if self.world_steps >= 1e5 else f"{self.world_steps:,}"
         rate = f"{world_steps_per_second:.0f} world steps/s"
         if self.video_tiles:  # the total first, then its two parts: the rollouts' time at the rate, the videos'
-            rollouts = self.world_steps / world_steps_per_second
+            rollouts = self._work / world_steps_per_second
             timing = (
                 f"about {_duration(seconds)} in all ({seconds / max(self.clips, 1):.1f} s per clip): "
                 f"{_duration(rollouts)} of rollouts at {rate} and {_duration(self.video_seconds)} of videos "
@@ -113,11 +120,6 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60.0:.0f} min" if seconds >= 60.0 else f"{max(seconds, 1.0):.0f} s"
 
 
-def _chunked_steps(job_clips: np.ndarray, num_frames: np.ndarray, batch: int) -> int:
-    """World steps of ``run_rollouts`` over jobs on these clips, batched as it batches them (``batches``)."""
-    return world_steps(num_frames[job_clips], batch)
-
-
 def eval_plan(lib: MotionLib, cfg: EvalConfig, best_of: int = 0, render: bool = True) -> EvalPlan:
     """The rollouts and world steps of ``evaluate_run`` on ``lib`` (``best_of``: N of a best-of-N latent search, 0:
     none) and the video tiles it renders (``render``: False where rendering cannot start), from the settings
@@ -130,9 +132,10 @@ def eval_plan(lib: MotionLib, cfg: EvalConfig, best_of: int = 0, render: bool = 
         + [np.repeat(np.asarray(clips, dtype=np.int64), cfg.rollouts) for clips in plan.values()]
     )
     batch = min(cfg.batch_size, max(len(search), len(evals)))
-    steps = _chunked_steps(search, nf, batch) + _chunked_steps(evals, nf, batch)
+    steps = world_steps(nf[search]) + world_steps(nf[evals])
+    work = step_work(nf[search], batch) + step_work(nf[evals], batch)  # run_rollouts batches each call's jobs
     tiles = video_tiles(lib, cfg) if render else 0
-    return EvalPlan(m, len(search) + len(evals), steps, tiles, tiles * video_tile_seconds(cfg.video_size))
+    return EvalPlan(m, len(search) + len(evals), steps, work, tiles, tiles * video_tile_seconds(cfg.video_size))
 
 
 def video_tiles(lib: MotionLib, cfg: EvalConfig) -> int:

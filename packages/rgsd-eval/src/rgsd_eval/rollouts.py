@@ -42,7 +42,7 @@ from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.utils import threads
 from rgsd_envs.utils.progress import CountBar
-from rgsd_eval.batches import NOISE_BLOCK, JobNoise, batches, world_steps
+from rgsd_eval.batches import NOISE_BLOCK, JobNoise, batch_steps, batches
 from rgsd_eval.features import FEATURE_DIM, WINDOW, motion_features
 from rgsd_eval.fid import GaussianStats
 from rgsd_eval.metrics import frame_errors, root_relative_frame_errors, tracking_success, until_first_fall
@@ -265,7 +265,7 @@ def run_rollouts(
         mean_feature=np.full((len(jobs), FEATURE_DIM), np.nan),
     )
     chunks = batches(planned, n)
-    total = world_steps(planned, n, worlds=1)  # steps of the batches, one bar tick per step
+    total = batch_steps(planned, n)  # one bar tick per batch step
     with (
         # redrawn on a terminal, a line a minute with the time left in a log file (``nohup``)
         CountBar(desc, total, unit="step", disable=not progress) as bar,
