@@ -642,6 +642,7 @@ TRAIN_DEMO = f"{CORES2}/train_throughput_demo.txt"
 TRAIN_CPU = f"{CORES2}/train_throughput_cpu.txt"
 PRETRAIN = f"{CORES2}/pretrain.txt"
 HOST_READS = f"{CORES2}/host_reads.txt"
+EVAL_ROLLOUTS = f"{CORES2}/eval_rollouts.json"
 NUMBER_WORDS = dict(enumerate(("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")))
 """Small counts as the table's sentences write them."""
 ENV_WORLDS = 64
@@ -732,10 +733,26 @@ def _host_reads() -> list[str]:
     ]
 
 
-@table("throughput-2core", SIM_STEP, ENV_THROUGHPUT, TRAIN_DEMO, TRAIN_CPU, PRETRAIN, HOST_READS)
+def _eval_rollouts() -> list[str]:
+    r = load(EVAL_ROLLOUTS)
+    old, new = r["every_world"], r["running_worlds"]
+    work = r["batch_step_work"]
+    same = "identical rollouts" if r["identical_results"] else "rollouts that differ"
+    return [
+        "`python benchmarks/eval_rollouts.py`: `rgsd eval`'s rollouts stepping only the running jobs' worlds, against "
+        "every world",
+        f"{r['clips']} clips x {r['jobs'] // r['clips']} rollouts: {new['seconds']:g} against {old['seconds']:g} s "
+        f"({r['speedup']:g}x), {new['world_steps']:,} against {old['world_steps']:,} world steps, {same}; a batch "
+        f"step's own work {'/'.join(f'{w['work']:g}' for w in work)} world steps at "
+        f"{'/'.join(str(w['worlds']) for w in work)} worlds (the estimate's "
+        f"{'/'.join(f'{w['estimate']:g}' for w in work)})",
+    ]
+
+
+@table("throughput-2core", SIM_STEP, ENV_THROUGHPUT, TRAIN_DEMO, TRAIN_CPU, PRETRAIN, HOST_READS, EVAL_ROLLOUTS)
 def throughput_2core() -> list[str]:
     """One row per benchmark: its command and what its committed output says."""
-    rows = [_sim_step(), _env_throughput(), *_train_throughput(), _pretrain(), _host_reads()]
+    rows = [_sim_step(), _env_throughput(), *_train_throughput(), _pretrain(), _host_reads(), _eval_rollouts()]
     return markdown(["benchmark", "result"], rows)
 
 
