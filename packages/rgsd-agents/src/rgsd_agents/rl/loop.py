@@ -39,7 +39,13 @@ from rgsd_agents.rl.distributed import DataParallel
 from rgsd_agents.signals import on_stop_signals, restore_signals, signal_name
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.runs.run_dir import RunDir
-from rgsd_envs.utils.config import check_overrides, dotted_value, from_dict_with_overrides
+from rgsd_envs.utils.config import (
+    OverrideError,
+    check_override,
+    check_overrides,
+    dotted_value,
+    from_dict_with_overrides,
+)
 from rgsd_envs.utils.files import (
     InputFileError,
     PickledObjectsError,
@@ -441,8 +447,7 @@ def resume_config(
     run.check(RunDir.CONFIG)
     checked = check_overrides(cls, overrides)
     saved = run.config()
-    missing = object()
-    bad = sorted(k for k, v in checked.items() if k not in allowed and dotted_value(saved, k, missing) != v)
+    bad = sorted(k for k, v in checked.items() if k not in allowed and _saved_as_override(cls, saved, k) != v)
     if bad:
         also = f" (from the checkpoint on, so may {', '.join(curriculum)})" if curriculum else ""
         raise InputFileError(
@@ -450,6 +455,17 @@ def resume_config(
             f"continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}{also}",
         )
     return from_dict_with_overrides(cls, saved, str(run.config_path), checked, overrides)
+
+
+def _saved_as_override(cls: type, saved: dict[str, Any], dotted: str) -> Any:
+    """The saved config's value of ``dotted`` converted as an override is (a YAML list as the field's tuple), or a
+    marker equal to no value where the saved config lacks it or holds a value of another type."""
+    missing = object()
+    value = dotted_value(saved, dotted, missing)
+    try:
+        return missing if value is missing else check_override(cls, dotted, value)
+    except OverrideError:
+        return missing
 
 
 CONFIG_CHANGES = "config_changes.yaml"
