@@ -223,6 +223,66 @@ def test_a_pretraining_into_the_same_folder_again_writes_its_curves_alone(tmp_pa
     assert len(first) == len(again) == 1 and first != again
 
 
+def _folder(folder):
+    """Every file under ``folder`` (hidden ones too) and its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_an_interrupted_pretraining_leaves_the_earlier_one_in_its_folder_as_it_was(tmp_path, monkeypatch):
+    """encoder.pt, pretrain.yaml and tb/ belong together: none of them is replaced before the new encoder is saved."""
+    import rgsd_agents.pretraining.loop as loop
+
+    cfg = PretrainConfig(motions="demo", hidden=(32,), steps=2, eval_every=1, seed=5, target_alignment=None)
+    pretrain(cfg, tmp_path, progress=False)
+    before = _folder(tmp_path)
+    assert {CONFIG_FILE, "encoder.pt"} <= before.keys() and any(k.startswith(f"{TB_DIR}/events.") for k in before)
+    train_step = loop.train_step
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return train_step(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_step", interrupted)
+    again = PretrainConfig(motions="demo", hidden=(64, 64), steps=100, eval_every=1, kappa=5.0, target_alignment=None)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(again, tmp_path, progress=False)
+    assert len(calls) == 3 and _folder(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({k.split("/")[0] for k in before})
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):  # a new folder: nothing stays
+        pretrain(again, tmp_path / "new", progress=False)
+    assert not (tmp_path / "new").exists()
+
+
+def test_ctrl_c_during_rgsd_pretrain_exits_130_and_leaves_the_earlier_pretraining(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "pre"
+    command = [sys.executable, "-m", "rgsd_agents.cli", "pretrain", "--motions", "demo", "--out", str(out)]
+    first = subprocess.run([*command, "--steps", "3", "--hidden", "32", "--no-progress"], capture_output=True)
+    assert first.returncode == 0, first.stderr
+    before = _folder(out)
+    slow = [*command, "--steps", "100000", "--hidden", "64", "64", "--kappa", "5", "--target-alignment", "-1"]
+    child = subprocess.Popen([*slow, "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ)
+    deadline = time.monotonic() + 120
+    started = lambda: {str(p.relative_to(out)) for p in out.rglob("events.out.tfevents.*")} - before.keys()  # noqa: E731
+    while not started() and time.monotonic() < deadline:
+        time.sleep(0.2)  # training has started once its curves have a file
+    time.sleep(1.0)
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 130, err
+    assert _folder(out) == before
+    assert yaml.safe_load((out / CONFIG_FILE).read_text())["hidden"] == [32]
+
+
 def test_early_stop_at_the_target_alignment(tmp_path):
     cfg = PretrainConfig(motions="demo", hidden=(64,), lr=1e-3, steps=400, eval_every=5, target_alignment=0.97)
     r = pretrain(cfg, tmp_path, progress=False)

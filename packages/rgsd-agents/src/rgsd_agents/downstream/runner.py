@@ -59,6 +59,7 @@ from rgsd_envs.envs.goal_reaching_v0 import (
     check_style,
 )
 from rgsd_envs.envs.registration import GOAL_ENV_ID
+from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import save_yaml, to_dict
 from rgsd_envs.utils.device import HostBridge, env_device, resolve_device
@@ -434,6 +435,14 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         load_generator_state(self.sample_gen, state["rng"], self.iteration)
         self.minibatch_gen.set_state(state["rng"]["minibatch"])
         self.initial_eval = dict(state.get("initial_eval", {}))
+
+    def clip_library(self) -> MotionLib:
+        """The low-level run's clips, which the worlds start from (checked on resume)."""
+        return self.env.task.core.lib
+
+    def clips_setting(self) -> str:
+        """The low-level run's ``env.motions``, which chose the clips."""
+        return f"env.motions of the low-level run {self.cfg.low_level}"
 
     def export(self) -> None:
         """policy.pt: the high-level actor (observation 364-D -> skill, the low-level's skill_dim)."""

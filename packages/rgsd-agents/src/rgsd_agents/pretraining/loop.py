@@ -79,7 +79,7 @@ from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import MLPEncoder, embed
 from rgsd_envs.utils.config import save_yaml, to_dict
 from rgsd_envs.utils.device import resolve_device
-from rgsd_envs.utils.files import output_folder, remove_event_files
+from rgsd_envs.utils.files import output_folder, staged_folder
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)
@@ -190,54 +190,63 @@ def pretrain(
     cfg = replace(cfg, motions=resolve_motions(cfg.motions))  # the saved config works from any folder
     lib, inputs = load_reference(cfg)
     cof = lib.clip_of_frame.cpu()
-    output_folder(out)
-    save_yaml(cfg, out / CONFIG_FILE)
+    created = output_folder(out)
     threads = torch.get_num_threads()
     if cfg.num_threads is not None:
         torch.set_num_threads(cfg.num_threads)
     encoder = build_encoder(cfg, inputs)
     opt = torch.optim.Adam(encoder.parameters(), lr=cfg.lr)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    remove_event_files(out / TB_DIR)  # a pretraining into the same folder again: its curves alone
-    monitor = _Monitor(out / TB_DIR, encoder, inputs, cof, lib.num_clips)
 
     def reached(alignment: float) -> bool:
         return cfg.target_alignment is not None and alignment >= cfg.target_alignment
 
-    step, losses = 0, []
-    bar = ProgressBar("pretrain", cfg.steps, cfg.max_seconds, unit="step", disable=not progress, file=progress_file)
+    # a pretraining into a folder holding an earlier one replaces its encoder.pt, pretrain.yaml and curves together,
+    # once the encoder is written: an interrupted one leaves the earlier files as they were (its curves in a stage)
     try:
-        alignment = monitor.evaluate(0)
-        t0 = last_log = time.perf_counter()
-        while step < cfg.steps and not reached(alignment):
-            losses.append(train_step(encoder, opt, lib, inputs, cfg, gen))
-            step += 1
-            if step % cfg.eval_every == 0:
-                now = time.perf_counter()
-                every = cfg.eval_every
-                monitor.losses(step, sum(losses[-every:]) / every, every / max(now - last_log, 1e-9))
-                alignment = monitor.evaluate(step)
-                last_log = time.perf_counter()
-            elapsed = time.perf_counter() - t0
-            bar.update(step, elapsed, f"loss={losses[-1]:.4f} align={alignment:.5f}")
-            if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
-                log.info("pretraining stopped by its %.0f s budget after %d steps", cfg.max_seconds, step)
-                break
-        seconds = time.perf_counter() - t0
-        monitor.evaluate(step)
-        if step == 0 and reached(alignment):
-            # an untrained encoder maps every state near one direction: high alignment, clips not told apart
-            log.warning(
-                "target_alignment %g is met by the untrained encoder (alignment %.3f): no step taken, the encoder "
-                "does not tell the clips apart; give a higher target, or -1 to run every step",
-                cfg.target_alignment,
-                alignment,
+        with staged_folder(out / TB_DIR) as tb_stage:
+            monitor = _Monitor(tb_stage, encoder, inputs, cof, lib.num_clips)
+            step, losses = 0, []
+            bar = ProgressBar(
+                "pretrain", cfg.steps, cfg.max_seconds, unit="step", disable=not progress, file=progress_file
             )
-    finally:
-        bar.close()
-        monitor.writer.close()
-        torch.set_num_threads(threads)
-    return _write_outputs(cfg, out, encoder.cpu().eval(), lib, inputs.cpu(), step, seconds, losses, env_cfg)
+            try:
+                alignment = monitor.evaluate(0)
+                t0 = last_log = time.perf_counter()
+                while step < cfg.steps and not reached(alignment):
+                    losses.append(train_step(encoder, opt, lib, inputs, cfg, gen))
+                    step += 1
+                    if step % cfg.eval_every == 0:
+                        now = time.perf_counter()
+                        every = cfg.eval_every
+                        monitor.losses(step, sum(losses[-every:]) / every, every / max(now - last_log, 1e-9))
+                        alignment = monitor.evaluate(step)
+                        last_log = time.perf_counter()
+                    elapsed = time.perf_counter() - t0
+                    bar.update(step, elapsed, f"loss={losses[-1]:.4f} align={alignment:.5f}")
+                    if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
+                        log.info("pretraining stopped by its %.0f s budget after %d steps", cfg.max_seconds, step)
+                        break
+                seconds = time.perf_counter() - t0
+                monitor.evaluate(step)
+                if step == 0 and reached(alignment):
+                    # an untrained encoder maps every state near one direction: high alignment, clips not told apart
+                    log.warning(
+                        "target_alignment %g is met by the untrained encoder (alignment %.3f): no step taken, the encoder "
+                        "does not tell the clips apart; give a higher target, or -1 to run every step",
+                        cfg.target_alignment,
+                        alignment,
+                    )
+            finally:
+                bar.close()
+                monitor.writer.close()
+                torch.set_num_threads(threads)
+            saved = _save_encoder(cfg, out, encoder.cpu().eval(), lib, inputs.cpu(), step)
+    except BaseException:
+        if created and not any(out.iterdir()):  # nothing of this pretraining stays where there was no folder
+            out.rmdir()
+        raise
+    return _write_outputs(cfg, out, saved, lib, step, seconds, losses, env_cfg)
 
 
 def _draw_figures(
@@ -261,23 +270,27 @@ def _draw_figures(
     return embeddings, cosine
 
 
-def _write_outputs(
-    cfg: PretrainConfig,
-    out: Path,
-    encoder: MLPEncoder,
-    lib: MotionLib,
-    inputs: Tensor,
-    steps: int,
-    seconds: float,
-    losses: list[float],
-    env_cfg: EnvConfig | None = None,
-) -> PretrainResult:
-    """Save encoder.pt (with clip embeddings and metrics), embeddings.png and embeddings_cosine.png; the result."""
+@dataclass
+class _Saved:
+    """A pretraining's saved encoder and what was computed for it."""
+
+    encoder: MLPEncoder
+    encoder_path: Path
+    inputs: Tensor
+    embeddings: Tensor
+    clip_embeddings: Tensor
+    alignment: float
+    separation: float
+
+
+def _save_encoder(
+    cfg: PretrainConfig, out: Path, encoder: MLPEncoder, lib: MotionLib, inputs: Tensor, steps: int
+) -> _Saved:
+    """Save encoder.pt (with clip embeddings and metrics), then pretrain.yaml, its settings."""
     cof = lib.clip_of_frame.cpu()
     e = embed(encoder, inputs)
     alignment, z = alignment_from_embeddings(e, cof, lib.num_clips)
     separation, _ = separation_stats(z)
-    tail = losses[-cfg.eval_every :]
     encoder_path = encoder.save(
         out / ENCODER_FILE,
         clip_names=list(lib.names),
@@ -289,8 +302,26 @@ def _write_outputs(
         steps=steps,
         config=to_dict(cfg),
     )
-    plot_path, cosine_path = _draw_figures(out, e, z, lib, steps, alignment, separation)
-    sharpness = reward_sharpness(encoder, lib, cfg.kappa, inputs=inputs, env_cfg=env_cfg)
+    save_yaml(cfg, out / CONFIG_FILE)
+    return _Saved(encoder, encoder_path, inputs, e, z, alignment, separation)
+
+
+def _write_outputs(
+    cfg: PretrainConfig,
+    out: Path,
+    saved: _Saved,
+    lib: MotionLib,
+    steps: int,
+    seconds: float,
+    losses: list[float],
+    env_cfg: EnvConfig | None = None,
+) -> PretrainResult:
+    """Draw embeddings.png and embeddings_cosine.png and write the reward-sharpness report; the result."""
+    alignment, separation, z = saved.alignment, saved.separation, saved.clip_embeddings
+    tail = losses[-cfg.eval_every :]
+    encoder_path = saved.encoder_path
+    plot_path, cosine_path = _draw_figures(out, saved.embeddings, z, lib, steps, alignment, separation)
+    sharpness = reward_sharpness(saved.encoder, lib, cfg.kappa, inputs=saved.inputs, env_cfg=env_cfg)
     sharpness_path = write_report(sharpness, out / SHARPNESS_FILE)
     return PretrainResult(
         encoder_path=encoder_path,

@@ -7,7 +7,8 @@ progress bar (its total and ETA follow the time budget: ``rgsd_envs.utils.progre
 TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C, SIGTERM
 or SIGHUP (the first finishes the iteration and saves, a second aborts: ``deferred_interrupt``), the wall-clock budget and
 exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, the newest readable
-``iter_*.pt``). Checkpoints hold tensors and plain values only and load with ``weights_only=True``
+``iter_*.pt``; the checkpoint's clips must be the ones ``env.motions`` loads now: ``clip_set``, and the
+temporaries of a checkpoint write killed outright are removed). Checkpoints hold tensors and plain values only and load with ``weights_only=True``
 (``rgsd_envs.utils.files.save_plain``/``load_plain``): resuming a run folder from elsewhere runs no code. Keys in a trainer's ``RESUME_CURRICULUM`` may change on resume too: the trainer takes them
 as a curriculum step (``add_curriculum_step``), and ``record_config_changes`` keeps the run's
 ``config_changes.yaml`` (what changed mid-run, with the iteration and sample count).
@@ -35,9 +36,11 @@ from typing import IO, Any, Protocol
 import torch
 import yaml
 
+from rgsd_agents.rl.clip_set import clip_set, clip_set_change, saved_clip_count
 from rgsd_agents.rl.distributed import DataParallel
 from rgsd_agents.signals import on_stop_signals, restore_signals, signal_name
 from rgsd_envs.envs.registration import ENV_ID
+from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import (
     OverrideError,
@@ -52,6 +55,7 @@ from rgsd_envs.utils.files import (
     atomic_path,
     load_plain,
     remove_event_files,
+    remove_stale_temps,
     save_plain,
 )
 from rgsd_envs.utils.progress import ProgressBar
@@ -250,6 +254,8 @@ class TrainingLoop:
         changes = {k: overrides.pop(k) for k in list(overrides) if k in cls.RESUME_CURRICULUM}
         cfg = resume_config(run, cls.CONFIG_CLASS, overrides, cls.RESUME_OVERRIDABLE, cls.RESUME_CURRICULUM)
         runner = cls(cfg, run.path, progress=progress, _resume=True, **kwargs)
+        if runner.is_main:  # a checkpoint write killed outright (SIGKILL, a power cut) left its temporary
+            remove_stale_temps(run.checkpoints_dir, "*.pt")
         checkpoint = runner.load_newest_readable(run)
         if runner.budget_reached():  # nothing to train: the command says so and the run folder stays as it is
             return runner
@@ -279,6 +285,16 @@ class TrainingLoop:
 
     def export(self) -> None:
         """Write the deployable files (refreshed with every checkpoint)."""
+
+    def clip_library(self) -> MotionLib | None:
+        """The motion clips this trainer's worlds play (None: none); checkpoints record them (``clip_set``) and a
+        resumed run must load the same ones."""
+        return None
+
+    def clips_setting(self) -> str:
+        """The setting that chose ``clip_library``'s clips, as messages name it."""
+        env = getattr(self.cfg, "env", None)
+        return f"env.motions ({env.motions})" if env is not None else "env.motions"
 
     def policy_meta(self, skill_dim: int) -> dict[str, Any]:
         """The metadata ``policy.pt`` carries: the env id, its skill dimension, how far training got, and the code
@@ -369,6 +385,7 @@ class TrainingLoop:
             "global_step": self.global_step,
             "elapsed": self.elapsed,
             **self.trainer_state(),
+            **({"clips": clip_set(lib)} if (lib := self.clip_library()) is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -425,6 +442,7 @@ class TrainingLoop:
             raise UnreadableCheckpoint(path, "not a readable checkpoint (truncated or corrupt?)", str(err)) from None
         if not isinstance(state, dict) or state.get("format") != self.CHECKPOINT_FORMAT:
             raise UnreadableCheckpoint(path, f"not an {self.CHECKPOINT_FORMAT} file (wrong kind of checkpoint)")
+        self.check_clips(path, state)
         try:
             self.load_state_dict(state)
         except torch.OutOfMemoryError:
@@ -436,6 +454,35 @@ class TrainingLoop:
             raise InputFileError(
                 path, f"does not fit this run's networks and state (another config or version?): {detail}"
             ) from None
+
+    def check_clips(self, path: str | Path, state: dict[str, Any]) -> None:
+        """Refuse a checkpoint trained on other clips than ``clip_library`` (names and frame counts; a checkpoint
+        without them: their number, with a warning that only it was compared), before anything of it is loaded."""
+        lib = self.clip_library()
+        if lib is None:
+            return
+        fix = "put back the clips it trained on, or train them as a new run (another --out)"
+        if "clips" in state:
+            change = clip_set_change(state["clips"], lib)
+            if change is not None:
+                raise InputFileError(
+                    path, f"trained on other clips than {self.clips_setting()} loads now: {change}; {fix}"
+                )
+            return
+        count = saved_clip_count(state)
+        if count is not None and count != lib.num_clips:
+            raise InputFileError(
+                path,
+                f"trained on {count} clips, {self.clips_setting()} loads {lib.num_clips} now (this checkpoint, from "
+                f"an earlier version, names no clips, so only their number is compared); {fix}",
+            )
+        log.warning(
+            "%s names no clips (written by an earlier version): only their number (%s) was compared with %s; "
+            "make sure they are the clips it trained on",
+            path,
+            count if count is not None else "unknown",
+            self.clips_setting(),
+        )
 
 
 def resume_config(

@@ -56,6 +56,7 @@ from rgsd_agents.rl.replay import ReplayBuffer
 from rgsd_agents.training.offpolicy_config import OffPolicyConfig
 from rgsd_envs.envs.observations import FRAME_DIM
 from rgsd_envs.envs.torch_env import RGSDTorchEnv
+from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.policy import PolicyMLP
 from rgsd_envs.runs.run_dir import RunDir, save_tracking_latents
 from rgsd_envs.utils.config import from_dict, save_yaml, to_dict
@@ -289,6 +290,10 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
         spans = zip(lib.starts.tolist(), lib.num_frames.tolist())
         tracks = [self.agent.tracking_latents(self.ref_features[first : first + count]) for first, count in spans]
         return [z / z.norm(dim=-1, keepdim=True) for z in tracks]
+
+    def clip_library(self) -> MotionLib:
+        """The clips of ``env.motions`` the worlds play (checked on resume)."""
+        return self.env.core.lib
 
     def export(self) -> None:
         """Write policy.pt (the actor), tracking_latents.npz, clip_latents.json and method.json."""

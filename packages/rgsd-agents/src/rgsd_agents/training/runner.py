@@ -396,6 +396,10 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
                 self.dp.broadcast_module(module)
         self.method.after_load()
 
+    def clip_library(self) -> MotionLib:
+        """The clips of ``env.motions`` the worlds play (checked on resume)."""
+        return self.env.core.lib
+
     def export(self) -> None:
         """Write the deployable files (rank 0 only): policy.pt (actor), method.json and the method's own (RGSD:
         discovery_encoder.pt; CALM: clip_latents.json)."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fnmatch
+import glob
 import os
 import pickle
 import re
@@ -16,7 +18,7 @@ import shutil
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,12 +128,81 @@ def remove_event_files(folder: str | os.PathLike) -> None:
         path.unlink(missing_ok=True)
 
 
+TEMP_SUFFIXES = (".tmp", ".partial", ".old")
+"""How ``atomic_path`` (a file), ``staged_folder`` (a folder) and its replacement (the earlier folder, moved aside)
+name their temporaries: ``.<target name>.<8 random characters><suffix>``, beside the target."""
+
+_TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[a-z0-9_]{8}(?P<suffix>\.tmp|\.partial|\.old)$")
+"""A temporary's name (``tempfile``'s 8 random characters); the target name and suffix are groups."""
+
+
+def remove_stale_temps(folder: str | os.PathLike, target: str) -> list[Path]:
+    """Delete the temporaries in ``folder`` that a killed writer left of a target named like ``target`` (a glob
+    pattern: ``iter_*.pt``); returns them.
+
+    A writer killed outright (SIGKILL, a power cut) cannot remove its temporary, and a later write of the same
+    target picks a new random name, so nothing else would. Only names of ``TEMP_SUFFIXES``' pattern are touched,
+    and only those no live process holds: a writer keeps an ``flock`` on its temporary while it writes
+    (``_claim``), which the system drops when it dies. Nothing is removed on systems without ``fcntl`` (Windows),
+    where a live writer cannot be told from a dead one."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return []
+    removed: list[Path] = []
+    for path in sorted(Path(folder).glob(".*")):
+        match = _TEMP_NAME.match(path.name)
+        if match is None or not fnmatch.fnmatchcase(match["target"], target) or path.is_symlink():
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:  # gone already, or not ours to read
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a live writer holds it
+            os.close(fd)
+            continue
+        try:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+        removed.append(path)
+    return removed
+
+
+def _claim(make: Callable[[], str]) -> tuple[Path, int | None]:
+    """A new temporary (``make`` creates it and returns its path) and an open descriptor holding an ``flock`` on it
+    (None without ``fcntl``), so that ``remove_stale_temps`` leaves it alone while this process lives."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return Path(make()), None
+    while True:
+        path = make()
+        fd = os.open(path, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink > 0:  # not removed as stale between its creation and the lock
+            return Path(path), fd
+        os.close(fd)
+
+
+def _release(fd: int | None) -> None:
+    """Close a descriptor from ``_claim`` (dropping its lock)."""
+    if fd is not None:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` on success.
 
     If the body raises (or the process is interrupted), the temporary file is
-    removed and ``path`` is left as it was: no half-written outputs.
+    removed and ``path`` is left as it was: no half-written outputs. Temporaries of
+    ``path`` that a killed writer left are removed first (``remove_stale_temps``).
     """
     path = Path(path)
     if path.is_dir():
@@ -140,12 +211,17 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     if blocker is not None:
         raise InputFileError(path, f"cannot write here: {blocker} is a file, not a folder")
     output_folder(path.parent)
-    try:
+    remove_stale_temps(path.parent, glob.escape(path.name))
+
+    def make() -> str:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        return tmp
+
+    try:
+        tmp_path, lock = _claim(make)
     except OSError as err:  # named by the output, not by the temporary file beside it
         raise InputFileError(path, f"cannot write here: {err.strerror}") from None
-    os.close(fd)
-    tmp_path = Path(tmp)
     try:
         yield tmp_path
         os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600 files; give the output the usual permissions
@@ -153,16 +229,20 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+    finally:
+        _release(lock)
 
 
 @contextlib.contextmanager
 def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
     """Yield a new hidden folder beside ``out`` to write into; on success it replaces ``out`` whole, on an error or
-    an interrupt it is removed and ``out`` is left as it was."""
+    an interrupt it is removed and ``out`` is left as it was. Stage and set-aside folders of ``out`` that a killed
+    writer left are removed first (``remove_stale_temps``)."""
     out = Path(out).resolve() if Path(out).is_symlink() else Path(out)  # the folder a link names gets the files
     parent = next(p for p in out.absolute().parents if p.exists())  # nothing is created before the folder is whole
+    remove_stale_temps(parent, glob.escape(out.name))
     try:
-        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=parent))
+        stage, lock = _claim(lambda: tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=parent))
     except OSError as err:
         raise InputFileError(out, f"cannot write here: {err.strerror}") from None
     try:
@@ -172,6 +252,8 @@ def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+    finally:
+        _release(lock)
 
 
 def _replace_folder(stage: Path, out: Path) -> None:
@@ -181,15 +263,18 @@ def _replace_folder(stage: Path, out: Path) -> None:
     if not out.exists():
         os.rename(stage, out)
         return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-    os.rename(out, old / out.name)
+    old, lock = _claim(lambda: tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
     try:
-        os.rename(stage, out)
-    except BaseException:
-        os.rename(old / out.name, out)  # the earlier folder back in place
+        os.rename(out, old / out.name)
+        try:
+            os.rename(stage, out)
+        except BaseException:
+            os.rename(old / out.name, out)  # the earlier folder back in place
+            shutil.rmtree(old, ignore_errors=True)
+            raise
         shutil.rmtree(old, ignore_errors=True)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    finally:
+        _release(lock)
 
 
 def _umask() -> int:
