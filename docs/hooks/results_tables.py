@@ -738,14 +738,16 @@ def _eval_rollouts() -> list[str]:
     old, new = r["every_world"], r["running_worlds"]
     work = r["batch_step_work"]
     same = "identical rollouts" if r["identical_results"] else "rollouts that differ"
+
+    def each(key: str) -> str:
+        return "/".join(f"{w[key]:g}" for w in work)
+
     return [
         "`python benchmarks/eval_rollouts.py`: `rgsd eval`'s rollouts stepping only the running jobs' worlds, against "
         "every world",
         f"{r['clips']} clips x {r['jobs'] // r['clips']} rollouts: {new['seconds']:g} against {old['seconds']:g} s "
         f"({r['speedup']:g}x), {new['world_steps']:,} against {old['world_steps']:,} world steps, {same}; a batch "
-        f"step's own work {'/'.join(f'{w['work']:g}' for w in work)} world steps at "
-        f"{'/'.join(str(w['worlds']) for w in work)} worlds (the estimate's "
-        f"{'/'.join(f'{w['estimate']:g}' for w in work)})",
+        f"step's own work {each('work')} world steps at {each('worlds')} worlds (the estimate's {each('estimate')})",
     ]
 
 

@@ -297,3 +297,76 @@ def test_what_a_folder_holds_besides_runs(tmp_path):
     for i in range(3):
         (clips / f"c{i}.npz").write_bytes(b"")
     assert holds_other_outputs(clips) == "motion clips (c0.npz, c1.npz, c2.npz, ...)"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["train"], ["pretrain"], ["downstream", "--low-level", "missing"], ["reproduce", "--motions", "demo"]],
+    ids=["train", "pretrain", "downstream", "reproduce"],
+)
+def test_a_config_file_that_is_not_utf8_text_is_named_in_one_line(command, tmp_path, capsys):
+    config = tmp_path / "bin.yaml"
+    config.write_bytes(b"\xff\xfe\x00garbage")
+    flag = "--scale" if command[0] == "reproduce" else "--config"
+    out = tmp_path / "out"
+    assert rgsd([*command, flag, str(config), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"error: {config}: not a UTF-8 text file\n"
+    assert not out.exists()
+
+
+def test_a_run_folder_whose_config_is_not_utf8_text_is_named_by_export(tmp_path, capsys):
+    from rgsd_eval.testing import make_fake_run
+
+    run = make_fake_run(tmp_path / "run")
+    (run / "config.yaml").write_bytes(b"\xff\xfe\x00garbage")
+    assert rgsd(["export", str(run)]) == 2
+    assert capsys.readouterr().err == f"error: {run / 'config.yaml'}: not a UTF-8 text file\n"
+
+
+def test_a_section_that_is_no_mapping_is_named_also_under_a_set_of_one_of_its_keys(tmp_path, capsys):
+    config = tmp_path / "b4.yaml"
+    config.write_text("base: cpu\nenv: 5\n")
+    expected = f"error: {config}: field 'env': expected a mapping of EnvConfig keys, got '5'\n"
+    for sets in ([], ["--set", "env.motions=demo"], ["--set", "env.deviation.threshold=0.5"]):
+        assert rgsd(["train", "--config", str(config), "--out", str(tmp_path / "o"), *sets]) == 2
+        assert capsys.readouterr().err == expected, sets
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hidden", "0"], "--hidden 0: field 'hidden': must be one or more sizes > 0, got [0]"),
+        (["--hidden", "64", "-2"], "--hidden 64 -2: field 'hidden': must be one or more sizes > 0, got [64, -2]"),
+        (["--set", "hidden=[]"], "--set hidden=[]: field 'hidden': must be one or more sizes > 0, got []"),
+        (["--lr", "0"], "--lr 0.0: field 'lr': must be > 0, got 0.0"),
+        (["--steps", "-1"], "--steps -1: field 'steps': must be >= 0, got -1"),
+        (["--set", "eval_every=0"], "--set eval_every=0: field 'eval_every': must be >= 1, got 0"),
+    ],
+)
+def test_pretrain_names_the_flag_and_the_rule_of_a_value_out_of_range(args, message, tmp_path, capsys):
+    out = tmp_path / "enc"
+    assert rgsd(["pretrain", "--motions", "demo", "--out", str(out), *args]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("reward_kappa=-1", "reward_kappa must be a finite number > 0 or null, got -1.0"),
+        ("reward_kappa=0", "reward_kappa must be a finite number > 0 or null, got 0.0"),
+        ("reward_kappa=.inf", "reward_kappa must be a finite number > 0 or null, got inf"),
+        ("reward_constant=.nan", "reward_constant must be a finite number or null, got nan"),
+    ],
+)
+def test_train_refuses_a_reward_scale_that_is_not_positive_and_finite(setting, message, tmp_path, capsys):
+    encoder = tiny_encoder_file(tmp_path / "encoder.pt")
+    out = tmp_path / "run"
+    quick = ["--set", "iterations=0", "--set", "num_envs=2"]  # were it accepted: over at once
+    assert (
+        rgsd(["train", "--config", "demo", "--out", str(out), "--set", f"encoder={encoder}", "--set", setting, *quick])
+        == 2
+    )
+    assert capsys.readouterr().err == f"error: --set {setting}: {message}\n"
+    assert not out.exists()

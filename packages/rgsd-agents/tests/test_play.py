@@ -142,3 +142,18 @@ def test_play_of_a_best_of_n_run_asks_for_the_latents_rgsd_eval_chose_and_plays_
     (tmp_path / "clip_latents.json").write_text(json.dumps(latents))
     played = play_rollout(run, clip=names[1], frames=3, latents=tmp_path / "clip_latents.json")
     np.testing.assert_allclose(played.skill, latents[names[1]])
+
+
+def test_play_s_default_video_is_named_by_the_clip_s_file_stem_inside_the_run(tmp_path):
+    import dataclasses
+
+    from rgsd_envs.motion.clip import clip_file_stem
+    from rgsd_envs.motion.demo import demo_clips
+    from rgsd_eval.testing import make_fake_run
+
+    name = "wälk 2"
+    dataclasses.replace(demo_clips()[0], name=name).save(tmp_path / "clips" / "w.npz")
+    run = make_fake_run(tmp_path / "run", motions=str(tmp_path / "clips"))
+    assert rgsd(["play", str(run), "--clip", name, "--frames", "2", "--size", "64", "48"]) == 0
+    assert [p.name for p in run.glob("play_*")] == [f"play_{clip_file_stem(name)}.mp4"]
+    assert clip_file_stem(name) != name

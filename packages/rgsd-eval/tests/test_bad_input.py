@@ -97,5 +97,51 @@ def test_bad_eval_config_file(good_run, tmp_path, capsys):
         EvalConfig(rollouts=0)
     with pytest.raises(ValueError, match="video_size"):
         EvalConfig(video_size=(63, 48))
-    with pytest.raises(ValueError, match="max_clips = 0"):
+    with pytest.raises(ValueError, match=r"^max_clips must be >= 1 or null, got 0$"):
         EvalConfig(max_clips=0)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("fid_window=0", "fid_window must be >= 2, got 0"),
+        ("rollouts=0", "rollouts must be >= 1, got 0"),
+        ("kappas=[]", "kappas must be a non-empty list of kappas > 0, got []"),
+        ("video_size=[63, 48]", "video_size must be [width, height], each even and >= 2, got [63, 48]"),
+        ("action_noise=-1.5", "action_noise must be a std >= 0 or 'policy', got -1.5"),
+    ],
+)
+def test_a_setting_out_of_range_states_its_rule_and_names_the_set(good_run, tmp_path, capsys, setting, message):
+    assert main(["--run", str(good_run), "--out", str(tmp_path / "o"), "--set", setting]) == 2
+    assert capsys.readouterr().err == f"error: --set {setting}: {message}\n"
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_config_file_out_of_range_is_named(good_run, tmp_path, capsys):
+    cfg = tmp_path / "eval.yaml"
+    cfg.write_text("fid_window: 1\n")
+    assert main(["--run", str(good_run), "--out", str(tmp_path / "o"), "--config", str(cfg)]) == 2
+    assert capsys.readouterr().err == f"error: {cfg}: fid_window must be >= 2, got 1\n"
+
+
+def test_a_config_file_that_is_not_utf8_text_is_named(good_run, tmp_path, capsys):
+    cfg = tmp_path / "bin.yaml"
+    cfg.write_bytes(b"\xff\xfe\x00garbage")
+    assert main(["--run", str(good_run), "--out", str(tmp_path / "o"), "--config", str(cfg)]) == 2
+    assert capsys.readouterr().err == f"error: {cfg}: not a UTF-8 text file\n"
+
+
+def test_a_sweep_category_the_motions_lack_is_refused_before_any_rollout(good_run, tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["--run", str(good_run), "--out", str(out), "--set", "sweep_categories=[run, nosuchcat]"]) == 2
+    assert capsys.readouterr().err == (
+        "error: sweep_categories: no category 'nosuchcat' in the motions "
+        "(categories: walk, run, sidestep, backward, punch)\n"
+    )
+    assert not out.exists()
+
+
+def test_the_paper_protocol_s_sweep_categories_lead_only_where_the_motions_have_them():
+    cfg = EvalConfig.for_protocol("paper")
+    cfg.check_sweep_categories(["walk", "punch"])  # its run, sidestep, backward: not asked for here, not refused
+    assert cfg.sweep_clip_ids(["walk", "punch"]) == [0, 1]

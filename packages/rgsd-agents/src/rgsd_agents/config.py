@@ -12,6 +12,7 @@ encoder, whether imitation episodes are trained). The resolved config is saved a
 from __future__ import annotations
 
 import copy
+import math
 import os
 from dataclasses import dataclass, field
 from importlib import resources
@@ -144,9 +145,9 @@ class TrainConfig:
     """Frozen pretrained encoder file of a method that imitates (RGSD); None: pretrain one on env.motions
     (``pretrain:``) into <run>/pretrain."""
     reward_kappa: float | None = None
-    """kappa of r = C + kappa mu(s')^T z (None: the encoder's)."""
+    """kappa of r = C + kappa mu(s')^T z (> 0; None: the encoder's)."""
     reward_constant: float | None = None
-    """C of the reward (None: kappa, so rewards lie in [0, 2 kappa])."""
+    """C of the reward (a finite number; None: kappa, so rewards lie in [0, 2 kappa])."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """The environment (``rgsd_envs.envs.config.EnvConfig``)."""
     pretrain: PretrainOptions = field(default_factory=PretrainOptions)
@@ -169,6 +170,10 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.rollout_threads is not None and self.rollout_threads < 1:
             raise ValueError(f"rollout_threads must be >= 1 or null, got {self.rollout_threads}")
+        if self.reward_kappa is not None and not (math.isfinite(self.reward_kappa) and self.reward_kappa > 0):
+            raise ValueError(f"reward_kappa must be a finite number > 0 or null, got {self.reward_kappa}")
+        if self.reward_constant is not None and not math.isfinite(self.reward_constant):
+            raise ValueError(f"reward_constant must be a finite number or null, got {self.reward_constant}")
         if type(self.pretrain) is not PretrainOptions:  # a PretrainConfig's clips, seed and device are the run's
             raise ValueError("pretrain must be a PretrainOptions (the run's env.motions, seed and device apply)")
         check_max_minutes(self.max_minutes)

@@ -211,6 +211,21 @@ def test_clip_missing_frame_rate_names_the_field(rgsd_base, tmp_path):
     assert (err.value.path, err.value.field) == (path, "fps")
 
 
+def test_clip_name_that_climbs_out_of_a_folder_is_refused_naming_the_file(rgsd_base, tmp_path):
+    path = write_npz(tmp_path / "esc.npz", rgsd_base, name=np.asarray("../../../ESCAPED"))
+    with pytest.raises(InputFileError, match="path separator") as err:
+        load_clip(path)
+    assert (err.value.path, err.value.field) == (path, "name")
+
+
+def test_import_names_clips_validly_whatever_the_source_file_is_called(amass_base, tmp_path):
+    src = write_npz(tmp_path / "We ird..Name (2)_poses.npz", amass_base)
+    out = tmp_path / "out"
+    import_motions(file_jobs([src]), out, progress=False)
+    [clip_file] = out.glob("*.npz")
+    assert load_clip(clip_file).name == clip_file.stem == "we_ird_name_2"
+
+
 def test_clip_at_another_frame_rate_is_refused(rgsd_base, tmp_path):
     path = write_npz(tmp_path / "clip.npz", rgsd_base, fps=np.float64(60.0))
     with pytest.raises(InputFileError, match="stored at 30 Hz, got 60") as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import mujoco
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import load_model
-from rgsd_envs.motion.clip import FORMAT_VERSION, MotionClip, load_clip
+from rgsd_envs.motion.clip import FORMAT_VERSION, MotionClip, clip_file_stem, load_clip
 from rgsd_envs.utils.files import InputFileError
 
 DOCUMENTED_KEYS = {
@@ -67,6 +68,35 @@ def test_empty_name_is_refused(clip, tmp_path):
     with pytest.raises(InputFileError, match="non-empty string") as err:
         dataclasses.replace(clip, name="").save(tmp_path / "x.npz")
     assert err.value.field == "name"
+
+
+@pytest.mark.parametrize("name", ["../../../ESCAPED", "a/b", "a\\b", "..", "wa\x00lk", "walk\n2", "tab\there"])
+def test_a_name_that_could_leave_a_folder_is_refused_on_save_and_on_load(clip, tmp_path, name):
+    with pytest.raises(InputFileError, match=re.escape("path separator, '..' or a control character")) as err:
+        dataclasses.replace(clip, name=name).save(tmp_path / "x.npz")
+    assert (err.value.path, err.value.field) == (str(tmp_path / "x.npz"), "name")
+    path = clip.save(tmp_path / "walk.npz")
+    with np.load(path) as data:
+        raw = {k: data[k] for k in data.files}
+    np.savez(tmp_path / "esc.npz", **{**raw, "name": np.asarray(name)})
+    with pytest.raises(InputFileError) as err:
+        load_clip(tmp_path / "esc.npz")
+    assert (err.value.path, err.value.field) == (str(tmp_path / "esc.npz"), "name")
+
+
+@pytest.mark.parametrize(
+    "name", ["../../../ESCAPED", "a/b", "a\\b", "..", ".hidden", "walk 2", "x\x00y", "—", "a_b", "a b"]
+)
+def test_file_stems_of_clip_names_stay_in_their_folder(tmp_path, name):
+    stem = clip_file_stem(name)
+    assert re.fullmatch(r"[0-9A-Za-z_-][0-9A-Za-z._-]*", stem), stem
+    assert (tmp_path / f"{stem}_replay.html").parent == tmp_path
+
+
+def test_file_stems_keep_plain_names_and_tell_changed_ones_apart():
+    assert clip_file_stem("walk_turn-left.2") == "walk_turn-left.2"
+    assert clip_file_stem("a b") != clip_file_stem("a_b") != clip_file_stem("a/b") != clip_file_stem("a b")
+    assert clip_file_stem("a b").startswith("a_b_")
 
 
 def test_newer_format_version_is_refused_on_load(clip, tmp_path):

@@ -141,6 +141,30 @@ def test_clips_of_different_body_shapes_are_refused(real_clips):
     assert err.value.field == "body_offsets"
 
 
+def test_a_clip_of_another_body_shape_is_named_by_its_file_against_the_shape_most_clips_share(real_clips, tmp_path):
+    big = dataclasses.replace(real_clips[0], name="aaa_big", body_offsets=1.3 * real_clips[0].body_offsets)
+    big.save(tmp_path / "aaa_big.npz")  # sorts first: the first clip is the odd one out
+    for clip in real_clips[:3]:
+        clip.save(tmp_path / f"{clip.name}.npz")
+    first = sorted(c.name for c in real_clips[:3])[0]
+    with pytest.raises(InputFileError) as err:
+        MotionLib(tmp_path)
+    assert (err.value.path, err.value.field) == (str(tmp_path / "aaa_big.npz"), "body_offsets")
+    assert f"clip 'aaa_big' was made for another body shape than {first!r}" in err.value.reason
+    assert f"({tmp_path / f'{first}.npz'}, the shape of 3 of the 4 clips)" in err.value.reason
+
+
+def test_on_a_tie_of_body_shapes_the_first_clip_s_is_the_reference(real_clips, tmp_path):
+    a, b = real_clips[:2]
+    b = dataclasses.replace(b, body_offsets=1.3 * b.body_offsets)
+    a.save(tmp_path / "1.npz")
+    b.save(tmp_path / "2.npz")
+    with pytest.raises(InputFileError) as err:
+        MotionLib(tmp_path)
+    assert err.value.path == str(tmp_path / "2.npz")
+    assert f"than {a.name!r} ({tmp_path / '1.npz'}, the first clip's)" in err.value.reason
+
+
 def test_duplicate_clip_names_are_refused_naming_where_each_copy_came_from(real_clips, tmp_path):
     with pytest.raises(ValueError, match=r"unique; 'zombie_walk' is the name of a clip object and a clip object$"):
         MotionLib([real_clips[0], real_clips[-1], real_clips[-1]])

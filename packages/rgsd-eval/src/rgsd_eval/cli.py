@@ -17,18 +17,15 @@ import logging
 import sys
 from typing import Any
 
-import yaml
-
 import rgsd_envs  # noqa: F401  (before torch: sets OMP_WAIT_POLICY and MUJOCO_GL)
 from rgsd_envs.utils.config import (
     add_set_argument,
-    apply_override,
-    from_dict,
+    from_dict_with_overrides,
     not_a_config_file,
     number_type,
+    read_yaml,
     set_overrides,
     to_dict,
-    yaml_error,
 )
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
@@ -48,12 +45,9 @@ _nonnegative_int = number_type(int, 0, False, "a whole number >= 0")
 def _yaml_settings(path: str) -> dict[str, Any]:
     """The settings a --config file sets (a mapping), or a clear error naming the file."""
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f) or {}
+        data = read_yaml(path) or {}
     except (FileNotFoundError, IsADirectoryError):
         raise InputFileError(path, not_a_config_file(path)) from None
-    except yaml.YAMLError as err:
-        raise InputFileError(path, yaml_error(err)) from None
     if not isinstance(data, dict):
         raise InputFileError(path, f"expected a mapping of EvalConfig fields, got {type(data).__name__}")
     return data
@@ -182,12 +176,9 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     if name not in PROTOCOLS:
         where, field = ("--set protocol", None) if "protocol" in sets else (args.config, "protocol")
         raise InputFileError(where, f"unknown protocol {name!r}; choose one of: {', '.join(PROTOCOLS)}", field)
-    merged = {**to_dict(EvalConfig.for_protocol(name)), **data}
-    for key, value in sets.items():
-        apply_override(merged, key, value)
-    merged["protocol"] = name
-    source = "--set" if sets else str(args.config or "--protocol")
-    cfg = from_dict(EvalConfig, merged, source)
+    merged = {**to_dict(EvalConfig.for_protocol(name)), **data, "protocol": name}
+    sets = {k: v for k, v in sets.items() if k != "protocol"}  # chosen above
+    cfg = from_dict_with_overrides(EvalConfig, merged, str(args.config or "--protocol"), sets)
     flags: dict[str, Any] = {
         "rollouts": args.rollouts,
         "kappas": None if args.kappas is None else tuple(args.kappas),

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from rgsd_envs.motion.selection import spread_clips
 from rgsd_envs.render import DEFAULT_TILE_SIZE
+from rgsd_envs.utils.config import shown_value
 from rgsd_eval.features import WINDOW
 from rgsd_eval.fid import DEFAULT_EPS
 from rgsd_eval.latents import parse_latent_mode
@@ -37,7 +38,8 @@ class EvalConfig:
     """Roll the sweep's kappas out on every clip (True) or only on the ``sweep_clips`` shown (the paper's three)."""
     sweep_categories: tuple[str, ...] = QUICK.sweep_categories
     """Categories whose first clip leads the sweep's clips (the paper protocol: run, sidestep, backward); the
-    first clip of every other category follows (``protocol.sweep_clip_ids``)."""
+    first clip of every other category follows (``protocol.sweep_clip_ids``). A category set here (``--set``,
+    ``--config``) that no clip has is an error; a protocol's own lead where the motions have them."""
     latent: str = "auto"
     """"encoder" (z_m of the run's encoder), "stored" (the latents the run wrote per clip, method.json's
     ``clip_latents``), "tracking" (a latent per step the run wrote, method.json's ``tracking_latents``: Meta
@@ -107,29 +109,38 @@ class EvalConfig:
                 setattr(self, name, float(getattr(self, name)))
         self.video_size = tuple(int(v) for v in self.video_size)  # type: ignore[assignment]
         parse_latent_mode(self.latent)
-        checks = {
-            "rollouts": self.rollouts >= 1,
-            "kappas": len(self.kappas) >= 1 and all(k > 0 for k in self.kappas),
-            "discovery_kappa": self.discovery_kappa is None or self.discovery_kappa > 0,
-            "trajectory_kappa": self.trajectory_kappa is None or self.trajectory_kappa > 0,
-            "video_kappa": self.video_kappa is None or self.video_kappa > 0,
-            "best_of": self.best_of >= 1,
-            "action_noise": self.action_noise == POLICY_NOISE
-            or (isinstance(self.action_noise, (int, float)) and self.action_noise >= 0),
-            "max_clips": self.max_clips is None or self.max_clips >= 1,
-            "batch_size": self.batch_size >= 1,
-            "fid_window": self.fid_window >= 2,
-            "fid_eps": self.fid_eps >= 0,
-            "video_clips": self.video_clips >= 0,
-            "video_variants": self.video_variants >= 1,
-            "video_size": len(self.video_size) == 2 and all(v >= 2 and v % 2 == 0 for v in self.video_size),
-            "video_frame_step": self.video_frame_step >= 1,
-            "trajectory_rollouts": self.trajectory_rollouts >= 0,
-            "sweep_clips": self.sweep_clips >= 1,
+        rules = {  # field: (whether it holds, the rule an error states)
+            "rollouts": (self.rollouts >= 1, "must be >= 1"),
+            "kappas": (
+                len(self.kappas) >= 1 and all(k > 0 for k in self.kappas),
+                "must be a non-empty list of kappas > 0",
+            ),
+            "discovery_kappa": (self.discovery_kappa is None or self.discovery_kappa > 0, "must be > 0 or null"),
+            "trajectory_kappa": (self.trajectory_kappa is None or self.trajectory_kappa > 0, "must be > 0 or null"),
+            "video_kappa": (self.video_kappa is None or self.video_kappa > 0, "must be > 0 or null"),
+            "best_of": (self.best_of >= 1, "must be >= 1"),
+            "action_noise": (
+                self.action_noise == POLICY_NOISE
+                or (isinstance(self.action_noise, (int, float)) and self.action_noise >= 0),
+                f"must be a std >= 0 or {POLICY_NOISE!r}",
+            ),
+            "max_clips": (self.max_clips is None or self.max_clips >= 1, "must be >= 1 or null"),
+            "batch_size": (self.batch_size >= 1, "must be >= 1"),
+            "fid_window": (self.fid_window >= 2, "must be >= 2"),
+            "fid_eps": (self.fid_eps >= 0, "must be >= 0"),
+            "video_clips": (self.video_clips >= 0, "must be >= 0"),
+            "video_variants": (self.video_variants >= 1, "must be >= 1"),
+            "video_size": (
+                len(self.video_size) == 2 and all(v >= 2 and v % 2 == 0 for v in self.video_size),
+                "must be [width, height], each even and >= 2",
+            ),
+            "video_frame_step": (self.video_frame_step >= 1, "must be >= 1"),
+            "trajectory_rollouts": (self.trajectory_rollouts >= 0, "must be >= 0"),
+            "sweep_clips": (self.sweep_clips >= 1, "must be >= 1"),
         }
-        bad = [k for k, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(f"invalid eval setting {bad[0]} = {getattr(self, bad[0])!r}; see EvalConfig's field docs")
+        bad = next((k for k, (ok, _) in rules.items() if not ok), None)
+        if bad is not None:
+            raise ValueError(f"{bad} {rules[bad][1]}, got {shown_value(getattr(self, bad))}")
 
     @classmethod
     def for_protocol(cls, name: str, **changes: Any) -> EvalConfig:
@@ -174,6 +185,17 @@ class EvalConfig:
         if self.max_clips is None:
             return list(range(len(categories)))
         return spread_clips(categories, self.max_clips)  # every clip where there are at most max_clips
+
+    def check_sweep_categories(self, categories: Sequence[str]) -> None:
+        """A ValueError naming a ``sweep_categories`` entry set here (not the protocol's) that no clip has."""
+        if "sweep_categories" not in self.overrides():
+            return  # a protocol's categories lead where the motions have them (protocol.sweep_clip_ids)
+        missing = [c for c in self.sweep_categories if c not in categories]
+        if missing:
+            raise ValueError(
+                f"sweep_categories: no category {missing[0]!r} in the motions "
+                f"(categories: {', '.join(dict.fromkeys(categories))})"
+            )
 
     def sweep_clip_ids(self, categories: list[str]) -> list[int]:
         """Clips of the kappa-sweep figure (and of its rollouts unless ``sweep_all_clips``)."""

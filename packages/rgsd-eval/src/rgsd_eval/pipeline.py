@@ -79,7 +79,9 @@ def run_evaluation(
         for r, label in zip(runs, labels)
     ]  # all checked before any work
     spec = _one_or_several(motions if motions is not None else loaded[0].run.training_motions())
-    lib, selected = _evaluated_clips(MotionLib(spec), cfg)
+    motions_lib = MotionLib(spec)
+    cfg.check_sweep_categories(motions_lib.categories)
+    lib, selected = _evaluated_clips(motions_lib, cfg)
     ref = ReferenceFeatures.of(lib, cfg.fid_window)
     unscored = [{"name": lib.names[c], "frames": int(lib.num_frames[c]), "file": lib.origins[c]} for c in ref.short]
     if unscored:

@@ -17,7 +17,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from rgsd_envs.motion.clip import CLIP_FPS
+from rgsd_envs.motion.clip import CLIP_FPS, clip_file_stem
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import DEFAULT_TILE_SIZE, model_for_clip, render_side_by_side
 from rgsd_envs.utils.progress import CountBar
@@ -72,12 +72,19 @@ def write_run_videos(
     for c, q in sorted(ev.imitation_qpos.items()):
         name = lib.names[c]
         caption = f"{name}: imitation (left) and reference (right)"
-        videos.append((caption, f"{name}_imitation.mp4", [q, lib.clips[c].qpos], [f"policy ({latent})", "reference"]))
+        videos.append(
+            (
+                caption,
+                f"{clip_file_stem(name)}_imitation.mp4",
+                [q, lib.clips[c].qpos],
+                [f"policy ({latent})", "reference"],
+            )
+        )
     for c, qs in sorted(ev.variant_qpos.items()):
         name = lib.names[c]
         labels = ["reference"] + [f"z~vMF k={kappa:g} #{i + 1}" for i in range(len(qs))]
         caption = f"{name}: reference and {len(qs)} discovered variants, z ~ vMF(z_m, {kappa:g})"
-        videos.append((caption, f"{name}_variants_k{kappa:g}.mp4", [lib.clips[c].qpos, *qs], labels))
+        videos.append((caption, f"{clip_file_stem(name)}_variants_k{kappa:g}.mp4", [lib.clips[c].qpos, *qs], labels))
     step = cfg.video_frame_step
     tiles = sum(-(-max(len(q) for q in qs) // step) * len(qs) for _, _, qs, _ in videos)
     model = model_for_clip(lib.clips[0])
@@ -107,7 +114,9 @@ def write_run_replays(
             tracks.append(ReplayTrack(f"z~vMF k={kappa:g} #{i + 1}", body_positions(q, clip.body_offsets), color))
         tracks.append(ReplayTrack("reference", clip.body_pos, REFERENCE_COLOR, ghost=True))
         title = f"{ev.label}: {clip.name}"
-        path = write_replay(tracks, out_dir / f"{clip.name}_replay.html", title, lib.fps, cfg.video_frame_step)
+        path = write_replay(
+            tracks, out_dir / f"{clip_file_stem(clip.name)}_replay.html", title, lib.fps, cfg.video_frame_step
+        )
         variants = len(ev.variant_qpos.get(c, []))
         written.append((f"{clip.name}: 3D replay of the policy, {variants} variants and the reference", path))
     return written

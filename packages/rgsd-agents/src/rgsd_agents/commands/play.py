@@ -106,9 +106,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
         return 0
+    from rgsd_envs.motion.clip import clip_file_stem
+
     kappa = "" if args.kappa is None else f"_k{args.kappa:g}"
     default_dir = Path(".") if args.pretrained else Path(args.run)  # never into the installed package
-    out = Path(args.out) if args.out else default_dir / f"play_{played.clip}{kappa}.mp4"
+    out = Path(args.out) if args.out else default_dir / f"play_{clip_file_stem(played.clip)}{kappa}.mp4"
     try:
         write_play_video(played, out, tuple(args.size), args.reference)
     except ValueError as err:  # odd size, not .mp4

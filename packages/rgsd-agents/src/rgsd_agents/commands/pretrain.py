@@ -79,7 +79,7 @@ def register(subparsers: Any) -> None:
 def config_from_args(args: argparse.Namespace) -> PretrainConfig:
     """The PretrainConfig of a YAML file (if any) with the command-line overrides applied."""
     from rgsd_agents.pretraining.config import PretrainConfig
-    from rgsd_envs.utils.config import apply_override, from_dict, load_yaml, set_overrides
+    from rgsd_envs.utils.config import from_dict_with_overrides, load_yaml, set_overrides
 
     overrides: dict[str, Any] = set_overrides(PretrainConfig, args.overrides)
     if args.motions:
@@ -98,11 +98,33 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
     if args.config:
-        return load_yaml(PretrainConfig, args.config, overrides)
-    data: dict[str, Any] = {}
-    for key, value in overrides.items():
-        apply_override(data, key, value)
-    return from_dict(PretrainConfig, data, "command line")
+        return load_yaml(PretrainConfig, args.config, overrides, _flags(args))
+    return from_dict_with_overrides(PretrainConfig, {}, "command line", overrides, flags=_flags(args))
+
+
+FLAGS = {
+    "motions": "motions",
+    "hidden": "hidden",
+    "max_seconds": "seconds",
+    "target_alignment": "target_alignment",
+    "negatives": "negatives",
+    "steps": "steps",
+    "kappa": "kappa",
+    "lr": "lr",
+    "batch_size": "batch_size",
+    "seed": "seed",
+    "device": "device",
+}
+"""PretrainConfig key -> the option (argparse dest) that sets it."""
+
+
+def _flags(args: argparse.Namespace) -> dict[str, str]:
+    """PretrainConfig key -> the option given for it as typed (``--hidden 256 0``), for errors to name."""
+    given = {key: getattr(args, dest) for key, dest in FLAGS.items() if getattr(args, dest) is not None}
+    return {
+        key: f"--{FLAGS[key].replace('_', '-')} " + (" ".join(map(str, v)) if isinstance(v, list) else str(v))
+        for key, v in given.items()
+    }
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from matplotlib.figure import Figure
 
 from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.config import read_yaml
 from rgsd_envs.utils.files import InputFileError, atomic_path, output_folder
 from rgsd_eval.plots import plot_goal_trajectories, save_figure
 
@@ -193,7 +193,7 @@ def _run_identity(run_dir: Path) -> tuple[str, str, str, int]:
     if not path.is_file():
         raise InputFileError(path, "missing: not a downstream run folder (rgsd downstream writes config.yaml)")
     RunDir(run_dir).check_kind(RunDir.DOWNSTREAM_RUN, "rgsd downstream --seeds")  # a skill run has no seed curves
-    cfg = yaml.safe_load(path.read_text()) or {}
+    cfg = read_yaml(path) or {}
     style = str((cfg.get("task") or {}).get("style", "freestyle"))
     start = str(cfg.get("init_skill", NEUTRAL_START))
     return style, low_level_method(cfg.get("low_level")), start, int(cfg.get("seed", 0))

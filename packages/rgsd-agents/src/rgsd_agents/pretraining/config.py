@@ -9,7 +9,9 @@ from typing import Any
 from rgsd_envs.envs.config import check_motions_given
 from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.rewards.encoders import PAPER_HIDDEN
+from rgsd_envs.utils.config import UNNAMED, shown_value
 from rgsd_envs.utils.device import check_device_name
+from rgsd_envs.utils.files import InputFileError
 
 NEGATIVES = ("infonce", "hard")
 ENCODER_FILE = "encoder.pt"
@@ -52,20 +54,23 @@ class PretrainOptions:
 
     def __post_init__(self) -> None:
         self.hidden = tuple(int(h) for h in self.hidden)
-        checks = {
-            "hidden": all(h > 0 for h in self.hidden),
-            "kappa": self.kappa > 0,
-            "batch_size": self.batch_size >= 2,
-            "lr": self.lr > 0,
-            "steps": self.steps >= 0,
-            "eval_every": self.eval_every >= 1,
-            "target_alignment": self.target_alignment is None or -1.0 <= self.target_alignment <= 1.0,
-            "num_threads": self.num_threads is None or self.num_threads >= 1,
-            "negatives": self.negatives in NEGATIVES,
+        rules = {  # field: (whether it holds, the rule an error states)
+            "hidden": (len(self.hidden) >= 1 and all(h > 0 for h in self.hidden), "must be one or more sizes > 0"),
+            "kappa": (self.kappa > 0, "must be > 0"),
+            "batch_size": (self.batch_size >= 2, "must be >= 2 (the other pairs are the negatives)"),
+            "lr": (self.lr > 0, "must be > 0"),
+            "steps": (self.steps >= 0, "must be >= 0"),
+            "eval_every": (self.eval_every >= 1, "must be >= 1"),
+            "target_alignment": (
+                self.target_alignment is None or -1.0 <= self.target_alignment <= 1.0,
+                "must be in [-1, 1] or null",
+            ),
+            "num_threads": (self.num_threads is None or self.num_threads >= 1, "must be >= 1 or null"),
+            "negatives": (self.negatives in NEGATIVES, f"must be one of {', '.join(NEGATIVES)}"),
         }
-        bad = [k for k, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(f"invalid {bad[0]} = {getattr(self, bad[0])!r} (see PretrainConfig's field docs)")
+        bad = next((k for k, (ok, _) in rules.items() if not ok), None)
+        if bad is not None:
+            raise InputFileError(UNNAMED, f"{rules[bad][1]}, got {shown_value(getattr(self, bad))}", bad)
         if self.negatives == "hard" and self.target_alignment is not None:
             raise ValueError(
                 f"negatives 'hard' with target_alignment {self.target_alignment}: hard negatives keep the "
@@ -98,9 +103,13 @@ class PretrainConfig(PretrainOptions):
         check_motions_given(self.motions)
         check_device_name(self.device)
         if not (self.max_seconds is None or self.max_seconds > 0):
-            raise ValueError(f"invalid max_seconds = {self.max_seconds!r} (see PretrainConfig's field docs)")
+            raise InputFileError(UNNAMED, f"must be > 0 or null, got {self.max_seconds!r}", "max_seconds")
         if self.skill_dim < 2:
-            raise ValueError(f"invalid skill_dim = {self.skill_dim!r}: a skill space needs at least 2 dimensions")
+            raise InputFileError(
+                UNNAMED,
+                f"must be >= 2 (a skill space needs at least 2 dimensions), got {self.skill_dim!r}",
+                "skill_dim",
+            )
 
     @classmethod
     def paper(cls, **overrides: Any) -> PretrainConfig:

@@ -8,7 +8,7 @@ forward, metres, radians; quaternions (w, x, y, z); bodies in SMPL order
 key             shape        meaning
 =============== ============ ==================================================
 format_version  ()           1
-name            ()           clip name (str)
+name            ()           clip name (str; no '/', '\\', '..' or control characters)
 category        ()           walk, run, sidestep, backward, punch, or any label
 fps             ()           30.0
 source_fps      ()           frame rate of the source before resampling
@@ -33,7 +33,9 @@ body_offsets    (24, 3)      parent-relative offsets of the body the clip is for
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -63,6 +65,11 @@ _ARRAYS: dict[str, tuple] = {
 }
 """Per-frame arrays and their trailing shapes."""
 _META = ("format_version", "name", "category", "fps", "source_fps", "source")
+_UNSAFE_NAME = re.compile(r"[/\\\x00-\x1f\x7f]|\.\.")
+"""What a clip name may not hold: path separators, '..', NUL and other control characters (names become file
+names of videos and replays)."""
+_FILE_CHARS = re.compile(r"[^0-9A-Za-z._-]+")
+"""Characters a file name built from a clip name keeps; runs of any other become '_'."""
 
 
 @dataclass
@@ -130,6 +137,13 @@ def validate_clip(clip: MotionClip, path: str | os.PathLike = "<memory>") -> Non
     """Raise InputFileError naming the field if the clip breaks the format."""
     if not isinstance(clip.name, str) or not clip.name:
         raise InputFileError(path, "must be a non-empty string", "name")
+    if _UNSAFE_NAME.search(clip.name):
+        raise InputFileError(
+            path,
+            f"{clip.name!r} holds a path separator, '..' or a control character; clip names become file names: "
+            "name the clip with letters, digits, '_' and '-'",
+            "name",
+        )
     if not isinstance(clip.category, str) or not clip.category:
         raise InputFileError(path, "must be a non-empty string", "category")
     if not np.isclose(float(clip.fps), CLIP_FPS):
@@ -155,6 +169,15 @@ def validate_clip(clip: MotionClip, path: str | os.PathLike = "<memory>") -> Non
     off = np.asarray(clip.body_offsets)
     if off.shape != (sk.NUM_BODIES, 3) or not np.isfinite(off).all():
         raise InputFileError(path, f"expected a finite ({sk.NUM_BODIES}, 3) array, got {off.shape}", "body_offsets")
+
+
+def clip_file_stem(name: str) -> str:
+    """A file-name stem for clip ``name`` that stays in its folder: letters, digits, '.', '_' and '-' kept, other
+    runs to '_', no leading dot; a changed name gets a short hash of the name, so two names never share a file."""
+    stem = _FILE_CHARS.sub("_", name).lstrip(".")
+    if stem == name:
+        return stem
+    return f"{stem or 'clip'}_{hashlib.sha1(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def load_clip(path: str | os.PathLike) -> MotionClip:

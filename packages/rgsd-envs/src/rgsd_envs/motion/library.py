@@ -122,6 +122,35 @@ def _check_unique_names(found: list[tuple[MotionClip, str]]) -> None:
         raise ValueError(f"clip names must be unique; {name!r} is the name of {' and '.join(repeated[name])}{more}")
 
 
+def _check_body_shapes(found: list[tuple[MotionClip, str]]) -> int:
+    """The index of a clip whose body shape every clip shares; else an error naming a clip of another shape and the
+    file of one of the most clips' shape (the first clip's where no shape has most)."""
+    groups: list[list[int]] = []  # clips by body shape, in order of first appearance
+    for i, (clip, _) in enumerate(found):
+        group = next(
+            (g for g in groups if np.allclose(clip.body_offsets, found[g[0]][0].body_offsets, atol=1e-6)), None
+        )
+        if group is None:
+            groups.append([i])
+        else:
+            group.append(i)
+    if len(groups) == 1:
+        return 0
+    common = max(groups, key=len)  # the first of the largest: the first clip's shape on a tie
+    tie = sum(len(g) == len(common) for g in groups) > 1
+    odd = next(i for g in groups if g is not common for i in g)
+    others = len(found) - len(common) - 1
+    (clip, origin), (ref, ref_origin) = found[odd], found[common[0]]
+    shared = "the first clip's" if tie else f"the shape of {len(common)} of the {len(found)} clips"
+    more = f"; {others} other clip{'s' if others > 1 else ''} differ{'' if others > 1 else 's'} too" if others else ""
+    raise InputFileError(
+        origin,
+        f"clip {clip.name!r} was made for another body shape than {ref.name!r} ({ref_origin}, {shared}){more}; "
+        "clips of one library share one body: import them all with the same --smpl-model and --betas",
+        "body_offsets",
+    )
+
+
 class MotionLib:
     """Reference clips concatenated into torch tensors on one device.
 
@@ -137,12 +166,7 @@ class MotionLib:
         _check_unique_names(found)
         clips = [clip for clip, _ in found]
         names = [c.name for c in clips]
-        ref = clips[0].body_offsets
-        for c in clips[1:]:
-            if not np.allclose(c.body_offsets, ref, atol=1e-6):
-                raise InputFileError(
-                    c.source, f"clip {c.name!r} was made for another body shape than {clips[0].name!r}", "body_offsets"
-                )
+        ref = clips[_check_body_shapes(found)].body_offsets
         self.device = torch.device(device)
         self.dtype = dtype
         self.clips = clips

@@ -33,11 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-import yaml
 
 from rgsd_envs.envs.config import EnvConfig, missing_motion
 from rgsd_envs.envs.observations import SKILL_DIM
-from rgsd_envs.utils.config import yaml_error
+from rgsd_envs.utils.config import read_yaml
 from rgsd_envs.utils.files import InputFileError
 
 log = logging.getLogger(__name__)
@@ -179,10 +178,7 @@ class RunDir:
     def config(self) -> dict[str, Any]:
         """The resolved training config as a dict."""
         self.check(self.CONFIG)
-        try:
-            data = yaml.safe_load(self.config_path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise InputFileError(self.config_path, yaml_error(err)) from None
+        data = read_yaml(self.config_path) or {}
         if not isinstance(data, dict):
             raise InputFileError(self.config_path, "expected a mapping")
         return data

@@ -101,15 +101,24 @@ def yaml_error(err: yaml.YAMLError) -> str:
     return f"not valid YAML{where}: {problem}" + (f" ({context})" if context else "")
 
 
+def read_yaml(path: str | os.PathLike) -> Any:
+    """The YAML document a file holds, or an InputFileError naming the file: not UTF-8 text, or not valid YAML."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputFileError(path, "not a UTF-8 text file") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise InputFileError(path, yaml_error(err)) from None
+
+
 def read_settings(path: str | os.PathLike, hint: str) -> dict[str, Any]:
     """The mapping of settings a YAML config file holds, or an error naming the file: not YAML, not a mapping, or
     no settings at all (empty, comments only, ``{}``), which would otherwise run every default unasked; ``hint``
     says what to write instead."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise InputFileError(path, yaml_error(err)) from None
+    data = read_yaml(path)
     if data is None or data == {}:
         raise InputFileError(path, f"holds no settings; {hint}")
     if not isinstance(data, dict):
@@ -117,13 +126,19 @@ def read_settings(path: str | os.PathLike, hint: str) -> dict[str, Any]:
     return data
 
 
-def load_yaml(cls: type[T], path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> T:
-    """Load dataclass ``cls`` from a YAML file (``read_settings``), then apply dotted-key overrides."""
+def load_yaml(
+    cls: type[T],
+    path: str | os.PathLike,
+    overrides: dict[str, Any] | None = None,
+    flags: dict[str, str] | None = None,
+) -> T:
+    """Load dataclass ``cls`` from a YAML file (``read_settings``), then apply dotted-key overrides (``flags``: as
+    in ``from_dict_with_overrides``)."""
     path = Path(path)
     if not path.is_file():
         raise InputFileError(path, not_a_config_file(path))
     data = read_settings(path, f"give {cls.__name__} fields, or no config file for the defaults")
-    return from_dict_with_overrides(cls, data, str(path), overrides)
+    return from_dict_with_overrides(cls, data, str(path), overrides, flags=flags)
 
 
 def not_a_config_file(path: str | os.PathLike) -> str:
@@ -134,28 +149,38 @@ def not_a_config_file(path: str | os.PathLike) -> str:
 
 
 def from_dict_with_overrides(
-    cls: type[T], data: Any, source: str, overrides: dict[str, Any] | None, typed: dict[str, Any] | None = None
+    cls: type[T],
+    data: Any,
+    source: str,
+    overrides: dict[str, Any] | None,
+    typed: dict[str, Any] | None = None,
+    flags: dict[str, str] | None = None,
 ) -> T:
     """``from_dict`` of a file's ``data`` with dotted-key overrides (``--set``) on top. A value the file alone
     accepts but an override breaks (``num_envs must be >= 1``) is named by that ``--set`` (as ``typed``, default
-    ``overrides``), not blamed on the file."""
+    ``overrides``), or by the option that set it (``flags``: key -> ``--hidden 0``), not blamed on the file."""
     if not overrides:
         return from_dict(cls, data, source)
+    file_error: InputFileError | None = None
     try:
         from_dict(cls, copy.deepcopy(data), source)
-        file_error = None
     except InputFileError as err:
-        file_error = str(err)  # the file's own error, unless an override mends it
-    for key, value in overrides.items():
-        apply_override(data, key, value)
+        file_error = err  # the file's own error, unless an override mends it
+    try:
+        for key, value in overrides.items():
+            apply_override(data, key, value)
+    except OverrideError:
+        if file_error is not None:  # `env: 5` under --set env.motions=...: the file's error says what to fix
+            raise file_error from None
+        raise
     try:
         return from_dict(cls, data, source)
     except InputFileError as err:
-        if str(err) == file_error:
+        if file_error is not None and str(err) == str(file_error):
             raise
         named = [k for k in overrides if k == err.field or _names(err.reason, k.rsplit(".", 1)[-1])]
-        shown = typed or overrides
-        sets = " ".join(f"--set {k}={_show(shown.get(k, overrides[k]))}" for k in named or overrides)
+        shown, flags = typed or overrides, flags or {}
+        sets = " ".join(flags.get(k) or f"--set {k}={_show(shown.get(k, overrides[k]))}" for k in named or overrides)
         raise InputFileError(sets, err.reason, err.field) from None
 
 
@@ -177,6 +202,11 @@ def _show(value: Any) -> str:
     if isinstance(value, str):
         return value
     return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def shown_value(value: Any) -> str:
+    """A setting's value in a range error, as a config file writes it (a tuple as a list, text quoted)."""
+    return repr(list(value) if isinstance(value, tuple) else value)
 
 
 def _type_name(tp: Any) -> str:
@@ -338,11 +368,15 @@ def dotted_value(data: dict[str, Any], dotted: str, default: Any = None) -> Any:
 
 
 def apply_override(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set ``data["a"]["b"] = value`` for ``dotted = "a.b"``."""
+    """Set ``data["a"]["b"] = value`` for ``dotted = "a.b"``; an OverrideError where ``data["a"]`` holds a value
+    that is not a mapping."""
     parts = dotted.split(".")
     node = data
-    for p in parts[:-1]:
+    for i, p in enumerate(parts[:-1]):
         node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            where = ".".join(parts[: i + 1])
+            raise OverrideError(dotted, value, f"'{where}' is {_show(node)!r}, not a mapping of keys")
     node[parts[-1]] = value
 
 
