@@ -11,7 +11,7 @@ from typing import Any
 import torch
 import yaml
 
-from rgsd_envs.envs.observations import POLICY_OBS_DIM
+from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.rewards.encoders import MLPEncoder
 from rgsd_envs.runs.policy import PolicyMLP
@@ -28,23 +28,30 @@ def make_fake_run(
     seed: int = 0,
     env: dict[str, Any] | None = None,
     method: dict[str, Any] | None = None,
+    skill_dim: int = SKILL_DIM,
 ) -> Path:
     """A run folder (config.yaml, policy.pt, encoder.pt unless encoder_hidden is None) with random weights;
-    ``method`` is written as method.json (an ``encoder`` it names is written as a random encoder too)."""
+    ``method`` is written as method.json (an ``encoder`` it names is written as a random encoder too); skills of
+    ``skill_dim`` (written as ``env.skill_dim`` when not the default)."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     config = {
         "seed": seed,
         "encoder_init": encoder_init,
-        "env": {"motions": motions, "p_imitation": p_imitation, **(env or {})},
+        "env": {
+            "motions": motions,
+            "p_imitation": p_imitation,
+            **({} if skill_dim == SKILL_DIM else {"skill_dim": skill_dim}),
+            **(env or {}),
+        },
     }
     (path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    PolicyMLP(POLICY_OBS_DIM, sk.NUM_DOFS, hidden).save(path / "policy.pt", fabricated=True)
+    PolicyMLP(FRAME_DIM + skill_dim, sk.NUM_DOFS, hidden).save(path / "policy.pt", fabricated=True)
     if encoder_hidden is not None:
-        MLPEncoder(encoder_hidden).save(path / "encoder.pt")
+        MLPEncoder(encoder_hidden, out_dim=skill_dim).save(path / "encoder.pt")
     if method is not None:
         if method.get("encoder"):
-            MLPEncoder((16,)).save(path / method["encoder"])
+            MLPEncoder((16,), out_dim=skill_dim).save(path / method["encoder"])
         (path / "method.json").write_text(json.dumps(method))
     return path

@@ -16,8 +16,7 @@ import os
 import numpy as np
 import torch
 
-from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingCore
-from rgsd_envs.envs.observations import SKILL_DIM
+from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingCore, low_level_run
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import InputFileError
 
@@ -49,12 +48,14 @@ class GoalSession:
         self.run.check(RunDir.CONFIG, RunDir.POLICY)
         self.cfg: DownstreamConfig = from_dict(DownstreamConfig, self.run.config(), str(self.run.config_path))
         self.policy = self.run.load_policy()
-        if (self.policy.obs_dim, self.policy.act_dim) != (GOAL_OBS_DIM, SKILL_DIM):
+        # the high level's action is a skill of the low-level run's size, which need not be the default 16
+        skill_dim = low_level_run(self.cfg.low_level).env_config().skill_dim
+        if (self.policy.obs_dim, self.policy.act_dim) != (GOAL_OBS_DIM, skill_dim):
             raise InputFileError(
                 self.run.policy_path,
-                f"policy maps {self.policy.obs_dim} -> {self.policy.act_dim}; a downstream high-level policy maps "
-                f"{GOAL_OBS_DIM} -> {SKILL_DIM}",
-                "obs_dim",
+                f"policy maps {self.policy.obs_dim} -> {self.policy.act_dim}; a high-level policy over the low-level "
+                f"run {self.cfg.low_level} (env.skill_dim {skill_dim}) maps {GOAL_OBS_DIM} -> {skill_dim}",
+                "obs_dim" if self.policy.obs_dim != GOAL_OBS_DIM else "act_dim",
             )
         # the viewer's one world runs on the CPU whatever device the run trained on
         task_cfg = dataclasses.replace(self.cfg.task, device="cpu", num_threads=1)
