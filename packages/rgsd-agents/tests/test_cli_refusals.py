@@ -163,6 +163,32 @@ def test_downstream_refuses_a_style_the_low_level_has_no_clips_of_before_any_fol
     assert not out.exists()
 
 
+LOW_LEVEL_MOTIONS_FIX = (
+    "put the clips back there or set env.motions in the low-level run's config.yaml to where they are now"
+)
+
+
+def test_a_low_level_whose_clips_moved_is_named_as_the_low_level_s_config_field(tmp_path, capsys):
+    from rgsd_eval.testing import make_fake_run
+
+    low = make_fake_run(tmp_path / "low", motions=str(tmp_path / "renamed"))
+    out = tmp_path / "goal"
+    assert rgsd(["downstream", "--low-level", str(low), "--out", str(out), "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {low / 'config.yaml'}: field 'env.motions': motions not found: {tmp_path / 'renamed'} (the clips "
+        f"the low-level run trained on, as its config names them; moved or renamed?); {LOW_LEVEL_MOTIONS_FIX}\n"
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["play", "eval", "export", "view"])
+def test_every_command_that_hints_at_motions_takes_the_flag(command, capsys):
+    """``RunDir.training_motions``'s hint names --motions: each command that reads a run's clips has it."""
+    with pytest.raises(SystemExit):
+        rgsd([command, "--help"])
+    assert "--motions" in capsys.readouterr().out
+
+
 def test_play_without_rendering_says_how_to_get_it_in_one_line_before_the_rollout(tmp_path, monkeypatch, capsys):
     import rgsd_agents.play
     import rgsd_envs.render

@@ -201,3 +201,26 @@ def test_export_builds_no_env_and_commands_the_clip_embeddings_its_encoder_store
     assert meta["clip_names"] == payload["clip_names"]
     np.testing.assert_allclose(meta["clip_embeddings"], payload["clip_embeddings"].numpy(), atol=1e-8)
     np.testing.assert_allclose(meta["body_offsets"], sk.REST_OFFSETS, atol=1e-8)
+
+
+def test_a_run_whose_clips_moved_exports_with_motions(tmp_path, capsys):
+    """A moved run's config.yaml names clips that are gone: --motions gives them where they are now."""
+    from rgsd_agents.commands.export import run_clip_skills
+    from rgsd_envs.motion.demo import write_demo_clips
+    from rgsd_envs.utils.files import InputFileError
+    from rgsd_eval.testing import make_fake_run
+
+    run = make_fake_run(tmp_path / "run", motions=str(tmp_path / "gone"))
+    clips = tmp_path / "moved_clips"
+    write_demo_clips(clips)
+    with pytest.raises(InputFileError, match=r"field 'env\.motions'.*give the clips with --motions PATH"):
+        run_clip_skills(str(run))
+    skills = run_clip_skills(str(run), motions=str(clips))
+    assert sorted(skills.names) == sorted(p.stem for p in clips.glob("*.npz")) and skills.latents.shape[1] == 16
+    pytest.importorskip("onnx", reason="the export extra: pip install rgsd-envs[export]")
+    pytest.importorskip("onnxscript", reason="the export extra: pip install rgsd-envs[export]")
+    out = tmp_path / "p.onnx"
+    assert rgsd(["export", str(run), "--onnx", str(out), "--no-check"]) == 2
+    assert "--motions PATH" in capsys.readouterr().err
+    assert rgsd(["export", str(run), "--onnx", str(out), "--motions", str(clips), "--no-check"]) == 0
+    assert sorted(read_metadata(out)["clip_names"]) == sorted(skills.names)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import gymnasium as gym
@@ -25,6 +26,7 @@ from rgsd_envs.envs.goal_reaching_v0 import (
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM
 from rgsd_envs.rewards.encoders import MLPEncoder
 from rgsd_envs.runs.policy import PolicyMLP
+from rgsd_envs.utils.files import InputFileError
 from rgsd_envs.utils.rotations import yaw_quat
 
 
@@ -109,6 +111,19 @@ def test_unknown_style_and_a_style_without_clips_are_clear_errors(low_level, rea
 def test_missing_low_level_run_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="run folder not found"):
         gym.make("RGSD-SMPL-GoalReaching-v0", low_level=str(tmp_path / "nope"))
+
+
+@pytest.mark.parametrize("style", ["freestyle", "backward"])
+def test_a_low_level_whose_clips_moved_names_its_config_field(low_level, tmp_path, style):
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for name in ("policy.pt", "encoder.pt"):
+        (moved / name).write_bytes((Path(low_level) / name).read_bytes())
+    (moved / "config.yaml").write_text(yaml.safe_dump({"env": {"motions": str(tmp_path / "gone")}}))
+    with pytest.raises(InputFileError, match=r"the clips the low-level run trained on.*set env\.motions in the") as e:
+        gym.make("RGSD-SMPL-GoalReaching-v0", low_level=str(moved), style=style)
+    assert e.value.path == str(moved / "config.yaml") and "'env.motions'" in str(e.value)
+    assert "--motions" not in str(e.value)  # gym.make has no such flag
 
 
 def test_episodes_start_at_the_centre_with_a_goal_in_the_arena(low_level):

@@ -19,6 +19,7 @@ Examples::
     rgsd export runs/demo                          # -> runs/demo/policy.onnx
     rgsd export runs/demo --onnx deploy/walker.onnx
     rgsd export runs/diayn --latents reports/demo/diayn/clip_latents.json   # a best-of-N baseline
+    rgsd export moved/demo --motions moved/clips   # a run whose clips are no longer where its config says
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--latents",
         help="a clip_latents.json (rgsd eval's <report>/<run>/) instead of the run's own; needed for a best-of-N run",
     )
+    p.add_argument(
+        "--motions",
+        help='the clips the run trained on, where they are now: "demo", a clip file or folder (default: the run\'s '
+        "own, as its config.yaml names them; give it for a run whose clips moved)",
+    )
     p.add_argument("--no-check", action="store_true", help="skip the onnxruntime comparison with the torch policy")
     p.set_defaults(func=run)
 
@@ -58,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.onnx) if args.onnx else RunDir(args.run).path / "policy.onnx"
     try:
         require("onnx", "onnxscript")  # before the clip latents are chosen: a missing extra is said at once
-        path = export_onnx(args.run, out, run_clip_skills(args.run, args.latents))
+        path = export_onnx(args.run, out, run_clip_skills(args.run, args.latents, args.motions), args.motions)
     except MissingExportDependency as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -82,15 +88,16 @@ def run(args: argparse.Namespace) -> int:
     return 0 if diff <= 1e-5 else 1
 
 
-def run_clip_skills(run: str, latents: str | None = None) -> ClipSkills:
+def run_clip_skills(run: str, latents: str | None = None, motions: str | None = None) -> ClipSkills:
     """The skills the export's metadata gives to command: the run's clip latents as rgsd play and rgsd view pick
-    them (``run_skills.choose_latents``; ``latents``: a clip_latents.json instead)."""
+    them (``run_skills.choose_latents``; ``latents``: a clip_latents.json instead), over ``motions`` (None: the
+    run's own clips)."""
     from rgsd_agents.run_skills import choose_latents
     from rgsd_envs.motion.library import MotionLib
     from rgsd_envs.runs.onnx_export import ClipSkills
     from rgsd_eval.runs import load_run
 
     loaded = load_run(run)
-    lib = MotionLib(loaded.run.training_motions())
+    lib = MotionLib(motions or loaded.run.training_motions())
     chosen = choose_latents(loaded, lib, latents_file=latents)
     return ClipSkills(list(lib.names), chosen.centres, chosen.source)

@@ -182,12 +182,23 @@ def style_without_clips(style: str, categories: Iterable[str]) -> str:
     )
 
 
+def low_level_motions(run: RunDir) -> Any:
+    """The low-level run's clips (its config.yaml's ``env.motions``), or an error naming that field of that file
+    and how to point it at clips that moved (neither ``gym.make`` nor ``rgsd downstream`` takes other clips: the
+    worlds start from the ones the low level trained on)."""
+    return run.training_motions(
+        fix="put the clips back there or set env.motions in the low-level run's config.yaml to where they are now",
+        role="the low-level run",
+    )
+
+
 def check_style(run: RunDir, style: str) -> None:
-    """An InputFileError naming the run's ``env.motions`` unless the low-level run's clips have ``style``'s
-    category (freestyle needs none): said before any simulator is built or file written."""
+    """An InputFileError naming the run's ``env.motions`` unless its clips exist (``low_level_motions``) and have
+    ``style``'s category (freestyle needs none): said before any simulator is built or file written."""
+    motions = low_level_motions(run)
     if style == "freestyle":
         return
-    categories = motion_categories(run.training_motions())
+    categories = motion_categories(motions)
     if style not in categories:
         raise InputFileError(run.config_path, style_without_clips(style, categories), "env.motions")
 

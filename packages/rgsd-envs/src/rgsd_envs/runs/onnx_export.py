@@ -135,15 +135,21 @@ def _ordered_skills(skills: ClipSkills, names: list[str], skill_dim: int) -> np.
     return z[[skills.names.index(n) for n in names]]
 
 
-def policy_metadata(run: RunDir, policy: PolicyMLP, clip_skills: ClipSkills | None = None) -> dict[str, Any]:
+def policy_metadata(
+    run: RunDir,
+    policy: PolicyMLP,
+    clip_skills: ClipSkills | None = None,
+    motions: str | os.PathLike | list[str] | None = None,
+) -> dict[str, Any]:
     """The JSON metadata of a run's exported policy (see the module docstring); ``clip_skills``: the latents to
-    command (None: the encoder's clip embeddings, for a run whose method commands those)."""
+    command (None: the encoder's clip embeddings, for a run whose method commands those); ``motions``: the clips
+    (None: the run's own, ``RunDir.training_motions``; a moved run's clips where they are now)."""
     from rgsd_envs.envs.core import library_clip_embeddings
     from rgsd_envs.motion.library import MotionLib
 
     env_cfg = run.env_config()
     layout = env_cfg.layout
-    lib = MotionLib(run.training_motions())  # clip names, categories and body offsets; no worlds
+    lib = MotionLib(motions or run.training_motions())  # clip names, categories and body offsets; no worlds
     body_offsets = lib.body_offsets
     if clip_skills is None:
         encoder = _skill_encoder(run)
@@ -214,10 +220,14 @@ def _quiet_exporter() -> Iterator[None]:
 
 
 def export_onnx(
-    run_dir: str | os.PathLike, out_path: str | os.PathLike, clip_skills: ClipSkills | None = None
+    run_dir: str | os.PathLike,
+    out_path: str | os.PathLike,
+    clip_skills: ClipSkills | None = None,
+    motions: str | os.PathLike | list[str] | None = None,
 ) -> Path:
     """Write ``run_dir``'s policy as ONNX with its metadata to ``out_path`` (atomically); returns the path.
-    ``clip_skills``: the latents the metadata gives to command (see ``policy_metadata``)."""
+    ``clip_skills``, ``motions``: the latents the metadata gives to command and the clips they are for (see
+    ``policy_metadata``)."""
     require("onnx", "onnxscript")
     import onnx
 
@@ -228,7 +238,7 @@ def export_onnx(
     run.check(RunDir.CONFIG, RunDir.POLICY)
     policy = run.load_policy()
     check_policy_fits(policy, run.policy_path, run.env_config().layout)
-    meta = policy_metadata(run, policy, clip_skills)
+    meta = policy_metadata(run, policy, clip_skills, motions)
     module = ExportedPolicy(policy).eval()
     example = torch.zeros(2, policy.obs_dim)
     with _quiet_exporter(), torch.no_grad():

@@ -195,16 +195,21 @@ class RunDir:
         data.update(overrides)
         return from_dict(EnvConfig, data, str(self.config_path), "env.")
 
-    def training_motions(self) -> Any:
+    MOTIONS_FLAG_FIX = "give the clips with --motions PATH"
+    """What a command that takes ``--motions`` tells the user to do when the run's clips are gone."""
+
+    def training_motions(self, fix: str = MOTIONS_FLAG_FIX, role: str = "this run") -> Any:
         """The motions the run trained on (``env.motions`` of config.yaml, as ``env_config`` reads it); an error
-        naming that field and ``--motions`` when a file or folder it names is gone (moved or renamed)."""
+        naming that field when a file or folder it names is gone (moved or renamed), which says what the caller
+        calls the run (``role``) and how to go on (``fix``: by default the ``--motions`` flag of the commands that
+        have one)."""
         motions = self.env_config().motions
         missing = missing_motion(motions)
         if missing is not None:
             raise InputFileError(
                 self.config_path,
-                f"motions not found: {missing} (the clips this run trained on, as its config names them; moved or "
-                "renamed?); give the clips with --motions PATH",
+                f"motions not found: {missing} (the clips {role} trained on, as its config names them; moved or "
+                f"renamed?); {fix}",
                 "env.motions",
             )
         return motions
