@@ -94,3 +94,81 @@ def test_a_failed_build_leaves_the_previous_folder_and_no_partial_one(demo_run, 
         build_pretrained(demo_run, bad, out)
     assert (out / "keep").read_text() == "the previous build"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "empty", "p"]  # no temporary folder left
+
+
+def _one_clip(tmp_path):
+    """A clip folder of one demo clip (demo_run)."""
+    from rgsd_envs.motion.demo import demo_clips
+
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    next(c for c in demo_clips() if c.name == "demo_run").save(clips / "demo_run.npz")
+    return clips
+
+
+def _latents(seed: int) -> dict[str, list[float]]:
+    import numpy as np
+
+    return {n: np.eye(16)[(i + seed) % 16].tolist() for i, n in enumerate(MotionLib("demo").names)}
+
+
+def test_a_calm_or_meta_motivo_run_builds_with_every_file_its_method_names(tmp_path):
+    import numpy as np
+    import torch
+
+    from rgsd_envs.runs.run_dir import save_tracking_latents
+    from rgsd_eval.testing import make_fake_run
+
+    clips = _one_clip(tmp_path)
+    calm = {"name": "calm", "latent_choice": "clip_latents", "clip_latents": "clip_latents.json"}
+    run = make_fake_run(tmp_path / "calm", method=calm, hidden=(16,))
+    (run / "clip_latents.json").write_text(json.dumps(_latents(3)))
+    card = build_pretrained(run, clips, tmp_path / "p_calm")
+    assert card["method"] == "calm" and sorted(card["clips"]) == ["demo_run"]
+    assert json.loads((tmp_path / "p_calm" / "clip_latents.json").read_text()) == _latents(3)
+    played = play_rollout(tmp_path / "p_calm", "demo_run", frames=1)
+    np.testing.assert_allclose(played.skill, _latents(3)["demo_run"], atol=1e-9)  # the run's stored latent
+
+    fb = {"name": "fb_cpr", "latent_choice": "tracking", "tracking_latents": "tracking.npz",
+          "clip_latents": "clip_latents.json"}  # fmt: skip
+    run = make_fake_run(tmp_path / "fb", method=fb, hidden=(16,), encoder_hidden=None)  # no encoder.pt
+    (run / "clip_latents.json").write_text(json.dumps(_latents(1)))
+    lib = MotionLib("demo")
+    torch.manual_seed(0)
+    per_step = {n: torch.nn.functional.normalize(torch.randn(int(f) - 1, 16), dim=-1)
+                for n, f in zip(lib.names, lib.num_frames)}  # fmt: skip
+    save_tracking_latents(run / "tracking.npz", per_step)
+    card = build_pretrained(run, clips, tmp_path / "p_fb")
+    assert card["method"] == "fb_cpr"
+    assert sorted(p.name for p in (tmp_path / "p_fb").iterdir()) == [
+        "card.json", "clip_latents.json", "clips", "config.yaml", "method.json", "policy.pt", "tracking.npz"
+    ]  # fmt: skip
+
+
+def test_a_best_of_n_run_builds_with_the_latents_rgsd_eval_chose_and_says_so_up_front_without(tmp_path):
+    import numpy as np
+
+    from rgsd_agents.pretrained.__main__ import main as build_main
+    from rgsd_eval.testing import make_fake_run
+
+    clips = _one_clip(tmp_path)
+    run = make_fake_run(tmp_path / "diayn", method={"name": "diayn", "latent_choice": "best_of_n"}, hidden=(16,))
+    with pytest.raises(InputFileError, match=r"best of N.*--latents <report>/<run>/clip_latents\.json") as err:
+        build_pretrained(run, clips, tmp_path / "p")
+    assert err.value.path == str(run / "method.json") and ".partial" not in str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clips", "diayn"]  # nothing written
+    bad = tmp_path / "few.json"
+    bad.write_text(json.dumps({"walk": [1.0] + [0.0] * 15}))
+    with pytest.raises(InputFileError, match="no latent for clip 'demo_run'") as err:
+        build_pretrained(run, clips, tmp_path / "p", latents=bad)
+    assert err.value.path == str(bad)
+    given = tmp_path / "clip_latents.json"
+    given.write_text(json.dumps(_latents(4)))
+    out = tmp_path / "p"
+    assert build_main([str(run), "--motions", str(clips), "--out", str(out), "--latents", str(given)]) == 0
+    card = pretrained_card(out)
+    assert card["method"] == "diayn" and card["clip_latents"] == "clip_latents.json"
+    assert json.loads((out / "clip_latents.json").read_text()) == _latents(4)
+    played = play_rollout(out, "demo_run", latents=out / "clip_latents.json")
+    np.testing.assert_allclose(played.skill, _latents(4)["demo_run"], atol=1e-9)
+    assert played.error_cm == pytest.approx(card["clips"]["demo_run"]["error_cm"], abs=0.01)

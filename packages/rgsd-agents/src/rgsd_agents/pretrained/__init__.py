@@ -46,24 +46,55 @@ def pretrained_card(folder: str | os.PathLike = PRETRAINED_DIR) -> dict[str, Any
     return card
 
 
+GIVEN_LATENTS = "clip_latents.json"
+"""Where a built folder keeps the clip latents given for a best-of-N run (``build_pretrained``'s ``latents``)."""
+
+
 def build_pretrained(
     run: str | os.PathLike,
     motions: str | os.PathLike,
     out: str | os.PathLike = PRETRAINED_DIR,
     about: dict[str, Any] | None = None,
+    latents: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
-    """Copy a trained run's policy, encoder, config and clips into a relocatable run folder ``out``, measure the
-    card (every clip's error under z = z_m, mean action, the whole clip; the policy's iterations and samples) and
-    return it. ``out`` is replaced whole once the new folder is complete; a failure leaves it as it was."""
+    """Copy a trained run's policy, encoder, config, method.json with every file it names, and clips into a
+    relocatable run folder ``out``, measure the card (every clip's error under z = z_m, mean action, the whole clip;
+    the policy's iterations and samples) and return it. ``latents``: a clip_latents.json (``rgsd eval``'s
+    ``<report>/<run>/clip_latents.json``) whose latents the card's rollouts command, copied into the folder as
+    ``GIVEN_LATENTS``; a best-of-N run (ASE, DIAYN, METRA) has no latents of its own and needs it. The inputs are
+    checked before anything is written, so errors name them; ``out`` is replaced whole once the new folder is
+    complete; a failure leaves it as it was."""
     from rgsd_agents.play import play_rollout
     from rgsd_envs.motion.library import MotionLib
     from rgsd_envs.runs.policy import load_policy
+    from rgsd_envs.runs.run_dir import load_clip_latents
 
     src, out = RunDir(run), Path(out)
-    src.check(RunDir.CONFIG, RunDir.POLICY, RunDir.ENCODER)
+    src.check(RunDir.CONFIG, RunDir.POLICY)
+    info = src.method()  # checked here, where a bad method.json is the user's file, not the copy's
+    method_files = src.method_files()
+    if info is None:  # a run written before methods existed: its encoder gives the clip latents
+        src.check(RunDir.ENCODER)
     clip_files = sorted(Path(motions).glob("*.npz"))
     if not clip_files:
         raise InputFileError(motions, "no clip files (*.npz): give the folder the run trained on")
+    names = list(MotionLib([str(f) for f in clip_files]).names)
+    if latents is not None:
+        if src.file(GIVEN_LATENTS) in method_files:
+            raise InputFileError(
+                src.path / RunDir.METHOD,
+                f"this {info['name']} run stores its own {GIVEN_LATENTS}, which the folder keeps and its card "
+                "commands: leave out --latents",
+                "clip_latents",
+            )
+        load_clip_latents(latents, names, skill_dim=src.env_config().skill_dim, run=src.path)
+    elif info is not None and info["latent_choice"] == "best_of_n":
+        raise InputFileError(
+            src.path / RunDir.METHOD,
+            f"this {info['name']} run picks each clip's latent as the best of N and stores none: give the ones rgsd "
+            "eval chose with --latents <report>/<run>/clip_latents.json (the folder keeps them for its card)",
+            "latent_choice",
+        )
     with staged_folder(out) as tmp:
         config = src.config()
         # the clips relative to the folder; played on native MuJoCo on the CPU whichever backend trained it (a
@@ -71,18 +102,23 @@ def build_pretrained(
         config["env"] = {**config.get("env", {}), "motions": CLIPS, "backend": "mujoco", "device": "cpu"}
         config["device"] = "cpu"
         (tmp / RunDir.CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
-        for name in (RunDir.POLICY, RunDir.ENCODER, RunDir.METHOD):
-            if src.file(name).is_file():
-                shutil.copyfile(src.file(name), tmp / name)
+        copies = [src.file(n) for n in (RunDir.POLICY, RunDir.ENCODER, RunDir.METHOD) if src.file(n).is_file()]
+        for f in dict.fromkeys(copies + method_files):
+            target = tmp / f.relative_to(src.path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, target)
+        given = None
+        if latents is not None:
+            given = tmp / GIVEN_LATENTS
+            shutil.copyfile(latents, given)
         (tmp / CLIPS).mkdir()
         for f in clip_files:
             shutil.copyfile(f, tmp / CLIPS / f.name)
         for notice in Path(motions).glob("LICENSE*"):
             shutil.copyfile(notice, tmp / CLIPS / notice.name)
-        names = list(MotionLib(str(tmp / CLIPS)).names)
         clips = {}
         for name in names:
-            played = play_rollout(tmp, name)
+            played = play_rollout(tmp, name, latents=given)
             clips[name] = {"error_cm": round(played.error_cm, 2), "fell": played.fell, "frames": len(played.qpos)}
         errors = [c["error_cm"] for c in clips.values()]
         meta = load_policy(tmp / RunDir.POLICY).meta
@@ -92,9 +128,10 @@ def build_pretrained(
             **{
                 k: int(meta[key]) for k, key in (("iterations", "iteration"), ("samples", "global_step")) if key in meta
             },
-            "method": (src.method() or {}).get("name", "rgsd"),
+            "method": (info or {}).get("name", "rgsd"),
+            **({} if given is None else {"clip_latents": GIVEN_LATENTS}),
             "measured": "mean Cartesian error over each whole clip: z = z_m, the policy's mean action, no early "
-            "termination (rgsd play)",
+            "termination (rgsd play" + ("" if given is None else f" --latents {GIVEN_LATENTS}") + ")",
             "mean_error_cm": round(sum(errors) / len(errors), 2),
             "clips": clips,
         }

@@ -1,4 +1,5 @@
-"""``python -m rgsd_agents.pretrained RUN --motions DIR [--out DIR]``: (re)build the shipped policy folder."""
+"""``python -m rgsd_agents.pretrained RUN --motions DIR [--out DIR] [--latents FILE]``: (re)build the shipped policy
+folder, or make such a folder from any run."""
 
 from __future__ import annotations
 
@@ -16,10 +17,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run", help="the trained run folder")
     p.add_argument("--motions", required=True, help="the clip folder the run trained on (copied beside the policy)")
     p.add_argument("--out", default=str(PRETRAINED_DIR), help="where to write it (default: the package's)")
+    p.add_argument(
+        "--latents",
+        metavar="FILE",
+        help="a clip_latents.json (rgsd eval's <report>/<run>/) whose latents the card's rollouts command, kept in the "
+        "folder; needed for a best-of-N run (ASE, DIAYN, METRA)",
+    )
     p.add_argument("--about", default="{}", help="JSON merged into the card: how it was trained, the commands")
     args = p.parse_args(argv)
     try:
-        card = build_pretrained(args.run, args.motions, args.out, json.loads(args.about))
+        card = build_pretrained(args.run, args.motions, args.out, json.loads(args.about), args.latents)
     except (InputFileError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -249,6 +249,19 @@ class RunDir:
             raise InputFileError(path, f"latent_choice {choice!r} needs {key!r}: a file of the run folder", key)
         return data
 
+    METHOD_FILE_KEYS = ("encoder", "clip_latents", "tracking_latents")
+    """The keys of ``method.json`` whose values are files of the run folder."""
+
+    def method_files(self) -> list[Path]:
+        """The run-folder files ``method.json`` names (its encoder, clip latents, tracking latents), checked to
+        exist; none for runs without ``method.json``."""
+        info = self.method() or {}
+        named = {k: str(info[k]) for k in self.METHOD_FILE_KEYS if info.get(k)}
+        for key, name in named.items():
+            if not (self.path / name).is_file():
+                raise InputFileError(self.path / self.METHOD, f"names {name!r}, which is not a file of the run", key)
+        return [self.path / n for n in dict.fromkeys(named.values())]
+
     def clip_latents_path(self) -> Path | None:
         """The run's stored per-clip latents (``method.json``'s ``clip_latents`` file, also beside per-step
         ``tracking`` latents), or None."""
