@@ -291,3 +291,47 @@ def test_a_resumed_run_s_report_gives_the_run_s_iterations_and_evaluates_its_fin
     )
     assert "| | untrained (iteration 0) | trained (iteration 4) |" in report
     assert f"| success rate | {_rows(run)[0]['eval/success_rate']:.2f} |" in report  # the untrained run's, kept
+
+
+def test_a_run_whose_low_level_moved_resumes_with_low_level_only_over_the_same_policy(tmp_path, capsys):
+    import shutil
+
+    import yaml
+
+    from rgsd_envs.utils.files import file_sha256
+    from rgsd_eval.testing import make_fake_run
+
+    run = tmp_path / "r"
+    first = DownstreamRunner(_tiny_config(tmp_path, 1, eval_every=10, checkpoint_every=10), run, progress=False)
+    try:
+        first.learn()
+    finally:
+        first.close()
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["low_level_sha256"] == file_sha256(tmp_path / "low" / "policy.pt")
+    moved = tmp_path / "elsewhere" / "low"
+    moved.parent.mkdir()
+    shutil.move(tmp_path / "low", moved)
+    sets = ["--set", "iterations=2", "--no-progress"]
+    assert rgsd(["downstream", "--resume", str(run), *sets]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err == (
+        f"error: {run / 'config.yaml'}: field 'low_level': low-level run folder not found: {tmp_path / 'low'}; if it "
+        f"moved, continue with: rgsd downstream --resume {run} --low-level NEW_FOLDER\n"
+    )
+    other = make_fake_run(tmp_path / "other", seed=1)  # another policy: not the one the run trained over
+    assert rgsd(["downstream", "--resume", str(run), "--low-level", str(other), *sets]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        f"error: {other / 'policy.pt'}: not the low-level policy this downstream run trained over"
+    ), err
+    assert rgsd(["downstream", "--resume", str(run), "--low-level", str(moved), *sets]) == 0
+    capsys.readouterr()
+    assert yaml.safe_load((run / "config.yaml").read_text())["low_level"] == str(moved.resolve())
+    assert load_policy(run / "policy.pt").meta["iteration"] == 2
+    # a run that records no sha256 cannot show the moved folder is its own: it is started again instead
+    (run / "config.yaml").write_text(yaml.safe_dump({**saved, "low_level_sha256": None}))
+    assert rgsd(["downstream", "--resume", str(run), "--low-level", str(other), *sets]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "records no sha256 of its low-level policy.pt" in err
+    assert f"rgsd downstream --config {run / 'config.yaml'} --low-level {other} --out NEW_RUN" in err

@@ -23,7 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "rate, style FID, top views).",
     )
     p.add_argument(
-        "--low-level", help="run folder of the frozen low-level policy (rgsd train / rgsd demo; default: the config's)"
+        "--low-level",
+        help="run folder of the frozen low-level policy (rgsd train / rgsd demo; default: the config's); with "
+        "--resume: where the run's low-level run folder moved (its policy.pt must be the one the run trained over)",
     )
     p.add_argument("--style", choices=STYLES, help="style command (default: the config's, freestyle)")
     p.add_argument("--config", default="default", help="a YAML file or a downstream preset name (default: default)")
@@ -61,9 +63,11 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
 
     overrides = run_overrides(args)
     if args.resume:
-        if args.low_level or args.style or args.out:
-            print("error: --resume continues a run with its saved config; leave out --low-level, --style and --out")
+        if args.style or args.out:
+            print("error: --resume continues a run with its saved config; leave out --style and --out")
             return 2
+        if args.low_level:  # the low-level run folder moved: checked to hold the policy the run trained over
+            overrides["low_level"] = args.low_level
         RunDir(args.resume).check_kind(RunDir.DOWNSTREAM_RUN, "rgsd downstream --resume")
         stack.enter_context(folder_lock(args.resume, "rgsd downstream", create=False))
         runner = DownstreamRunner.resume(args.resume, overrides, progress=not args.no_progress)

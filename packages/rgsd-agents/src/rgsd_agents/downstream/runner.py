@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig, check_max_minutes
+from rgsd_agents.downstream.low_level import check_resumed_low_level, low_level_sha256
 from rgsd_agents.downstream.report import EVALUATIONS, NEUTRAL_START
 from rgsd_agents.rl.loop import TrainingLoop, load_generator_state
 from rgsd_agents.rl.networks import ActorCritic
@@ -109,6 +110,9 @@ class DownstreamConfig:
 
     low_level: str = ""
     """The frozen low-level policy: an rgsd run folder (policy.pt, encoder.pt, config.yaml)."""
+    low_level_sha256: str | None = None
+    """The sha256 of the low-level run's policy.pt, written when the run starts: a resumed run checks its low-level
+    policy against it, and takes the folder where it moved (``--resume RUN --low-level NEW``) when it matches."""
     seed: int = 0
     """Seeds the high-level networks, the action noise, the minibatches, the worlds (starts and goals) and the
     evaluation episodes."""
@@ -274,7 +278,8 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
     """PPO on the goal-reaching task over a frozen low-level policy (see the module docstring)."""
 
     CONFIG_CLASS = DownstreamConfig
-    RESUME_OVERRIDABLE = TrainingLoop.RESUME_OVERRIDABLE + ("eval_every",)
+    RESUME_OVERRIDABLE = TrainingLoop.RESUME_OVERRIDABLE + ("eval_every", RunDir.LOW_LEVEL_KEY)
+    """``low_level`` may change to the folder the low-level run moved to (``check_resumed_low_level``)."""
     RESUME_REQUIRES = (RunDir.CONFIG,)
 
     CHECKPOINT_FORMAT = "rgsd-downstream-checkpoint"
@@ -294,6 +299,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         output_folder(self.run.path)
         if not _resume:
             cfg.low_level = str(low.path.resolve())
+            cfg.low_level_sha256 = low_level_sha256(low)
             save_yaml(cfg, self.run.config_path)
         self.env = GoalReachingTorchEnv(cfg.num_envs, cfg.low_level, task_config(cfg, self.device))
         with torch.random.fork_rng(devices=[]):
@@ -314,6 +320,20 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         self.last_eval: dict[str, float] = {}
         self.last_eval_iteration: int | None = None
         """The iteration ``last_eval`` evaluated (None: no evaluation in this session yet)."""
+
+    @classmethod
+    def resume(
+        cls, run_dir: str | Path, overrides: dict[str, Any] | None = None, progress: bool = True, **kwargs: Any
+    ) -> Any:
+        """``TrainingLoop.resume`` with the low-level run checked first (``check_resumed_low_level``): where it is
+        now, given as the ``low_level`` override, must hold the policy the run trained over."""
+        run, overrides = RunDir(run_dir), dict(overrides or {})
+        if run.config_path.is_file() and run.has_checkpoint():  # else the loop says what is missing
+            given = overrides.get(RunDir.LOW_LEVEL_KEY)
+            if given is not None:
+                overrides[RunDir.LOW_LEVEL_KEY] = str(check_low_level(given).path.resolve())
+            check_resumed_low_level(run, run.config(), given)
+        return super().resume(run_dir, overrides, progress, **kwargs)
 
     def iterate(self) -> dict[str, float]:
         """One rollout and a PPO update; returns this iteration's metrics."""

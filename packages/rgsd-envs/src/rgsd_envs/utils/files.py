@@ -11,6 +11,7 @@ import collections
 import contextlib
 import fnmatch
 import glob
+import hashlib
 import os
 import pickle
 import re
@@ -56,6 +57,15 @@ def file_on_path(path: str | os.PathLike) -> Path | None:
     """The first of ``path`` and its parents that exists and is not a folder (None: a folder can be made there)."""
     path = Path(path)
     return next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The hex sha256 of a file's bytes (read in 1 MiB blocks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def output_folder(path: str | os.PathLike) -> bool:

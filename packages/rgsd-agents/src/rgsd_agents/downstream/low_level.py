@@ -1,0 +1,58 @@
+"""Which low-level policy a downstream run drives: the sha256 of its ``policy.pt``, recorded when the run starts
+(``DownstreamConfig.low_level_sha256``), lets a resumed run take the low-level run folder where it is now
+(``--low-level NEW``) once its policy is shown to be byte for byte the one the run trained over."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.utils.files import InputFileError, file_sha256
+
+SHA_KEY = "low_level_sha256"
+"""The downstream config's key of the low-level policy's sha256."""
+
+
+def low_level_sha256(low: RunDir) -> str:
+    """The sha256 of a low-level run's ``policy.pt``."""
+    return file_sha256(low.policy_path)
+
+
+def check_resumed_low_level(run: RunDir, saved: dict[str, Any], given: str | None) -> None:
+    """One line unless the low-level run a resumed downstream ``run`` names (``given``: ``--low-level``, else its
+    saved config's ``low_level``) is there and holds the policy the run recorded; a folder that moved is accepted
+    only when its ``policy.pt`` has the recorded sha256."""
+    old = str(saved.get(RunDir.LOW_LEVEL_KEY, ""))
+    recorded = saved.get(SHA_KEY)
+    where = shlex.quote(str(run.path))
+    if given is None:
+        low = RunDir(old)
+        if not low.path.is_dir():
+            raise InputFileError(
+                run.config_path,
+                f"low-level run folder not found: {old}; if it moved, continue with: rgsd downstream --resume "
+                f"{where} --low-level NEW_FOLDER",
+                RunDir.LOW_LEVEL_KEY,
+            )
+    else:
+        low = RunDir(given)
+        if low.path.resolve() != Path(old).resolve() and recorded is None:
+            restart = f"rgsd downstream --config {shlex.quote(str(run.config_path))} --low-level {shlex.quote(given)}"
+            raise InputFileError(
+                run.config_path,
+                f"records no sha256 of its low-level policy.pt ({SHA_KEY}), so {given} cannot be shown to hold the "
+                f"policy it trained over; start it again over that folder: {restart} --out NEW_RUN",
+                SHA_KEY,
+            )
+    if recorded is None or not low.policy_path.is_file():  # a missing policy.pt: check_low_level says so
+        return
+    found = low_level_sha256(low)
+    if found != recorded:
+        raise InputFileError(
+            low.policy_path,
+            f"not the low-level policy this downstream run trained over (sha256 {found[:12]}..., {run.config_path} "
+            f"records {recorded[:12]}...); resume over the run folder that holds that policy.pt, or train a new "
+            "downstream run over this one",
+        )
