@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu", help="warp's device: cpu (the CPU warp device) or cuda")
     p.add_argument("--run", default=None, help="a run folder (default: the shipped pretrained policy)")
+    p.add_argument("--motions", default=None, help="the run's clips where they are now (default: its config's)")
     p.add_argument("--clips", default=None, help="comma-separated clip names (default: all of the run's clips)")
     p.add_argument("--max-frames", type=int, default=None, help="stop each rollout after this many frames")
     p.add_argument("--json", default=None, help="write the report here")
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             report = backend_parity(
                 args.run or pretrained_run(),
                 device=args.device,
+                motions=args.motions,
                 clips=args.clips.split(",") if args.clips else None,
                 max_frames=args.max_frames,
             )
