@@ -740,7 +740,7 @@ def _eval_rollouts() -> list[str]:
     same = "identical rollouts" if r["identical_results"] else "rollouts that differ"
 
     def each(key: str) -> str:
-        return "/".join(f"{w[key]:g}" for w in work)
+        return "/".join(f"{w[key]:.1f}" if key != "worlds" else str(w[key]) for w in work)
 
     return [
         "`python benchmarks/eval_rollouts.py`: `rgsd eval`'s rollouts stepping only the running jobs' worlds, against "

@@ -29,11 +29,12 @@ def batches(lengths: np.ndarray, size: int) -> list[np.ndarray]:
     return [order[i : i + size] for i in range(0, len(order), size)]
 
 
-BATCH_STEP_WORK = 5.0
+BATCH_STEP_WORK = 11.0
 """A batch step's fixed work (the env's observations and host read, the policy, the recording), in world steps' time,
-besides ``WORLD_WORK`` per world of the batch: fitted to ``benchmarks/eval_rollouts.py``'s step costs with one
-rollout running in 16, 128 and 512 worlds (docs/results/throughput_2core/eval_rollouts.json)."""
-WORLD_WORK = 0.05
+besides ``WORLD_WORK`` per world of the batch: a line fitted to ``benchmarks/eval_rollouts.py``'s step costs with one
+rollout running in 16, 128 and 512 worlds on 2 idle cores (8-10, 26-28 and 51-58 world steps over three runs; the
+last is docs/results/throughput_2core/eval_rollouts.json)."""
+WORLD_WORK = 0.08
 """A batch step's work per world of the batch, running or not (observations are made for every world)."""
 
 
