@@ -270,7 +270,14 @@ def test_ctrl_c_during_rgsd_pretrain_exits_130_and_leaves_the_earlier_pretrainin
     assert first.returncode == 0, first.stderr
     before = _folder(out)
     slow = [*command, "--steps", "100000", "--hidden", "64", "64", "--kappa", "5", "--target-alignment", "-1"]
-    child = subprocess.Popen([*slow, "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ)
+    # a test worker may run with SIGINT ignored (pytest-xdist's do), which a child would inherit: Ctrl-C's default
+    child = subprocess.Popen(
+        [*slow, "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=os.environ,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 120
     started = lambda: {str(p.relative_to(out)) for p in out.rglob("events.out.tfevents.*")} - before.keys()  # noqa: E731
     while not started() and time.monotonic() < deadline:
