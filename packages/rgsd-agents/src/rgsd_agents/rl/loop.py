@@ -331,7 +331,7 @@ class TrainingLoop:
         main = self.is_main
         if main and self.iteration == 0:  # a fresh start: an earlier attempt's curves are not this run's
             remove_event_files(self.run.tensorboard_dir)
-        writer = SummaryWriter(str(self.run.tensorboard_dir), purge_step=self.global_step or None) if main else None
+        writer = SummaryWriter(str(self.run.tensorboard_dir), purge_step=self.purge_step()) if main else None
         budget = math.inf if cfg.max_minutes is None else 60.0 * cfg.max_minutes
         bar = ProgressBar(
             self.PROGRESS_DESC,
@@ -374,6 +374,12 @@ class TrainingLoop:
                 writer.close()
             self.on_finish()
         return self.history
+
+    def purge_step(self) -> int | None:
+        """The first TensorBoard step a resumed session writes over (None: a fresh run). Every point is logged at the
+        sample count after its iteration (0: before the first), so the checkpoint's own iteration, at
+        ``global_step``, is kept and whatever an earlier session logged after it, then lost with it, is dropped."""
+        return self.global_step + 1 if self.global_step else None
 
     # -- checkpoints ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
