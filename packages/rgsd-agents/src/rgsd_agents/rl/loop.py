@@ -232,6 +232,18 @@ class TrainingLoop:
         command = self.continue_command or f"{self.COMMAND} --resume {shlex.quote(str(self.run.path))}"
         return f"checkpoint {latest}; continue with: {command}"
 
+    def start_session(self, writer: Any) -> None:
+        """``on_start``; a stop signal during it (before the loop defers them) ends the command with one line saying
+        that nothing was trained in this session and how to start or continue the run."""
+        try:
+            self.on_start(writer)
+        except KeyboardInterrupt as err:
+            what = "the run's set-up" if self.iteration == 0 else "this session's set-up"
+            raise KeyboardInterrupt(
+                f"{str(err) or 'interrupted'} during {what}, before its first iteration: nothing was trained; "
+                f"{self.resume_hint()}"
+            ) from None
+
     def stop_message(self) -> str:
         """One line for a session ``stopped_by`` a signal: after which iteration, the checkpoint, how to resume."""
         return f"stopped by {signal_name(self.stopped_by)} after iteration {self.iteration}: {self.resume_hint()}"
@@ -344,7 +356,7 @@ class TrainingLoop:
         )
         saved_at = self.iteration
         try:
-            self.on_start(writer)
+            self.start_session(writer)
             with deferred_interrupt(self.resume_hint) as interrupted:
                 while not self.agree(main and self.budget_reached() is not None):
                     metrics = self.iterate()
