@@ -27,7 +27,7 @@ def test_time_budget_makes_the_bar_a_clock_not_an_iteration_count():
     frac, text = bar.status()
     bar.close()
     assert abs(frac - 322 / 900) < 1e-9
-    assert text.startswith("05:22/15:00, 09:38 left")
+    assert text.startswith("05:22/15:00 used, 09:38 left")
     assert "272 it, 0.84 it/s" in text
     line = bar.render()
     assert " 36%|" in line and "05:22/15:00" in line and "sps=1234" in line
@@ -58,7 +58,53 @@ def test_a_resumed_run_takes_its_rate_from_this_session():
     bar.update(110, 520.0)  # 10 it in 20 s this session
     _, text = bar.status()
     bar.close()
-    assert text.startswith("08:40/10:00, 01:20 left | 110 it, 0.50 it/s")
+    assert text.startswith("08:40/10:00 used, 01:20 left | 110 it, 0.50 it/s")
+
+
+def _wall_clock_at(monkeypatch, seconds: list[float]) -> None:
+    """The bars' wall clock reads ``seconds[0]`` (a test moves it on)."""
+    monkeypatch.setattr(progress, "wall_clock", lambda: seconds[0])
+
+
+def test_the_time_left_is_wall_time_when_more_than_the_counted_time_passes(monkeypatch):
+    """A trainer counting 1 s per iteration that spends another second between iterations (probes, checkpoints):
+    half of its 60 s budget used after 31 iterations and 62 s, so about 60 s of wall time are left, not 29."""
+    now = [0.0]
+    _wall_clock_at(monkeypatch, now)
+    bar = ProgressBar("train", 100000, 60.0, file=io.StringIO())
+    for i in range(1, 32):
+        now[0] = 2.0 * i
+        bar.update(i, float(i))
+    frac, text = bar.status()
+    bar.close()
+    assert bar.counted_share() == 0.5  # 30 counted seconds in the 60 s since the first update
+    assert abs(frac - 31 / 60) < 1e-9
+    assert text == "00:31/01:00 used, 00:58 left | 31 it, 0.50 it/s"
+
+
+def test_the_iteration_eta_is_wall_time_too(monkeypatch):
+    now = [0.0]
+    _wall_clock_at(monkeypatch, now)
+    bar = ProgressBar("train", 100, None, file=io.StringIO())
+    for i in range(1, 41):
+        now[0] = 4.0 * i  # 2 s counted, 2 s more between iterations
+        bar.update(i, 2.0 * i)
+    _, text = bar.status()
+    bar.close()
+    assert text == "40/100 it, 01:20 elapsed, 04:00 left, 0.25 it/s"
+
+
+def test_before_a_rate_the_bar_gives_no_time_left():
+    """A run resumed at 58 of 80 iterations with 22 s of a 2.5 h budget used: its first line cannot tell which limit
+    ends it, so it gives no time left (not the budget's 2:29:38)."""
+    log = io.StringIO()
+    bar = ProgressBar("train", 80, 9000.0, initial=58, elapsed=22.0, file=log)
+    first = log.getvalue().splitlines()[0]
+    assert first.endswith("| 00:22/2:30:00 used | 58 it, -- it/s") and "left" not in first
+    bar.update(59, 23.0)
+    _, text = bar.status()
+    bar.close()
+    assert text == "59/80 it, 00:23 elapsed, 00:21 left, 1.00 it/s"
 
 
 class _Terminal(io.StringIO):
@@ -139,8 +185,34 @@ def test_training_loop_bar_follows_the_time_budget(tmp_path):
     out = trainer.progress_file.getvalue()
     last = out.replace("\n", "\r").split("\r")[-2]
     assert len(history) == 6
-    assert "100%|" in last and "01:00/01:00, 00:00 left | 6 it, 0.10 it/s | sps=100" in last
+    assert "100%|" in last and "01:00/01:00 used, 00:00 left | 6 it, 0.10 it/s | sps=100" in last
     assert "100000" not in out
+
+
+class _ProbingTrainer(_FakeTrainer):
+    """Ten counted seconds per iteration and ten more of wall time after each (a probe, say)."""
+
+    def __init__(self, run_dir: Any, cfg: _LoopCfg, now: list[float]):
+        super().__init__(run_dir, cfg)
+        self.now = now
+
+    def iterate(self) -> dict[str, float]:
+        self.now[0] += 10.0
+        return super().iterate()
+
+    def on_iteration(self, metrics: dict[str, float]) -> None:
+        self.now[0] += 10.0
+
+
+def test_training_loop_lines_give_the_wall_time_left(tmp_path, monkeypatch):
+    now = [0.0]
+    _wall_clock_at(monkeypatch, now)
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 0.0)
+    trainer = _ProbingTrainer(tmp_path / "run", _LoopCfg(), now)
+    trainer.learn()
+    lines = trainer.progress_file.getvalue().splitlines()
+    # after 3 iterations: 30 s of the 60 s budget counted in 60 s of wall time since the first; the rest takes 60 s
+    assert any("00:30/01:00 used, 01:00 left | 3 it, 0.05 it/s" in line for line in lines), lines
 
 
 def test_pretraining_bar_follows_its_seconds_budget(tmp_path):
@@ -152,7 +224,7 @@ def test_pretraining_bar_follows_its_seconds_budget(tmp_path):
     result = pretrain(cfg, tmp_path / "enc", progress=True, progress_file=buf)
     last = buf.getvalue().replace("\n", "\r").split("\r")[-2]
     assert result.steps < 100000
-    assert "00:01/00:01, 00:00 left" in last and f"| {result.steps} step," in last and "align=" in last
+    assert "00:01/00:01 used, 00:00 left" in last and f"| {result.steps} step," in last and "align=" in last
     assert "100000" not in buf.getvalue()
 
 

@@ -195,3 +195,41 @@ def test_a_stop_during_the_pretraining_of_rgsd_train_says_there_is_nothing_to_re
     assert "the run never reached its first checkpoint; start it again with: rgsd train --config" in (
         capsys.readouterr().err
     )
+
+
+def _stop_during_set_up(monkeypatch) -> None:
+    """Every Runner gets a SIGTERM during ``on_start`` (its initial probe and reward report), before the loop."""
+    import signal
+
+    monkeypatch.setattr(Runner, "on_start", lambda self, writer: signal.raise_signal(signal.SIGTERM))
+
+
+def test_a_stop_during_the_set_up_of_a_run_says_nothing_was_trained_and_how_to_start_it_again(
+    tmp_path, monkeypatch, capsys
+):
+    run = _never_checkpointed(tmp_path, "run", encoder=True)
+    _stop_during_set_up(monkeypatch)
+    assert rgsd(["train", "--config", str(run / "config.yaml"), "--out", str(run), "--no-progress"]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "interrupted during the run's set-up, before its first iteration: nothing was trained; "
+        f"{RunDir(run).not_started()}"
+    )
+    assert (
+        RunDir(run)
+        .not_started()
+        .endswith(f"start it again with: rgsd train --config {run / 'config.yaml'} --out {run}")
+    )
+    assert not (run / "checkpoints").exists()
+
+
+def test_a_stop_during_the_set_up_of_a_resumed_session_gives_the_command_that_continues_it(
+    run_with_three_checkpoints, monkeypatch, capsys
+):
+    run = run_with_three_checkpoints
+    _stop_during_set_up(monkeypatch)
+    assert rgsd(["train", "--resume", str(run), "--set", "iterations=5", "--no-progress"]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "interrupted during this session's set-up, before its first iteration: nothing was trained; checkpoint "
+        f"{run / 'checkpoints' / 'latest.pt'}; continue with: rgsd train --resume {run}"
+    )
+    assert torch.load(run / "checkpoints" / "latest.pt", weights_only=True)["iteration"] == 3

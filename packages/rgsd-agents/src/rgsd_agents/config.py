@@ -125,7 +125,9 @@ class TrainConfig:
     iterations: int = 20000
     """Rollout-and-update iterations."""
     max_minutes: float | None = None
-    """Stop after this much wall time of the training loop (minutes, > 0; None: run all iterations)."""
+    """Stop once the training iterations have taken this long, summed over resumed sessions (minutes, > 0; None: run
+    all iterations). It counts the iterations' own time only: probes, checkpoints and the start report come on top,
+    so the command takes longer; the progress bar's time left is wall-clock time."""
     checkpoint_every: int = 100
     """Iterations between checkpoints (also written at the end and when Ctrl-C, SIGTERM or SIGHUP stops the run)."""
     keep_checkpoints: int = 5

@@ -5,7 +5,7 @@ returning its metrics), ``state_dict``/``load_state_dict`` (everything the next
 iteration depends on) and ``export`` (the deployable files). The loop adds the
 progress bar (its total and ETA follow the time budget: ``rgsd_envs.utils.progress``),
 TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C, SIGTERM
-or SIGHUP (the first finishes the iteration and saves, a second aborts: ``deferred_interrupt``), the wall-clock budget and
+or SIGHUP (the first finishes the iteration and saves, a second aborts: ``deferred_interrupt``), the time budget (``max_minutes`` of iteration time) and
 exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, the newest readable
 ``iter_*.pt``; the checkpoint's clips must be the ones ``env.motions`` loads now: ``clip_set``, and the
 temporaries of a checkpoint write killed outright are removed). Checkpoints hold tensors and plain values only and load with ``weights_only=True``
@@ -14,7 +14,7 @@ as a curriculum step (``add_curriculum_step``), and ``record_config_changes`` ke
 ``config_changes.yaml`` (what changed mid-run, with the iteration and sample count).
 
 In a data-parallel run (``self.dp``, see ``rgsd_agents.rl.distributed``) every rank
-runs the loop in step: the decisions to stop (iterations, the wall-clock budget
+runs the loop in step: the decisions to stop (iterations, the time budget
 of rank 0, a stop signal on any rank) are taken together, every rank contributes its
 state to a checkpoint, and rank 0 alone writes files and TensorBoard.
 """
@@ -232,6 +232,18 @@ class TrainingLoop:
         command = self.continue_command or f"{self.COMMAND} --resume {shlex.quote(str(self.run.path))}"
         return f"checkpoint {latest}; continue with: {command}"
 
+    def start_session(self, writer: Any) -> None:
+        """``on_start``; a stop signal during it (before the loop defers them) ends the command with one line saying
+        that nothing was trained in this session and how to start or continue the run."""
+        try:
+            self.on_start(writer)
+        except KeyboardInterrupt as err:
+            what = "the run's set-up" if self.iteration == 0 else "this session's set-up"
+            raise KeyboardInterrupt(
+                f"{str(err) or 'interrupted'} during {what}, before its first iteration: nothing was trained; "
+                f"{self.resume_hint()}"
+            ) from None
+
     def stop_message(self) -> str:
         """One line for a session ``stopped_by`` a signal: after which iteration, the checkpoint, how to resume."""
         return f"stopped by {signal_name(self.stopped_by)} after iteration {self.iteration}: {self.resume_hint()}"
@@ -331,7 +343,7 @@ class TrainingLoop:
         main = self.is_main
         if main and self.iteration == 0:  # a fresh start: an earlier attempt's curves are not this run's
             remove_event_files(self.run.tensorboard_dir)
-        writer = SummaryWriter(str(self.run.tensorboard_dir), purge_step=self.global_step or None) if main else None
+        writer = SummaryWriter(str(self.run.tensorboard_dir), purge_step=self.purge_step()) if main else None
         budget = math.inf if cfg.max_minutes is None else 60.0 * cfg.max_minutes
         bar = ProgressBar(
             self.PROGRESS_DESC,
@@ -344,7 +356,7 @@ class TrainingLoop:
         )
         saved_at = self.iteration
         try:
-            self.on_start(writer)
+            self.start_session(writer)
             with deferred_interrupt(self.resume_hint) as interrupted:
                 while not self.agree(main and self.budget_reached() is not None):
                     metrics = self.iterate()
@@ -374,6 +386,12 @@ class TrainingLoop:
                 writer.close()
             self.on_finish()
         return self.history
+
+    def purge_step(self) -> int | None:
+        """The first TensorBoard step a resumed session writes over (None: a fresh run). Every point is logged at the
+        sample count after its iteration (0: before the first), so the checkpoint's own iteration, at
+        ``global_step``, is kept and whatever an earlier session logged after it, then lost with it, is dropped."""
+        return self.global_step + 1 if self.global_step else None
 
     # -- checkpoints ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -27,7 +27,8 @@ class TrainingBudget:
 
     iterations: int
     max_minutes: float | None
-    """Wall-time limit (None: the iterations end the run); with one, the counts below are upper bounds."""
+    """Limit on the iterations' own time (``TrainConfig.max_minutes``; None: the iterations end the run); with one,
+    the counts below are upper bounds."""
     worlds: int
     steps_per_iteration: int
     """Steps of every world per iteration (PPO: ``horizon``; off-policy: ``loop.steps_per_iteration``)."""

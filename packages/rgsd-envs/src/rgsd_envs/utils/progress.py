@@ -6,11 +6,18 @@ tqdm's own counter only knows the iterations, so a 15-minute demo with
 bar follows whichever limit ends the run first, estimated from this session's
 rate:
 
-- time budget first: the bar is a clock, ``05:22/15:00, 09:38 left | 272 it, 0.84 it/s``;
-- iterations first (or no time budget): ``40/100 it, 05:22 elapsed, 08:03 left``.
+- time budget first: the bar is a clock, ``05:22/15:00 used, 09:38 left | 272 it, 0.84 it/s``;
+- iterations first (or no time budget): ``40/100 it, 05:22 elapsed, 08:03 left``;
+- both limits, before this session's first iteration gives a rate: the clock without a time left
+  (``00:22/2:30:00 used | 58 it, -- it/s``), as which limit comes first is not known yet.
 
 Elapsed time is the trainer's own (it may include earlier sessions of a
-resumed run and is what the budget is checked against), passed to ``update``.
+resumed run and is what the budget is checked against), passed to ``update``;
+a training loop counts its iterations' time only, so its probes, checkpoints
+and start report come on top. The time left and the rate are wall-clock time:
+the trainer's time left divided by the share of this session's wall time that
+its counted time took (measured from the first update on, so what runs between
+iterations is in it and a set-up before the first is not).
 
 On a terminal the bar is redrawn in place; on anything else (the log file of a
 ``nohup`` run, a pipe) it is written as a whole line at most every
@@ -39,6 +46,11 @@ MIN_INTERVAL = 0.2
 LOG_INTERVAL = 60.0
 """Seconds between lines when the bar's stream is not a terminal."""
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {status}"
+
+
+def wall_clock() -> float:
+    """Seconds of a monotonic wall clock (a function of its own, so that tests can set the time)."""
+    return time.monotonic()
 
 
 def clock(seconds: float) -> str:
@@ -151,6 +163,10 @@ class ProgressBar:
         self._start = (initial, elapsed)
         """Iterations and seconds when this session began (its rate excludes earlier sessions)."""
         self.done, self.elapsed = initial, elapsed
+        self._first: tuple[float, float] | None = None
+        """Wall clock and elapsed time at this session's first update (the counted share of wall time from there)."""
+        self._wall = 0.0
+        """Wall-clock seconds since the first update."""
         self.text = ""
         self._bar = StatusBar(desc, disable=disable, file=file, min_interval=MIN_INTERVAL)
         self._show("", force=True)
@@ -160,28 +176,45 @@ class ProgressBar:
         n, s = self.done - self._start[0], self.elapsed - self._start[1]
         return n / s if n > 0 and s > 0 else None
 
+    def counted_share(self) -> float:
+        """The share of wall time since the first update that ``elapsed`` counted (1 until measured): the time left
+        in wall-clock seconds is the counted time left over it."""
+        if self._first is None or self._wall <= 0:
+            return 1.0
+        counted = self.elapsed - self._first[1]
+        return min(counted / self._wall, 1.0) if counted > 0 else 1.0
+
     def status(self) -> tuple[float, str]:
-        """The fraction done and the status text, following the limit that ends the run first."""
+        """The fraction done and the status text, following the limit that ends the run first (the time budget,
+        without a time left, while no rate says which)."""
         rate = self.rate()
-        iter_left = (self.iterations - self.done) / rate if rate else math.inf
-        time_left = math.inf if self.max_seconds is None else max(self.max_seconds - self.elapsed, 0.0)
-        speed = f"{rate:.2f} {self.unit}/s" if rate else f"-- {self.unit}/s"
-        if self.max_seconds is not None and time_left <= iter_left:
-            frac = self.elapsed / self.max_seconds
-            text = (
-                f"{clock(self.elapsed)}/{clock(self.max_seconds)}, {clock(time_left)} left"
-                f"{SEPARATOR}{self.done} {self.unit}, {speed}"
-            )
-        else:
-            frac = self.done / self.iterations if self.iterations > 0 else 1.0
-            text = (
+        share = self.counted_share()
+        iter_frac = self.done / self.iterations if self.iterations > 0 else 1.0
+        iter_left = 0.0 if self.done >= self.iterations else (self.iterations - self.done) / rate if rate else math.inf
+        speed = f"{rate * share:.2f} {self.unit}/s" if rate else f"-- {self.unit}/s"
+        if self.max_seconds is None:
+            return min(iter_frac, 1.0), (
                 f"{self.done}/{self.iterations} {self.unit}, {clock(self.elapsed)} elapsed, "
-                f"{clock(iter_left)} left, {speed}"
+                f"{clock(iter_left / share)} left, {speed}"
             )
-        return min(max(frac, 0.0), 1.0), text
+        used = f"{clock(self.elapsed)}/{clock(self.max_seconds)} used"
+        time_frac = min(max(self.elapsed / self.max_seconds, 0.0), 1.0)
+        time_left = max(self.max_seconds - self.elapsed, 0.0)
+        if not rate and self.done < self.iterations and time_left > 0:  # no rate yet: either limit may end the run
+            return time_frac, f"{used}{SEPARATOR}{self.done} {self.unit}, {speed}"
+        if time_left <= iter_left:
+            return time_frac, f"{used}, {clock(time_left / share)} left{SEPARATOR}{self.done} {self.unit}, {speed}"
+        return min(iter_frac, 1.0), (
+            f"{self.done}/{self.iterations} {self.unit}, {clock(self.elapsed)} elapsed, "
+            f"{clock(iter_left / share)} left, {speed}"
+        )
 
     def update(self, done: int, elapsed: float, postfix: str = "") -> None:
         """Show ``done`` iterations after ``elapsed`` seconds, with the trainer's ``postfix`` (metrics)."""
+        now = wall_clock()
+        if self._first is None:
+            self._first = (now, elapsed)
+        self._wall = now - self._first[0]
         self.done, self.elapsed = done, elapsed
         self._show(postfix)
 
