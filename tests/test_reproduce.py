@@ -619,6 +619,50 @@ def test_a_failing_command_s_error_line_becomes_the_step_s_error(tmp_path):
     assert log.read_text().startswith("$ ") and "rgsd_agents.cli train --config nope.yaml" in log.read_text()
 
 
+FAKE_STEP = """
+import os, signal, sys, time
+from pathlib import Path
+mode, marker = sys.argv[1], Path(sys.argv[2])
+if mode == "sleep":  # a step in its set-up, or one that handles no signal itself
+    marker.write_text(str(os.getpid()))
+    time.sleep(60)
+else:  # a step whose work is done as the stop comes: it exits 0 whatever it is sent now
+    while not marker.is_file():
+        time.sleep(0.01)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.kill(os.getppid(), signal.SIGTERM)
+"""
+
+
+def test_a_stop_ends_steps_started_with_sigint_ignored_and_keeps_a_step_that_succeeded_as_done(tmp_path, monkeypatch):
+    """A background job (`rgsd reproduce ... &` from a script) starts with SIGINT ignored, and so do its steps: the
+    stop still ends them within seconds, and a step that exited 0 as the stop came is done, not run again."""
+    from rgsd_agents.reproduce import steps as steps_module
+
+    monkeypatch.setattr(steps_module, "STOP_GRACE_S", 20.0)
+    script, marker = tmp_path / "fake_step.py", tmp_path / "sleeping.pid"
+    script.write_text(FAKE_STEP)
+    plan = Plan(tmp_path, "demo", ReproduceScale(), tmp_path / "scale.yaml", ["m"], [0])
+    for name, mode in (("slow", "sleep"), ("quick", "stop")):
+        plan.steps.append(Step(name, "eval", name, "-", 10.0, command=lambda done, mode=mode: [mode, str(marker)]))
+    runner = steps_module.SubprocessRunner([sys.executable, str(script)])
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell starts a background job
+    try:
+        t0 = time.monotonic()
+        outcome = run_plan(plan, StepsFile.load(tmp_path), runner, parallel=2, progress=False, tick=0.05)
+        elapsed = time.monotonic() - t0
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    sleeping = int(marker.read_text())
+    if _alive(sleeping):  # the failure below: no process left behind by the test either
+        os.kill(sleeping, signal.SIGKILL)
+        pytest.fail(f"the sleeping step outlived the command ({elapsed:.1f} s)")
+    assert outcome.interrupted and elapsed < 10.0
+    assert outcome.statuses == {"slow": INTERRUPTED, "quick": DONE}
+    saved = StepsFile.load(tmp_path).steps
+    assert saved["quick"].status == DONE and saved["slow"].status == INTERRUPTED and saved["slow"].seconds > 0
+
+
 def test_the_eta_follows_the_measured_time_of_finished_steps(tmp_path):
     plan = _plan(tmp_path)
     bar = PlanProgress(plan, ["A", "B", "C", "D", "report"], parallel=1, disable=True)
@@ -844,7 +888,7 @@ def test_sighup_during_a_step_stops_it_at_a_checkpoint_and_leaves_no_process_beh
     assert not left
     step = json.loads((out / "steps.json").read_text())["steps"]["train/ase/seed0"]
     assert step["status"] == "interrupted" and step["seconds"] > 0
-    assert "stopped by Ctrl-C after iteration" in (out / step["log"]).read_text()  # with its checkpoint
+    assert "stopped by SIGTERM after iteration" in (out / step["log"]).read_text()  # with its checkpoint
 
 
 # -- the report from an evaluation's numbers ----------------------------------------------------------------------
