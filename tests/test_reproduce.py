@@ -81,6 +81,45 @@ def test_the_plan_states_each_training_s_budget_in_its_own_loop_s_terms(tmp_path
     assert fb.budget.startswith("100000 it or 25 min, 16 worlds x 16 steps: at most 25.6 M transitions")
 
 
+def test_a_minutes_budget_longer_than_the_stated_time_is_the_step_s_time_plus_set_up(tmp_path):
+    """A training or downstream training that its minutes end takes at least them plus set-up, whatever the scale's
+    stated time (which is for the scale's own budget); one its iterations end keeps the stated time."""
+    from rgsd_agents.commands.reproduce import format_plan
+    from rgsd_agents.reproduce.plan import DOWNSTREAM, DOWNSTREAM_SETUP_MINUTES, TRAIN_SETUP_MINUTES, plan_seconds
+    from rgsd_envs.utils.config import set_overrides
+
+    def plan_of(name: str, sets: list[str], out: str) -> Plan:
+        scale, path = load_scale(name, set_overrides(ReproduceScale, sets))
+        return build_plan(scale, path, "demo", tmp_path / out, methods=["rgsd"], seeds=1)
+
+    def downstream_s(plan: Plan) -> set[float]:
+        """The stated seconds of the downstream steps, to the millisecond."""
+        return {round(s.estimate_s, 3) for s in plan.steps if s.kind == DOWNSTREAM}
+
+    cpu = plan_of("cpu", [], "cpu")  # its own budgets: 25 and 3 minutes, stated as 26 and 3.5
+    assert cpu.step("train/rgsd/seed0").estimate_s == pytest.approx(26 * 60.0)
+    assert downstream_s(cpu) == {3.5 * 60.0}
+    longer = plan_of("cpu", ["train.minutes=75", "downstream.minutes=10"], "longer")
+    assert longer.step("train/rgsd/seed0").estimate_s == pytest.approx((75 + TRAIN_SETUP_MINUTES) * 60.0)
+    assert downstream_s(longer) == {round((10 + DOWNSTREAM_SETUP_MINUTES) * 60.0, 3)}
+    three_styles = 3 * (10 + DOWNSTREAM_SETUP_MINUTES - 3.5) * 60.0
+    assert plan_seconds(longer, 1) - plan_seconds(cpu, 1) == pytest.approx(
+        (75 + TRAIN_SETUP_MINUTES - 26) * 60.0 + three_styles
+    )
+    line = format_plan(longer, StepsFile.load(tmp_path / "longer"), 1).splitlines()[-1]
+    assert "trainings with a minutes budget at least that plus set-up, their probes and checkpoints on top" in line
+    # smoke's trainings end at 3 iterations (7 s stated); 100000 iterations or half a minute take the half minute
+    timed = ["train.minutes=0.5", "train.iterations=100000", "downstream.minutes=0.3", "downstream.iterations=100000"]
+    smoke = plan_of("smoke", timed, "smoke")
+    assert smoke.step("train/rgsd/seed0").estimate_s == pytest.approx((0.5 + TRAIN_SETUP_MINUTES) * 60.0)
+    assert downstream_s(smoke) == {round((0.3 + DOWNSTREAM_SETUP_MINUTES) * 60.0, 3)}
+    for name in scale_names():  # every built-in scale's own budgets fit in its stated times, set-up included
+        scale, _ = load_scale(name)
+        plan = plan_of(name, [], name)
+        assert plan.step("train/rgsd/seed0").estimate_s == pytest.approx(60.0 * scale.train.estimate_minutes)
+        assert downstream_s(plan) <= {round(60.0 * scale.downstream.estimate_minutes, 3)}
+
+
 def test_each_pretraining_runs_on_the_plan_s_clips_with_its_seed(tmp_path, real_clip_dir):
     """The pretraining file holds the clips, seed and skill size of the training it serves, and a change of clips
     is a change of the step (not "done, skipped" on a folder run with other clips)."""
@@ -580,6 +619,50 @@ def test_a_failing_command_s_error_line_becomes_the_step_s_error(tmp_path):
     assert log.read_text().startswith("$ ") and "rgsd_agents.cli train --config nope.yaml" in log.read_text()
 
 
+FAKE_STEP = """
+import os, signal, sys, time
+from pathlib import Path
+mode, marker = sys.argv[1], Path(sys.argv[2])
+if mode == "sleep":  # a step in its set-up, or one that handles no signal itself
+    marker.write_text(str(os.getpid()))
+    time.sleep(60)
+else:  # a step whose work is done as the stop comes: it exits 0 whatever it is sent now
+    while not marker.is_file():
+        time.sleep(0.01)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.kill(os.getppid(), signal.SIGTERM)
+"""
+
+
+def test_a_stop_ends_steps_started_with_sigint_ignored_and_keeps_a_step_that_succeeded_as_done(tmp_path, monkeypatch):
+    """A background job (`rgsd reproduce ... &` from a script) starts with SIGINT ignored, and so do its steps: the
+    stop still ends them within seconds, and a step that exited 0 as the stop came is done, not run again."""
+    from rgsd_agents.reproduce import steps as steps_module
+
+    monkeypatch.setattr(steps_module, "STOP_GRACE_S", 20.0)
+    script, marker = tmp_path / "fake_step.py", tmp_path / "sleeping.pid"
+    script.write_text(FAKE_STEP)
+    plan = Plan(tmp_path, "demo", ReproduceScale(), tmp_path / "scale.yaml", ["m"], [0])
+    for name, mode in (("slow", "sleep"), ("quick", "stop")):
+        plan.steps.append(Step(name, "eval", name, "-", 10.0, command=lambda done, mode=mode: [mode, str(marker)]))
+    runner = steps_module.SubprocessRunner([sys.executable, str(script)])
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell starts a background job
+    try:
+        t0 = time.monotonic()
+        outcome = run_plan(plan, StepsFile.load(tmp_path), runner, parallel=2, progress=False, tick=0.05)
+        elapsed = time.monotonic() - t0
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    sleeping = int(marker.read_text())
+    if _alive(sleeping):  # the failure below: no process left behind by the test either
+        os.kill(sleeping, signal.SIGKILL)
+        pytest.fail(f"the sleeping step outlived the command ({elapsed:.1f} s)")
+    assert outcome.interrupted and elapsed < 10.0
+    assert outcome.statuses == {"slow": INTERRUPTED, "quick": DONE}
+    saved = StepsFile.load(tmp_path).steps
+    assert saved["quick"].status == DONE and saved["slow"].status == INTERRUPTED and saved["slow"].seconds > 0
+
+
 def test_the_eta_follows_the_measured_time_of_finished_steps(tmp_path):
     plan = _plan(tmp_path)
     bar = PlanProgress(plan, ["A", "B", "C", "D", "report"], parallel=1, disable=True)
@@ -805,7 +888,7 @@ def test_sighup_during_a_step_stops_it_at_a_checkpoint_and_leaves_no_process_beh
     assert not left
     step = json.loads((out / "steps.json").read_text())["steps"]["train/ase/seed0"]
     assert step["status"] == "interrupted" and step["seconds"] > 0
-    assert "stopped by Ctrl-C after iteration" in (out / step["log"]).read_text()  # with its checkpoint
+    assert "stopped by SIGTERM after iteration" in (out / step["log"]).read_text()  # with its checkpoint
 
 
 # -- the report from an evaluation's numbers ----------------------------------------------------------------------

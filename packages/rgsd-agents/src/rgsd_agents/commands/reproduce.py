@@ -125,7 +125,8 @@ def format_plan(plan: Plan, state: StepsFile, parallel: int) -> str:
     total = plan_seconds(plan, parallel, skip={s.id for s in plan.steps if s.kept})
     left = plan_seconds(plan, parallel, skip={s.id for s in plan.steps if s.id not in todo})
     lines.append(
-        f"expected time (the scale's stated per-step estimates, the evaluations' at least their world steps on these "
+        f"expected time (the scale's stated per-step estimates; trainings with a minutes budget at least that plus "
+        f"set-up, their probes and checkpoints on top; the evaluations' at least their world steps on these "
         f"{plan.clips} clips at the measured rate; {parallel} at a time): {format_seconds(left)} left "
         f"of {format_seconds(total)} for the whole plan"
     )

@@ -48,9 +48,26 @@ from rgsd_envs.utils.provenance import RGSD_PACKAGES, installed_versions
 
 PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT = "pretrain", "train", "eval", "downstream", "aggregate", "report"
 KINDS = (PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT)
+TRAIN_SETUP_MINUTES = 0.8
+"""Set-up a training with a minutes budget takes beside it (simulator, networks, the last checkpoint): the least a
+built-in scale states (``gpu``: 1.8 minutes for 1; ``cpu``: 26 for 25, and its trainings took 25:19 to 26:24 on 2
+cores, docs/results/reproduce_cpu/report.md)."""
+DOWNSTREAM_SETUP_MINUTES = 0.2
+"""Set-up a downstream training with a minutes budget takes beside it (its low-level policy, arena): the least a
+built-in scale states (``gpu``: 0.45 minutes for 0.25; ``cpu``: 3.5 for 3); 1-minute runs took 1:06 to 1:25 on 2
+cores (docs/results/reproduce_cpu/report.md)."""
 EVAL_SETTINGS = "eval_settings.yaml"
 """``<out>/eval_settings.yaml``: the scale's evaluation settings, given to ``rgsd eval --config``."""
 PACKAGES = tuple(dist for dist, _ in RGSD_PACKAGES)
+
+
+def budgeted_seconds(stated_minutes: float, max_minutes: float | None, setup_minutes: float) -> float:
+    """A training's stated seconds: the scale's stated time, or where longer its ``max_minutes`` plus set-up. A
+    lower bound when the minutes end the run: they count its iterations only, and its probes and checkpoints come on
+    top (and an overestimate when its iterations end it first; the ETA then corrects it by the measured times)."""
+    if max_minutes is None:
+        return 60.0 * stated_minutes
+    return 60.0 * max(stated_minutes, max_minutes + setup_minutes)
 
 
 def eval_id(method: str) -> str:
@@ -79,7 +96,8 @@ class Step:
     budget: str
     """The step's budget in words (a training's: ``TrainingBudget.describe``; iterations, minutes, rollouts)."""
     estimate_s: float
-    """Stated wall time (the scale's estimate for this kind of step)."""
+    """Stated wall time: the scale's estimate for this kind of step; a training or downstream training at least its
+    minutes budget plus set-up (``budgeted_seconds``), an evaluation at least its world steps on the plan's clips."""
     needs: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
     method: str | None = None
@@ -244,6 +262,7 @@ def build_plan(
         items = [motion_set, f"device={dev}", *t.overrides(method, cls.LOOP)]
         cfg = load_config(preset, parse_set(items))  # checks the preset and every override now
         budget = training_budget(cfg).describe()  # in the method's loop's terms (Meta Motivo: steps and updates)
+        train_s = budgeted_seconds(t.estimate_minutes, cfg.max_minutes, TRAIN_SETUP_MINUTES)
         pretrained = cls.ENCODER == "pretrained" and cfg.encoder is None
         for seed in plan.seeds_of(method):
             run = plan.run_dir(method, seed)
@@ -273,7 +292,7 @@ def build_plan(
             resolved = to_dict(load_config(preset, {**parse_set(items + encoder_set), "seed": seed}))
             plan.steps.append(
                 Step(
-                    tid, TRAIN, f"train {method}, seed {seed} ({preset})", budget, 60.0 * t.estimate_minutes,
+                    tid, TRAIN, f"train {method}, seed {seed} ({preset})", budget, train_s,
                     needs=needs, method=method, seed=seed, output=run,
                     checkpoint=run / "checkpoints" / "latest.pt",
                     command=lambda done, argv=argv: list(argv),
@@ -303,6 +322,7 @@ def build_plan(
     ds_cfg = load_config(d.preset, parse_set(ds_items), cls=DownstreamConfig, presets="downstream")
     ds_budget = f"{ds_cfg.iterations} it" + (f" or {ds_cfg.max_minutes:g} min" if ds_cfg.max_minutes else "")
     ds_budget += f", {ds_cfg.num_envs} worlds x {ds_cfg.horizon}"
+    ds_s = budgeted_seconds(d.estimate_minutes, ds_cfg.max_minutes, DOWNSTREAM_SETUP_MINUTES)
     ds_ids: list[str] = []
     methods_ = plan.methods
     starts = [(method, NEUTRAL_START) for method in methods_] + [(m, "style") for m in d.style_start if m in methods_]
@@ -330,7 +350,7 @@ def build_plan(
                 plan.steps.append(
                     Step(
                         sid, DOWNSTREAM, f"downstream {style}, {start_label(method, start)}, seed {seed}", ds_budget,
-                        60.0 * d.estimate_minutes, needs=needs, method=method, seed=seed, style=style, output=target,
+                        ds_s, needs=needs, method=method, seed=seed, style=style, output=target,
                         checkpoint=target / "checkpoints" / "latest.pt",
                         command=lambda done, argv=argv: list(argv),
                         resume_command=lambda target=target: ["downstream", "--resume", str(target)],

@@ -54,7 +54,8 @@ class TrainBudget:
     """``--set KEY=VALUE`` overrides by family, applied in this order: "all", the method's loop ("on_policy",
     "off_policy"), the method's name. ``pretrain.*`` keys also shape RGSD's pretraining."""
     estimate_minutes: float = 10.0
-    """Stated wall time of one training (with ``minutes``: that plus its set-up)."""
+    """Stated wall time of one training (with ``minutes``: that plus its set-up). The plan states the longer of this
+    and the training's ``max_minutes`` plus set-up (``rgsd_agents.reproduce.plan.budgeted_seconds``)."""
     pretrain_estimate_minutes: float = 2.0
     """Stated wall time of one encoder pretraining."""
 
@@ -99,7 +100,8 @@ class DownstreamBudget:
     clip's latent) beside the protocol's neutral start: the head start's measured effect. Their curves are labelled
     "<method>, style start"; a method not run is left out."""
     estimate_minutes: float = 5.0
-    """Stated wall time of one downstream training."""
+    """Stated wall time of one downstream training (with ``minutes``: that plus its set-up). The plan states the
+    longer of this and its ``max_minutes`` plus set-up (``rgsd_agents.reproduce.plan.budgeted_seconds``)."""
 
     def overrides(self) -> list[str]:
         """The ``--set`` items, budgets last."""

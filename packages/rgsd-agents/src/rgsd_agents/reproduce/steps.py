@@ -17,9 +17,10 @@ of an earlier command that still runs), else the step fails saying which process
 A failed step is recorded with its error (the last ``error:`` line or exception of its log, ``<out>/logs/``)
 and the others go on; a step whose ``needs`` failed or were skipped is skipped, with the reason. Steps run as
 ``python -m rgsd_agents.cli ...`` subprocesses (a crash or a full memory ends the step, not the plan), at most
-``parallel`` at a time; Ctrl-C, SIGTERM or SIGHUP (the terminal closed) asks the running ones to stop (they
-checkpoint, as on their own Ctrl-C), waits for them, records them as interrupted and returns 130. A step's
-``seconds`` add up its attempts, each counted once.
+``parallel`` at a time; Ctrl-C, SIGTERM or SIGHUP (the terminal closed) asks the running ones to stop
+(``stop_signal``: SIGTERM, which they answer as their own Ctrl-C, checkpointing, even where they started with SIGINT
+ignored, as a shell's background job does), waits for them, records those that succeeded meanwhile as done and the
+others as interrupted, and returns 130. A step's ``seconds`` add up its attempts, each counted once.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -51,6 +52,8 @@ STEPS_VERSION = 1
 PENDING, RUNNING, DONE, FAILED, SKIPPED, INTERRUPTED = "pending", "running", "done", "failed", "skipped", "interrupted"
 STOP_GRACE_S = 120.0
 """Seconds a stopped step gets to write its checkpoint before it is killed."""
+STOP_JOIN_S = 10.0
+"""Seconds the command waits, once a stopped step's process has ended, for its thread to report how it ended."""
 
 
 class StepFailed(Exception):
@@ -151,22 +154,32 @@ Runner = Callable[[Step, list[str], Path], None]
 """Runs one command step (its ``rgsd`` arguments) with its log file; raises ``StepFailed``."""
 
 
+def stop_signal() -> signal.Signals:
+    """The signal that asks a step to stop: SIGTERM, which every ``rgsd`` command answers as Ctrl-C
+    (``rgsd_agents.signals``), whatever its SIGINT: a shell's background job (``cmd &``, ``nohup cmd &``) starts with
+    SIGINT ignored, and its steps inherit that. SIGINT only where this process was started ignoring SIGTERM, which
+    its steps then ignore too."""
+    return signal.SIGINT if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN else signal.SIGTERM
+
+
 class SubprocessRunner:
     """Runs command steps as ``python -m rgsd_agents.cli ARGS`` (output to the step's log); ``stop()`` asks every
     running one to checkpoint and end."""
 
-    def __init__(self) -> None:
+    def __init__(self, program: Sequence[str] = (sys.executable, "-m", "rgsd_agents.cli")) -> None:
+        self.program = list(program)
+        """What a step's ``rgsd`` arguments follow."""
         self.procs: dict[str, subprocess.Popen] = {}
         self.lock = threading.Lock()
 
     def __call__(self, step: Step, argv: list[str], log: Path) -> None:
         """Run ``step``'s ``rgsd`` arguments; ``StepFailed`` with the error of its log when it does not succeed."""
         log.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "rgsd_agents.cli", *argv]
+        cmd = [*self.program, *argv]
         with open(log, "a") as f:
             f.write(f"$ {' '.join(cmd)}\n")
             f.flush()
-            # its own session: the terminal's Ctrl-C reaches this command only, which forwards one SIGINT (a
+            # its own session: the terminal's Ctrl-C reaches this command only, which forwards one stop signal (a
             # second one would cut the step's checkpoint short)
             proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
             with self.lock:
@@ -180,13 +193,14 @@ class SubprocessRunner:
             raise StepFailed(f"exit status {code}: {last_error(log)}")
 
     def stop(self) -> None:
-        """SIGINT to every running step, SIGKILL to those still running after ``STOP_GRACE_S`` or at a second stop
-        signal: no step outlives the command."""
+        """``stop_signal()`` to every running step, SIGKILL to those still running after ``STOP_GRACE_S`` or at a
+        second stop signal: no step outlives the command."""
         with self.lock:
             procs = list(self.procs.values())
+        sig = stop_signal()
         for p in procs:
             if p.poll() is None:
-                p.send_signal(signal.SIGINT)
+                p.send_signal(sig)
         deadline = time.monotonic() + STOP_GRACE_S
         try:
             for p in procs:
@@ -385,6 +399,8 @@ def run_plan(
     began: dict[str, float] = {}
     """Running steps: when this attempt began (monotonic)."""
     results: queue.Queue[tuple[str, str | None, float]] = queue.Queue()
+    threads: dict[str, threading.Thread] = {}
+    """Each started step's thread (it puts the step's result)."""
     bar = PlanProgress(plan, pending_steps(plan, state), parallel, disable=not progress)
     ran: list[str] = []
     interrupted = False
@@ -453,7 +469,8 @@ def run_plan(
                     f.write(f"{type(err).__name__}: {err}\n")
                 results.put((step.id, f"{type(err).__name__}: {err}", time.monotonic() - t0))
 
-        threading.Thread(target=work, name=step.id, daemon=True).start()
+        threads[step.id] = threading.Thread(target=work, name=step.id, daemon=True)
+        threads[step.id].start()
 
     def finish(step_id: str, error: str | None, seconds: float) -> None:
         step = plan.step(step_id)
@@ -518,8 +535,17 @@ def run_plan(
     except KeyboardInterrupt:
         interrupted = True
         _say(bar, "stopping: the running steps write their checkpoints; run the same command again to resume")
+        # a step that succeeded is done, whether it ended before the stop or as it came (its result may be queued
+        # still); any other that ran is interrupted, a failure the stop may have caused included
+        _finish_succeeded(results, finish)
         if isinstance(runner, SubprocessRunner):
             runner.stop()
+            with contextlib.suppress(KeyboardInterrupt):  # a further stop signal: no more waiting
+                for step_id in list(running):  # their processes have ended: their results come at once
+                    thread = threads.get(step_id)
+                    if thread is not None and plan.step(step_id).func is None:  # not an in-process step (the report)
+                        thread.join(timeout=STOP_JOIN_S)
+            _finish_succeeded(results, finish)
         for step_id in list(running):
             st = state.get(step_id)
             st.status, st.error, st.finished = INTERRUPTED, "interrupted", _now()
@@ -536,6 +562,16 @@ def run_plan(
             pass
     statuses = {s.id: this.get(s.id, state.get(s.id).status) for s in plan.steps}
     return Outcome(statuses, ran, interrupted, frozenset(s.id for s in plan.steps if s.kept))
+
+
+def _finish_succeeded(results: queue.Queue, finish: Callable[[str, None, float], None]) -> None:
+    """``finish`` each step of the (step id, error, seconds) in ``results`` now that succeeded (no error)."""
+    with contextlib.suppress(queue.Empty):
+        while True:
+            step_id, error, seconds = results.get_nowait()
+            if error is None:
+                with contextlib.suppress(OSError):  # its line, where the terminal is gone (SIGHUP); its state is saved
+                    finish(step_id, None, seconds)
 
 
 def _say(bar: PlanProgress, line: str) -> None:
