@@ -8,7 +8,7 @@ run's evaluation and a downstream step.
     python benchmarks/concurrent_trainings.py --copies 1 2 4 6 --minutes 0.4 --motions ... --out runs/gpu_check/sharing
 
 Every training is ``rgsd train --config <method>_paper --device <device> --set env.backend=warp`` in its own
-process, started together, with a wall-clock budget (``max_minutes``). From each run's TensorBoard events: its
+process, started together, with an iteration-time budget (``max_minutes``). From each run's TensorBoard events: its
 iterations, samples, median ``charts/SPS`` after the first iteration (which pays kernel loads and graph captures)
 and its peak CUDA memory (``perf/gpu_peak_allocated_mib``, ``perf/gpu_peak_reserved_mib``; per process). The
 group's figures: the sum of its members' medians, and (``overlap_sps``) their summed rate over the window in which
@@ -226,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encoder", type=Path, help="a frozen encoder for every run (else RGSD pretrains its own)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--json", type=Path, help="figures file (default <out>/concurrent.json)")
-    parser.add_argument("--minutes", type=float, default=0.67, help="each training's wall-clock budget")
+    parser.add_argument(
+        "--minutes", type=float, default=0.67, help="each training's iteration-time budget (max_minutes)"
+    )
     parser.add_argument("--startup-seconds", type=float, default=120.0, help="allowed beside the budget")
     parser.add_argument("--eval-seconds", type=float, default=180.0, help="limit of each evaluation group")
     parser.add_argument("--eval", action="store_true", help="then rgsd eval --protocol paper of every run")

@@ -705,7 +705,7 @@ def test_a_resumed_step_counts_its_earlier_attempts_in_the_bar(tmp_path, monkeyp
 
 
 def test_a_kind_s_measured_time_does_not_correct_the_other_kinds(tmp_path):
-    """A pretraining that ran in a third of its stated time leaves the trainings' (wall-clock budgets) as stated."""
+    """A pretraining that ran in a third of its stated time leaves the trainings' (iteration-time budgets) as stated."""
     steps = [
         Step("P", "pretrain", "P", "-", 150.0, command=lambda done: ["P"]),
         Step("T1", "train", "T1", "-", 1560.0, needs=("P",), command=lambda done: ["T1"]),

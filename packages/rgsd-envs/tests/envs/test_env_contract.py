@@ -105,7 +105,8 @@ def test_step_and_reset_after_close_say_the_env_is_closed(real_clip_dir, vector)
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"reward_kappa": -1.0}, r"reward_kappa must be >= 0"),
+        ({"reward_kappa": -1.0}, r"reward_kappa must be > 0"),
+        ({"reward_kappa": 0.0}, r"reward_kappa must be > 0"),
         ({"reward_kappa": math.nan}, r"reward_kappa must be a finite number, got nan"),
         ({"reward_constant": math.inf}, r"reward_constant must be a finite number, got inf"),
         ({"reward_constant": "1"}, r"reward_constant must be a finite number, got '1'"),
@@ -218,3 +219,20 @@ def test_every_documented_reset_option_is_still_taken(real_clip_dir):
     assert info["_task"].tolist() == [False, True] and info["task"][1] == 1
     assert set(RESET_OPTIONS) == {"clip", "start_frame", "task", "skill", "kappa"}
     v.close()
+
+
+def test_worlds_left_out_of_active_make_no_transition_and_feed_no_statistics(real_clip_dir):
+    """A world ``transition(active=...)`` does not step keeps its state, ends nothing and leaves the failure rates
+    and the deviation rule's averages as they were, however far its reference clock runs past its clip's end."""
+    env = RGSDTorchEnv(2, config=EnvConfig(motions=real_clip_dir, p_imitation=1.0, deviation={"adaptive": True}))
+    env.reset(seed=0, options={"clip": 0})
+    core = env.core
+    rates, errors = core.failure_rate.clone(), core.deviation_rule.clip_error.clone()
+    before = core.backend.state().body_pos[1].clone()
+    active = np.array([False, False])
+    for _ in range(int(core.lib.num_frames[0]) + 5):
+        tr = env.transition(torch.zeros(2, 69), active=active)
+        assert not tr.terminated_host.any() and not tr.truncated_host.any()
+    torch.testing.assert_close(core.backend.state().body_pos[1], before, atol=0, rtol=0)
+    torch.testing.assert_close(core.failure_rate, rates, atol=0, rtol=0)
+    torch.testing.assert_close(core.deviation_rule.clip_error, errors, atol=0, rtol=0)

@@ -87,3 +87,28 @@ def test_a_glob_removes_every_dead_temporary_of_the_targets_it_names(tmp_path):
     removed = remove_stale_temps(tmp_path, "*.pt")
     assert sorted(p.name for p in removed) == [".iter_000005.pt.abcdefgh.tmp", ".latest.pt.a1b2c3d4.tmp"]
     assert os.listdir(tmp_path) == [".policy.onnx.abcdefgh.tmp"]
+
+
+def test_an_earlier_folder_moved_aside_by_a_killed_replacement_is_put_back_not_deleted(tmp_path):
+    """Killed between moving the earlier report aside and renaming the new one in: the aside copy is the only one."""
+    aside = tmp_path / ".report.abcdefgh.old"
+    (aside / "report").mkdir(parents=True)
+    (aside / "report" / "report.md").write_text("earlier")
+    (tmp_path / ".report.ijklmnop.partial").mkdir()  # the new one, never renamed in
+    remove_stale_temps(tmp_path, "report")
+    assert (tmp_path / "report" / "report.md").read_text() == "earlier"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+
+
+def test_writes_go_on_where_the_file_system_refuses_locks(tmp_path, monkeypatch):
+    import fcntl
+
+    def refuse(fd, op):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "flock", refuse)
+    with atomic_path(tmp_path / "a.json") as tmp:
+        tmp.write_text("{}")
+    with staged_folder(tmp_path / "out") as stage:
+        (stage / "x").write_text("1")
+    assert (tmp_path / "a.json").read_text() == "{}" and (tmp_path / "out" / "x").read_text() == "1"

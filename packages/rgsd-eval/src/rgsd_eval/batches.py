@@ -32,8 +32,7 @@ def batches(lengths: np.ndarray, size: int) -> list[np.ndarray]:
 BATCH_STEP_WORK = 11.0
 """A batch step's fixed work (the env's observations and host read, the policy, the recording), in world steps' time,
 besides ``WORLD_WORK`` per world of the batch: a line fitted to ``benchmarks/eval_rollouts.py``'s step costs with one
-rollout running in 16, 128 and 512 worlds on 2 idle cores (8-10, 26-28 and 51-58 world steps over three runs; the
-last is docs/results/throughput_2core/eval_rollouts.json)."""
+rollout running in 16, 128 and 512 worlds on 2 idle cores (docs/results/throughput_2core/eval_rollouts.json)."""
 WORLD_WORK = 0.08
 """A batch step's work per world of the batch, running or not (observations are made for every world)."""
 
@@ -50,11 +49,9 @@ def batch_steps(lengths: np.ndarray, size: int) -> int:
 
 
 def step_work(lengths: np.ndarray, size: int) -> float:
-    """The time of running jobs of these lengths in ``batches`` of ``size`` worlds, in world steps: their own steps,
-    and each batch step's fixed work (``BATCH_STEP_WORK`` + ``WORLD_WORK`` x worlds)."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    worlds = min(size, len(lengths))
-    return world_steps(lengths) + batch_steps(lengths, size) * (BATCH_STEP_WORK + WORLD_WORK * worlds)
+    """The time of running jobs of these lengths in ``batches`` of an env of ``size`` worlds, in world steps: their
+    own steps, and each batch step's fixed work (``BATCH_STEP_WORK`` + ``WORLD_WORK`` x ``size``)."""
+    return world_steps(lengths) + batch_steps(lengths, size) * (BATCH_STEP_WORK + WORLD_WORK * size)
 
 
 class JobNoise:

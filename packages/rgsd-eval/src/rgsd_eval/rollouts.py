@@ -369,7 +369,7 @@ def _run_chunk(
     # only the worlds of running jobs act and step: the padding worlds past the jobs never, a job's world from its
     # end on (MuJoCo then steps just those worlds; a policy's rows are its own, so a job's numbers stay the same)
     active = np.arange(n) < m
-    acting = _Acting(n, tenv.device)
+    acting = _Acting(n, tenv.device, policy)
     for t in range(1, steps):
         if track is not None and t > 1:  # the step from frame t - 1 acts with the track's row t - 1
             tenv.set_skills(everyone, torch.as_tensor(track.row(t - 1), dtype=torch.float32))
@@ -411,9 +411,12 @@ class _Acting:
     """The acting worlds' rows of a chunk's step: the running jobs' worlds, topped up with idle ones to
     ``ACT_MIN_ROWS``; their observations in, every world's actions out (zeros for the others: they do not step)."""
 
-    def __init__(self, n: int, device: torch.device):
+    def __init__(self, n: int, device: torch.device, policy: Controller):
         self.n, self.device = n, device
-        self.fewest = min(n, ACT_MIN_ROWS)
+        params = getattr(policy, "parameters", None)
+        on_cpu = params is None or all(p.device.type == "cpu" for p in params())
+        # a policy on a GPU acts for every world: cuBLAS picks its kernels by row count too, and costs about the same
+        self.fewest = min(n, ACT_MIN_ROWS) if on_cpu else n
         self.active: np.ndarray | None = None
         self.mask = np.ones(n, dtype=bool)
         self.ids: torch.Tensor | None = None

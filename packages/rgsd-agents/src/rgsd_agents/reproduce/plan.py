@@ -49,13 +49,11 @@ from rgsd_envs.utils.provenance import RGSD_PACKAGES, installed_versions
 PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT = "pretrain", "train", "eval", "downstream", "aggregate", "report"
 KINDS = (PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT)
 TRAIN_SETUP_MINUTES = 0.8
-"""Set-up a training with a minutes budget takes beside it (simulator, networks, the last checkpoint): the least a
-built-in scale states (``gpu``: 1.8 minutes for 1; ``cpu``: 26 for 25, and its trainings took 25:19 to 26:24 on 2
-cores, docs/results/reproduce_cpu/report.md)."""
+"""Set-up a training with a minutes budget takes beside it (simulator, networks, the last checkpoint): the least
+margin a built-in scale's stated time leaves beside its own minutes (the ``gpu`` and ``cpu`` scale files)."""
 DOWNSTREAM_SETUP_MINUTES = 0.2
-"""Set-up a downstream training with a minutes budget takes beside it (its low-level policy, arena): the least a
-built-in scale states (``gpu``: 0.45 minutes for 0.25; ``cpu``: 3.5 for 3); 1-minute runs took 1:06 to 1:25 on 2
-cores (docs/results/reproduce_cpu/report.md)."""
+"""Set-up a downstream training with a minutes budget takes beside it (its low-level policy, arena): the least
+margin a built-in scale's stated time leaves beside its own minutes (the ``gpu`` and ``cpu`` scale files)."""
 EVAL_SETTINGS = "eval_settings.yaml"
 """``<out>/eval_settings.yaml``: the scale's evaluation settings, given to ``rgsd eval --config``."""
 PACKAGES = tuple(dist for dist, _ in RGSD_PACKAGES)

@@ -245,8 +245,9 @@ class PlanProgress:
     def correction(self, kind: str) -> float:
         """Measured / stated time of this kind's finished steps (1 before any).
 
-        Only a step's own kind corrects it: trainings run to a wall-clock budget, while pretraining and evaluation
-        run to an amount of work, so a pretraining that took a third of its stated time says nothing about them."""
+        Only a step's own kind corrects it: trainings run to an iteration-time budget (``max_minutes``), while
+        pretraining and evaluation run to an amount of work, so a pretraining that took a third of its stated time
+        says nothing about them."""
         ids = [s for s in self.actual if self.plan.step(s).kind == kind and self.plan.step(s).estimate_s > 0]
         stated = sum(self.plan.step(s).estimate_s for s in ids)
         return sum(self.actual[s] for s in ids) / stated if stated > 0 else 1.0

@@ -1,17 +1,17 @@
 """The training loop shared by every rgsd trainer: iterations, logging, checkpoints, resume.
 
-A trainer subclasses ``TrainingLoop`` and provides ``iterate`` (one iteration,
-returning its metrics), ``state_dict``/``load_state_dict`` (everything the next
-iteration depends on) and ``export`` (the deployable files). The loop adds the
-progress bar (its total and ETA follow the time budget: ``rgsd_envs.utils.progress``),
-TensorBoard, checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C, SIGTERM
-or SIGHUP (the first finishes the iteration and saves, a second aborts: ``deferred_interrupt``), the time budget (``max_minutes`` of iteration time) and
-exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, the newest readable
-``iter_*.pt``; the checkpoint's clips must be the ones ``env.motions`` loads now: ``clip_set``, and the
-temporaries of a checkpoint write killed outright are removed). Checkpoints hold tensors and plain values only and load with ``weights_only=True``
-(``rgsd_envs.utils.files.save_plain``/``load_plain``): resuming a run folder from elsewhere runs no code. Keys in a trainer's ``RESUME_CURRICULUM`` may change on resume too: the trainer takes them
-as a curriculum step (``add_curriculum_step``), and ``record_config_changes`` keeps the run's
-``config_changes.yaml`` (what changed mid-run, with the iteration and sample count).
+A trainer subclasses ``TrainingLoop`` and provides ``iterate`` (one iteration, returning its metrics),
+``state_dict``/``load_state_dict`` (everything the next iteration depends on) and ``export`` (the deployable files).
+The loop adds the progress bar (its total and ETA follow the time budget: ``rgsd_envs.utils.progress``), TensorBoard,
+checkpoints written atomically every ``checkpoint_every`` iterations, at the end and on Ctrl-C, SIGTERM or SIGHUP (the
+first finishes the iteration and saves, a second aborts: ``deferred_interrupt``), the time budget (``max_minutes`` of
+iteration time) and exact resumption from ``checkpoints/latest.pt`` (or, where that is unreadable, the newest readable
+``iter_*.pt``; the checkpoint's clips must be the ones ``env.motions`` loads now: ``clip_set``, and the temporaries of
+a checkpoint write killed outright are removed). Checkpoints hold tensors and plain values only and load with
+``weights_only=True`` (``rgsd_envs.utils.files.save_plain``/``load_plain``): resuming a run folder from elsewhere runs
+no code. Keys in a trainer's ``RESUME_CURRICULUM`` may change on resume too: the trainer takes them as a curriculum
+step (``add_curriculum_step``), and ``record_config_changes`` keeps the run's ``config_changes.yaml`` (what changed
+mid-run, with the iteration and sample count).
 
 In a data-parallel run (``self.dp``, see ``rgsd_agents.rl.distributed``) every rank
 runs the loop in step: the decisions to stop (iterations, the time budget

@@ -2,7 +2,7 @@
 
 viser binds its port in a thread of its own and waits for that thread to say it is serving; when the thread fails
 (a port out of range, an address this machine does not have) it waits forever while the thread prints a traceback.
-``start_server`` builds the server in a helper thread and watches viser's: the first failure comes back to the
+``start_server`` builds the server in a thread of its own and watches viser's: the first failure comes back to the
 caller as a ``ServerStartError``, its traceback not printed.
 """
 

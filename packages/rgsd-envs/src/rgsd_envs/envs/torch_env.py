@@ -275,11 +275,14 @@ class RGSDTorchEnv:
         made no transition (Gymnasium's NextStep autoreset): they end nothing and feed no statistics.
         ``before_read`` gets the device's done flags (N,) once the step's work is queued, before its one read.
 
-        ``active`` (a host mask, None: all): the only worlds whose physics must advance. The others' rows of
-        everything this step returns are then meaningless: the MuJoCo backend leaves their states as they were
-        (a step costs what its active worlds cost), MuJoCo Warp steps them too."""
+        ``active`` (a host mask, None: all): the only worlds whose physics must advance; the others made no
+        transition, as outside ``stepped``. Their rows of everything this step returns are meaningless: the MuJoCo
+        backend leaves their states as they were (a step costs what its active worlds cost), MuJoCo Warp steps them
+        too."""
         core = self.core
         core.require_started()  # before reset() the worlds have no episode: ResetNeeded, as Gymnasium's
+        if active is not None:  # a world left still made no transition: it ends nothing and feeds no statistics
+            stepped = active if stepped is None else stepped & active
         a = core.check_actions(actions)
         core.physics_step(a, None if active is None else torch.from_numpy(np.flatnonzero(active)))
         # a world that made no transition adds no sample to the deviation rule's error averages

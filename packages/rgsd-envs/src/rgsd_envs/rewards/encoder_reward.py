@@ -32,13 +32,14 @@ from rgsd_envs.utils.threads import env_side
 Tensor = torch.Tensor
 
 
-def reward_number(name: str, value: Any, nonnegative: bool = False) -> float:
+def reward_number(name: str, value: Any, positive: bool = False) -> float:
     """``value`` of the reward's setting ``name`` as a float, or a ValueError naming it unless it is a finite number
-    (>= 0 with ``nonnegative``): a negative kappa inverts the reward, a NaN or inf one makes every reward NaN."""
+    (> 0 with ``positive``, the rule of ``TrainConfig.reward_kappa`` too): a negative kappa inverts the reward, a
+    zero one makes it constant, a NaN or inf one makes every reward NaN."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if nonnegative and value < 0:
-        raise ValueError(f"{name} must be >= 0 (the reward's scale), got {value!r}")
+    if positive and value <= 0:
+        raise ValueError(f"{name} must be > 0 (the reward's scale), got {value!r}")
     return float(value)
 
 
@@ -60,7 +61,7 @@ class EncoderRewardCore:
         self.frozen = core.frozen_encoder
         self.trainable = trainable if trainable is not None else trainable_copy(self.frozen)
         kappa_name = "reward_kappa" if kappa is not None else "the encoder's kappa (reward_kappa's default)"
-        self.kappa = reward_number(kappa_name, core.kappa if kappa is None else kappa, nonnegative=True)
+        self.kappa = reward_number(kappa_name, core.kappa if kappa is None else kappa, positive=True)
         self.constant = reward_number("reward_constant", self.kappa if constant is None else constant)
         n = core.num_envs
         self.layout = getattr(core, "layout", HUMANOID_LAYOUT)

@@ -151,7 +151,9 @@ def remove_stale_temps(folder: str | os.PathLike, target: str) -> list[Path]:
     pattern: ``iter_*.pt``); returns them.
 
     A writer killed outright (SIGKILL, a power cut) cannot remove its temporary, and a later write of the same
-    target picks a new random name, so nothing else would. Only names of ``TEMP_SUFFIXES``' pattern are touched,
+    target picks a new random name, so nothing else would. An earlier folder moved aside (``.old``) whose target
+    is missing is put back first: the writer died between the two renames of ``_replace_folder``. Only names of
+    ``TEMP_SUFFIXES``' pattern are touched,
     and only those no live process holds: a writer keeps an ``flock`` on its temporary while it writes
     (``_claim``), which the system drops when it dies. Nothing is removed on systems without ``fcntl`` (Windows),
     where a live writer cannot be told from a dead one."""
@@ -174,6 +176,9 @@ def remove_stale_temps(folder: str | os.PathLike, target: str) -> list[Path]:
             os.close(fd)
             continue
         try:
+            earlier, target_path = path / match["target"], path.parent / match["target"]
+            if match["suffix"] == ".old" and earlier.is_dir() and not target_path.exists():
+                os.rename(earlier, target_path)  # killed between moving it aside and the rename: its only copy
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:
@@ -194,7 +199,11 @@ def _claim(make: Callable[[], str]) -> tuple[Path, int | None]:
     while True:
         path = make()
         fd = os.open(path, os.O_RDONLY)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks (some network mounts): write unguarded, as without fcntl
+            os.close(fd)
+            return Path(path), None
         if os.fstat(fd).st_nlink > 0:  # not removed as stale between its creation and the lock
             return Path(path), fd
         os.close(fd)
