@@ -5,7 +5,7 @@
 
 A chunk of rollouts holds ``--batch-size`` worlds (the evaluation's default, 512) until its longest job ends. Its
 worlds past the jobs, and each job's world once its clip has ended, are idle. ``rgsd_eval.rollouts`` steps only the
-running jobs' worlds on MuJoCo (``RGSDTorchEnv.transition(active=...)``) and runs the policy on their rows (topped
+running jobs' worlds on MuJoCo (``RGSDTorchEnv.transition(stepped=...)``) and runs the policy on their rows (topped
 up to ``ACT_MIN_ROWS``). This script runs the same jobs (the shipped policy, ``--rollouts`` noisy rollouts of every
 clip at its z_m, the policy's own action noise) twice: once so, once with every world stepping and acting as a
 chunk did before, and prints the wall time, the world steps the physics made and the ratio. It exits 1 if any

@@ -221,17 +221,17 @@ def test_every_documented_reset_option_is_still_taken(real_clip_dir):
     v.close()
 
 
-def test_worlds_left_out_of_active_make_no_transition_and_feed_no_statistics(real_clip_dir):
-    """A world ``transition(active=...)`` does not step keeps its state, ends nothing and leaves the failure rates
+def test_worlds_left_out_of_stepped_make_no_transition_and_feed_no_statistics(real_clip_dir):
+    """A world ``transition(stepped=...)`` leaves out keeps its state, ends nothing and leaves the failure rates
     and the deviation rule's averages as they were, however far its reference clock runs past its clip's end."""
     env = RGSDTorchEnv(2, config=EnvConfig(motions=real_clip_dir, p_imitation=1.0, deviation={"adaptive": True}))
     env.reset(seed=0, options={"clip": 0})
     core = env.core
     rates, errors = core.failure_rate.clone(), core.deviation_rule.clip_error.clone()
     before = core.backend.state().body_pos[1].clone()
-    active = np.array([False, False])
+    stepped = np.array([False, False])
     for _ in range(int(core.lib.num_frames[0]) + 5):
-        tr = env.transition(torch.zeros(2, 69), active=active)
+        tr = env.transition(torch.zeros(2, 69), stepped=stepped)
         assert not tr.terminated_host.any() and not tr.truncated_host.any()
     torch.testing.assert_close(core.backend.state().body_pos[1], before, atol=0, rtol=0)
     torch.testing.assert_close(core.failure_rate, rates, atol=0, rtol=0)

@@ -382,7 +382,7 @@ def _run_chunk(
             actions = actions + drawn.to(actions.device)
             if opts.clamp_unit_box:
                 actions = actions.clamp(-1.0, 1.0)
-        tr = tenv.transition(acting.every_world(actions, rows).to(tenv.device), active=active)
+        tr = tenv.transition(acting.every_world(actions, rows).to(tenv.device), stepped=active)
         obs = tenv.observations()
         if opts.on_step is not None:
             opts.on_step(env, t)

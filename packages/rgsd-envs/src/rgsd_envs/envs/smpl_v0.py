@@ -259,9 +259,8 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         rewards = np.zeros(n, dtype=np.float64)
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             pending = np.flatnonzero(self._autoreset)
-            stepped = ~self._autoreset
-            # the pending worlds restart below: advancing their physics past their episode's end would be wasted
-            tr = self.torch_env.transition(a, stepped=stepped, active=stepped if pending.size else None)
+            # the pending worlds restart below: they make no transition (and no physics step)
+            tr = self.torch_env.transition(a, stepped=~self._autoreset)
             term_np, trunc_np = tr.terminated_host, tr.truncated_host
             self._autoreset = term_np | trunc_np
             values = self._with_reward(tr.info.numpy(), tr.reward)

@@ -269,22 +269,19 @@ class RGSDTorchEnv:
         actions: Tensor,
         stepped: np.ndarray | None = None,
         before_read: Callable[[Tensor], None] | None = None,
-        active: np.ndarray | None = None,
     ) -> Transition:
-        """Advance all worlds one control step and score it; worlds outside ``stepped`` (a host mask, None: all)
-        made no transition (Gymnasium's NextStep autoreset): they end nothing and feed no statistics.
-        ``before_read`` gets the device's done flags (N,) once the step's work is queued, before its one read.
-
-        ``active`` (a host mask, None: all): the only worlds whose physics must advance; the others made no
-        transition, as outside ``stepped``. Their rows of everything this step returns are meaningless: the MuJoCo
-        backend leaves their states as they were (a step costs what its active worlds cost), MuJoCo Warp steps them
-        too."""
+        """Advance the worlds one control step and score it. Worlds outside ``stepped`` (a host mask, None: all)
+        make no transition (Gymnasium's NextStep autoreset's pending worlds, an evaluation's finished rollouts):
+        they end nothing and feed no statistics, and their rows of what this step returns are meaningless. The
+        MuJoCo backend leaves their states as they were (a step costs what the stepped worlds cost); MuJoCo Warp
+        steps them too. ``before_read`` gets the device's done flags (N,) once the step's work is queued, before
+        its one read."""
         core = self.core
         core.require_started()  # before reset() the worlds have no episode: ResetNeeded, as Gymnasium's
-        if active is not None:  # a world left still made no transition: it ends nothing and feeds no statistics
-            stepped = active if stepped is None else stepped & active
+        if stepped is not None and stepped.all():
+            stepped = None  # every world: the plain step
         a = core.check_actions(actions)
-        core.physics_step(a, None if active is None else torch.from_numpy(np.flatnonzero(active)))
+        core.physics_step(a, None if stepped is None else torch.from_numpy(np.flatnonzero(stepped)))
         # a world that made no transition adds no sample to the deviation rule's error averages
         info = core.observe(counted=None if stepped is None else core.device_mask(stepped))
         terminated, truncated = core.done_flags(info)
