@@ -52,6 +52,7 @@ from rgsd_envs.envs.observations import reference_encoder_inputs
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import EncoderLike, embed
 from rgsd_envs.utils.files import atomic_path
+from rgsd_envs.utils.listing import first_few
 
 Tensor = torch.Tensor
 
@@ -202,9 +203,7 @@ def _notes(report: dict[str, Any], summarised: bool, grouped: bool) -> list[str]
     if summarised:
         lines.append(f"every clip's row: {SHARPNESS_FILE}")
     if missing:
-        shown = list(missing)[:5]
-        more = f" and {len(missing) - len(shown)} more" if len(missing) > len(shown) else ""
-        which = ", ".join(f"{n} ({_columns_text(missing[n])})" for n in shown) + more
+        which = first_few([f"{n} ({_columns_text(c)})" for n, c in missing.items()], 5)
         mark = "left out of the category means" if grouped else f"'{NOT_SCORED}'"
         lines.append(
             f"{mark}: {len(missing)} clip(s) with no state scored in some columns: {which}. The report scores evenly "

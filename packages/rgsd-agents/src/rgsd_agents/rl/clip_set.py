@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from rgsd_envs.motion.library import MotionLib
+from rgsd_envs.utils.listing import first_few
 
 MAX_NAMED = 3
 """Clips named per kind of change in the message; the rest are counted."""
@@ -36,9 +37,7 @@ def saved_clip_count(state: dict[str, Any]) -> int | None:
 
 def _named(kind: str, names: list[str]) -> str:
     """``kind`` and up to ``MAX_NAMED`` of ``names``, the rest counted ("removed kick, run and 2 more")."""
-    shown = ", ".join(names[:MAX_NAMED])
-    more = f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
-    return f"{kind} {shown}{more}"
+    return f"{kind} {first_few(names, MAX_NAMED)}"
 
 
 def clip_set_change(saved: dict[str, Any], lib: MotionLib) -> str | None:

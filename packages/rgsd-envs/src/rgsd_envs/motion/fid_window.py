@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rgsd_envs.motion.clip import CLIP_FPS
+from rgsd_envs.utils.listing import first_few
 
 FID_WINDOW = 15
 """Frames per motion-FID feature window (0.5 s at 30 Hz): the default of ``rgsd eval``'s ``fid_window``."""
@@ -40,8 +41,7 @@ def short_clips_summary(names: Sequence[str], where: str, window: int = FID_WIND
     """One warning line for many clips too short for the evaluation's FID: their count, the first
     ``SHORT_EXAMPLES`` names and ``where`` the full list is."""
     need = min_fid_frames(window)
-    more = len(names) - SHORT_EXAMPLES
-    shown = ", ".join(names[:SHORT_EXAMPLES]) + (f" and {more} more" if more > 0 else "")
+    shown = first_few(names, SHORT_EXAMPLES)
     return (
         f"warning: {len(names)} clips are shorter than the {need} frames ({(need - 1) / CLIP_FPS:.2f} s) rgsd eval "
         f"needs for its motion FID (fid_window = {window}): {shown}; they train and their tracking error is measured, "

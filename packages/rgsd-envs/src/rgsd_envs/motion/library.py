@@ -13,6 +13,7 @@ import torch
 from rgsd_envs.motion.clip import CLIP_FPS, MotionClip, load_clip
 from rgsd_envs.utils import rotations as rot
 from rgsd_envs.utils.files import InputFileError
+from rgsd_envs.utils.listing import first_few
 
 Tensor = torch.Tensor
 MotionSource = str | os.PathLike | MotionClip | Sequence["str | os.PathLike | MotionClip"]
@@ -90,8 +91,7 @@ def _nested_motions_hint(folder: Path) -> str:
 
 def _some(folders: list[Path], most: int = 3) -> str:
     """Up to ``most`` folders by name, and how many more."""
-    more = f" and {len(folders) - most} more" if len(folders) > most else ""
-    return ", ".join(str(f) for f in folders[:most]) + more
+    return first_few(folders, most)
 
 
 def _collect(source: MotionSource) -> list[tuple[MotionClip, str]]:

@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rgsd_envs.utils.listing import first_few
+
 
 class InputFileError(ValueError):
     """A user-supplied file is unreadable or malformed; names the file and field."""
@@ -421,7 +423,7 @@ def save_plain(obj: Any, path: str | os.PathLike) -> Path:
     bad = non_plain_entries(obj)
     if bad:
         raise TypeError(
-            f"{path}: refusing to save {bad[0]}{f' and {len(bad) - 1} more' if len(bad) > 1 else ''}: rgsd torch "
+            f"{path}: refusing to save {first_few(bad, 1)}: rgsd torch "
             "files hold tensors and plain Python values only (convert arrays with torch.from_numpy, numbers with "
             "float() or int())"
         )
