@@ -192,11 +192,15 @@ class ProgressBar:
         iter_frac = self.done / self.iterations if self.iterations > 0 else 1.0
         iter_left = 0.0 if self.done >= self.iterations else (self.iterations - self.done) / rate if rate else math.inf
         speed = f"{rate * share:.2f} {self.unit}/s" if rate else f"-- {self.unit}/s"
-        if self.max_seconds is None:
-            return min(iter_frac, 1.0), (
+        by_iterations = (
+            min(iter_frac, 1.0),
+            (
                 f"{self.done}/{self.iterations} {self.unit}, {clock(self.elapsed)} elapsed, "
                 f"{clock(iter_left / share)} left, {speed}"
-            )
+            ),
+        )
+        if self.max_seconds is None:
+            return by_iterations
         used = f"{clock(self.elapsed)}/{clock(self.max_seconds)} used"
         time_frac = min(max(self.elapsed / self.max_seconds, 0.0), 1.0)
         time_left = max(self.max_seconds - self.elapsed, 0.0)
@@ -204,10 +208,7 @@ class ProgressBar:
             return time_frac, f"{used}{SEPARATOR}{self.done} {self.unit}, {speed}"
         if time_left <= iter_left:
             return time_frac, f"{used}, {clock(time_left / share)} left{SEPARATOR}{self.done} {self.unit}, {speed}"
-        return min(iter_frac, 1.0), (
-            f"{self.done}/{self.iterations} {self.unit}, {clock(self.elapsed)} elapsed, "
-            f"{clock(iter_left / share)} left, {speed}"
-        )
+        return by_iterations
 
     def update(self, done: int, elapsed: float, postfix: str = "") -> None:
         """Show ``done`` iterations after ``elapsed`` seconds, with the trainer's ``postfix`` (metrics)."""
