@@ -236,3 +236,18 @@ def test_worlds_left_out_of_stepped_make_no_transition_and_feed_no_statistics(re
     torch.testing.assert_close(core.backend.state().body_pos[1], before, atol=0, rtol=0)
     torch.testing.assert_close(core.failure_rate, rates, atol=0, rtol=0)
     torch.testing.assert_close(core.deviation_rule.clip_error, errors, atol=0, rtol=0)
+
+
+def test_a_none_in_a_seed_list_leaves_that_worlds_stream_as_it_was(real_clip_dir):
+    """``reset(seed=[s, None])`` re-seeds world 0 only: world 1 goes on to its next episode, as ``SyncVectorEnv``
+    leaves an env reset with ``seed=None``."""
+    a, b = RGSDVectorEnv(2, motions=real_clip_dir), RGSDVectorEnv(2, motions=real_clip_dir)
+    a.reset(seed=[3, 7])
+    obs_a, info_a = a.reset(seed=[4, None])
+    b.reset(seed=[9, 7])
+    obs_b, info_b = b.reset()  # no seed: world 1's second episode of seed 7
+    np.testing.assert_array_equal(obs_a[1], obs_b[1])
+    for key in ("clip_id", "frame", "task"):
+        assert info_a[key][1] == info_b[key][1]
+    assert a.torch_env.core.random.episodes.tolist() == [1, 2]  # world 1 counts on from its first episode
+    a.close(), b.close()

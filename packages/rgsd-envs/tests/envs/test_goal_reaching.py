@@ -305,3 +305,17 @@ def test_vector_env_resets_only_the_worlds_in_reset_mask(low_level):
     np.testing.assert_allclose(info["goal"][0], single_info["goal"], atol=1e-6)
     single.close()
     venv.close()
+
+
+def test_reset_options_the_goal_task_does_not_take_are_refused(low_level):
+    """The imitation env's options (clip, task, skill, ...) would do nothing here: refused, not ignored."""
+    venv = gym.make_vec("RGSD-SMPL-GoalReaching-v0", num_envs=2, low_level=low_level)
+    with pytest.raises(
+        ValueError, match=r"unknown reset option 'clip': RGSD-SMPL-GoalReaching-v0 takes only reset_mask"
+    ):
+        venv.reset(seed=0, options={"clip": 0})
+    venv.close()
+    single = gym.make("RGSD-SMPL-GoalReaching-v0", low_level=low_level)
+    with pytest.raises(ValueError, match=r"unknown reset option 'reset_mask': RGSD-SMPL-GoalReaching-v0 takes none"):
+        single.reset(seed=0, options={"reset_mask": [True]})
+    single.close()

@@ -69,7 +69,7 @@ from rgsd_envs.envs.config import NO_DEVIATION
 from rgsd_envs.envs.core import RGSDCore
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.envs.smpl_v0 import step_info, vector_info
-from rgsd_envs.envs.torch_env import as_host_mask
+from rgsd_envs.envs.torch_env import as_host_mask, seed_worlds
 from rgsd_envs.envs.world_random import Stream
 from rgsd_envs.motion.library import motion_categories
 from rgsd_envs.runs.policy import PolicyMLP, check_policy_fits
@@ -406,13 +406,9 @@ class GoalReachingTorchEnv:
         self, seed: int | list[int | None] | None = None, env_ids: Any = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """Reset worlds ``env_ids`` (host indices; None: every world), seeding them first (an int seed gives world i
-        seed + i, a list one seed per world); observations (N, 364) and goals (N, 2) of every world."""
+        seed + i, a list one seed per world: ``seed_worlds``); observations (N, 364) and goals (N, 2) of every world."""
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64).reshape(-1)
-        if seed is not None:
-            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
-            if len(seeds) != self.num_envs:
-                raise ValueError(f"seed list has {len(seeds)} entries; expected num_envs={self.num_envs}")
-            self.task.core.seed(ids, [seeds[i] for i in ids])
+        seed_worlds(self.task.core, ids, seed)
         self.task.reset_envs(ids)
         return self.task.observation(), {"goal": self.task.goal.clone()}
 
@@ -474,6 +470,15 @@ def _config(config: GoalReachingConfig | dict | None, overrides: dict[str, Any])
     return GoalReachingConfig(**base)
 
 
+def check_goal_reset_options(options: dict[str, Any] | None, known: tuple[str, ...]) -> None:
+    """A ValueError naming a reset option the goal-reaching env does not take (the imitation env's clip, task,
+    skill, ... choose the low level's episodes, which this task draws itself): ignored, it would do nothing."""
+    unknown = [k for k in options or {} if k not in known]
+    if unknown:
+        takes = f"takes only {', '.join(known)}" if known else "takes none"
+        raise ValueError(f"unknown reset option {unknown[0]!r}: RGSD-SMPL-GoalReaching-v0 {takes}")
+
+
 STEP_INFO_KEYS = ("distance", "success", "style_cosine", "fall")
 """The per-world numbers of a step's info (the docstring's Episode end)."""
 
@@ -496,6 +501,7 @@ class GoalReachingEnv(gym.Env):
     @env_side
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         """New episode: start at the centre, goal somewhere in the arena."""
+        check_goal_reset_options(options, ())
         super().reset(seed=seed)
         if seed is not None:
             self.task.core.seed([0], [seed])
@@ -541,6 +547,7 @@ class GoalReachingVectorEnv(VectorEnv):
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict]:
         """Reset every world (or those in ``options["reset_mask"]``); int seeds give world i seed + i."""
+        check_goal_reset_options(options, ("reset_mask",))
         mask = (options or {}).get("reset_mask")
         ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(as_host_mask(mask))
         obs, info = self.torch_env.reset(seed, ids)

@@ -136,6 +136,19 @@ class StepExtras:
         return [f.name for f in fields(self)]
 
 
+def seed_worlds(core: RGSDCore, ids: np.ndarray, seed: int | list[int | None] | None) -> None:
+    """Re-seed worlds ``ids`` of ``core`` before a reset: an int seed gives world i seed + i, a list one seed per
+    world of the env; None, or a None in the list, leaves a world's stream as it is (as ``SyncVectorEnv`` leaves an
+    env reset with ``seed=None``)."""
+    if seed is None:
+        return
+    seeds = [seed + i for i in range(core.num_envs)] if isinstance(seed, int) else list(seed)
+    if len(seeds) != core.num_envs:
+        raise ValueError(f"seed list has {len(seeds)} entries; expected num_envs={core.num_envs}")
+    seeded = [i for i in ids if seeds[i] is not None]
+    core.seed(seeded, [seeds[i] for i in seeded])
+
+
 class RGSDTorchEnv:
     """N worlds of RGSD-SMPL-v0 with tensors in and out on ``device`` (see the module docstring).
 
@@ -243,17 +256,13 @@ class RGSDTorchEnv:
     # -- the two primitives ------------------------------------------------------
     def seed_reset(self, seed: Any, options: dict[str, Any] | None) -> tuple[np.ndarray, dict[str, Any]]:
         """The worlds a reset covers (all, or ``options["reset_mask"]``) and the remaining options; seeds those
-        worlds first (an int seed gives world i seed + i, a list one seed per world)."""
+        worlds first (``seed_worlds``)."""
         self.core.require_open()
         options = dict(options or {})
         check_reset_options(options, extra=("reset_mask",))
         mask = options.pop("reset_mask", None)
         ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(as_host_mask(mask))
-        if seed is not None:
-            seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else list(seed)
-            if len(seeds) != self.num_envs:
-                raise ValueError(f"seed list has {len(seeds)} entries; expected num_envs={self.num_envs}")
-            self.core.seed(ids, [seeds[i] for i in ids])
+        seed_worlds(self.core, ids, seed)
         return ids, options
 
     def restart(self, ids: np.ndarray, options: dict[str, Any] | None = None) -> StepInfo:
