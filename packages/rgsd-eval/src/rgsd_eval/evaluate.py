@@ -51,13 +51,12 @@ from rgsd_eval.runs import LoadedRun, representative_clips
 
 IMITATION_GROUP = 0
 """Job group of imitation rollouts; kappa i of ``EvalConfig.kappa_plan`` is group i + 1."""
-EVAL_WORLD_STEPS_PER_SECOND = 7791.0
-"""World steps per second of a whole evaluation, rollouts and metrics (the cpu preset's 256x256 policy, 512 worlds
+EVAL_WORLD_STEPS_PER_SECOND = 10035.0
+"""Work units per second of a whole evaluation, rollouts and metrics (the cpu preset's 256x256 policy, 512 worlds
 at a time), measured by ``benchmarks/clip_scaling.py`` (the quick protocol on 20 clips) on 2 otherwise idle CPU
-cores: the rate behind the estimate logged before an evaluation starts. It was measured while a batch's idle worlds
-still stepped (its 107,520 world steps held them, and the batch steps' own work inside their time); the estimate
-divides ``EvalPlan.step_work``, which counts that work apart, by it, so it runs long by about that work (a tenth at
-512 worlds). Cores shared with other jobs take longer (the progress bar shows the rate on the machine at hand)."""
+cores: ``EvalPlan.step_work`` (the rollouts' own world steps plus each batch step's fixed work, in world steps)
+over the time it took. It is the rate behind the estimate logged before an evaluation starts. Cores shared with
+other jobs take longer (the progress bar shows the rate on the machine at hand)."""
 
 
 VIDEO_SECONDS_PER_TILE_FRAME = 0.032
