@@ -73,8 +73,9 @@ class PPOConfig:
     code: truncate_grads False)."""
     bf16: bool | str = False
     """Run the hidden layers of actor and critic under bf16 autocast in the update (output layers, losses and
-    Adam in float32); on CPUs with AVX512-BF16 the GEMMs run 1.4-2x faster. "auto": on for a CPU learner whose
-    CPU has native bf16 (``rgsd_agents.rl.precision.resolve_bf16``), off elsewhere."""
+    Adam in float32); its speed-up is not measured in the committed results (``benchmarks/update_cost.py`` times
+    the update both ways). "auto": on for a CPU learner whose CPU has native bf16
+    (``rgsd_agents.rl.precision.resolve_bf16``), off elsewhere."""
 
     def __post_init__(self) -> None:
         check_bf16_setting(self.bf16)

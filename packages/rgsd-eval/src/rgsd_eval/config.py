@@ -56,14 +56,16 @@ class EvalConfig:
     action_noise: float | Literal["policy"] = QUICK.action_noise
     """Std of Gaussian noise added to the policy's mean action: "policy" (each run's own action std, read from its
     policy.pt or config: ``runs.action_std``; the paper protocol) or one number for every run (an override). With 0
-    the policy and the simulator are deterministic, so all imitation rollouts of a clip are identical and one is
-    run."""
+    the policy is deterministic and one imitation rollout is run per clip: on MuJoCo (and warp on the CPU) more would
+    be identical; warp on CUDA orders contacts as its GPU threads run, so its rollouts are not repeatable bit for bit
+    and the one rollout is one of several possible."""
     seed: int = 0
     """Seeds the best-of-N candidate latents, the vMF samples (per clip and kappa) and the rollouts' starts and action
     noise."""
     device: str = "auto"
-    """Torch device of the policy's forward pass: "auto" (cuda when available), "cpu", "cuda" or "cuda:N" (the
-    mujoco simulator stays on the CPU)."""
+    """Torch device of the policy's forward pass: "auto" (cuda when available), "cpu", "cuda" or "cuda:N". A mujoco
+    run's simulator stays on the CPU; a warp run's worlds run on this device (``runs.load_run``: its env follows the
+    policy's device, as it followed the learner's in training)."""
     max_clips: int | None = None
     """Evaluate at most this many clips of the motion set (None: every clip): a larger set is cut to a deterministic
     subset spread over its categories (``rgsd_envs.motion.selection.spread_clips``); the report and metrics.json

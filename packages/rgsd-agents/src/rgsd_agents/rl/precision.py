@@ -6,8 +6,8 @@ float32 accumulation): several times faster for the paper's 1024-wide MLPs, and 
 larger than the rounding. It changes nothing on the CPU. The bf16 learner is a PPO option of its own
 (``ppo.bf16``: ``rgsd_agents.rl.networks.forward_mixed``, hidden layers under bf16 autocast, output layers,
 losses and Adam in float32); ``ppo.bf16: auto`` turns it on only for a CPU learner whose CPU has native
-bf16 arithmetic (AVX512-BF16 or AMX-BF16), where it is 1.4-2x faster; elsewhere autocast would emulate
-bf16 and be slower than float32.
+bf16 arithmetic (AVX512-BF16 or AMX-BF16); elsewhere autocast would emulate bf16 and be slower than float32.
+Its speed-up is not measured in the committed results (``benchmarks/update_cost.py`` times the update both ways).
 """
 
 from __future__ import annotations
