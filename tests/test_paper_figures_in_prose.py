@@ -59,7 +59,7 @@ PROSE: list[tuple[str, str, Callable[[], str | tuple[str, ...]]]] = [
         "FID in {};",
         rgsd_lowest,
     ),
-    ("docs/reproduce.md", "the paper's {} cm needs more training", lambda: span(errs("rgsd"))),
+    ("docs/reproduce.md", "the paper's {} cm is not reached", lambda: span(errs("rgsd"))),
     ("docs/reproduce.md", "Not the paper's levels (ERR near {} cm:", rgsd_mean),
     ("docs/getting-started.md", "it is far from the paper's {} cm", rgsd_mean),
     (

@@ -564,15 +564,14 @@ def reproduce_cpu() -> list[str]:
 # -- downstream goal reaching ---------------------------------------------------------
 
 DOWNSTREAM_SHIPPED = f"{RESULTS}/downstream_shipped/evaluations.jsonl"
-DOWNSTREAM_DEMO = "packages/rgsd-agents/src/rgsd_agents/presets/downstream/demo.yaml"
-"""The preset the run trained with (``--config demo``): its time budget."""
+"""The run's evaluations: each records its iteration and samples, not its time, so the table counts iterations."""
 
 
-@table("downstream-shipped", DOWNSTREAM_SHIPPED, DOWNSTREAM_DEMO)
+@table("downstream-shipped", DOWNSTREAM_SHIPPED)
 def downstream_shipped() -> list[str]:
-    """The first evaluation (untrained) beside the last, after the preset's minutes."""
+    """The first evaluation (untrained) beside the last, after the run's iterations as its record has them."""
     last = len(load(DOWNSTREAM_SHIPPED)) - 1
-    minutes = fixed(number(DOWNSTREAM_DEMO, r"^max_minutes: ([\d.]+)"), 0)
+    iterations = grouped(at(DOWNSTREAM_SHIPPED, last, "iteration"))
 
     def both(key: str, show: Callable[[float], str]) -> list[str]:
         return [show(at(DOWNSTREAM_SHIPPED, i, key)) for i in (0, last)]
@@ -583,7 +582,7 @@ def downstream_shipped() -> list[str]:
         ["final distance to the goal (m)", *both("eval/final_distance", lambda v: fixed(v, 2))],
         ["fall rate", *both("eval/fall_rate", percent)],
     ]
-    return markdown(["", "untrained", f"{minutes} minutes ({samples} high-level samples)"], rows)
+    return markdown(["", "untrained", f"{iterations} iterations ({samples} high-level samples)"], rows)
 
 
 DOWNSTREAM_STARTS = (
