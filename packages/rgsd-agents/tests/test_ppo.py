@@ -93,6 +93,28 @@ def test_ppo_update_moves_the_policy_towards_positive_advantages(bf16):
     assert 0.0 <= stats["clip_fraction"] <= 1.0
 
 
+def test_update_logs_the_last_minibatch_kl_beside_the_mean(monkeypatch):
+    """``approx_kl`` is the mean over the minibatch steps (the first is about 0 in float32); the KL the update reached is
+    the last step's, logged as ``approx_kl_last_minibatch``."""
+    ac = _ac()
+    st = _storage(ac, torch.tensor([1.0, -1.0]))
+    ppo = PPO(ac, PPOConfig(actor_lr=3e-3, critic_lr=3e-3, epochs=4, minibatch_size=16, entropy_coef=0.0))
+    kls = []
+    step = ppo._step
+
+    def recording_step(*args, **kw):
+        out = step(*args, **kw)
+        kls.append(out["approx_kl"].item())
+        return out
+
+    monkeypatch.setattr(ppo, "_step", recording_step)
+    stats = ppo.update(st, torch.Generator().manual_seed(0))
+    assert len(kls) == 16 and kls[0] < 1e-12  # 4 epochs of 64 samples in minibatches of 16; float32: ratio 1
+    assert stats["approx_kl"] == pytest.approx(sum(kls) / len(kls))
+    assert stats["approx_kl_last_minibatch"] == kls[-1]
+    assert stats["approx_kl_last_minibatch"] > 2 * stats["approx_kl"]
+
+
 def test_clipping_bounds_the_ratio_gradient():
     """With ratio beyond 1 + clip on positive advantages, the surrogate has no gradient."""
     ac = _ac()

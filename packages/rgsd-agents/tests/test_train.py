@@ -112,8 +112,10 @@ def test_resume_continues_exactly(tmp_path, tiny_encoder, options):
         drawn = [v for k, v in full[-1].items() if k.startswith("clip_sampling/")]
         assert len(drawn) == straight.env.core.lib.num_clips and sum(drawn) == pytest.approx(1.0)
 
-    resumed, rest = split_and_resume(tiny_config(tiny_encoder, iterations=2, **options), tmp_path / "split", 4)
-    assert rest == full[2:]
+    # Split at 3, off the every-2nd-iteration discovery cadence: a resume that lost the method's iteration counter
+    # would train the encoder at iteration 4 as well, which a split at 2 (a multiple of 2) would not show.
+    resumed, rest = split_and_resume(tiny_config(tiny_encoder, iterations=3, **options), tmp_path / "split", 4)
+    assert rest == full[3:]
     assert_same_tensors(_params(straight), _params(resumed))
     assert RunDir(tmp_path / "split").config()["iterations"] == 4
 

@@ -224,6 +224,21 @@ def test_the_agents_tracking_latents_start_from_the_frame_after_each_step():
     torch.testing.assert_close(z[4], fb_cpr.project_z(B[5:6].mean(0)))
 
 
+def test_the_update_sees_the_latent_as_the_worlds_actor_does_beyond_the_normalisers_clip():
+    # z_dim 64: a latent of norm 8 may have components beyond the actor normaliser's clip (5)
+    options = {k: v for k, v in tiny_options(fb_cpr.NAME).items() if k != "loop"}
+    agent = fb_cpr.FBCPRAgent(FBCPRConfig(**{**options, "z_dim": 64}), 69, (16,), "relu", "cpu", seed=0)
+    s = torch.randn(4, FRAME_DIM)
+    z = torch.zeros(4, 64)
+    z[:, 0], z[:, 1], z[:, 2] = 6.0, -4.0, 3.0  # norm sqrt(d) = 8 (36 + 16 + 9 + 3 x 1), one component beyond +-5
+    z[:, 3:6] = 1.0
+    with torch.no_grad():
+        rollout, update = agent.mean_action(s, z), agent.mean_action_n(agent.normalize(s), z)
+        unclipped = torch.tanh(agent.actor.net(torch.cat([agent.normalize(s), z], -1)))
+    torch.testing.assert_close(update, rollout)
+    assert (update - unclipped).abs().max() > 1e-3  # the clip acts here
+
+
 # -- the replay buffer ----------------------------------------------------------------------------
 def _buffer(capacity: int = 5) -> ReplayBuffer:
     return ReplayBuffer(capacity, {"x": ((2,), torch.float32), "done": ((), torch.bool)}, "cpu")

@@ -143,10 +143,14 @@ def test_ase_discriminator_loss_adds_penalty_logit_regulariser_and_weight_decay(
     # the penalty is on the standardised reference samples (as ASE normalises before its discriminator)
     ref_n = ((ref - net.trunk.norm.mean) / net.trunk.norm.std).requires_grad_(True)
     gp = gradient_penalty(net.logits_standardized(ref_n), ref_n)
-    decay = sum(m.weight.square().sum() for m in net.modules() if isinstance(m, nn.Linear))
+    # weight decay on the trunk's and the logit head's weights; the encoder head has none (ASE: enc_weight_decay 0)
+    decayed = [*(m for m in net.trunk.modules() if isinstance(m, nn.Linear)), net.disc]
+    decay = sum(m.weight.square().sum() for m in decayed)
     expected = gan_loss(net.logits(pol), net.logits(ref)) + 5.0 * gp + 0.01 * net.disc.weight.square().sum()
     assert float(loss.detach()) == pytest.approx(float((expected + 1e-4 * decay).detach()), rel=1e-6)
     assert float(parts["grad_penalty"]) == pytest.approx(float(gp.detach()), rel=1e-6) and float(gp.detach()) > 0
+    loss.backward()
+    assert net.enc.weight.grad is None  # nothing in the discriminator's loss reaches the encoder head
 
 
 def test_ase_diversity_loss_by_hand():

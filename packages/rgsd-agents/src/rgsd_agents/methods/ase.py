@@ -12,7 +12,8 @@
   motion library draws them: a clip uniformly, then a time within it with the
   transition inside the clip. Loss: binary cross-entropy (reference 1, policy 0), a
   gradient penalty on the reference samples (ASE: 5), a logit regulariser on the
-  output layer's weights (ASE: 0.01) and weight decay (ASE: 1e-4).
+  output layer's weights (ASE: 0.01) and weight decay on the trunk and the logit
+  head (ASE: 1e-4; none on the encoder head, as ASE's enc_weight_decay 0).
 * Encoder q(z | s, s') = vMF(mu(s, s'), kappa) as a second head on the
   discriminator's trunk (as in ASE); trained by maximising log q(z | s, s') of
   the policy's own transitions, i.e. minimising -kappa mu^T z.
@@ -135,7 +136,8 @@ def ase_discriminator_loss(
     pol_logits = net.logits(policy_x)
     gan = gan_loss(pol_logits, ref_logits)
     gp = gradient_penalty(ref_logits, reference_n)
-    loss = gan + cfg.grad_penalty * gp + discriminator_regularizer(net, net.disc, cfg)
+    # weight decay on the trunk and the logit head, not the encoder head (ASE's code: enc_weight_decay 0)
+    loss = gan + cfg.grad_penalty * gp + discriminator_regularizer((net.trunk, net.disc), net.disc, cfg)
     with torch.no_grad():
         stats = {
             "disc_loss": gan.detach(),

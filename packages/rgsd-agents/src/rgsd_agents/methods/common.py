@@ -199,7 +199,8 @@ class AdversarialConfig:
     logit_reg: float = 0.01
     """Weight of the squared output-layer weights (ASE: 0.01)."""
     weight_decay: float = 1e-4
-    """Weight of all squared Linear weights (ASE: 1e-4)."""
+    """Weight of the discriminator's squared Linear weights (ASE: 1e-4; none on ASE's encoder head, as ASE's
+    enc_weight_decay 0)."""
     disc_weight: float = 1.0
     """Weight of -log(1 - D) in the reward (ASE: disc_reward_w 0.5 x disc_reward_scale 2)."""
     resample: bool = False
@@ -244,9 +245,13 @@ class StepStats:
         return out
 
 
-def discriminator_regularizer(disc: nn.Module, last_layer: nn.Linear, cfg: AdversarialConfig) -> Tensor:
-    """logit_reg * |W_out|^2 + weight_decay * sum |W|^2 over the discriminator's Linear layers."""
-    return cfg.logit_reg * last_layer.weight.square().sum() + cfg.weight_decay * weight_norm_sq(disc)
+def discriminator_regularizer(
+    disc: nn.Module | tuple[nn.Module, ...], last_layer: nn.Linear, cfg: AdversarialConfig
+) -> Tensor:
+    """logit_reg * |W_out|^2 + weight_decay * sum |W|^2 over the Linear layers of ``disc`` (one module or the
+    modules that make up the discriminator)."""
+    decayed = disc if isinstance(disc, tuple) else (disc,)
+    return cfg.logit_reg * last_layer.weight.square().sum() + cfg.weight_decay * weight_norm_sq(*decayed)
 
 
 def discriminator_reward(logits: Tensor) -> Tensor:
@@ -270,9 +275,10 @@ def gradient_penalty(logits: Tensor, inputs: Tensor) -> Tensor:
     return grad.square().flatten(1).sum(-1).mean()
 
 
-def weight_norm_sq(module: nn.Module) -> Tensor:
-    """Sum of squared weights of the Linear layers (biases excluded): ASE's weight decay and logit regulariser."""
-    return sum(m.weight.square().sum() for m in module.modules() if isinstance(m, nn.Linear))
+def weight_norm_sq(*modules: nn.Module) -> Tensor:
+    """Sum of squared weights of the modules' Linear layers (biases excluded): ASE's weight decay and logit
+    regulariser."""
+    return sum(m.weight.square().sum() for module in modules for m in module.modules() if isinstance(m, nn.Linear))
 
 
 # -- latents held for a random number of steps (ASE, CALM) -------------------------------

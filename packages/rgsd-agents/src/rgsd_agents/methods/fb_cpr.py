@@ -685,8 +685,10 @@ class FBCPRAgent:
         return {**stats, "actor_loss": loss.detach()}
 
     def mean_action_n(self, s_n: Tensor, z: Tensor) -> Tensor:
-        """The actor's mean action for already standardised states (the update's inputs)."""
-        return torch.tanh(self.actor.net(torch.cat([s_n, z], -1)))
+        """The actor's mean action for already standardised states (the update's inputs); the latent clipped as the
+        actor's normaliser clips it in ``mean_action`` (a component beyond +-5 needs z_dim > 25)."""
+        clip = self.actor.normalizer.clip
+        return torch.tanh(self.actor.net(torch.cat([s_n, z.clamp(-clip, clip)], -1)))
 
     # -- checkpoints -----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

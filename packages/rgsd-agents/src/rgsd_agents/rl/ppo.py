@@ -79,7 +79,8 @@ class PPO:
         self, storage: RolloutStorage, generator: torch.Generator, hooks: MinibatchHooks | None = None
     ) -> dict[str, float]:
         """``epochs`` passes of minibatch steps over one rollout (``hooks``: a method's part in each step);
-        returns mean losses and diagnostics."""
+        returns mean losses and diagnostics, and ``approx_kl_last_minibatch``, the approximate KL at the last step
+        (about the KL the update reached; the mean over the steps, whose first is about 0, understates it)."""
         cfg, ac = self.cfg, self.ac
         ac.value_normalizer.update(storage.returns, None if self.dp is None else self.dp.batch_moments)
         obs, actions = storage.flat("obs"), storage.flat("actions")
@@ -107,6 +108,8 @@ class PPO:
         values, returns = storage.flat("values"), storage.flat("returns")
         sums["explained_variance"] = steps * (1.0 - (returns - values).var() / returns.var().clamp_min(1e-8))
         sums["action_std"] = steps * ac.log_std.detach().exp().mean()
+        # float64 before the scaling, so the division below gives the step's value back exactly
+        sums["approx_kl_last_minibatch"] = steps * stats["approx_kl"].to(torch.float64)
         # one read of the device for all statistics of the update
         totals = torch.stack([v.detach().to(torch.float64) for v in sums.values()]).tolist()
         return {k: v / steps for k, v in zip(sums, totals)}

@@ -1,7 +1,9 @@
 """Collecting one PPO rollout from rgsd's torch env (``RGSDTorchEnv``, SameStep autoreset), for any trainer.
 
 Observations are normalised with statistics frozen for the rollout (PPO's first
-ratio is then exactly 1) and the raw observations update them afterwards. A
+ratio is then exactly 1 in float32; with ``ppo.bf16`` the update's forward pass
+runs in bf16 against the float32 one that sampled the actions, so it is 1 within
+bf16 rounding) and the raw observations update them afterwards. A
 truncated episode is bootstrapped with V(final_obs) folded into its last
 reward; a terminated one is not. A trainer adds its own bookkeeping through
 ``after_step``, which may also return extra per-step tensors for the storage
