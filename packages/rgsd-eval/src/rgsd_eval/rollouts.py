@@ -375,7 +375,7 @@ def _run_chunk(
             tenv.set_skills(everyone, torch.as_tensor(track.row(t - 1), dtype=torch.float32))
             obs = tenv.observations()
         rows = acting.rows(active)
-        actions = torch.as_tensor(policy.act(obs if rows is None else obs[rows]), dtype=torch.float32)
+        actions = acting.act(policy, obs, rows)
         if noise is not None:
             drawn = noise.step(t)[:, : actions.shape[-1]]
             drawn = torch.from_numpy(drawn if rows is None else drawn[acting.mask]) * opts.action_noise
@@ -403,20 +403,22 @@ def _run_chunk(
 
 
 ACT_MIN_ROWS = 16
-"""Fewest rows a policy acts on while the chunk has that many worlds: below 16 rows CPU matrix products take
-another kernel, whose rounding differs, so a job's actions would depend on how many of its chunk's jobs still run."""
+"""Fewest rows a policy on the CPU acts on: below 16 rows CPU matrix products take another kernel, whose rounding
+differs, so a job's actions would depend on how many of its chunk's jobs still run, or on how many worlds the env
+has."""
 
 
 class _Acting:
     """The acting worlds' rows of a chunk's step: the running jobs' worlds, topped up with idle ones to
-    ``ACT_MIN_ROWS``; their observations in, every world's actions out (zeros for the others: they do not step)."""
+    ``ACT_MIN_ROWS`` (and, in an env of fewer worlds, with copies of the first row: ``act``); their observations
+    in, every world's actions out (zeros for the others: they do not step)."""
 
     def __init__(self, n: int, device: torch.device, policy: Controller):
         self.n, self.device = n, device
         params = getattr(policy, "parameters", None)
-        on_cpu = params is None or all(p.device.type == "cpu" for p in params())
+        self.on_cpu = params is None or all(p.device.type == "cpu" for p in params())
         # a policy on a GPU acts for every world: cuBLAS picks its kernels by row count too, and costs about the same
-        self.fewest = min(n, ACT_MIN_ROWS) if on_cpu else n
+        self.fewest = min(n, ACT_MIN_ROWS) if self.on_cpu else n
         self.active: np.ndarray | None = None
         self.mask = np.ones(n, dtype=bool)
         self.ids: torch.Tensor | None = None
@@ -429,6 +431,17 @@ class _Acting:
             self.mask[np.flatnonzero(~active)[: max(0, self.fewest - int(active.sum()))]] = True
             self.ids = None if self.mask.all() else torch.from_numpy(np.flatnonzero(self.mask)).to(self.device)
         return self.ids
+
+    def act(self, policy: Controller, obs: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        """(acting rows, act_dim) the policy's actions for the acting rows of ``obs``; on the CPU an env of fewer
+        than ``ACT_MIN_ROWS`` worlds pads them with copies of its first row, so the kernel is that of any larger
+        env."""
+        x = obs if rows is None else obs[rows]
+        short = ACT_MIN_ROWS - x.shape[0] if self.on_cpu else 0
+        if short > 0:
+            x = torch.cat((x, x[:1].expand(short, -1)))
+        actions = torch.as_tensor(policy.act(x), dtype=torch.float32)
+        return actions if short <= 0 else actions[:-short]
 
     def every_world(self, actions: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         """(n, act_dim) actions with the acting rows' ``actions`` in place and zeros elsewhere."""
