@@ -51,6 +51,9 @@ from rgsd_eval.runs import LoadedRun, representative_clips
 
 IMITATION_GROUP = 0
 """Job group of imitation rollouts; kappa i of ``EvalConfig.kappa_plan`` is group i + 1."""
+SEARCH_NOISE_STREAM = 1
+"""The action noise stream of a best-of-N search's rollouts (``batches.JobNoise``): not the evaluation's (0), so the
+rollouts that re-evaluate the chosen latent are fresh ones, none a replay of the search's winning rollout."""
 EVAL_WORLD_STEPS_PER_SECOND = 10035.0
 """Work units per second of a whole evaluation, rollouts and metrics (the cpu preset's 256x256 policy, 512 worlds
 at a time), measured by ``benchmarks/clip_scaling.py`` (the quick protocol on 20 clips) on 2 otherwise idle CPU
@@ -308,7 +311,8 @@ def _search(
     m, n = lib.num_clips, loaded.latent.n
     cand = search_candidates(m, n, cfg.seed, loaded.env_config.skill_dim)
     jobs = RolloutJobs(np.repeat(np.arange(m), n), cand.reshape(m * n, -1), 0, False)
-    res = run_rollouts(env, loaded.policy, jobs, features=False, desc=f"{loaded.label}: best-of-{n}", **common)
+    desc = f"{loaded.label}: best-of-{n}"
+    res = run_rollouts(env, loaded.policy, jobs, features=False, desc=desc, noise_stream=SEARCH_NOISE_STREAM, **common)
     err = res.error.reshape(m, n)
     best, idx = select_best(cand, err)
     info = {

@@ -212,6 +212,7 @@ def run_rollouts(
     torch_threads: int | None = 1,
     max_frames: int | None = None,
     skill_tracks: SkillTracks | None = None,
+    noise_stream: int = 0,
 ) -> Rollouts:
     """Run every job to its clip's end, ``env.num_envs`` worlds at a time (see the module docstring).
 
@@ -221,9 +222,10 @@ def run_rollouts(
     clip is longer.
 
     ``action_noise``: std of the Gaussian noise added to the mean action, one number or one per action dimension
-    (the run's own policy std: ``runs.action_std``); job j's noise is drawn from a stream seeded by (``seed``, j)
-    (``batches.JobNoise``). A policy whose output is squashed by tanh (FB-CPR's) acts
-    inside [-1, 1], so its noisy action is clamped back into that box, as its trainer samples it.
+    (the run's own policy std: ``runs.action_std``); job j's noise is drawn from a stream seeded by (``seed``, j),
+    or by (``seed``, j, ``noise_stream``) for another stream than 0 (``batches.JobNoise``). A policy whose output
+    is squashed by tanh (FB-CPR's) acts inside [-1, 1], so its noisy action is clamped back into that box, as its
+    trainer samples it.
 
     ``torch_threads`` bounds the policy's intra-op threads (None: torch's default);
     one is fastest on a few busy cores, where OpenMP workers fight the simulator's.
@@ -281,7 +283,17 @@ def run_rollouts(
         box = getattr(policy, "output", "linear") == "tanh"
         noisy = noise if bool((noise > 0).any()) else None
         opts = _ChunkOptions(
-            noisy, int(seed), fall_height, features, fid_window, on_step, bar, max_frames, box, skill_tracks
+            noisy,
+            int(seed),
+            fall_height,
+            features,
+            fid_window,
+            on_step,
+            bar,
+            max_frames,
+            box,
+            skill_tracks,
+            noise_stream,
         )
         for k, ids in enumerate(chunks):
             _run_chunk(env, policy, jobs, ids, out, opts, seed + k)
@@ -313,6 +325,8 @@ class _ChunkOptions:
     """Clamp noisy actions into [-1, 1] (policies with a tanh output)."""
     skill_tracks: SkillTracks | None = None
     """Per-step skills of every job (None: each job keeps its z)."""
+    noise_stream: int = 0
+    """Keys the jobs' noise besides ``seed`` and their index (``batches.JobNoise``)."""
 
 
 RECORD_JOB_FRAMES = 1 << 17
@@ -359,7 +373,7 @@ def _run_chunk(
     }
     obs, _ = tenv.reset(seed=seed, options=options)
     everyone = np.arange(n)
-    noise = None if opts.action_noise is None else JobNoise(opts.seed, ids, n, sk.NUM_DOFS)
+    noise = None if opts.action_noise is None else JobNoise(opts.seed, ids, n, sk.NUM_DOFS, opts.noise_stream)
     window = min(int(steps), max(4 * opts.fid_window, RECORD_JOB_FRAMES // m))
     rec = _Recorder(core, jobs, ids, out, opts, int(steps), window)
     rec.record(0)
