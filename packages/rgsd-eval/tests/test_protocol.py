@@ -231,7 +231,7 @@ def test_rollouts_beyond_the_batch_run_in_chunks_of_worlds_with_the_same_results
     lib = MotionLib("demo")
     with tempfile.TemporaryDirectory() as d:
         loaded = load_run(make_fake_run(d + "/r"))
-    z = vmf_samples(np.eye(16)[0], 20.0, 11, 0, 0, 0)
+    z = vmf_samples(np.eye(16)[0], 20.0, 11, 0, 0)
     jobs = RolloutJobs(np.arange(11) % lib.num_clips, z, 1, False)
     results = []
     for worlds in (4, 11):

@@ -35,7 +35,7 @@ def loaded():
 
 def _jobs() -> RolloutJobs:
     clip = np.array([0, 1, 2, 3, 4, 1, 1, 0, 2])
-    z = vmf_samples(np.eye(16)[0], 20.0, len(clip), 0, 0, 0)
+    z = vmf_samples(np.eye(16)[0], 20.0, len(clip), 0, 0)
     return RolloutJobs(clip, z, np.arange(len(clip)) % 2, np.arange(len(clip)) == 3)
 
 
@@ -97,7 +97,7 @@ def test_an_env_of_fewer_worlds_than_the_acting_floor_gives_the_same_rollouts(wi
     """40 noisy jobs in 40 worlds and in an env of fewer than ``ACT_MIN_ROWS`` worlds: every job's path, errors and
     the FID statistics per (group, clip) are the same (the policy's rows are padded to the floor)."""
     clip = np.arange(40) % lib.num_clips
-    jobs = RolloutJobs(clip, vmf_samples(np.eye(16)[0], 20.0, len(clip), 0, 0, 0), clip % 2, False)
+    jobs = RolloutJobs(clip, vmf_samples(np.eye(16)[0], 20.0, len(clip), 0, 0), clip % 2, False)
     kw = {"action_noise": 0.055, "seed": 1, "max_frames": 60}
     whole, few = _run(wide, lib, 40, jobs, **kw), _run(wide, lib, worlds, jobs, **kw)
     np.testing.assert_array_equal(few.root_pos.data, whole.root_pos.data)

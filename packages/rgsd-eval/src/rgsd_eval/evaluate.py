@@ -345,7 +345,7 @@ def _eval_jobs(lib: MotionLib, latents: np.ndarray, cfg: EvalConfig, plan: dict[
         )
     for i, (kappa, clips) in enumerate(plan.items()):
         for c in clips:
-            z = vmf_samples(latents[c], kappa, cfg.rollouts, cfg.seed, c, i)
+            z = vmf_samples(latents[c], kappa, cfg.rollouts, cfg.seed, c)
             keep = np.zeros(cfg.rollouts, dtype=bool)
             if c in video and kappa == cfg.video_kappa_value:
                 keep[: cfg.video_variants] = True
