@@ -19,6 +19,7 @@ kept beside them.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from rgsd_envs.motion.fid_window import min_fid_frames
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import embed, within_motion_alignment
 from rgsd_envs.runs.run_dir import load_clip_latents, load_tracking_latents
+from rgsd_envs.utils.listing import first_few
 from rgsd_eval.batches import step_work, world_steps
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.features import FEATURE_DIM, heading_directions, motion_features
@@ -48,6 +50,8 @@ from rgsd_eval.metrics import (
 from rgsd_eval.protocol import POLICY_NOISE
 from rgsd_eval.rollouts import RolloutJobs, Rollouts, SkillTracks, run_rollouts, track_centres
 from rgsd_eval.runs import LoadedRun, representative_clips
+
+log = logging.getLogger(__name__)
 
 IMITATION_GROUP = 0
 """Job group of imitation rollouts; kappa i of ``EvalConfig.kappa_plan`` is group i + 1."""
@@ -359,6 +363,15 @@ def _num(x: Any) -> float | None:
     return None if not np.isfinite(x) else x
 
 
+def _fid(reference: GaussianStats, generated: GaussianStats, eps: float, what: str) -> float | None:
+    """FID as a JSON number; None, with a warning naming ``what`` it scores, where a rollout's features were not
+    finite (its statistics then are not, and no Frechet distance can be taken)."""
+    if not generated.finite:
+        log.warning("the FID of %s is left empty: a rollout's motion features there are NaN or infinite", what)
+        return None
+    return _num(fid(reference, generated, eps))
+
+
 def _mean_of_numbers(values: list[float | None]) -> float | None:
     """The mean of the values that are numbers; None when none is (a spread of one rollout per clip)."""
     numbers = [v for v in values if v is not None]
@@ -405,6 +418,8 @@ def _pooled(
         return _num(np.mean(vals)) if vals else None
 
     rows = np.flatnonzero((res.jobs.group == group) & np.isin(res.jobs.clip, members))
+    rollouts = "imitation" if group == IMITATION_GROUP else "sampled-latent"
+    what = f"the {rollouts} rollouts of {first_few([lib.names[c] for c in members], 3)} pooled"
     return {
         "clips": len(members),
         **_group_summary(res, rows),
@@ -412,7 +427,7 @@ def _pooled(
         "err_until_fall_cm": clip_mean("err_until_fall_cm"),
         "played_before_fall": clip_mean("played_before_fall"),
         "mpjpe_cm": clip_mean("mpjpe_cm"),
-        "fid": _num(fid(ref.pooled(members), _gen_stats(res, group, ref.scored(members)), cfg.fid_eps)),
+        "fid": _fid(ref.pooled(members), _gen_stats(res, group, ref.scored(members)), cfg.fid_eps, what),
     }
 
 
@@ -443,7 +458,9 @@ def _imitation_metrics(res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, cf
         rows = np.flatnonzero((jobs.group == IMITATION_GROUP) & (jobs.clip == c))
         s = _group_summary(res, rows)
         s["err_cm_std"] = _num(np.nanstd(res.error[rows]) * CM_PER_M)
-        s["fid"] = _num(fid(ref.per_clip[c], _gen_stats(res, IMITATION_GROUP, [c]), cfg.fid_eps))
+        s["fid"] = _fid(
+            ref.per_clip[c], _gen_stats(res, IMITATION_GROUP, [c]), cfg.fid_eps, f"{lib.names[c]}'s imitation rollouts"
+        )
         s.update(_travel(res, rows, lib.clips[c].body_pos[:, 0, :2]))
         clips[lib.names[c]] = {"category": lib.categories[c], "frames": int(lib.num_frames[c]), **s}
     every = list(range(lib.num_clips))
@@ -494,7 +511,12 @@ def _diversity_metrics(
                 "root_spread_m": _num(dispersion(final)),
                 "path_spread_m": _num(path_dispersion(res.root_pos.padded(rows, int(lib.num_frames[c]))[..., :2])),
                 "pose_spread": _num(dispersion(res.mean_feature[rows])),
-                "fid": _num(fid(ref.per_clip[c], _gen_stats(res, g, [c]), cfg.fid_eps)),
+                "fid": _fid(
+                    ref.per_clip[c],
+                    _gen_stats(res, g, [c]),
+                    cfg.fid_eps,
+                    f"{lib.names[c]}'s rollouts at kappa {kappa:g}",
+                ),
             }
         rows = np.flatnonzero(jobs.group == g)
         mean = {
@@ -508,7 +530,12 @@ def _diversity_metrics(
                 "success_rate": _num(rate(res.success[rows])),
                 "fall_rate": _num(rate(res.fell[rows])),
                 "unstable": int(res.unstable[rows].sum()),
-                "fid": _num(fid(ref.pooled(members), _gen_stats(res, g, ref.scored(members)), cfg.fid_eps)),
+                "fid": _fid(
+                    ref.pooled(members),
+                    _gen_stats(res, g, ref.scored(members)),
+                    cfg.fid_eps,
+                    f"the rollouts at kappa {kappa:g} pooled",
+                ),
             }
         )
         roles = [

@@ -614,7 +614,8 @@ def _summarise(out: Rollouts, jobs: RolloutJobs, ids: np.ndarray, rec: _Recordin
 
     def scored_mean(x: np.ndarray, frames: np.ndarray = scored) -> np.ndarray:
         with np.errstate(invalid="ignore"):
-            return np.where(frames.any(0), (x * frames).sum(0) / np.maximum(frames.sum(0), 1), np.nan)
+            # np.where, not x * frames: a NaN frame outside the scored ones (an unstable step's) must not count
+            return np.where(frames.any(0), np.where(frames, x, 0.0).sum(0) / np.maximum(frames.sum(0), 1), np.nan)
 
     out.error[ids] = scored_mean(err)
     until_fall = until_first_fall(scored, rec.fell)
@@ -625,4 +626,4 @@ def _summarise(out: Rollouts, jobs: RolloutJobs, ids: np.ndarray, rec: _Recordin
     out.length[ids] = length
     out.fell[ids] = (rec.fell & scored).any(axis=0)
     out.unstable[ids] = rec.unstable
-    out.success[ids] = tracking_success(np.where(scored, err, np.nan).T, ~rec.unstable)
+    out.success[ids] = tracking_success(err.T, ~rec.unstable, scored=scored.T)
