@@ -55,6 +55,9 @@ log = logging.getLogger(__name__)
 
 IMITATION_GROUP = 0
 """Job group of imitation rollouts; kappa i of ``EvalConfig.kappa_plan`` is group i + 1."""
+FID_WINDOWS = "fid_windows"
+"""The metrics.json key beside each FID: how many feature windows of the rollouts it was fitted to (why it matters:
+``report.FID_WINDOWS_DEFINITION``)."""
 SEARCH_NOISE_STREAM = 1
 """The action noise stream of a best-of-N search's rollouts (``batches.JobNoise``): not the evaluation's (0), so the
 rollouts that re-evaluate the chosen latent are fresh ones, none a replay of the search's winning rollout."""
@@ -363,13 +366,16 @@ def _num(x: Any) -> float | None:
     return None if not np.isfinite(x) else x
 
 
-def _fid(reference: GaussianStats, generated: GaussianStats, eps: float, what: str) -> float | None:
-    """FID as a JSON number; None, with a warning naming ``what`` it scores, where a rollout's features were not
-    finite (its statistics then are not, and no Frechet distance can be taken)."""
+def _fid(reference: GaussianStats, generated: GaussianStats, eps: float, what: str) -> dict[str, Any]:
+    """The FID (a JSON number) and the rollouts' feature windows behind it (``FID_WINDOWS``); the FID None, with a
+    warning naming ``what`` it scores, where a rollout's features were not finite (its statistics then are not, and
+    no Frechet distance can be taken)."""
     if not generated.finite:
         log.warning("the FID of %s is left empty: a rollout's motion features there are NaN or infinite", what)
-        return None
-    return _num(fid(reference, generated, eps))
+        value = None
+    else:
+        value = _num(fid(reference, generated, eps))
+    return {"fid": value, FID_WINDOWS: generated.count}
 
 
 def _mean_of_numbers(values: list[float | None]) -> float | None:
@@ -427,7 +433,7 @@ def _pooled(
         "err_until_fall_cm": clip_mean("err_until_fall_cm"),
         "played_before_fall": clip_mean("played_before_fall"),
         "mpjpe_cm": clip_mean("mpjpe_cm"),
-        "fid": _fid(ref.pooled(members), _gen_stats(res, group, ref.scored(members)), cfg.fid_eps, what),
+        **_fid(ref.pooled(members), _gen_stats(res, group, ref.scored(members)), cfg.fid_eps, what),
     }
 
 
@@ -458,8 +464,13 @@ def _imitation_metrics(res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, cf
         rows = np.flatnonzero((jobs.group == IMITATION_GROUP) & (jobs.clip == c))
         s = _group_summary(res, rows)
         s["err_cm_std"] = _num(np.nanstd(res.error[rows]) * CM_PER_M)
-        s["fid"] = _fid(
-            ref.per_clip[c], _gen_stats(res, IMITATION_GROUP, [c]), cfg.fid_eps, f"{lib.names[c]}'s imitation rollouts"
+        s.update(
+            _fid(
+                ref.per_clip[c],
+                _gen_stats(res, IMITATION_GROUP, [c]),
+                cfg.fid_eps,
+                f"{lib.names[c]}'s imitation rollouts",
+            )
         )
         s.update(_travel(res, rows, lib.clips[c].body_pos[:, 0, :2]))
         clips[lib.names[c]] = {"category": lib.categories[c], "frames": int(lib.num_frames[c]), **s}
@@ -511,7 +522,7 @@ def _diversity_metrics(
                 "root_spread_m": _num(dispersion(final)),
                 "path_spread_m": _num(path_dispersion(res.root_pos.padded(rows, int(lib.num_frames[c]))[..., :2])),
                 "pose_spread": _num(dispersion(res.mean_feature[rows])),
-                "fid": _fid(
+                **_fid(
                     ref.per_clip[c],
                     _gen_stats(res, g, [c]),
                     cfg.fid_eps,
@@ -530,7 +541,7 @@ def _diversity_metrics(
                 "success_rate": _num(rate(res.success[rows])),
                 "fall_rate": _num(rate(res.fell[rows])),
                 "unstable": int(res.unstable[rows].sum()),
-                "fid": _fid(
+                **_fid(
                     ref.pooled(members),
                     _gen_stats(res, g, ref.scored(members)),
                     cfg.fid_eps,
