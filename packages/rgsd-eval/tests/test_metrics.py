@@ -23,6 +23,7 @@ from rgsd_eval.metrics import (
     mpjpe,
     rate,
     root_relative_frame_errors,
+    sample_std,
     to_start_frame,
     tracking_success,
 )
@@ -106,6 +107,12 @@ def test_success_fails_on_one_frame_above_half_a_metre():
     np.testing.assert_array_equal(tracking_success(err), [True, False, True])
     np.testing.assert_array_equal(tracking_success(err, completed=[True, True, False]), [True, False, False])
     assert rate(tracking_success(err)) == pytest.approx(2 / 3)
+
+
+def test_the_spread_of_rollout_errors_is_the_sample_std_and_none_below_two_rollouts():
+    assert sample_std(np.array([0.1, 0.2, 0.3])) == pytest.approx(0.1)  # n - 1: 0.0816 with n
+    assert sample_std(np.array([0.1, np.nan, 0.3])) == pytest.approx(np.sqrt(0.02))  # NaN rollouts left out
+    assert np.isnan(sample_std(np.array([0.07]))) and np.isnan(sample_std(np.array([0.07, np.nan])))
 
 
 def test_global_mpjpe_averages_the_successful_rollouts_only():

@@ -45,6 +45,7 @@ from rgsd_eval.metrics import (
     global_mpjpe,
     path_dispersion,
     rate,
+    sample_std,
     to_start_frame,
 )
 from rgsd_eval.protocol import POLICY_NOISE
@@ -463,7 +464,7 @@ def _imitation_metrics(res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, cf
     for c in range(lib.num_clips):
         rows = np.flatnonzero((jobs.group == IMITATION_GROUP) & (jobs.clip == c))
         s = _group_summary(res, rows)
-        s["err_cm_std"] = _num(np.nanstd(res.error[rows]) * CM_PER_M)
+        s["err_cm_std"] = _num(sample_std(res.error[rows]) * CM_PER_M)  # None: fewer than 2 rollouts
         s.update(
             _fid(
                 ref.per_clip[c],

@@ -136,6 +136,13 @@ def global_mpjpe(errors: np.ndarray, success: np.ndarray) -> float:
     return float(e[ok].mean()) if ok.any() else float("nan")
 
 
+def sample_std(values: np.ndarray) -> float:
+    """The sample standard deviation (n - 1 in the denominator) of the finite values; NaN if fewer than 2 are."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    v = v[np.isfinite(v)]
+    return float(np.std(v, ddof=1)) if v.size >= 2 else float("nan")
+
+
 def masked_mean(values: np.ndarray, mask: np.ndarray, axis: int = 0) -> np.ndarray:
     """Mean of values where mask is true along axis (NaN where nothing is)."""
     m = np.asarray(mask, dtype=np.float64)

@@ -449,7 +449,7 @@ def render_markdown(inputs: ReportInputs) -> str:
                     c["category"],
                     str(c["rollouts"]),
                     _fmt(c["err_cm"], ERR_DECIMALS),
-                    _fmt(c["err_cm_std"], ERR_DECIMALS),
+                    "-" if c["err_cm_std"] is None else _fmt(c["err_cm_std"], ERR_DECIMALS),  # one rollout
                     _fmt(c.get("mpjpe_cm"), ERR_DECIMALS),
                     _fmt(c.get("global_mpjpe_succ_cm"), ERR_DECIMALS),
                     _fmt(c.get("success_rate"), 2),
