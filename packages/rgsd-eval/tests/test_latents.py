@@ -47,8 +47,28 @@ def test_sampling_is_unit_norm_and_reproducible_per_clip():
     np.testing.assert_array_equal(search_candidates(5, 50, seed=4)[:3], a)  # clip c's draws do not depend on M
     assert not np.allclose(search_candidates(3, 50, seed=5), a)
     mu = np.eye(16)[0]
-    np.testing.assert_array_equal(vmf_samples(mu, 100.0, 8, 0, 2, 1), vmf_samples(mu, 100.0, 8, 0, 2, 1))
-    assert not np.allclose(vmf_samples(mu, 100.0, 8, 0, 2, 1), vmf_samples(mu, 100.0, 8, 0, 3, 1))
+    np.testing.assert_array_equal(vmf_samples(mu, 100.0, 8, 0, 2), vmf_samples(mu, 100.0, 8, 0, 2))
+    assert not np.allclose(vmf_samples(mu, 100.0, 8, 0, 2), vmf_samples(mu, 100.0, 8, 0, 3))
+
+
+def test_a_kappa_draws_the_same_latents_whichever_kappas_are_evaluated_beside_it():
+    """vMF samples are seeded by the kappa's value, not its place in the plan: adding a kappa to --kappas leaves
+    the others' latents (and so their rollouts) as they were."""
+    from types import SimpleNamespace
+
+    from rgsd_eval.config import EvalConfig
+    from rgsd_eval.evaluate import _eval_jobs
+
+    lib = SimpleNamespace(num_clips=3)
+    latents = search_candidates(3, 1, seed=0)[:, 0]
+    skills = {}
+    for kappas in ((100.0,), (20.0, 100.0)):
+        cfg = EvalConfig(kappas=kappas, rollouts=5, video=False)
+        plan = cfg.kappa_plan(["walk", "run", "punch"], [])
+        jobs = _eval_jobs(lib, latents, cfg, plan)
+        skills[kappas] = jobs.skill[jobs.group == 1 + list(plan).index(100.0)]
+    assert skills[(100.0,)].shape == (3 * 5, 16)
+    np.testing.assert_array_equal(skills[(20.0, 100.0)], skills[(100.0,)])
 
 
 def test_auto_mode_follows_the_run_s_method_json(tmp_path):

@@ -175,6 +175,27 @@ def test_fid_under_sampled_latents_is_reported_per_category(kappa_outside):
     assert f"| run | 50 | {run['diversity']['50']['categories']['walk']['fid']:.2f} |" in section
 
 
+def test_each_fid_has_the_number_of_rollout_windows_behind_it(kappa_outside):
+    """Every clip's rollouts run its whole length: a clip's FID is fitted to rollouts x its windows, a pooled FID
+    to the sum over its clips."""
+    from rgsd_eval.features import num_windows
+
+    doc = kappa_outside["json"]
+    run = doc["runs"]["run"]
+    im = run["imitation"]
+    assert "1 / windows" in doc["metric_definitions"]["fid_windows"]
+    windows = {name: num_windows(c["frames"]) for name, c in im["clips"].items()}
+    for name, c in im["clips"].items():
+        assert c["fid_windows"] == c["rollouts"] * windows[name] == windows[name]  # one imitation rollout: no noise
+        assert im["categories"][c["category"]]["fid_windows"] == windows[name]  # one clip per demo category
+    assert im["all"]["fid_windows"] == sum(windows.values())
+    d = run["diversity"]["50"]
+    assert all(v["fid_windows"] == 2 * windows[name] for name, v in d["clips"].items())
+    assert d["mean"]["fid_windows"] == 2 * sum(windows.values())
+    rows = [r for r in kappa_outside["csv"] if r["metric"] == "fid_windows" and r["scope"] == "all"]
+    assert [int(r["value"]) for r in rows] == [sum(windows.values())]
+
+
 def test_the_kappa_plan_rolls_the_sweep_out_on_three_motions_and_discovery_on_every_clip():
     demo = ["walk", "run", "sidestep", "backward", "punch"]
     paper = EvalConfig.for_protocol("paper")
@@ -231,7 +252,7 @@ def test_rollouts_beyond_the_batch_run_in_chunks_of_worlds_with_the_same_results
     lib = MotionLib("demo")
     with tempfile.TemporaryDirectory() as d:
         loaded = load_run(make_fake_run(d + "/r"))
-    z = vmf_samples(np.eye(16)[0], 20.0, 11, 0, 0, 0)
+    z = vmf_samples(np.eye(16)[0], 20.0, 11, 0, 0)
     jobs = RolloutJobs(np.arange(11) % lib.num_clips, z, 1, False)
     results = []
     for worlds in (4, 11):

@@ -249,6 +249,14 @@ def test_json_numbers_agree_with_the_table(report):
         assert im["all"]["rollouts"] == 5
 
 
+def test_a_clip_of_one_rollout_has_no_err_spread(report):
+    """One imitation rollout per clip (no action noise): its ERR std is None in the JSON and "-" in the table."""
+    header, rows = _table_after(report["md"], "| Run | Clip | Category | Rollouts")
+    assert rows and all(r[header.index("Rollouts")] == "1" and r[header.index("ERR std")] == "-" for r in rows)
+    for m in report["json"]["runs"].values():
+        assert all(c["err_cm_std"] is None for c in m["imitation"]["clips"].values())
+
+
 def test_csv_holds_the_same_numbers_as_the_json(report):
     rows = report["csv"]
     doc = report["json"]["runs"]

@@ -35,7 +35,7 @@ def loaded():
 
 def _jobs() -> RolloutJobs:
     clip = np.array([0, 1, 2, 3, 4, 1, 1, 0, 2])
-    z = vmf_samples(np.eye(16)[0], 20.0, len(clip), 0, 0, 0)
+    z = vmf_samples(np.eye(16)[0], 20.0, len(clip), 0, 0)
     return RolloutJobs(clip, z, np.arange(len(clip)) % 2, np.arange(len(clip)) == 3)
 
 
@@ -82,6 +82,36 @@ def test_a_rollout_s_numbers_do_not_depend_on_its_batch(loaded, lib):
     np.testing.assert_array_equal(pairs.qpos[3], whole.qpos[3])
     other = _run(loaded, lib, 9, jobs, action_noise=0.2, seed=4)
     assert not np.allclose(other.error, whole.error)  # the noise is drawn, and seeded
+
+
+@pytest.fixture(scope="module")
+def wide():
+    """A run whose policy has the cpu preset's (256, 256) hidden layers: wide enough that a CPU matrix product of
+    fewer than 16 rows takes another kernel."""
+    with tempfile.TemporaryDirectory() as d:
+        yield load_run(make_fake_run(d + "/r", hidden=(256, 256)))
+
+
+@pytest.mark.parametrize("worlds", [7, 3])
+def test_an_env_of_fewer_worlds_than_the_acting_floor_gives_the_same_rollouts(wide, lib, worlds):
+    """40 noisy jobs in 40 worlds and in an env of fewer than ``ACT_MIN_ROWS`` worlds: every job's path, errors and
+    the FID statistics per (group, clip) are the same (the policy's rows are padded to the floor)."""
+    clip = np.arange(40) % lib.num_clips
+    jobs = RolloutJobs(clip, vmf_samples(np.eye(16)[0], 20.0, len(clip), 0, 0), clip % 2, False)
+    kw = {"action_noise": 0.055, "seed": 1, "max_frames": 60}
+    whole, few = _run(wide, lib, 40, jobs, **kw), _run(wide, lib, worlds, jobs, **kw)
+    np.testing.assert_array_equal(few.root_pos.data, whole.root_pos.data)
+    np.testing.assert_array_equal(few.frame_error.data, whole.frame_error.data)
+    np.testing.assert_array_equal(few.fell, whole.fell)
+    np.testing.assert_allclose(few.error, whole.error, rtol=1e-12)  # summation order only
+    np.testing.assert_allclose(few.mpjpe, whole.mpjpe, rtol=1e-12)
+    np.testing.assert_allclose(few.mean_feature, whole.mean_feature, rtol=1e-12)
+    assert few.feature_stats.keys() == whole.feature_stats.keys()
+    for key, s in whole.feature_stats.items():
+        f = few.feature_stats[key]
+        assert f.count == s.count
+        np.testing.assert_allclose(f.mean, s.mean, rtol=1e-12, atol=1e-14)  # pooled in another order only
+        np.testing.assert_allclose(f.cov, s.cov, rtol=1e-10, atol=1e-14)
 
 
 def test_results_are_stored_per_job_at_its_clip_s_length(loaded, lib):

@@ -7,7 +7,9 @@ physics makes each job's own steps (``world_steps``); what a batch step costs be
 observations, the policy, the recording), is ``step_work``, the evaluation estimate's count.
 
 A rollout's numbers must not depend on the batch it ran in, so its action noise is its own: a stream seeded by
-(seed, the job's index in the job list), drawn ``NOISE_BLOCK`` steps at a time.
+(seed, the job's index in the job list), drawn ``NOISE_BLOCK`` steps at a time. Rollouts that must not share noise
+with those of another job list of the same seed (a best-of-N search's, beside the evaluation's) take another
+``stream``: their noise is seeded by (seed, index, stream).
 """
 
 from __future__ import annotations
@@ -54,11 +56,16 @@ def step_work(lengths: np.ndarray, size: int) -> float:
     return world_steps(lengths) + batch_steps(lengths, size) * (BATCH_STEP_WORK + WORLD_WORK * size)
 
 
+def job_rng(seed: int, job: int, stream: int = 0) -> np.random.Generator:
+    """The noise generator of job ``job``: seeded by (seed, job), or (seed, job, stream) for another stream."""
+    return np.random.default_rng((int(seed), int(job)) if stream == 0 else (int(seed), int(job), int(stream)))
+
+
 class JobNoise:
     """Standard normal action noise of one batch's jobs: job j's step t is row t - 1 of its own stream."""
 
-    def __init__(self, seed: int, job_ids: np.ndarray, worlds: int, dim: int):
-        self.rngs = [np.random.default_rng((int(seed), int(j))) for j in job_ids]
+    def __init__(self, seed: int, job_ids: np.ndarray, worlds: int, dim: int, stream: int = 0):
+        self.rngs = [job_rng(seed, j, stream) for j in job_ids]
         self.worlds, self.dim = worlds, dim
         self.block = np.zeros((0, worlds, dim), dtype=np.float32)
         self.first = 1

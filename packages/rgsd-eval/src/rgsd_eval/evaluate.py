@@ -19,6 +19,7 @@ kept beside them.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from rgsd_envs.motion.fid_window import min_fid_frames
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import embed, within_motion_alignment
 from rgsd_envs.runs.run_dir import load_clip_latents, load_tracking_latents
+from rgsd_envs.utils.listing import first_few
 from rgsd_eval.batches import step_work, world_steps
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.features import FEATURE_DIM, heading_directions, motion_features
@@ -43,14 +45,23 @@ from rgsd_eval.metrics import (
     global_mpjpe,
     path_dispersion,
     rate,
+    sample_std,
     to_start_frame,
 )
 from rgsd_eval.protocol import POLICY_NOISE
 from rgsd_eval.rollouts import RolloutJobs, Rollouts, SkillTracks, run_rollouts, track_centres
 from rgsd_eval.runs import LoadedRun, representative_clips
 
+log = logging.getLogger(__name__)
+
 IMITATION_GROUP = 0
 """Job group of imitation rollouts; kappa i of ``EvalConfig.kappa_plan`` is group i + 1."""
+FID_WINDOWS = "fid_windows"
+"""The metrics.json key beside each FID: how many feature windows of the rollouts it was fitted to (why it matters:
+``report.FID_WINDOWS_DEFINITION``)."""
+SEARCH_NOISE_STREAM = 1
+"""The action noise stream of a best-of-N search's rollouts (``batches.JobNoise``): not the evaluation's (0), so the
+rollouts that re-evaluate the chosen latent are fresh ones, none a replay of the search's winning rollout."""
 EVAL_WORLD_STEPS_PER_SECOND = 10035.0
 """Work units per second of a whole evaluation, rollouts and metrics (the cpu preset's 256x256 policy, 512 worlds
 at a time), measured by ``benchmarks/clip_scaling.py`` (the quick protocol on 20 clips) on 2 otherwise idle CPU
@@ -308,7 +319,8 @@ def _search(
     m, n = lib.num_clips, loaded.latent.n
     cand = search_candidates(m, n, cfg.seed, loaded.env_config.skill_dim)
     jobs = RolloutJobs(np.repeat(np.arange(m), n), cand.reshape(m * n, -1), 0, False)
-    res = run_rollouts(env, loaded.policy, jobs, features=False, desc=f"{loaded.label}: best-of-{n}", **common)
+    desc = f"{loaded.label}: best-of-{n}"
+    res = run_rollouts(env, loaded.policy, jobs, features=False, desc=desc, noise_stream=SEARCH_NOISE_STREAM, **common)
     err = res.error.reshape(m, n)
     best, idx = select_best(cand, err)
     info = {
@@ -341,7 +353,7 @@ def _eval_jobs(lib: MotionLib, latents: np.ndarray, cfg: EvalConfig, plan: dict[
         )
     for i, (kappa, clips) in enumerate(plan.items()):
         for c in clips:
-            z = vmf_samples(latents[c], kappa, cfg.rollouts, cfg.seed, c, i)
+            z = vmf_samples(latents[c], kappa, cfg.rollouts, cfg.seed, c)
             keep = np.zeros(cfg.rollouts, dtype=bool)
             if c in video and kappa == cfg.video_kappa_value:
                 keep[: cfg.video_variants] = True
@@ -353,6 +365,18 @@ def _num(x: Any) -> float | None:
     """A JSON number: a float, or None for NaN."""
     x = float(x)
     return None if not np.isfinite(x) else x
+
+
+def _fid(reference: GaussianStats, generated: GaussianStats, eps: float, what: str) -> dict[str, Any]:
+    """The FID (a JSON number) and the rollouts' feature windows behind it (``FID_WINDOWS``); the FID None, with a
+    warning naming ``what`` it scores, where a rollout's features were not finite (its statistics then are not, and
+    no Frechet distance can be taken)."""
+    if not generated.finite:
+        log.warning("the FID of %s is left empty: a rollout's motion features there are NaN or infinite", what)
+        value = None
+    else:
+        value = _num(fid(reference, generated, eps))
+    return {"fid": value, FID_WINDOWS: generated.count}
 
 
 def _mean_of_numbers(values: list[float | None]) -> float | None:
@@ -401,6 +425,8 @@ def _pooled(
         return _num(np.mean(vals)) if vals else None
 
     rows = np.flatnonzero((res.jobs.group == group) & np.isin(res.jobs.clip, members))
+    rollouts = "imitation" if group == IMITATION_GROUP else "sampled-latent"
+    what = f"the {rollouts} rollouts of {first_few([lib.names[c] for c in members], 3)} pooled"
     return {
         "clips": len(members),
         **_group_summary(res, rows),
@@ -408,7 +434,7 @@ def _pooled(
         "err_until_fall_cm": clip_mean("err_until_fall_cm"),
         "played_before_fall": clip_mean("played_before_fall"),
         "mpjpe_cm": clip_mean("mpjpe_cm"),
-        "fid": _num(fid(ref.pooled(members), _gen_stats(res, group, ref.scored(members)), cfg.fid_eps)),
+        **_fid(ref.pooled(members), _gen_stats(res, group, ref.scored(members)), cfg.fid_eps, what),
     }
 
 
@@ -438,8 +464,15 @@ def _imitation_metrics(res: Rollouts, lib: MotionLib, ref: ReferenceFeatures, cf
     for c in range(lib.num_clips):
         rows = np.flatnonzero((jobs.group == IMITATION_GROUP) & (jobs.clip == c))
         s = _group_summary(res, rows)
-        s["err_cm_std"] = _num(np.nanstd(res.error[rows]) * CM_PER_M)
-        s["fid"] = _num(fid(ref.per_clip[c], _gen_stats(res, IMITATION_GROUP, [c]), cfg.fid_eps))
+        s["err_cm_std"] = _num(sample_std(res.error[rows]) * CM_PER_M)  # None: fewer than 2 rollouts
+        s.update(
+            _fid(
+                ref.per_clip[c],
+                _gen_stats(res, IMITATION_GROUP, [c]),
+                cfg.fid_eps,
+                f"{lib.names[c]}'s imitation rollouts",
+            )
+        )
         s.update(_travel(res, rows, lib.clips[c].body_pos[:, 0, :2]))
         clips[lib.names[c]] = {"category": lib.categories[c], "frames": int(lib.num_frames[c]), **s}
     every = list(range(lib.num_clips))
@@ -490,7 +523,12 @@ def _diversity_metrics(
                 "root_spread_m": _num(dispersion(final)),
                 "path_spread_m": _num(path_dispersion(res.root_pos.padded(rows, int(lib.num_frames[c]))[..., :2])),
                 "pose_spread": _num(dispersion(res.mean_feature[rows])),
-                "fid": _num(fid(ref.per_clip[c], _gen_stats(res, g, [c]), cfg.fid_eps)),
+                **_fid(
+                    ref.per_clip[c],
+                    _gen_stats(res, g, [c]),
+                    cfg.fid_eps,
+                    f"{lib.names[c]}'s rollouts at kappa {kappa:g}",
+                ),
             }
         rows = np.flatnonzero(jobs.group == g)
         mean = {
@@ -504,7 +542,12 @@ def _diversity_metrics(
                 "success_rate": _num(rate(res.success[rows])),
                 "fall_rate": _num(rate(res.fell[rows])),
                 "unstable": int(res.unstable[rows].sum()),
-                "fid": _num(fid(ref.pooled(members), _gen_stats(res, g, ref.scored(members)), cfg.fid_eps)),
+                **_fid(
+                    ref.pooled(members),
+                    _gen_stats(res, g, ref.scored(members)),
+                    cfg.fid_eps,
+                    f"the rollouts at kappa {kappa:g} pooled",
+                ),
             }
         )
         roles = [

@@ -122,6 +122,11 @@ class GaussianStats:
         return out
 
     @property
+    def finite(self) -> bool:
+        """Whether every sample folded in was finite (a NaN or inf feature makes the sums so)."""
+        return bool(np.isfinite(self.total).all() and np.isfinite(self.outer).all())
+
+    @property
     def mean(self) -> np.ndarray:
         """(D,) sample mean."""
         if self.count == 0:

@@ -92,7 +92,8 @@ def select_best(candidates: np.ndarray, errors: np.ndarray) -> tuple[np.ndarray,
     return candidates[np.arange(candidates.shape[0]), idx], idx
 
 
-def vmf_samples(centre: np.ndarray, kappa: float, n: int, seed: int, clip: int, kappa_index: int) -> np.ndarray:
-    """(n, 16) samples of vMF(centre, kappa), seeded per (clip, kappa)."""
-    rng = _rng(seed, _STREAM_VMF, clip, kappa_index)
+def vmf_samples(centre: np.ndarray, kappa: float, n: int, seed: int, clip: int) -> np.ndarray:
+    """(n, 16) samples of vMF(centre, kappa), seeded per (clip, kappa value): a kappa draws the same samples
+    whichever other kappas are evaluated beside it."""
+    rng = _rng(seed, _STREAM_VMF, clip, int(np.float64(kappa).view(np.uint64)))  # the float's bits: exact
     return np.stack([skills.sample_vmf(rng, centre, float(kappa)) for _ in range(n)])

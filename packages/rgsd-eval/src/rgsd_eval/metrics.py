@@ -101,14 +101,19 @@ def mpjpe(sim_body_pos: np.ndarray, ref_body_pos: np.ndarray, root: int = ROOT_B
 
 
 def tracking_success(
-    frame_error: np.ndarray, completed: np.ndarray | bool = True, threshold: float = SUCCESS_THRESHOLD_M
+    frame_error: np.ndarray,
+    completed: np.ndarray | bool = True,
+    threshold: float = SUCCESS_THRESHOLD_M,
+    scored: np.ndarray | None = None,
 ) -> np.ndarray:
     """Whether each rollout tracked its clip, (..., T) -> (...): it ``completed`` (reached the clip's end) and its
-    per-frame world error (``frame_errors``; NaN frames, those not recorded, are ignored) never exceeds
-    ``threshold`` (m)."""
+    per-frame world error (``frame_errors``) never exceeds ``threshold`` (m) on the ``scored`` frames (..., T),
+    where a non-finite error fails too; without ``scored``, the frames with a NaN error (not recorded) are left
+    out."""
     err = np.asarray(frame_error, dtype=np.float64)
+    scored = ~np.isnan(err) if scored is None else np.asarray(scored, dtype=bool)
     with np.errstate(invalid="ignore"):
-        within = np.where(np.isnan(err), True, err <= threshold).all(axis=-1)
+        within = np.where(scored, np.isfinite(err) & (err <= threshold), True).all(axis=-1)
     return within & np.asarray(completed, dtype=bool)
 
 
@@ -129,6 +134,13 @@ def global_mpjpe(errors: np.ndarray, success: np.ndarray) -> float:
     e = np.asarray(errors, dtype=np.float64).reshape(-1)
     ok = np.asarray(success, dtype=bool).reshape(-1) & np.isfinite(e)
     return float(e[ok].mean()) if ok.any() else float("nan")
+
+
+def sample_std(values: np.ndarray) -> float:
+    """The sample standard deviation (n - 1 in the denominator) of the finite values; NaN if fewer than 2 are."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    v = v[np.isfinite(v)]
+    return float(np.std(v, ddof=1)) if v.size >= 2 else float("nan")
 
 
 def masked_mean(values: np.ndarray, mask: np.ndarray, axis: int = 0) -> np.ndarray:

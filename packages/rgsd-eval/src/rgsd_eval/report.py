@@ -24,7 +24,7 @@ from rgsd_envs.utils.config import to_dict
 from rgsd_envs.utils.files import atomic_path
 from rgsd_envs.utils.provenance import provenance, provenance_text
 from rgsd_eval.config import EvalConfig
-from rgsd_eval.evaluate import RunEvaluation
+from rgsd_eval.evaluate import FID_WINDOWS, RunEvaluation
 from rgsd_eval.features import FEATURE_BODIES, FEATURE_DIM
 from rgsd_eval.latents import latent_rule
 from rgsd_eval.metrics import DEFINITIONS
@@ -56,6 +56,11 @@ FID_FEATURE_DOC = (
     "root in the heading frame, the mean root velocity in the heading frame, the std of the 9 bodies' "
     "velocities in the heading frame and the mean yaw rate (86 numbers; m, m/s, rad/s, not standardised). "
     "Covariances get eps*I on the diagonal; the matrix square root is the symmetric PSD one (eigh)."
+)
+FID_WINDOWS_DEFINITION = (
+    "Feature windows of the rollouts the FID beside it was fitted to. An FID's finite-sample bias falls as about "
+    "1 / windows (two samples of one Gaussian score above 0), so FIDs of different window counts (rollout counts, "
+    "clip lengths) do not compare."
 )
 OUR_ERR_FRAME = "world"
 """The frame of our ERR: body positions as simulated, pelvis translation included."""
@@ -444,7 +449,7 @@ def render_markdown(inputs: ReportInputs) -> str:
                     c["category"],
                     str(c["rollouts"]),
                     _fmt(c["err_cm"], ERR_DECIMALS),
-                    _fmt(c["err_cm_std"], ERR_DECIMALS),
+                    "-" if c["err_cm_std"] is None else _fmt(c["err_cm_std"], ERR_DECIMALS),  # one rollout
                     _fmt(c.get("mpjpe_cm"), ERR_DECIMALS),
                     _fmt(c.get("global_mpjpe_succ_cm"), ERR_DECIMALS),
                     _fmt(c.get("success_rate"), 2),
@@ -694,7 +699,11 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         "categories": inputs.categories,
         "protocol": {"name": inputs.config.protocol, "changed": to_dict_values(inputs.config.overrides())},
         "config": to_dict(inputs.config),
-        "metric_definitions": {**DEFINITIONS, "fid": "our motion FID; feature: fid_feature"},
+        "metric_definitions": {
+            **DEFINITIONS,
+            "fid": "our motion FID; feature: fid_feature",
+            FID_WINDOWS: FID_WINDOWS_DEFINITION,
+        },
         "paper": paper_document([ev.metrics.get("method", "rgsd") for ev in inputs.runs]),
         "fid_feature": {
             "definition": FID_FEATURE_DOC,

@@ -212,6 +212,7 @@ def run_rollouts(
     torch_threads: int | None = 1,
     max_frames: int | None = None,
     skill_tracks: SkillTracks | None = None,
+    noise_stream: int = 0,
 ) -> Rollouts:
     """Run every job to its clip's end, ``env.num_envs`` worlds at a time (see the module docstring).
 
@@ -221,9 +222,10 @@ def run_rollouts(
     clip is longer.
 
     ``action_noise``: std of the Gaussian noise added to the mean action, one number or one per action dimension
-    (the run's own policy std: ``runs.action_std``); job j's noise is drawn from a stream seeded by (``seed``, j)
-    (``batches.JobNoise``). A policy whose output is squashed by tanh (FB-CPR's) acts
-    inside [-1, 1], so its noisy action is clamped back into that box, as its trainer samples it.
+    (the run's own policy std: ``runs.action_std``); job j's noise is drawn from a stream seeded by (``seed``, j),
+    or by (``seed``, j, ``noise_stream``) for another stream than 0 (``batches.JobNoise``). A policy whose output
+    is squashed by tanh (FB-CPR's) acts inside [-1, 1], so its noisy action is clamped back into that box, as its
+    trainer samples it.
 
     ``torch_threads`` bounds the policy's intra-op threads (None: torch's default);
     one is fastest on a few busy cores, where OpenMP workers fight the simulator's.
@@ -281,7 +283,17 @@ def run_rollouts(
         box = getattr(policy, "output", "linear") == "tanh"
         noisy = noise if bool((noise > 0).any()) else None
         opts = _ChunkOptions(
-            noisy, int(seed), fall_height, features, fid_window, on_step, bar, max_frames, box, skill_tracks
+            noisy,
+            int(seed),
+            fall_height,
+            features,
+            fid_window,
+            on_step,
+            bar,
+            max_frames,
+            box,
+            skill_tracks,
+            noise_stream,
         )
         for k, ids in enumerate(chunks):
             _run_chunk(env, policy, jobs, ids, out, opts, seed + k)
@@ -313,6 +325,8 @@ class _ChunkOptions:
     """Clamp noisy actions into [-1, 1] (policies with a tanh output)."""
     skill_tracks: SkillTracks | None = None
     """Per-step skills of every job (None: each job keeps its z)."""
+    noise_stream: int = 0
+    """Keys the jobs' noise besides ``seed`` and their index (``batches.JobNoise``)."""
 
 
 RECORD_JOB_FRAMES = 1 << 17
@@ -359,7 +373,7 @@ def _run_chunk(
     }
     obs, _ = tenv.reset(seed=seed, options=options)
     everyone = np.arange(n)
-    noise = None if opts.action_noise is None else JobNoise(opts.seed, ids, n, sk.NUM_DOFS)
+    noise = None if opts.action_noise is None else JobNoise(opts.seed, ids, n, sk.NUM_DOFS, opts.noise_stream)
     window = min(int(steps), max(4 * opts.fid_window, RECORD_JOB_FRAMES // m))
     rec = _Recorder(core, jobs, ids, out, opts, int(steps), window)
     rec.record(0)
@@ -375,7 +389,7 @@ def _run_chunk(
             tenv.set_skills(everyone, torch.as_tensor(track.row(t - 1), dtype=torch.float32))
             obs = tenv.observations()
         rows = acting.rows(active)
-        actions = torch.as_tensor(policy.act(obs if rows is None else obs[rows]), dtype=torch.float32)
+        actions = acting.act(policy, obs, rows)
         if noise is not None:
             drawn = noise.step(t)[:, : actions.shape[-1]]
             drawn = torch.from_numpy(drawn if rows is None else drawn[acting.mask]) * opts.action_noise
@@ -403,20 +417,22 @@ def _run_chunk(
 
 
 ACT_MIN_ROWS = 16
-"""Fewest rows a policy acts on while the chunk has that many worlds: below 16 rows CPU matrix products take
-another kernel, whose rounding differs, so a job's actions would depend on how many of its chunk's jobs still run."""
+"""Fewest rows a policy on the CPU acts on: below 16 rows CPU matrix products take another kernel, whose rounding
+differs, so a job's actions would depend on how many of its chunk's jobs still run, or on how many worlds the env
+has."""
 
 
 class _Acting:
     """The acting worlds' rows of a chunk's step: the running jobs' worlds, topped up with idle ones to
-    ``ACT_MIN_ROWS``; their observations in, every world's actions out (zeros for the others: they do not step)."""
+    ``ACT_MIN_ROWS`` (and, in an env of fewer worlds, with copies of the first row: ``act``); their observations
+    in, every world's actions out (zeros for the others: they do not step)."""
 
     def __init__(self, n: int, device: torch.device, policy: Controller):
         self.n, self.device = n, device
         params = getattr(policy, "parameters", None)
-        on_cpu = params is None or all(p.device.type == "cpu" for p in params())
+        self.on_cpu = params is None or all(p.device.type == "cpu" for p in params())
         # a policy on a GPU acts for every world: cuBLAS picks its kernels by row count too, and costs about the same
-        self.fewest = min(n, ACT_MIN_ROWS) if on_cpu else n
+        self.fewest = min(n, ACT_MIN_ROWS) if self.on_cpu else n
         self.active: np.ndarray | None = None
         self.mask = np.ones(n, dtype=bool)
         self.ids: torch.Tensor | None = None
@@ -429,6 +445,17 @@ class _Acting:
             self.mask[np.flatnonzero(~active)[: max(0, self.fewest - int(active.sum()))]] = True
             self.ids = None if self.mask.all() else torch.from_numpy(np.flatnonzero(self.mask)).to(self.device)
         return self.ids
+
+    def act(self, policy: Controller, obs: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        """(acting rows, act_dim) the policy's actions for the acting rows of ``obs``; on the CPU an env of fewer
+        than ``ACT_MIN_ROWS`` worlds pads them with copies of its first row, so the kernel is that of any larger
+        env."""
+        x = obs if rows is None else obs[rows]
+        short = ACT_MIN_ROWS - x.shape[0] if self.on_cpu else 0
+        if short > 0:
+            x = torch.cat((x, x[:1].expand(short, -1)))
+        actions = torch.as_tensor(policy.act(x), dtype=torch.float32)
+        return actions if short <= 0 else actions[:-short]
 
     def every_world(self, actions: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         """(n, act_dim) actions with the acting rows' ``actions`` in place and zeros elsewhere."""
@@ -587,7 +614,8 @@ def _summarise(out: Rollouts, jobs: RolloutJobs, ids: np.ndarray, rec: _Recordin
 
     def scored_mean(x: np.ndarray, frames: np.ndarray = scored) -> np.ndarray:
         with np.errstate(invalid="ignore"):
-            return np.where(frames.any(0), (x * frames).sum(0) / np.maximum(frames.sum(0), 1), np.nan)
+            # np.where, not x * frames: a NaN frame outside the scored ones (an unstable step's) must not count
+            return np.where(frames.any(0), np.where(frames, x, 0.0).sum(0) / np.maximum(frames.sum(0), 1), np.nan)
 
     out.error[ids] = scored_mean(err)
     until_fall = until_first_fall(scored, rec.fell)
@@ -598,4 +626,4 @@ def _summarise(out: Rollouts, jobs: RolloutJobs, ids: np.ndarray, rec: _Recordin
     out.length[ids] = length
     out.fell[ids] = (rec.fell & scored).any(axis=0)
     out.unstable[ids] = rec.unstable
-    out.success[ids] = tracking_success(np.where(scored, err, np.nan).T, ~rec.unstable)
+    out.success[ids] = tracking_success(err.T, ~rec.unstable, scored=scored.T)
