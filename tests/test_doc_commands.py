@@ -25,7 +25,13 @@ FENCE = re.compile(r"```([a-z]*)\n(.*?)```", re.S)
 SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 SHELL_FENCES = ("", "bash", "sh", "shell", "console")
 PROGRAMS = ("rgsd", "rgsd-motions", "rgsd-eval", "python", "python3", "torchrun")
-MODULES = {"rgsd_agents.cli": "rgsd", "rgsd_envs.motion.cli": "rgsd-motions", "rgsd_eval.cli": "rgsd-eval"}
+PRETRAINED = "python -m rgsd_agents.pretrained"
+MODULES = {
+    "rgsd_agents.cli": "rgsd",
+    "rgsd_envs.motion.cli": "rgsd-motions",
+    "rgsd_eval.cli": "rgsd-eval",
+    "rgsd_agents.pretrained": PRETRAINED,
+}
 LAUNCHER = re.compile(r"^(?:\w+=\S*\s+|nohup\s+)*")
 """What may stand before the program: environment settings (``CI=true``) and ``nohup``."""
 PLACEHOLDER = re.compile(r"<|\.\.\.|\[| [A-Z]+\b| k\b")
@@ -108,6 +114,8 @@ def parse(monkeypatch, capsys, load_script):
                 from rgsd_envs.motion.cli import build_parser
             elif program == "rgsd-eval":
                 from rgsd_eval.cli import build_parser
+            elif program == PRETRAINED:
+                from rgsd_agents.pretrained.__main__ import build_parser
             else:
                 path = ROOT / program
                 assert path.is_file(), f"no such script: {program}"
@@ -154,6 +162,8 @@ def test_a_wrong_flag_or_a_missing_required_argument_fails(parse):
     missing = parse("benchmarks/gpu_check.py", ["--quick"])
     assert "required: --out" in missing
     assert parse("benchmarks/gpu_check.py", ["--quick", "--out", "x"]) is None
+    assert "required: --motions" in parse(PRETRAINED, ["runs/x"])
+    assert parse(PRETRAINED, ["runs/x", "--motions", "m", "--about", "{}"]) is None
     # in prose the required options are waived, and a wrong flag still fails
     assert parse("rgsd", ["eval", "--latent", "stored"], prose=True) is None
     wrong = parse("rgsd", ["eval", "--latentx", "stored"], prose=True)

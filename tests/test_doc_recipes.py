@@ -24,15 +24,38 @@ IMPORT_OUT = re.compile(r"rgsd-motions import [^\n`]*?--out ([^\s`]+)")
 """The folder an ``rgsd-motions import`` command (or a comment quoting one) writes its clips to."""
 
 
+def make_vec_calls(block: str, module_name: str) -> list[tuple[tuple, dict]]:
+    """The ``gym.make_vec`` calls a Python block makes when run as the module ``module_name``, against a stand-in
+    ``gym`` whose vector env does nothing."""
+    calls = []
+
+    def make_vec(*args, **kwargs):
+        calls.append((args, kwargs))
+        return SimpleNamespace(reset=lambda **_: (None, {}), close=lambda: None)
+
+    exec(
+        block.replace("import gymnasium as gym", ""),
+        {"gym": SimpleNamespace(make_vec=make_vec), "__name__": module_name},
+    )
+    return calls
+
+
 def documented_make_vec_call(page: Path, marker: str) -> tuple[tuple, dict]:
     """The positional and keyword arguments of the ``gym.make_vec`` call in ``page``'s Python block containing
-    ``marker``, read by running the block against a stand-in ``gym``."""
+    ``marker``, read by running the block as a script against a stand-in ``gym``."""
     block = textwrap.dedent(next(b for b in PYTHON_FENCE.findall(page.read_text()) if marker in b))
-    calls = []
-    stand_in = SimpleNamespace(make_vec=lambda *args, **kwargs: calls.append((args, kwargs)))
-    exec(block.replace("import gymnasium as gym", ""), {"gym": stand_in})
+    calls = make_vec_calls(block, "__main__")
     assert len(calls) == 1, block
     return calls[0]
+
+
+def test_the_documented_async_vector_env_is_made_only_in_the_main_module():
+    # a spawned worker imports the parent's script as "__mp_main__": a block that made the envs then would have
+    # each worker start processes while bootstrapping, which multiprocessing refuses with a RuntimeError
+    page = ROOT / "docs" / "environments.md"
+    block = textwrap.dedent(next(b for b in PYTHON_FENCE.findall(page.read_text()) if '"spawn"' in b))
+    assert make_vec_calls(block, "__mp_main__") == [], block
+    assert len(make_vec_calls(block, "__main__")) == 1, block
 
 
 def test_the_documented_gymnasium_vector_env_autoresets_same_step_with_final_obs(real_clip_dir):

@@ -31,11 +31,16 @@ COMMANDS = ROOT / "docs" / "commands.md"
 
 
 def _programs() -> dict[str, str]:
-    """Each program the packages install (``[project.scripts]``) -> the module whose ``build_parser`` parses it."""
+    """Each program the packages install (``[project.scripts]``) and each module they run with ``python -m`` (a
+    ``__main__.py``) -> the module whose ``build_parser`` parses it."""
     out = {}
     for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
         scripts = tomllib.loads(pyproject.read_text())["project"].get("scripts", {})
         out.update({name: target.partition(":")[0] for name, target in scripts.items()})
+    for src in sorted(ROOT.glob("packages/*/src")):
+        for main in sorted(src.rglob("__main__.py")):
+            package = ".".join(main.parent.relative_to(src).parts)
+            out[f"python -m {package}"] = f"{package}.__main__"
     return out
 
 
@@ -128,7 +133,7 @@ def _commands(hook, parser, name: str):
 
 
 def test_the_command_reference_has_every_program():
-    assert {"rgsd", "rgsd-motions", "rgsd-eval"} <= set(PROGRAMS)
+    assert {"rgsd", "rgsd-motions", "rgsd-eval", "python -m rgsd_agents.pretrained"} <= set(PROGRAMS)
     markers = re.findall(r"^<!-- commands: (\S+) -->$", COMMANDS.read_text(), flags=re.M)
     for program, module in PROGRAMS.items():
         assert f"{module}:build_parser" in markers, f"{program} is not on {COMMANDS.name}"

@@ -35,10 +35,10 @@ def test_cuda_without_a_gpu_says_what_to_pass(no_cuda):
     with pytest.raises(DeviceError) as err:
         resolve_device("cuda")
     msg = str(err.value)
-    assert "--device cuda requested but torch.cuda.is_available() is False" in msg
-    assert "pass --device cpu" in msg and "\n" not in msg
+    assert "device 'cuda' requested but torch.cuda.is_available() is False" in msg
+    assert "pass device='cpu' (--device cpu on the command line)" in msg and "\n" not in msg
     assert isinstance(err.value, ValueError)
-    with pytest.raises(DeviceError, match="cuda:1 requested"):
+    with pytest.raises(DeviceError, match="'cuda:1' requested"):
         resolve_device("cuda:1")
 
 
@@ -46,7 +46,7 @@ def test_a_missing_gpu_index_and_a_bad_spec_are_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert resolve_device("cuda:1") == torch.device("cuda", 1)
-    with pytest.raises(DeviceError, match=r"only 2 CUDA device\(s\).*cuda:0 to cuda:1"):
+    with pytest.raises(DeviceError, match=r"only 2 CUDA device\(s\).*'cuda:0' to 'cuda:1'"):
         resolve_device("cuda:2")
     with pytest.raises(DeviceError, match="not a device; pass one of auto, cpu, cuda, cuda:N"):
         resolve_device("gpu")

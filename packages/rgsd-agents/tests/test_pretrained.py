@@ -165,9 +165,16 @@ def test_a_best_of_n_run_builds_with_the_latents_rgsd_eval_chose_and_says_so_up_
     given = tmp_path / "clip_latents.json"
     given.write_text(json.dumps(_latents(4)))
     out = tmp_path / "p"
-    assert build_main([str(run), "--motions", str(clips), "--out", str(out), "--latents", str(given)]) == 0
+    for about in ("[1]", "{trained"):  # a list, not JSON: refused before anything is read or written
+        with pytest.raises(SystemExit) as stop:
+            build_main([str(run), "--motions", str(clips), "--out", str(out), "--about", about])
+        assert stop.value.code == 2 and not out.exists()
+    about = '{"trained": "rgsd train --config cpu, 1 minute"}'
+    argv = [str(run), "--motions", str(clips), "--out", str(out), "--latents", str(given), "--about", about]
+    assert build_main(argv) == 0
     card = pretrained_card(out)
     assert card["method"] == "diayn" and card["clip_latents"] == "clip_latents.json"
+    assert card["trained"] == "rgsd train --config cpu, 1 minute"
     assert json.loads((out / "clip_latents.json").read_text()) == _latents(4)
     played = play_rollout(out, "demo_run", latents=out / "clip_latents.json")
     np.testing.assert_allclose(played.skill, _latents(4)["demo_run"], atol=1e-9)

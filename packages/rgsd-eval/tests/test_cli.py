@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
+import pytest
 import yaml
 
+from rgsd_envs.runs.run_dir import load_clip_latents
+from rgsd_envs.utils.files import InputFileError
 from rgsd_eval import cli
 from rgsd_eval.config import PAPER_KAPPAS
 from rgsd_eval.testing import make_fake_run
@@ -137,3 +140,9 @@ def test_max_clips_evaluates_a_subset_spread_over_the_categories_and_says_so(tmp
     assert any(m.startswith("evaluating r (") and m.endswith("on 3 of 7 clips") for m in logged)
     assert any("quick protocol on 3 clips:" in m for m in logged)  # the estimate counts the evaluated clips
     assert cli.config_from_args(_parse(["--run", "a", "--out", "o", "--max-clips", "4"])).max_clips == 4
+    # its clip_latents.json holds those 3 clips: a later --latents over the run's 7 says why, and what to run
+    every_clip = [c.name for c in MotionLib([str(tmp_path / "clips"), "demo"]).clips]
+    with pytest.raises(InputFileError, match=r"\(4 of the 7 clips .*; it was written by an evaluation of 3 of 7 clips "
+                       r"\(--max-clips\); evaluate every clip"):  # fmt: skip
+        load_clip_latents(out / "r" / "clip_latents.json", every_clip)
+    assert load_clip_latents(out / "r" / "clip_latents.json", chosen).shape == (3, 16)

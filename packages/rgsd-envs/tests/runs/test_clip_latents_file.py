@@ -42,6 +42,20 @@ def test_a_missing_clip_is_named_with_a_count_not_every_clip_asked_for(tmp_path)
         load_clip_latents(path, ["c0"])
 
 
+def test_a_missing_clip_of_a_max_clips_report_says_to_evaluate_every_clip(tmp_path):
+    latents = _report(tmp_path, tmp_path / "runs" / "diayn")  # the latents of walk and run only
+    metrics = latents.parent.parent / "metrics.json"
+    names = ["walk", "run", "kick", "jog"]
+    for evaluated, of in ((2, 4), (4, 4), (None, None)):
+        doc = {"runs": {}, **({"clips_selected": {"clips": evaluated, "of": of}} if evaluated else {})}
+        metrics.write_text(json.dumps(doc))
+        with pytest.raises(InputFileError, match=r"no latent for clip 'kick' \(2 of the 4 clips asked for") as err:
+            load_clip_latents(latents, names)
+        partial = "it was written by an evaluation of 2 of 4 clips (--max-clips); evaluate every clip"
+        assert (partial in str(err.value)) == (evaluated == 2), str(err.value)
+        assert ("give the motions it was made for" in str(err.value)) == (evaluated != 2)
+
+
 def test_latents_chosen_for_another_run_warn_and_the_same_run_does_not(tmp_path, caplog):
     ran, other = tmp_path / "runs" / "diayn", tmp_path / "runs" / "metra"
     ran.mkdir(parents=True), other.mkdir()

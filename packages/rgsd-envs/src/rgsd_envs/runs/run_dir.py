@@ -305,11 +305,17 @@ def load_clip_latents(
     missing = [n for n in names if n not in data]
     if missing:
         held = ", ".join(list(data)[:5]) + (", ..." if len(data) > 5 else "")
+        selected = latents_selection(path)
+        fix = (
+            f"it was written by an evaluation of {selected['clips']} of {selected['of']} clips (--max-clips); "
+            "evaluate every clip (rgsd eval without --max-clips) and give that report's clip_latents.json"
+            if selected is not None
+            else "give the motions it was made for (rgsd eval writes the latents of the clips it evaluated)"
+        )
         raise InputFileError(
             path,
             f"no latent for clip {missing[0]!r} ({len(missing)} of the {len(names)} clips asked for have none; it "
-            f"holds {len(data)}: {held}); give the motions it was made for (rgsd eval writes the latents of the "
-            "clips it evaluated)",
+            f"holds {len(data)}: {held}); {fix}",
         )
     sizes = sorted({len(data[n]) for n in names})
     if len(sizes) > 1 or (skill_dim is not None and sizes != [skill_dim]):
@@ -325,17 +331,40 @@ def load_clip_latents(
     return torch.nn.functional.normalize(z, dim=-1)
 
 
+def _report_field(path: str | os.PathLike, *keys: str) -> Any:
+    """The value at ``keys`` of the ``metrics.json`` of the ``rgsd eval`` report holding
+    ``<report>/<run>/clip_latents.json`` at ``path``; None for a file elsewhere or a report without it."""
+    path = Path(path)
+    try:
+        value = json.loads((path.parent.parent / "metrics.json").read_text())
+        for key in keys:
+            value = value[key]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value
+
+
 def latents_run(path: str | os.PathLike) -> Path | None:
     """The run folder an ``rgsd eval`` report's ``<report>/<run>/clip_latents.json`` was chosen for, read from the
     ``run_dir`` its ``metrics.json`` records; None for a file elsewhere, or when that run folder no longer exists
     (moved: nothing to compare with)."""
-    path = Path(path)
-    try:
-        record = json.loads((path.parent.parent / "metrics.json").read_text())["runs"][path.parent.name]["run_dir"]
-    except (OSError, ValueError, KeyError, TypeError):
+    record = _report_field(path, "runs", Path(path).parent.name, "run_dir")
+    if record is None:
         return None
     chosen_for = Path(str(record)).resolve()
     return chosen_for if chosen_for.is_dir() else None
+
+
+def latents_selection(path: str | os.PathLike) -> dict[str, Any] | None:
+    """``{"clips": N, "of": M, ...}`` when an ``rgsd eval`` report's ``<report>/<run>/clip_latents.json`` holds the
+    latents of only N of the motion set's M clips (``--max-clips``; its ``metrics.json``'s ``clips_selected``);
+    None for a file elsewhere, or one of an evaluation of every clip."""
+    selected = _report_field(path, "clips_selected")
+    try:
+        partial = int(selected["clips"]) < int(selected["of"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return selected if partial else None
 
 
 def save_tracking_latents(path: str | os.PathLike, latents: dict[str, torch.Tensor]) -> None:

@@ -68,20 +68,24 @@ def resolve_device(spec: str | torch.device | None = "auto") -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if text == "cpu":
         return torch.device("cpu")
+    # the messages name both forms: the same device comes from a command's --device and from a Python keyword
     match = _CUDA.match(text)
     if match is None:  # a config's device was checked as it loaded (check_device_name): this is an argument's
-        raise DeviceError(f"--device {spec!r} is not a device; pass one of {', '.join(DEVICE_CHOICES)}")
+        raise DeviceError(
+            f"device {spec!r} is not a device; pass one of {', '.join(DEVICE_CHOICES)} (device='...' in Python, "
+            "--device on the command line)"
+        )
     if not torch.cuda.is_available():
         raise DeviceError(
-            f"--device {text} requested but torch.cuda.is_available() is False ({_no_cuda_reason()}); "
-            "pass --device cpu or install a CUDA build of torch"
+            f"device '{text}' requested but torch.cuda.is_available() is False ({_no_cuda_reason()}); "
+            "pass device='cpu' (--device cpu on the command line) or install a CUDA build of torch"
         )
     if match.group(2) is not None:
         index, count = int(match.group(2)), torch.cuda.device_count()
         if index >= count:
             raise DeviceError(
-                f"--device {text} requested but only {count} CUDA device(s) are visible; "
-                f"pass --device cuda:0 to cuda:{count - 1}"
+                f"device '{text}' requested but only {count} CUDA device(s) are visible; "
+                f"pass device='cuda:0' to 'cuda:{count - 1}' (--device on the command line)"
             )
         return torch.device("cuda", index)
     return torch.device("cuda", torch.cuda.current_device())
