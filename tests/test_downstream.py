@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from rgsd_agents.cli import main as rgsd
-from rgsd_agents.downstream.runner import DownstreamConfig, DownstreamRunner
+from rgsd_agents.downstream.runner import DownstreamConfig, DownstreamRunner, GoalEvaluator
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingConfig, style_cosine
 from rgsd_envs.runs.policy import load_policy
 
@@ -247,9 +248,13 @@ def test_the_report_s_trained_column_is_policy_pt_s_evaluation_also_between_eval
         in report
     )
     assert "trained with PPO for 1 iteration of 4 worlds x 4 high-level steps." in report
+    start = rows[0]["eval/start_distance"]
+    assert final["eval/start_distance"] == start  # the same episodes evaluated
+    assert f"| start distance to goal (m; staying at the start ends here) | {start:.2f} | {start:.2f} |" in report
     stdout = capsys.readouterr().out
     assert "evaluation: untrained (iteration 0) -> policy.pt (iteration 1)" in stdout
     assert f"final distance (m): {rows[0]['eval/final_distance']:.3f} -> {final['eval/final_distance']:.3f}" in stdout
+    assert f"start distance (m; staying at the start ends here): {start:.3f}" in stdout
 
 
 def test_an_evaluation_of_the_final_iteration_is_not_repeated_at_the_end(tmp_path):
@@ -335,3 +340,83 @@ def test_a_run_whose_low_level_moved_resumes_with_low_level_only_over_the_same_p
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "records no sha256 of its low-level policy.pt" in err
     assert f"rgsd downstream --config {run / 'config.yaml'} --low-level {other} --out NEW_RUN" in err
+
+
+def _evaluator(tmp_path: Path, seed: int = 0, eval_episodes: int = 4, episode_seconds: float = 1.0) -> GoalEvaluator:
+    cfg = DownstreamConfig(low_level=str(tmp_path / "low"), seed=seed, eval_episodes=eval_episodes,
+                           task=GoalReachingConfig(style="sidestep", episode_seconds=episode_seconds))  # fmt: skip
+    return GoalEvaluator(cfg, torch.device("cpu"))
+
+
+def _constant_actor(skill: torch.Tensor) -> torch.nn.Module:
+    """A high-level actor whose mean skill is ``skill`` for every observation."""
+    from rgsd_envs.runs.policy import PolicyMLP
+
+    actor = PolicyMLP(GOAL_OBS_DIM, skill.numel(), (8,))
+    with torch.no_grad():
+        actor.net[-1].weight.zero_()
+        actor.net[-1].bias.copy_(skill)
+    return actor
+
+
+def test_two_seeds_share_no_evaluation_goal_and_no_training_world(tmp_path):
+    """World i of an int-seeded env is seeded seed + i, so seed 1's worlds would be seed 0's shifted by one."""
+    _fake_low_level(tmp_path)
+    actor = _constant_actor(torch.ones(16))
+    goals = {}
+    for seed in (0, 1):
+        ev = _evaluator(tmp_path, seed)
+        try:
+            ev.run(actor)
+            first = np.array([t["goal"] for t in ev.trajectories])
+            ev.run(actor)  # every evaluation of a run plays the same episodes
+            np.testing.assert_array_equal(first, [t["goal"] for t in ev.trajectories])
+        finally:
+            ev.close()
+        goals[seed] = first
+    assert not np.isclose(goals[0][:, None], goals[1][None]).all(-1).any(), "a goal of seed 0 is one of seed 1's"
+    starts = []
+    for seed in (0, 1):
+        runner = DownstreamRunner(_tiny_config(tmp_path, 0, seed=seed), tmp_path / f"r{seed}", progress=False)
+        starts.append(runner.env.task.goal.cpu().numpy())
+        runner.close()
+    assert not np.isclose(starts[0][:, None], starts[1][None]).all(-1).any()
+    assert not np.isclose(starts[0][:, None], goals[0][None]).all(-1).any(), "training replays an evaluation goal"
+
+
+def test_an_episode_s_path_ends_where_it_ended_and_the_start_distance_is_recorded(tmp_path):
+    """A world that falls restarts at the centre within the step that ends it: its path must end at the fall, where
+    the final distance was measured; the start distance is what staying at the start scores."""
+    _fake_low_level(tmp_path)
+    ev = _evaluator(tmp_path, eval_episodes=6, episode_seconds=4.0)
+    try:
+        out = ev.run(_constant_actor(torch.ones(16)))
+    finally:
+        ev.close()
+    paths = ev.trajectories
+    assert out["eval/fall_rate"] > 0
+    ends = [np.linalg.norm(t["root"][-1] - t["goal"]) for t in paths]
+    assert out["eval/final_distance"] == pytest.approx(np.mean(ends), abs=1e-5)
+    assert all(np.linalg.norm(t["root"][-1]) > 0.05 for t in paths), "a path jumps back to the centre"
+    assert min(len(t["root"]) for t in paths) < max(len(t["root"]) for t in paths), "no episode ended before others"
+    starts = [np.linalg.norm(t["root"][0] - t["goal"]) for t in paths]
+    assert out["eval/start_distance"] == pytest.approx(np.mean(starts), abs=1e-5)
+    assert out["eval/start_distance"] == pytest.approx(np.mean([np.linalg.norm(t["goal"]) for t in paths]), abs=0.05)
+
+
+def test_evaluation_sends_the_unclamped_mean_skill_as_training_sends_its_samples(tmp_path):
+    """The env normalises the skill: clamping a component above 1 first would turn the direction evaluated."""
+    _fake_low_level(tmp_path)
+    mean = torch.zeros(16)
+    mean[0], mean[1] = 3.0, 0.5
+    ev = _evaluator(tmp_path, eval_episodes=2)
+    sent = []
+    step = ev.env.step
+    ev.env.step = lambda z: (sent.append(z.clone()), step(z))[1]
+    try:
+        ev.run(_constant_actor(mean))
+    finally:
+        ev.close()
+    direction = torch.nn.functional.normalize(mean, dim=0)
+    for z in sent:
+        torch.testing.assert_close(torch.nn.functional.normalize(z, dim=-1), direction.expand_as(z))

@@ -565,11 +565,15 @@ def reproduce_cpu() -> list[str]:
 
 DOWNSTREAM_SHIPPED = f"{RESULTS}/downstream_shipped/evaluations.jsonl"
 """The run's evaluations: each records its iteration and samples, not its time, so the table counts iterations."""
+DOWNSTREAM_SHIPPED_START = f"{RESULTS}/downstream_shipped/start_distance.json"
+"""The start distance of the run's evaluation episodes (``benchmarks/downstream_start_distance.py``): what a humanoid
+that stays at the start ends at, measured apart: the run's evaluations.jsonl has no ``eval/start_distance``."""
 
 
-@table("downstream-shipped", DOWNSTREAM_SHIPPED)
+@table("downstream-shipped", DOWNSTREAM_SHIPPED, DOWNSTREAM_SHIPPED_START)
 def downstream_shipped() -> list[str]:
-    """The first evaluation (untrained) beside the last, after the run's iterations as its record has them."""
+    """The first evaluation (untrained) beside the last, after the run's iterations as its record has them, and the
+    final distance of staying at the start (the same episodes in both columns)."""
     last = len(load(DOWNSTREAM_SHIPPED)) - 1
     iterations = grouped(at(DOWNSTREAM_SHIPPED, last, "iteration"))
 
@@ -577,9 +581,11 @@ def downstream_shipped() -> list[str]:
         return [show(at(DOWNSTREAM_SHIPPED, i, key)) for i in (0, last)]
 
     samples = millions(at(DOWNSTREAM_SHIPPED, last, "step"))
+    stay = fixed(at(DOWNSTREAM_SHIPPED_START, "start_distance_m", "mean"), 2)
     rows = [
         ["success rate (within 0.5 m of the goal)", *both("eval/success_rate", percent)],
         ["final distance to the goal (m)", *both("eval/final_distance", lambda v: fixed(v, 2))],
+        ["staying at the start: final distance (m)", stay, stay],
         ["fall rate", *both("eval/fall_rate", percent)],
     ]
     return markdown(["", "untrained", f"{iterations} iterations ({samples} high-level samples)"], rows)
@@ -592,9 +598,11 @@ DOWNSTREAM_STARTS = (
 """``init_skill`` -> the evaluations of the run that started from it."""
 
 
-@table("downstream-init-skill", *(rel for _, rel in DOWNSTREAM_STARTS))
+@table("downstream-init-skill", *(rel for _, rel in DOWNSTREAM_STARTS), DOWNSTREAM_SHIPPED_START)
 def downstream_init_skill() -> list[str]:
-    """Each start's first evaluation -> its last."""
+    """Each start's first evaluation -> its last; the final distance beside staying at the start, whose figure is the
+    shipped run's (the runs played its evaluation episodes: seed 0, the demo preset, goals drawn whatever the
+    style)."""
     rows = []
     for start, rel in DOWNSTREAM_STARTS:
         last = len(load(rel)) - 1
@@ -608,9 +616,12 @@ def downstream_init_skill() -> list[str]:
             change("eval/style_fid", lambda v: fixed(v, 2)),
             change("eval/fall_rate", percent),
             change("eval/success_rate", percent),
+            change("eval/final_distance", lambda v: fixed(v, 2)),
         ])  # fmt: skip
+    stay = fixed(at(DOWNSTREAM_SHIPPED_START, "start_distance_m", "mean"), 2)
     header = ["start", "cosine to the style latent, untrained -> trained", "style FID, untrained -> trained",
-              "falls, untrained -> trained", "success, untrained -> trained"]  # fmt: skip
+              "falls, untrained -> trained", "success, untrained -> trained",
+              f"final distance (m; staying at the start: {stay}), untrained -> trained"]  # fmt: skip
     return markdown(header, rows)
 
 

@@ -15,10 +15,11 @@ from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.testing import make_fake_run
 
 
-def fake_downstream(path, low_level, style, seed, rows, init_skill=None):
-    """A downstream run folder: config.yaml and evaluations.jsonl with ``rows`` (step, success, fid or None)."""
+def fake_downstream(path, low_level, style, seed, rows, init_skill=None, **task):
+    """A downstream run folder: config.yaml (``task``: more task fields) and evaluations.jsonl with ``rows`` (step,
+    success, fid or None)."""
     path.mkdir(parents=True)
-    cfg = {"low_level": str(low_level), "seed": seed, "task": {"style": style}}
+    cfg = {"low_level": str(low_level), "seed": seed, "task": {"style": style, **task}}
     if init_skill is not None:
         cfg["init_skill"] = init_skill
     (path / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -110,6 +111,23 @@ def test_seeds_of_different_styles_or_a_repeated_seed_are_refused(tmp_path, lows
     with pytest.raises(InputFileError, match="backward"):
         seed_curves([a, b])
     with pytest.raises(ValueError, match="repeat a seed"):
+        seed_curves([a, c])
+
+
+def test_seeds_of_another_task_are_refused_naming_the_field(tmp_path, lows):
+    rows = [(0, 0.0, 30.0), (100, 0.5, 20.0)]
+    a = fake_downstream(tmp_path / "s0", lows["rgsd"], "sidestep", 0, rows, arena_size=4.0)
+    b = fake_downstream(tmp_path / "s1", lows["rgsd"], "sidestep", 1, rows, arena_size=20.0)
+    with pytest.raises(InputFileError, match=r"s1/config.yaml: field 'task.arena_size': 20.0; .*s0 has 4.0"):
+        seed_curves([a, b])
+    with pytest.raises(InputFileError, match=r"task\.arena_size"):
+        aggregate_seeds([a, b], tmp_path / "out")
+    # the default written out or left out is the same task; where and how fast the worlds run may differ
+    c = fake_downstream(tmp_path / "s2", lows["rgsd"], "sidestep", 2, rows, arena_size=4.0, device="cuda",
+                        num_threads=2, episode_seconds=20.0)  # fmt: skip
+    assert seed_curves([a, c]).seeds == [0, 2]
+    (c / "config.yaml").write_text((c / "config.yaml").read_text() + "eval_episodes: 64\n")
+    with pytest.raises(InputFileError, match=r"field 'eval_episodes': 64; .* has 16"):
         seed_curves([a, c])
 
 

@@ -116,6 +116,8 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         if key in after:
             prev = f"{before[key]:.3f} -> " if key in before else ""
             print(f"  {label}: {prev}{after[key]:.3f}")
+    if "eval/start_distance" in after:  # every evaluation plays the same episodes: one figure
+        print(f"  start distance (m; staying at the start ends here): {after['eval/start_distance']:.3f}")
     return 0
 
 

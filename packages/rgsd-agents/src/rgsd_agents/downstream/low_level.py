@@ -4,12 +4,15 @@
 
 from __future__ import annotations
 
+import logging
 import shlex
 from pathlib import Path
 from typing import Any
 
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import InputFileError, file_sha256
+
+log = logging.getLogger(__name__)
 
 SHA_KEY = "low_level_sha256"
 """The downstream config's key of the low-level policy's sha256."""
@@ -56,3 +59,18 @@ def check_resumed_low_level(run: RunDir, saved: dict[str, Any], given: str | Non
             f"records {recorded[:12]}...); resume over the run folder that holds that policy.pt, or train a new "
             "downstream run over this one",
         )
+
+
+def warn_other_low_level(run: RunDir, low: RunDir, recorded: str | None) -> None:
+    """Log one warning when the low level's ``policy.pt`` is not the one the downstream ``run`` recorded
+    (``recorded``: its ``low_level_sha256``): the high level then plays over a policy it never trained with. A run
+    that records no sha256, or a missing policy.pt (refused where it loads), passes silently."""
+    if recorded is None or not low.policy_path.is_file():
+        return
+    found = low_level_sha256(low)
+    if found != recorded:
+        log.warning(
+            "%s (sha256 %s...) is not the low-level policy this downstream run trained over (%s records %s %s...): "
+            "the high level plays over another low level",
+            low.policy_path, found[:12], run.config_path, SHA_KEY, recorded[:12],
+        )  # fmt: skip

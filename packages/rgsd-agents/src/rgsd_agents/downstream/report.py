@@ -4,6 +4,7 @@ several seeds together (``aggregate_seeds``: mean and spread against training st
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from rgsd_envs.envs.goal_reaching_v0 import GoalReachingConfig
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import read_yaml
 from rgsd_envs.utils.files import InputFileError, atomic_path, output_folder
@@ -25,6 +27,8 @@ SEED_METRICS = (("eval/success_rate", "success rate"), ("eval/style_fid", "style
 """The paper's downstream curves (its Figure 5): success rate and, for sidestep and backward, style FID."""
 NEUTRAL_START = "zero"
 """The protocol's ``init_skill`` (``DownstreamConfig``'s default): runs from it are named by their method alone."""
+EVAL_EPISODES = 16
+"""``DownstreamConfig.eval_episodes``'s default: a run's config.yaml that leaves it out evaluated this many."""
 
 
 def plot_curves(
@@ -71,6 +75,7 @@ def write_downstream_report(
     )  # fmt: skip
     plot_curves(history, initial, run / "curves.png", iteration)
     rows = [("success rate", "eval/success_rate", "{:.2f}"), ("final distance to goal (m)", "eval/final_distance", "{:.2f}"),
+            ("start distance to goal (m; staying at the start ends here)", "eval/start_distance", "{:.2f}"),
             ("fall rate", "eval/fall_rate", "{:.2f}"), ("style FID", "eval/style_fid", "{:.2f}"),
             ("cosine(z, nearest style clip)", "eval/style_cosine", "{:.3f}")]  # fmt: skip
     table = [f"| | untrained (iteration 0) | trained (iteration {iteration}) |", "|---|---|---|"]
@@ -97,7 +102,9 @@ Task: {t.arena_size:g} x {t.arena_size:g} m arena, start at its centre with a ra
 control steps (30 Hz). **Success**: the pelvis comes within {t.success_radius:g} m of the goal during the episode.
 {style_fid}
 Evaluation: {cfg.eval_episodes} deterministic episodes (mean skill of the policy) of the untrained policy and of
-`policy.pt`, the policy after iteration {iteration}.
+`policy.pt`, the policy after iteration {iteration}, the same starts and goals for both. The start distance is the
+final distance of a humanoid that stays where it starts: a policy moves towards the goals only where its final
+distance is below it.
 
 {chr(10).join(table)}
 
@@ -186,17 +193,37 @@ def start_label(method: str, start: str) -> str:
     return method if start == NEUTRAL_START else f"{method}, {start} start"
 
 
-def _run_identity(run_dir: Path) -> tuple[str, str, str, int]:
-    """(style, method, start, seed) of a downstream run folder; the method is its low-level run's, the start its
-    ``init_skill``."""
+def _run_config(run_dir: Path) -> dict[str, Any]:
+    """A downstream run folder's config.yaml, checked to be one."""
     path = run_dir / "config.yaml"
     if not path.is_file():
         raise InputFileError(path, "missing: not a downstream run folder (rgsd downstream writes config.yaml)")
     RunDir(run_dir).check_kind(RunDir.DOWNSTREAM_RUN, "rgsd downstream --seeds")  # a skill run has no seed curves
-    cfg = read_yaml(path) or {}
+    return read_yaml(path) or {}
+
+
+def _run_identity(run_dir: Path) -> tuple[str, str, str, int]:
+    """(style, method, start, seed) of a downstream run folder; the method is its low-level run's, the start its
+    ``init_skill``."""
+    cfg = _run_config(run_dir)
     style = str((cfg.get("task") or {}).get("style", "freestyle"))
     start = str(cfg.get("init_skill", NEUTRAL_START))
     return style, low_level_method(cfg.get("low_level")), start, int(cfg.get("seed", 0))
+
+
+NOT_TASK_SETTINGS = ("device", "num_threads", "clip_latents")
+"""``task`` fields seeds of one curve may differ in: where and how fast the worlds run, and the clip-latents file of
+each seed's own low-level run (a best-of-N method's, one per low-level seed)."""
+
+
+def task_settings(run_dir: Path) -> dict[str, Any]:
+    """What a downstream run's evaluations measure, beside its style, method and start: its ``task`` fields (but
+    ``NOT_TASK_SETTINGS``) and ``eval_episodes``, defaults filled in."""
+    cfg = _run_config(run_dir)
+    task = {**dataclasses.asdict(GoalReachingConfig()), **(cfg.get("task") or {})}
+    out = {f"task.{k}": v for k, v in task.items() if k not in NOT_TASK_SETTINGS}
+    out["eval_episodes"] = cfg.get("eval_episodes", EVAL_EPISODES)
+    return out
 
 
 def low_level_method(path: str | None) -> str:
@@ -214,18 +241,26 @@ def low_level_method(path: str | None) -> str:
 
 
 def seed_curves(run_dirs: Sequence[str | os.PathLike]) -> SeedCurves:
-    """The evaluation curves of downstream runs that differ only in their seed (one style, method and start)."""
+    """The evaluation curves of downstream runs that differ only in their seed (one style, method and start, and the
+    same ``task_settings``; a run that differs is refused naming the field)."""
     runs = [Path(r) for r in run_dirs]
     if not runs:
         raise ValueError("give at least one downstream run folder")
     ids = [_run_identity(r) for r in runs]
-    for r, (style, method, start, _) in zip(runs, ids):
+    settings = [task_settings(r) for r in runs]
+    for r, (style, method, start, _), setting in zip(runs, ids, settings):
         if (style, method, start) != ids[0][:3]:
             raise InputFileError(
                 r, f"style {style!r}, method {method!r}, init_skill {start!r}; {runs[0]} has {ids[0][0]!r}, "
                 f"{ids[0][1]!r}, {ids[0][2]!r}: group seeds of one style, method and start (aggregate_seeds groups "
                 "them for you)"
             )  # fmt: skip
+        for key, value in setting.items():
+            if value != settings[0][key]:
+                raise InputFileError(
+                    r / "config.yaml", f"{value!r}; {runs[0]} has {settings[0][key]!r}: seeds of one curve must "
+                    "measure the same task (train them with the same settings, or leave this run out)", key
+                )  # fmt: skip
     seeds = [i[3] for i in ids]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"runs repeat a seed ({seeds}): {', '.join(map(str, runs))}")
@@ -277,7 +312,8 @@ def plot_seed_curves(groups: Sequence[SeedCurves], out: Path) -> Path:
 
 
 def aggregate_seeds(run_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike) -> dict[str, Path]:
-    """Group downstream runs by style, method and start (``init_skill``), and write the mean and spread over seeds
+    """Group downstream runs by style, method and start (``init_skill``) (a group's runs must share their task
+    settings, ``task_settings``), and write the mean and spread over seeds
     of success rate and style FID against training steps: ``seeds.json``, ``seeds.csv`` (one row per group, metric and step) and
     ``seeds.png`` (one panel per style and metric); returns their paths."""
     runs = [Path(r) for r in run_dirs]

@@ -5,7 +5,8 @@
 low-level policy of an rgsd run turns into joint actions. Every ``eval_every``
 iterations (also before training, and at the end when the last evaluation was not
 of the final policy) it runs ``eval_episodes`` deterministic episodes: success
-rate (within ``task.success_radius`` of the goal at any time), final distance,
+rate (within ``task.success_radius`` of the goal at any time), final distance
+beside the start distance (what a humanoid that stays where it starts scores),
 fall rate and, for sidestep and backward, the style FID of the generated motion
 against the style's reference clips (the heading- and
 position-invariant feature of ``rgsd_eval.features``). The run folder has
@@ -45,7 +46,7 @@ import torch
 
 from rgsd_agents.config import NetworkConfig, PPOConfig, check_max_minutes
 from rgsd_agents.downstream.low_level import check_resumed_low_level, low_level_sha256
-from rgsd_agents.downstream.report import EVALUATIONS, NEUTRAL_START
+from rgsd_agents.downstream.report import EVAL_EPISODES, EVALUATIONS, NEUTRAL_START
 from rgsd_agents.rl.loop import TrainingLoop, load_generator_state
 from rgsd_agents.rl.networks import ActorCritic
 from rgsd_agents.rl.ppo import PPO
@@ -74,6 +75,16 @@ log = logging.getLogger(__name__)
 
 INIT_SKILLS = (NEUTRAL_START, "mean", "style")
 """Values of ``DownstreamConfig.init_skill``."""
+TRAINING_WORLDS, EVALUATION_WORLDS = 0, 1
+"""The purposes ``world_seeds`` tells apart: the training worlds' streams and the evaluation episodes'."""
+
+
+def world_seeds(seed: int, purpose: int, num_worlds: int) -> list[int]:
+    """One seed per world, drawn from (``seed``, ``purpose``): runs of different seeds, and a run's training and
+    evaluation worlds, share no world's stream (the env's int seed gives world i seed + i, so seed 1's world i would
+    be seed 0's world i + 1)."""
+    state = np.random.SeedSequence([seed, purpose]).generate_state(num_worlds, dtype=np.uint64)
+    return [int(s) for s in state]
 
 
 @dataclass
@@ -115,7 +126,8 @@ class DownstreamConfig:
     policy against it, and takes the folder where it moved (``--resume RUN --low-level NEW``) when it matches."""
     seed: int = 0
     """Seeds the high-level networks, the action noise, the minibatches, the worlds (starts and goals) and the
-    evaluation episodes."""
+    evaluation episodes (each world from the seed and its index, apart for training and evaluation: runs of other seeds
+    share no episode)."""
     device: str = "auto"
     """Torch device of the high-level learner: "auto" (cuda when available), "cpu", "cuda" or "cuda:N". The
     low-level policy runs with the env on ``task.device``, except that a MuJoCo Warp low level's worlds follow the
@@ -139,7 +151,7 @@ class DownstreamConfig:
     eval_every: int = 10
     """Iterations between evaluations (success rate, style FID); also one before training, and one of the final
     policy where the last was of an earlier iteration (the report's "trained" column)."""
-    eval_episodes: int = 16
+    eval_episodes: int = EVAL_EPISODES
     """Deterministic episodes per evaluation, one per world, each to its end."""
     init_skill: str = NEUTRAL_START
     """Where the high-level policy starts (its output layer's bias, the initial mean skill before normalisation).
@@ -218,26 +230,27 @@ class GoalEvaluator:
     @torch.no_grad()
     def run(self, actor: torch.nn.Module) -> dict[str, float]:
         """One episode per world to its end (no autoreset is used: worlds stop at their first end); the
-        per-step rows stay on the device and are read once at the end."""
+        per-step rows stay on the device and are read once at the end. Every evaluation of a run plays the same
+        episodes (starts and goals)."""
         env, task = self.env, self.env.task
         device = next(actor.parameters()).device
-        obs, info = env.reset(seed=self.cfg.seed + 10_000)
+        n = self.cfg.eval_episodes
+        obs, info = env.reset(seed=world_seeds(self.cfg.seed, EVALUATION_WORLDS, n))
         goals = info["goal"].cpu().numpy()
         task.recording = []
-        n = self.cfg.eval_episodes
         roots = [task.core.backend.state().body_pos[:, 0, :2].to(env.device).clone()]
         rows: list[Tensor] = []
         alive = np.ones(n, dtype=bool)
         for _ in range(task.max_steps):
-            z = actor(obs.to(device)).clamp(-1.0, 1.0)
-            obs, _, _, _, ex = env.step(z.to(env.device))
+            obs, _, _, _, ex = env.step(deterministic_skill(actor, obs.to(device)).to(env.device))
             rows.append(
                 torch.stack((ex.success.float(), ex.distance, ex.fall.float(), ex.style_cosine, ex.done.float()))
             )
+            # the step's last recorded pose: a world that ended has already restarted at the centre
+            roots.append(task.recording[-1][:, 0, :2].clone())
             alive &= ~ex.done_host
             if not alive.any():
                 break
-            roots.append(task.core.backend.state().body_pos[:, 0, :2].to(env.device).clone())
         per_step = torch.stack(rows).cpu().numpy()  # (steps, 5, n): the one read of the episode
         success_t, distance_t, fall_t, cosine_t, done_t = (per_step[:, k] for k in range(5))
         ended = np.cumsum(done_t, axis=0) > 0
@@ -250,13 +263,15 @@ class GoalEvaluator:
         cosines = [cosine_t[alive_t[:, i], i] for i in range(n)]
         frames = torch.stack(task.recording).cpu().numpy()  # (T, n, 24, 3) at 30 Hz
         task.recording = None
-        root_xy = torch.stack(roots, dim=1).cpu().numpy()  # (n, steps, 2)
+        root_xy = torch.stack(roots, dim=1).cpu().numpy()  # (n, steps + 1, 2)
         self.trajectories = [
             {"root": root_xy[i, : ended_at[i] + 1], "goal": goals[i], "success": bool(success[i])} for i in range(n)
         ]
+        start_distance = np.linalg.norm(root_xy[:, 0] - goals, axis=-1)
         out = {
             "eval/success_rate": float(success.mean()),
             "eval/final_distance": float(final_distance.mean()),
+            "eval/start_distance": float(start_distance.mean()),
             "eval/fall_rate": float(fell.mean()),
         }
         if self.reference is not None:
@@ -314,7 +329,7 @@ class DownstreamRunner(TrainingLoop, RolloutCollector):
         self.storage = RolloutStorage(cfg.horizon, cfg.num_envs, GOAL_OBS_DIM, self.env.skill_dim, 0, 0, self.device)
         self.sample_gen = torch.Generator(self.device).manual_seed(cfg.seed)
         self.minibatch_gen = torch.Generator().manual_seed(cfg.seed + 1)
-        obs, _ = self.env.reset(seed=cfg.seed)
+        obs, _ = self.env.reset(seed=world_seeds(cfg.seed, TRAINING_WORLDS, cfg.num_envs))
         self.obs = self.bridge.to_device(obs).clone()
         self.ac.obs_normalizer.update(self.obs)
         self.evaluator: GoalEvaluator | None = None
@@ -525,6 +540,12 @@ def _iteration_of(line: str) -> int | None:
 
 
 LOCOMOTION = ("walk", "run", "sidestep", "backward")
+
+
+def deterministic_skill(actor: torch.nn.Module, obs: Tensor) -> Tensor:
+    """The high level's deterministic action: the mean skill, unclamped, as training's sampled skills are (the env
+    normalises it; clamping a component first would turn its direction)."""
+    return actor(obs)
 
 
 def initial_skill(task: Any, kind: str = "style") -> Tensor:

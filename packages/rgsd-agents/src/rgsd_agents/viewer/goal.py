@@ -5,7 +5,8 @@ RGSD-SMPL-GoalReaching-v0 defines it: the high-level policy picks a skill z ever
 control steps from the observation with the goal in the humanoid's heading frame, and the low-level policy
 turns z into joint actions. The episode starts as the task's do (centre of the arena, a start clip's pose, a
 random heading and goal) but never times out: the goal stays until ``set_goal`` moves it (the page's floor
-click), and a fall restarts the episode with the same goal. Nothing here draws: ``viewer.app`` shows the state.
+click), and a fall restarts the episode with the same goal. A low-level ``policy.pt`` other than the one the run
+recorded (``low_level_sha256``) is played with a warning. Nothing here draws: ``viewer.app`` shows the state.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import numpy as np
 import torch
 
+from rgsd_agents.downstream.low_level import warn_other_low_level
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingCore, low_level_run
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import InputFileError
@@ -48,8 +50,10 @@ class GoalSession:
         self.run.check(RunDir.CONFIG, RunDir.POLICY)
         self.cfg: DownstreamConfig = from_dict(DownstreamConfig, self.run.config(), str(self.run.config_path))
         self.policy = self.run.load_policy()
+        low = low_level_run(self.cfg.low_level)
+        warn_other_low_level(self.run, low, self.cfg.low_level_sha256)
         # the high level's action is a skill of the low-level run's size, which need not be the default 16
-        skill_dim = low_level_run(self.cfg.low_level).env_config().skill_dim
+        skill_dim = low.env_config().skill_dim
         if (self.policy.obs_dim, self.policy.act_dim) != (GOAL_OBS_DIM, skill_dim):
             raise InputFileError(
                 self.run.policy_path,
@@ -128,8 +132,10 @@ class GoalSession:
     def _decide(self) -> None:
         """One high-level step: a skill from the current observation, held for ``low_level_steps`` control steps
         whose poses are queued for drawing (the task steps them in one call)."""
+        from rgsd_agents.downstream.runner import deterministic_skill
+
         with torch.no_grad():
-            z = self.policy(self.task.observation()).clamp(-1.0, 1.0)
+            z = deterministic_skill(self.policy, self.task.observation())
         self.task.recording = []
         try:
             _, fell, _, info = self.task.step(z)

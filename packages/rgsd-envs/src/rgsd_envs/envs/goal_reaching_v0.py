@@ -28,10 +28,11 @@ skill is rewarded for closeness to the nearest of them, so the style term is at 
 maximum at every style clip's own latent (their mean sits 45-55 degrees from each of
 nearly orthogonal clip latents, where the term was 0.03-0.10). ``freestyle`` uses
 the first term only. The clip latents are the run's: the frozen encoder's
-embeddings, a method's motion encoder named in ``method.json`` (CALM), the run's
-``clip_latents.json`` (Meta Motivo: B averaged over the whole clip, one latent per
-style clip where its evaluation tracks with one per step), or ``clip_latents``
-from ``rgsd eval`` for best-of-N methods (ASE, METRA, DIAYN).
+embeddings (RGSD), the run's ``clip_latents.json`` named in ``method.json`` (CALM:
+its motion encoder's embedding of each clip's first window; Meta Motivo: B averaged
+over the whole clip, one latent per style clip where its evaluation tracks with one
+per step), or ``clip_latents`` from ``rgsd eval`` for best-of-N methods (ASE,
+METRA, DIAYN).
 
 ## Episode end
 Truncated after ``episode_seconds`` (20 s); terminated by a fall (pelvis below
@@ -239,8 +240,9 @@ class GoalReachingCore:
             run.env_config(num_threads=self.cfg.num_threads, device=self.cfg.device, eval_kappa=None),
             deviation=NO_DEVIATION,
         )
-        # the encoder whose clip embeddings are the run's clip latents (method.json: CALM's motion encoder), else
-        # encoder.pt (best-of-N methods: ASE, METRA, DIAYN keep their random frozen encoder's embeddings)
+        # the encoder whose clip embeddings are the run's clip latents (method.json's "encoder" choice), else
+        # encoder.pt (best-of-N methods: ASE, METRA, DIAYN keep their random frozen encoder's embeddings; runs with
+        # stored clip_latents.json, CALM and Meta Motivo, take their latents from that file below)
         latent_encoder = run.latent_encoder_path() or (run.encoder_path if run.encoder_path.exists() else None)
         encoder = None if latent_encoder is None else str(latent_encoder)
         self.core = RGSDCore(num_envs, env_cfg, encoder=encoder)
