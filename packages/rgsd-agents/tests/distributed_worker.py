@@ -52,6 +52,7 @@ def record_to(folder: Path) -> None:
         line["policy_loss"] = metrics["losses/policy_loss"]
         line["obs_count"] = float(self.ac.obs_normalizer.count)
         line["actor_lr"] = metrics["charts/actor_lr"]
+        line["world_seed"] = self.world_seed
         with open(folder / f"rank{rank}.jsonl", "a") as f:
             f.write(json.dumps(line) + "\n")
         if os.environ.get("RGSD_TEST_SIGTERM") == f"{rank}:{self.iteration}":

@@ -59,6 +59,8 @@ def test_two_gloo_ranks_stay_identical_and_resume_exactly(tmp_path):
     for r in rank0:  # the observation statistics count both ranks' rows: 2 x 4 worlds x (reset + 8 steps per it)
         assert r["obs_count"] == pytest.approx(2 * 4 * (1 + 8 * r["iteration"]), abs=1e-6)
     assert any(a["policy_loss"] != b["policy_loss"] for a, b in zip(rank0, rank1)), "ranks should see their own worlds"
+    # world i of a rank draws the episodes of seed world_seed + i: the ranks' 4 worlds share no stream
+    assert (rank0[0]["world_seed"], rank1[0]["world_seed"]) == (0, 4)
 
     ckpts = straight / "checkpoints"
     assert sorted(p.name for p in ckpts.iterdir()) == ["iter_000002.pt", "iter_000004.pt", "latest.pt"]

@@ -114,7 +114,10 @@ class TrainConfig:
     """One training run: environment, encoder, networks, PPO, the skill method and the loop."""
 
     seed: int = 0
-    """Seeds the networks, the action noise, the minibatches, the env worlds and the pretraining."""
+    """Seeds the networks, the action noise, the minibatches, the env worlds and the pretraining. World i of rank r
+    draws the episodes (clip, start frame, task, skill) of seed ``seed + r * num_envs + i``, Gymnasium's rule: runs
+    seeded s and s + 1 share all but one world's episode draws (their networks and noise differ), so seeds spaced
+    at least num_envs apart give independent episode draws."""
     device: str = "auto"
     """Torch device of the learner (networks, PPO, storage, discovery encoder, pretraining): "auto" (cuda when
     available), "cpu", "cuda" or "cuda:N". The mujoco simulator stays on the CPU (observations and actions cross

@@ -149,7 +149,11 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
             if not self.is_main:
                 cfg = from_dict(TrainConfig, self.run.config(), str(self.run.config_path))
         self.cfg = cfg
-        seed = cfg.seed + self.rank  # each rank: its own worlds, action noise and minibatches
+        seed = cfg.seed + self.rank  # each rank: its own action noise and minibatches
+        # an int seed s gives world i the stream of seed s + i (Gymnasium's rule), so each rank's worlds start
+        # num_envs seeds on: ranks share no world's episode draws, and rank 0 is the one-process run
+        self.world_seed = cfg.seed + self.rank * cfg.num_envs
+        """The reset seed of this rank's worlds (world i: ``world_seed + i``)."""
         self.env_cfg = dataclasses.replace(cfg.env, device=env_device(cfg.env, self.device))
         """The env config as built here (its device resolved for this process)."""
         self.env = RGSDTorchEnv(
@@ -188,7 +192,7 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
         self.method_stats: dict[str, Tensor] = {}
         """The method's reward statistics of the last rollout."""
         self.env = SkillChoosingEnv(self.env, self.method)
-        obs, _ = self.env.reset(seed=seed)
+        obs, _ = self.env.reset(seed=self.world_seed)
         self.obs = self.bridge.to_device(obs).clone()
         self.moments = None if dp is None else dp.batch_moments
         """Merges the normalisers' batch statistics over the ranks (None: one process)."""
@@ -374,7 +378,7 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
                 "continuation is not identical to an uninterrupted run",
                 len(ranks),
                 self.rank,
-                self.cfg.seed + self.rank,
+                self.world_seed,
             )
             return
         self.load_rank_state(mine)
