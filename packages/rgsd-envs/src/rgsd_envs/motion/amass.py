@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from rgsd_envs.humanoid import skeleton as sk
-from rgsd_envs.motion.clip import MotionClip
+from rgsd_envs.motion.clip import CLIP_FPS, MotionClip
 from rgsd_envs.motion.cycles import MIN_CYCLE_FRAMES, tile_cycles
 from rgsd_envs.motion.joint_fit import JointFit
 from rgsd_envs.motion.kinematics import KinematicModel, clip_and_fit_from_rotations
@@ -147,6 +147,7 @@ def amass_to_clip_and_fit(
 ) -> tuple[MotionClip, JointFit]:
     """``amass_to_clip``, and how closely the hinge angles kept reproduce each joint's rotations; ``cycles`` > 1
     repeats a one-cycle motion (``rgsd_envs.motion.cycles``)."""
+    check_duration(motion)
     if cycles > 1 and len(motion.poses) < MIN_CYCLE_FRAMES:
         raise InputFileError(
             motion.path,
@@ -165,6 +166,19 @@ def amass_to_clip_and_fit(
         offsets=offsets,
         kinematics=kinematics,
     )
+
+
+def check_duration(motion: AmassMotion) -> None:
+    """An InputFileError where the motion lasts less than one clip frame step: resampled to ``CLIP_FPS`` it would
+    keep a single frame."""
+    seconds = (len(motion.poses) - 1) / motion.fps
+    if seconds * CLIP_FPS + 1e-6 < 1.0:
+        raise InputFileError(
+            motion.path,
+            f"lasts {seconds:.4g} s ({len(motion.poses)} frames at {motion.fps:g} Hz), shorter than one "
+            f"{CLIP_FPS:g} Hz step; needs at least 1/{CLIP_FPS:g} s",
+            "poses",
+        )
 
 
 def amass_rotations(
