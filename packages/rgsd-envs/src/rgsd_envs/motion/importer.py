@@ -60,8 +60,8 @@ class FileResult:
     """Per joint, ``{"max": deg, "mean": deg}`` of that residual over the clip's frames."""
     renamed_from: str | None = None
     """The clip name the file asked for (from its file name, or the paper set's) where another source file has it,
-    in this import or in the output folder; the clip is named by its parent folder(s) instead and ``reason`` names
-    the other file(s)."""
+    in this import or in the output folder, or had it when an earlier import named this file's clip (which keeps
+    that name); the clip is named by its parent folder(s) instead and ``reason`` names the other file(s)."""
 
 
 @dataclass
@@ -163,6 +163,15 @@ class ImportReport:
             if f.status == "kept" and f.clip and (out / Path(f.clip).name).is_file()
         }
 
+    def names_given(self, out: Path) -> dict[tuple[str, str], str]:
+        """(source's ``same_file_key``, clip name it asked for) -> the clip name it was given, of the kept entries
+        whose clip file is in ``out``."""
+        return {
+            (same_file_key(f.source), f.renamed_from or Path(f.clip).stem): Path(f.clip).stem
+            for f in self.files
+            if f.status == "kept" and f.clip and (out / Path(f.clip).name).is_file()
+        }
+
     def merged(self, earlier: ImportReport, out: Path, keep_missing: bool) -> ImportReport:
         """This import's entries over ``earlier``'s (the report already in ``out``).
 
@@ -227,7 +236,7 @@ def import_motions(
             report.output_clips.append(str(job[0]))
         else:
             todo.append(job)
-    names = clip_names(todo, out, earlier.clip_sources(out))
+    names = clip_names(todo, out, earlier.clip_sources(out), earlier.names_given(out))
     km = KinematicModel(offsets)
     for (src, asked, category), (name, others) in tqdm(
         list(zip(todo, names)), desc="import", unit="clip", disable=not progress
@@ -248,7 +257,7 @@ def import_motions(
             FileResult(
                 source=str(src),
                 status="kept",
-                reason=f"{asked!r} is also the name of {' and '.join(others)}" if others else "",
+                reason=_rename_reason(asked, name, others),
                 clip=str(clip.save(out / f"{name}.npz")),
                 name=name,
                 category=category,
@@ -261,11 +270,18 @@ def import_motions(
                 max_residual_deg=round(fit.worst_deg, 3),
                 max_residual_joint=fit.worst_joint,
                 residual_deg=fit.per_joint(),
-                renamed_from=asked if others else None,
+                renamed_from=asked if name != asked else None,
             )
         )
     report.merged(earlier, out, keep_missing=missing is None).save(report_path)
     return report
+
+
+def _rename_reason(asked: str, name: str, others: list[str]) -> str:
+    """Why a clip is not named ``asked`` ("" where it is)."""
+    if others:
+        return f"{asked!r} is also the name of {' and '.join(others)}"
+    return f"an earlier import named this file's clip {name}; it keeps that name" if name != asked else ""
 
 
 def file_jobs(paths: list[str | os.PathLike], category: str = "unlabelled") -> list[Job]:
