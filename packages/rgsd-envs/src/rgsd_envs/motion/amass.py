@@ -35,6 +35,8 @@ AMASS_KEYS = ("poses", "trans", *FRAME_RATE_KEYS, "betas", "gender")
 a pickled ``markers_latent_vids``) are left unread."""
 AMASS_FILE_SUFFIXES = ("_poses.npz", "_stageii.npz")
 """How AMASS names its motion files: SMPL+H ``*_poses.npz``, SMPL-X ``*_stageii.npz``."""
+DEFAULT_CATEGORY = "unlabelled"
+"""The category of an imported file given none (``--category``)."""
 SHAPE_FILE_SUFFIXES = ("_stagei.npz",)
 SHAPE_FILE_NAMES = ("shape.npz",)
 
@@ -123,7 +125,7 @@ _Q_WORLD_FROM_SMPL = rot.matrix_to_quat(torch.as_tensor(sk.WORLD_FROM_SMPL))
 def amass_to_clip(
     motion: AmassMotion,
     name: str | None = None,
-    category: str = "unlabelled",
+    category: str = DEFAULT_CATEGORY,
     offsets: np.ndarray | None = None,
     pelvis_rest: np.ndarray | None = None,
     kinematics: KinematicModel | None = None,
@@ -139,7 +141,7 @@ def amass_to_clip(
 def amass_to_clip_and_fit(
     motion: AmassMotion,
     name: str | None = None,
-    category: str = "unlabelled",
+    category: str = DEFAULT_CATEGORY,
     offsets: np.ndarray | None = None,
     pelvis_rest: np.ndarray | None = None,
     kinematics: KinematicModel | None = None,

@@ -12,6 +12,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rgsd_envs.motion.amass import (
+    DEFAULT_CATEGORY,
     ShapeFileError,
     amass_to_clip_and_fit,
     clip_name_from_path,
@@ -284,7 +285,7 @@ def _rename_reason(asked: str, name: str, others: list[str]) -> str:
     return f"an earlier import named this file's clip {name}; it keeps that name" if name != asked else ""
 
 
-def file_jobs(paths: list[str | os.PathLike], category: str = "unlabelled") -> list[Job]:
+def file_jobs(paths: list[str | os.PathLike], category: str = DEFAULT_CATEGORY) -> list[Job]:
     """Import jobs for AMASS files and folders, one clip per file."""
     files = find_amass_files(paths)
     if not files:
