@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
@@ -22,9 +23,12 @@ from rgsd_envs.motion.amass import (
 )
 from rgsd_envs.motion.clip_names import Job, clip_names, distinct_sources, inside, same_file_key
 from rgsd_envs.motion.fid_window import SHORT_EXAMPLES, short_clip_warning, short_clips_summary
+from rgsd_envs.motion.import_checks import import_warnings
 from rgsd_envs.motion.kinematics import KinematicModel
 from rgsd_envs.motion.paper_set import PAPER_CLIPS, find_paper_clips
 from rgsd_envs.utils.files import InputFileError, atomic_path, output_folder
+
+log = logging.getLogger(__name__)
 
 REPORT_NAME = "import_report.json"
 """Written beside the clips by every import."""
@@ -63,6 +67,12 @@ class FileResult:
     """The clip name the file asked for (from its file name, or the paper set's) where another source file has it,
     in this import or in the output folder, or had it when an earlier import named this file's clip (which keeps
     that name); the clip is named by its parent folder(s) instead and ``reason`` names the other file(s)."""
+    warnings: list[str] = field(default_factory=list)
+    """What to look at in the clip (``import_checks``): a file that looks Y-up, a turn ``--cycles`` undoes, hinge
+    angles that jump in one frame."""
+    discontinuities: dict[str, list[int]] = field(default_factory=dict)
+    """Per joint, the clip frames (30 Hz) where one of its hinge angles changed by more than
+    ``import_checks.JUMP_WARN_DEG`` since the frame before."""
 
 
 @dataclass
@@ -254,6 +264,9 @@ def import_motions(
             report.files.append(FileResult(str(src), "rejected", err.without_path(src)))  # the report names src
             continue
         n_in = motion.poses.shape[0]
+        warnings, jumps = import_warnings(motion, clip, cycles)
+        for line in warnings:
+            log.warning("clip %s (%s): %s", name, src, line)
         report.files.append(
             FileResult(
                 source=str(src),
@@ -272,6 +285,8 @@ def import_motions(
                 max_residual_joint=fit.worst_joint,
                 residual_deg=fit.per_joint(),
                 renamed_from=asked if name != asked else None,
+                warnings=warnings,
+                discontinuities=jumps,
             )
         )
     report.merged(earlier, out, keep_missing=missing is None).save(report_path)
