@@ -11,6 +11,7 @@ import pytest
 
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import load_model
+from rgsd_envs.motion.cli import main
 from rgsd_envs.motion.clip import FORMAT_VERSION, MotionClip, clip_file_stem, load_clip
 from rgsd_envs.utils.files import InputFileError
 
@@ -107,6 +108,24 @@ def test_newer_format_version_is_refused_on_load(clip, tmp_path):
     with pytest.raises(InputFileError, match="unsupported format version 2") as err:
         load_clip(path)
     assert err.value.field == "format_version"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("format_version", np.array("one")), ("fps", np.array("thirty")), ("source_fps", np.array([120.0, 60.0]))],
+)
+def test_a_clip_field_that_is_not_a_number_is_an_error_naming_the_file_and_key(clip, tmp_path, capsys, key, value):
+    path = clip.save(tmp_path / "walk.npz")
+    with np.load(path) as data:
+        raw = {k: data[k] for k in data.files}
+    np.savez(path, **{**raw, key: value})
+    with pytest.raises(
+        InputFileError, match=rf"^{re.escape(str(path))}: field '{key}': must be a single number, got "
+    ) as err:
+        load_clip(path)
+    assert err.value.field == key
+    assert main(["info", str(path)]) != 0
+    assert f"{path}: field '{key}': must be a single number" in capsys.readouterr().err
 
 
 def test_num_frames_and_duration_follow_the_arrays(clip):

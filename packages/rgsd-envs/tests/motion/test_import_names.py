@@ -131,6 +131,33 @@ def test_a_name_an_earlier_call_wrote_from_another_file_stays_with_that_file(wal
     assert sorted(p.name for p in out.iterdir()) == ["b_walk.npz", REPORT_NAME, "walk.npz"]
 
 
+def test_a_renamed_file_imported_again_alone_rewrites_its_own_clip(walk_raw, tmp_path, capsys):
+    out = tmp_path / "out"
+    amass_file(tmp_path / "x" / "s1" / "walk_poses.npz", walk_raw, 6)
+    renamed = amass_file(tmp_path / "y" / "s1" / "walk_poses.npz", walk_raw, 8)
+    amass_file(tmp_path / "y" / "s1" / "walk.npz", walk_raw, 10)
+    assert run(tmp_path / "x", tmp_path / "y", "--out", out) == 0
+    first = kept(out)
+    assert first == {
+        "x_s1_walk": ("s1/walk_poses.npz", "unlabelled"),
+        "s1_walk": ("s1/walk.npz", "unlabelled"),
+        "s1_walk_2": ("s1/walk_poses.npz", "unlabelled"),
+    }
+    capsys.readouterr()
+    for category in ("jog", "run"):  # twice: the second import reads the report the first one wrote
+        assert run(renamed, "--out", out, "--category", category) == 0
+        assert sorted(p.stem for p in out.glob("*.npz")) == ["s1_walk", "s1_walk_2", "x_s1_walk"]
+        assert load_clip(out / "s1_walk_2.npz").category == category
+        assert kept(out) == {**first, "s1_walk_2": ("s1/walk_poses.npz", category)}
+    assert f"note: {renamed} imported as s1_walk_2: an earlier import named this file's clip s1_walk_2" in (
+        capsys.readouterr().err
+    )
+    entry = next(f for f in report_of(out)["files"] if f["name"] == "s1_walk_2")
+    assert entry["renamed_from"] == "walk" and entry["source"] == str(renamed)
+    assert run(tmp_path / "x", tmp_path / "y", "--out", out) == 0  # all again: the same three clips
+    assert kept(out) == first
+
+
 def test_a_clip_the_report_does_not_list_is_not_overwritten_by_another_file(walk_raw, tmp_path):
     out = tmp_path / "out"
     import_motions(file_jobs([amass_file(tmp_path / "a" / "walk_poses.npz", walk_raw, 6)]), out, progress=False)

@@ -61,6 +61,25 @@ def test_report_lists_shape_files_as_skipped_and_bad_files_as_rejected(walk_raw,
     assert "body-shape file" in next(f["reason"] for f in report["files"] if f["status"] == "skipped")
 
 
+def test_a_file_shorter_than_one_30_hz_step_is_rejected_and_the_rest_imported(walk_raw, tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    np.savez(src / "a_poses.npz", **walk_raw)
+    short = {**walk_raw, "poses": walk_raw["poses"][:3], "trans": walk_raw["trans"][:3]}
+    np.savez(src / "b_poses.npz", **{**short, "mocap_framerate": np.array(120.0)})  # 2/120 s
+    out_dir = tmp_path / "out"
+    assert main(["import", str(src), "--out", str(out_dir), "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("kept 1, skipped 0 shape file(s), rejected 1") and "b_poses.npz" in err
+    report = json.loads((out_dir / REPORT_NAME).read_text())
+    status = {Path(f["source"]).name: f for f in report["files"]}
+    assert status["a_poses.npz"]["status"] == "kept" and (out_dir / "a.npz").is_file()
+    bad = status["b_poses.npz"]
+    assert bad["status"] == "rejected" and "lasts 0.01667 s" in bad["reason"]
+    assert "shorter than one 30 Hz step; needs at least 1/30 s" in bad["reason"] and "'poses'" in bad["reason"]
+    assert not (out_dir / "b.npz").exists()
+
+
 def test_residual_above_10_degrees_is_reported_on_its_own_line(walk_raw, tmp_path, capsys):
     poses = np.zeros((4, 156))
     poses[:, 0] = np.pi / 2

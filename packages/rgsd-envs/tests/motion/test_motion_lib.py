@@ -177,6 +177,36 @@ def test_duplicate_clip_names_are_refused_naming_where_each_copy_came_from(real_
         MotionLib(["demo", "demo"])
 
 
+def _broken(clip, change: str):
+    """``clip`` with one field made invalid: ``nan_root``, ``wide_dof``, ``fps_60`` or ``one_frame``."""
+    if change == "nan_root":
+        root = clip.root_pos.copy()
+        root[3, 1] = np.nan
+        return dataclasses.replace(clip, root_pos=root)
+    if change == "wide_dof":
+        return dataclasses.replace(clip, dof_pos=np.zeros((clip.num_frames, 68)))
+    if change == "fps_60":
+        return dataclasses.replace(clip, fps=60.0)
+    arrays = ("root_pos", "root_rot", "joint_rot", "dof_pos", "root_lin_vel", "root_ang_vel", "dof_vel")
+    arrays += ("body_pos", "body_rot", "body_lin_vel", "body_ang_vel")
+    return dataclasses.replace(clip, **{k: getattr(clip, k)[:1] for k in arrays})
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ("nan_root", "root_pos", r"contains NaN or inf \(first at frame 3\)"),
+        ("wide_dof", "dof_pos", r"expected shape \(\d+, 69\), got \(\d+, 68\)"),
+        ("fps_60", "fps", "clips are stored at 30 Hz, got 60"),
+        ("one_frame", "root_pos", "a clip needs at least 2 frames, got 1"),
+    ],
+)
+def test_an_invalid_clip_object_is_refused_naming_the_field(real_clips, change, field, message):
+    with pytest.raises(InputFileError, match=rf"^a clip object: field '{field}': {message}") as err:
+        MotionLib([real_clips[0], _broken(real_clips[1], change)])
+    assert err.value.field == field
+
+
 def test_lib_loads_a_folder_of_clip_files(real_clips, tmp_path):
     for clip in real_clips[:3]:
         clip.save(tmp_path / f"{clip.name}.npz")

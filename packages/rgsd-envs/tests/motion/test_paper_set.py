@@ -164,3 +164,20 @@ def test_cli_paper_set_with_no_clips_exits_2(tmp_path, capsys):
     (tmp_path / "ACCAD").mkdir()
     assert main(["import", "--paper-set", str(tmp_path), "--out", str(tmp_path / "clips"), "--quiet"]) == 2
     assert "none of the paper's 20 clips" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["more.npz"], "it takes no input(s) more.npz:"),
+        (["--category", "walk"], "it takes no --category walk:"),
+        (["a.npz", "--category", "run"], "it takes no input(s) a.npz and --category run:"),
+    ],
+)
+def test_cli_paper_set_with_inputs_or_a_category_exits_2_naming_them(tmp_path, capsys, extra, named):
+    build_tree(tmp_path / "amass")
+    out = tmp_path / "clips"
+    assert main(["import", "--paper-set", str(tmp_path / "amass"), "--out", str(out), "--quiet", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --paper-set imports the paper's 20 clips with their own categories; ")
+    assert named in err and not out.exists()

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from rgsd_envs.humanoid import skeleton as sk
-from rgsd_envs.motion.clip import MotionClip
+from rgsd_envs.motion.clip import CLIP_FPS, MotionClip
 from rgsd_envs.motion.cycles import MIN_CYCLE_FRAMES, tile_cycles
 from rgsd_envs.motion.joint_fit import JointFit
 from rgsd_envs.motion.kinematics import KinematicModel, clip_and_fit_from_rotations
@@ -35,6 +35,8 @@ AMASS_KEYS = ("poses", "trans", *FRAME_RATE_KEYS, "betas", "gender")
 a pickled ``markers_latent_vids``) are left unread."""
 AMASS_FILE_SUFFIXES = ("_poses.npz", "_stageii.npz")
 """How AMASS names its motion files: SMPL+H ``*_poses.npz``, SMPL-X ``*_stageii.npz``."""
+DEFAULT_CATEGORY = "unlabelled"
+"""The category of an imported file given none (``--category``)."""
 SHAPE_FILE_SUFFIXES = ("_stagei.npz",)
 SHAPE_FILE_NAMES = ("shape.npz",)
 
@@ -123,7 +125,7 @@ _Q_WORLD_FROM_SMPL = rot.matrix_to_quat(torch.as_tensor(sk.WORLD_FROM_SMPL))
 def amass_to_clip(
     motion: AmassMotion,
     name: str | None = None,
-    category: str = "unlabelled",
+    category: str = DEFAULT_CATEGORY,
     offsets: np.ndarray | None = None,
     pelvis_rest: np.ndarray | None = None,
     kinematics: KinematicModel | None = None,
@@ -139,7 +141,7 @@ def amass_to_clip(
 def amass_to_clip_and_fit(
     motion: AmassMotion,
     name: str | None = None,
-    category: str = "unlabelled",
+    category: str = DEFAULT_CATEGORY,
     offsets: np.ndarray | None = None,
     pelvis_rest: np.ndarray | None = None,
     kinematics: KinematicModel | None = None,
@@ -147,6 +149,7 @@ def amass_to_clip_and_fit(
 ) -> tuple[MotionClip, JointFit]:
     """``amass_to_clip``, and how closely the hinge angles kept reproduce each joint's rotations; ``cycles`` > 1
     repeats a one-cycle motion (``rgsd_envs.motion.cycles``)."""
+    check_duration(motion)
     if cycles > 1 and len(motion.poses) < MIN_CYCLE_FRAMES:
         raise InputFileError(
             motion.path,
@@ -165,6 +168,19 @@ def amass_to_clip_and_fit(
         offsets=offsets,
         kinematics=kinematics,
     )
+
+
+def check_duration(motion: AmassMotion) -> None:
+    """An InputFileError where the motion lasts less than one clip frame step: resampled to ``CLIP_FPS`` it would
+    keep a single frame."""
+    seconds = (len(motion.poses) - 1) / motion.fps
+    if seconds * CLIP_FPS + 1e-6 < 1.0:
+        raise InputFileError(
+            motion.path,
+            f"lasts {seconds:.4g} s ({len(motion.poses)} frames at {motion.fps:g} Hz), shorter than one "
+            f"{CLIP_FPS:g} Hz step; needs at least 1/{CLIP_FPS:g} s",
+            "poses",
+        )
 
 
 def amass_rotations(

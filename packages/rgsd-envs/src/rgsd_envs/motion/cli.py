@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rgsd_envs.motion.amass import DEFAULT_CATEGORY
 from rgsd_envs.utils.files import InputFileError
 
 if TYPE_CHECKING:
@@ -35,6 +36,17 @@ def _cmd_import(args: argparse.Namespace) -> int:
         print(f"error: --cycles must be >= 1, got {args.cycles}", file=sys.stderr)
         return 2
     missing: list[str] = []
+    if args.paper_set and (args.inputs or args.category is not None):
+        given = " and ".join(
+            [f"input(s) {' '.join(args.inputs)}"] * bool(args.inputs)
+            + [f"--category {args.category}"] * (args.category is not None)
+        )
+        print(
+            f"error: --paper-set imports the paper's 20 clips with their own categories; it takes no {given}: "
+            "import other files in a separate call",
+            file=sys.stderr,
+        )
+        return 2
     if args.paper_set:
         jobs, missing = paper_set_jobs(args.paper_set)
         if not jobs:
@@ -44,7 +56,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         if not args.inputs:
             print("error: give AMASS files or folders, or --paper-set <AMASS root>", file=sys.stderr)
             return 2
-        jobs = file_jobs(args.inputs, category=args.category)
+        jobs = file_jobs(args.inputs, category=args.category or DEFAULT_CATEGORY)
     report = import_motions(
         jobs,
         args.out,
@@ -177,7 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--paper-set", metavar="AMASS_ROOT", help="import the paper's 20 ACCAD clips found under this root"
     )
-    imp.add_argument("--category", default="unlabelled", help="category label for imported files (default: unlabelled)")
+    imp.add_argument(  # None: not given, which --paper-set checks
+        "--category", help=f"category label for imported files (default: {DEFAULT_CATEGORY}; not with --paper-set)"
+    )
     imp.add_argument(
         "--smpl-model", metavar="DIR", help="SMPL model folder: use the subject's body shape (needs smplx)"
     )

@@ -180,6 +180,17 @@ def clip_file_stem(name: str) -> str:
     return f"{stem or 'clip'}_{hashlib.sha1(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
+def _number(path: Path, raw, key: str) -> float:
+    """The number stored under ``key``; an InputFileError naming the file and key where it is not one."""
+    try:
+        value = float(raw[key])
+    except (TypeError, ValueError):
+        raise InputFileError(
+            path, f"must be a single number, got {raw[key]!r}; re-import or rewrite the clip", key
+        ) from None
+    return value
+
+
 def load_clip(path: str | os.PathLike) -> MotionClip:
     """Read and validate an rgsd clip file; errors name the file and the field."""
     path = Path(path)
@@ -191,16 +202,16 @@ def load_clip(path: str | os.PathLike) -> MotionClip:
     missing = [k for k in (*_META, *_ARRAYS, "body_offsets") if k not in raw]
     if missing:
         raise InputFileError(path, f"missing required key(s): {', '.join(missing)}", missing[0])
-    version = int(raw["format_version"])
+    version = _number(path, raw, "format_version")
     if version != FORMAT_VERSION:
         raise InputFileError(
-            path, f"unsupported format version {version} (this rgsd reads {FORMAT_VERSION})", "format_version"
+            path, f"unsupported format version {version:g} (this rgsd reads {FORMAT_VERSION})", "format_version"
         )
     kwargs = {f.name: raw[f.name] for f in fields(MotionClip) if f.name in raw}
     for key in ("name", "category", "source"):
         kwargs[key] = str(kwargs[key])
     for key in ("fps", "source_fps"):
-        kwargs[key] = float(kwargs[key])
+        kwargs[key] = _number(path, raw, key)
     for key in (*_ARRAYS, "body_offsets"):
         kwargs[key] = np.asarray(kwargs[key], dtype=np.float64)
     clip = MotionClip(**kwargs)

@@ -19,19 +19,36 @@ Job = tuple[Path, str, str]
 """One clip to import: (source file, clip name asked for, category)."""
 
 
-def clip_names(jobs: list[Job], out: Path, folder: dict[str, str]) -> list[tuple[str, list[str]]]:
+def clip_names(
+    jobs: list[Job], out: Path, folder: dict[str, str], given: dict[tuple[str, str], str] | None = None
+) -> list[tuple[str, list[str]]]:
     """The clip name each job writes into ``out``, and the other source files that have the name it asked for.
 
-    ``folder`` maps the names of the clips already in ``out`` to their source files. A name stays with the source
-    that has it in ``out``; sources of one import asking for the same name are named by the nearest parent
-    folders that tell them apart (``a/walk_poses.npz`` and ``b/walk_poses.npz`` become ``a_walk`` and
-    ``b_walk``), with ``_2``, ``_3``... where the folders cannot. The same jobs give the same names, so importing
-    a source again rewrites its own clip.
+    ``folder`` maps the names of the clips already in ``out`` to their source files; ``given`` maps (a source's
+    ``same_file_key``, the name it asked for) to the clip name an earlier import gave it. A source keeps the name
+    an earlier import gave it while that clip is its own in ``out``, whichever files this import holds. Otherwise a
+    name stays with the source that has it in ``out``; sources of one import asking for the same name are named by
+    the nearest parent folders that tell them apart (``a/walk_poses.npz`` and ``b/walk_poses.npz`` become
+    ``a_walk`` and ``b_walk``), with ``_2``, ``_3``... where the folders cannot. So importing a source again,
+    alone or with others, rewrites its own clip.
     """
+    given = given or {}
     asking: dict[str, list[int]] = {}
-    for i, (_, name, _) in enumerate(jobs):
-        asking.setdefault(name, []).append(i)
+    kept: dict[int, str] = {}  # jobs whose source has its clip in ``out`` from an earlier import
+    for i, (src, name, _) in enumerate(jobs):
+        earlier = given.get((same_file_key(src), name))
+        if earlier is not None and earlier in folder and _same_file(src, folder[earlier]):
+            kept[i] = earlier
+        else:
+            asking.setdefault(name, []).append(i)
     names: list[tuple[str, list[str]]] = [(name, []) for _, name, _ in jobs]
+    for i, earlier in kept.items():
+        src, name, _ = jobs[i]
+        if earlier != name:  # the files it was renamed for: this import's and the name's owner in ``out``
+            owner = _owner(out, name, folder)
+            others = [str(jobs[j][0]) for j in asking.get(name, [])]
+            others += [owner] if owner is not None and not _same_file(src, owner) else []
+            names[i] = (earlier, others)
     clashes: list[tuple[int, list[str]]] = []
     for name, idx in asking.items():
         owner = _owner(out, name, folder)
@@ -40,7 +57,7 @@ def clip_names(jobs: list[Job], out: Path, folder: dict[str, str]) -> list[tuple
             keeper = idx[0]
         claimants = [str(jobs[i][0]) for i in idx] + ([owner] if owner is not None and keeper is None else [])
         clashes += [(i, [c for c in claimants if c != str(jobs[i][0])]) for i in idx if i != keeper]
-    taken = set(asking)
+    taken = set(asking) | set(kept.values())
     for i, others in clashes:
         src, name, _ = jobs[i]
         base = _folder_name(src, name, others)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
@@ -12,6 +13,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rgsd_envs.motion.amass import (
+    DEFAULT_CATEGORY,
     ShapeFileError,
     amass_to_clip_and_fit,
     clip_name_from_path,
@@ -21,9 +23,12 @@ from rgsd_envs.motion.amass import (
 )
 from rgsd_envs.motion.clip_names import Job, clip_names, distinct_sources, inside, same_file_key
 from rgsd_envs.motion.fid_window import SHORT_EXAMPLES, short_clip_warning, short_clips_summary
+from rgsd_envs.motion.import_checks import import_warnings
 from rgsd_envs.motion.kinematics import KinematicModel
 from rgsd_envs.motion.paper_set import PAPER_CLIPS, find_paper_clips
 from rgsd_envs.utils.files import InputFileError, atomic_path, output_folder
+
+log = logging.getLogger(__name__)
 
 REPORT_NAME = "import_report.json"
 """Written beside the clips by every import."""
@@ -60,8 +65,14 @@ class FileResult:
     """Per joint, ``{"max": deg, "mean": deg}`` of that residual over the clip's frames."""
     renamed_from: str | None = None
     """The clip name the file asked for (from its file name, or the paper set's) where another source file has it,
-    in this import or in the output folder; the clip is named by its parent folder(s) instead and ``reason`` names
-    the other file(s)."""
+    in this import or in the output folder, or had it when an earlier import named this file's clip (which keeps
+    that name); the clip is named by its parent folder(s) instead and ``reason`` names the other file(s)."""
+    warnings: list[str] = field(default_factory=list)
+    """What to look at in the clip (``import_checks``): a file that looks Y-up, a turn ``--cycles`` undoes, hinge
+    angles that jump in one frame."""
+    discontinuities: dict[str, list[int]] = field(default_factory=dict)
+    """Per joint, the clip frames (30 Hz) where one of its hinge angles changed by more than
+    ``import_checks.JUMP_WARN_DEG`` since the frame before."""
 
 
 @dataclass
@@ -163,6 +174,15 @@ class ImportReport:
             if f.status == "kept" and f.clip and (out / Path(f.clip).name).is_file()
         }
 
+    def names_given(self, out: Path) -> dict[tuple[str, str], str]:
+        """(source's ``same_file_key``, clip name it asked for) -> the clip name it was given, of the kept entries
+        whose clip file is in ``out``."""
+        return {
+            (same_file_key(f.source), f.renamed_from or Path(f.clip).stem): Path(f.clip).stem
+            for f in self.files
+            if f.status == "kept" and f.clip and (out / Path(f.clip).name).is_file()
+        }
+
     def merged(self, earlier: ImportReport, out: Path, keep_missing: bool) -> ImportReport:
         """This import's entries over ``earlier``'s (the report already in ``out``).
 
@@ -227,7 +247,7 @@ def import_motions(
             report.output_clips.append(str(job[0]))
         else:
             todo.append(job)
-    names = clip_names(todo, out, earlier.clip_sources(out))
+    names = clip_names(todo, out, earlier.clip_sources(out), earlier.names_given(out))
     km = KinematicModel(offsets)
     for (src, asked, category), (name, others) in tqdm(
         list(zip(todo, names)), desc="import", unit="clip", disable=not progress
@@ -244,11 +264,14 @@ def import_motions(
             report.files.append(FileResult(str(src), "rejected", err.without_path(src)))  # the report names src
             continue
         n_in = motion.poses.shape[0]
+        warnings, jumps = import_warnings(motion, clip, cycles)
+        for line in warnings:
+            log.warning("clip %s (%s): %s", name, src, line)
         report.files.append(
             FileResult(
                 source=str(src),
                 status="kept",
-                reason=f"{asked!r} is also the name of {' and '.join(others)}" if others else "",
+                reason=_rename_reason(asked, name, others),
                 clip=str(clip.save(out / f"{name}.npz")),
                 name=name,
                 category=category,
@@ -261,14 +284,23 @@ def import_motions(
                 max_residual_deg=round(fit.worst_deg, 3),
                 max_residual_joint=fit.worst_joint,
                 residual_deg=fit.per_joint(),
-                renamed_from=asked if others else None,
+                renamed_from=asked if name != asked else None,
+                warnings=warnings,
+                discontinuities=jumps,
             )
         )
     report.merged(earlier, out, keep_missing=missing is None).save(report_path)
     return report
 
 
-def file_jobs(paths: list[str | os.PathLike], category: str = "unlabelled") -> list[Job]:
+def _rename_reason(asked: str, name: str, others: list[str]) -> str:
+    """Why a clip is not named ``asked`` ("" where it is)."""
+    if others:
+        return f"{asked!r} is also the name of {' and '.join(others)}"
+    return f"an earlier import named this file's clip {name}; it keeps that name" if name != asked else ""
+
+
+def file_jobs(paths: list[str | os.PathLike], category: str = DEFAULT_CATEGORY) -> list[Job]:
     """Import jobs for AMASS files and folders, one clip per file."""
     files = find_amass_files(paths)
     if not files:

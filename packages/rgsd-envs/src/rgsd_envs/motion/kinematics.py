@@ -51,10 +51,16 @@ def joint_rot_from_dof(dof_pos: np.ndarray) -> np.ndarray:
 def resample(
     root_pos: np.ndarray, root_rot: np.ndarray, joint_rot: np.ndarray, src_fps: float, dst_fps: float = CLIP_FPS
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Resample a trajectory to dst_fps: positions lerp, rotations slerp."""
+    """Resample a trajectory to dst_fps: positions lerp, rotations slerp; a ValueError where it lasts less than one
+    dst_fps step (it would keep a single frame, which has no velocities)."""
     n = root_pos.shape[0]
     duration = (n - 1) / src_fps
     m = int(np.floor(duration * dst_fps + 1e-6)) + 1
+    if m < 2:
+        raise ValueError(
+            f"a motion of {n} frames at {src_fps:g} Hz lasts {duration:.4g} s, shorter than one {dst_fps:g} Hz step; "
+            f"resampling keeps fewer than 2 frames"
+        )
     t = np.arange(m) / dst_fps * src_fps
     i0 = np.minimum(np.floor(t).astype(int), n - 1)
     i1 = np.minimum(i0 + 1, n - 1)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rgsd_envs.motion.clip import CLIP_FPS, MotionClip, load_clip
+from rgsd_envs.motion.clip import CLIP_FPS, MotionClip, load_clip, validate_clip
 from rgsd_envs.utils import rotations as rot
 from rgsd_envs.utils.files import InputFileError
 from rgsd_envs.utils.listing import first_few
@@ -97,6 +97,7 @@ def _some(folders: list[Path], most: int = 3) -> str:
 def _collect(source: MotionSource) -> list[tuple[MotionClip, str]]:
     """Each clip a source names, with where it came from (its file, a built-in demo clip, a clip object)."""
     if isinstance(source, MotionClip):
+        validate_clip(source, "a clip object")  # files are checked as they load; a clip built in memory is not
         return [(source, "a clip object")]
     if isinstance(source, (str, os.PathLike)):
         if str(source) == "demo":
