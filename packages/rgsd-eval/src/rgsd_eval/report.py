@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_envs.motion.fid_window import min_fid_frames
 from rgsd_envs.motion.selection import SPREAD_RULE
 from rgsd_envs.utils.config import to_dict
@@ -49,14 +50,6 @@ REPORT_FORMAT = "rgsd-eval-report"
 REPORT_VERSION = 2
 ERR_DECIMALS, FID_DECIMALS = 1, 2
 CSV_COLUMNS = ("run", "section", "kappa", "scope", "name", "category", "metric", "value")
-FID_FEATURE_DOC = (
-    "Frechet distance between Gaussians fitted to 0.5 s windows (15 frames, stride 1) of heading- and "
-    "position-invariant features computed from body positions alone: the heading is perpendicular to the "
-    "hip axis; per window the mean root height, the mean and std of 9 bodies' positions relative to the "
-    "root in the heading frame, the mean root velocity in the heading frame, the std of the 9 bodies' "
-    "velocities in the heading frame and the mean yaw rate (86 numbers; m, m/s, rad/s, not standardised). "
-    "Covariances get eps*I on the diagonal; the matrix square root is the symmetric PSD one (eigh)."
-)
 FID_WINDOWS_DEFINITION = (
     "Feature windows of the rollouts the FID beside it was fitted to. An FID's finite-sample bias falls as about "
     "1 / windows (two samples of one Gaussian score above 0), so FIDs of different window counts (rollout counts, "
@@ -84,6 +77,20 @@ VIDEO_ADVICE = (
 )
 """What to do when the videos cannot render (the warning and the report say it)."""
 SIMULATORS = {"mujoco": "MuJoCo", "warp": "MuJoCo Warp"}
+
+
+def fid_feature_doc(window: int) -> str:
+    """The FID feature in words for feature windows of ``window`` frames (``EvalConfig.fid_window``)."""
+    n = len(FEATURE_BODIES)
+    return (
+        f"Frechet distance between Gaussians fitted to {window / CLIP_FPS:g} s windows ({window} frames, stride 1) "
+        "of heading- and position-invariant features computed from body positions alone: the heading is "
+        "perpendicular to the hip axis; per window the mean root height, the mean and std of "
+        f"{n} bodies' positions relative to the root in the heading frame, the mean root velocity in the heading "
+        f"frame, the std of the {n} bodies' velocities in the heading frame and the mean yaw rate ({FEATURE_DIM} "
+        "numbers; m, m/s, rad/s, not standardised). Covariances get eps*I on the diagonal; the matrix square root "
+        "is the symmetric PSD one (eigh)."
+    )
 
 
 @dataclass
@@ -623,7 +630,7 @@ def render_markdown(inputs: ReportInputs) -> str:
         "(`gt_err` and the `max(gt_err) > 0.5` failure), HumEnv (`success_phc_mean`). ERR over every rollout is "
         "ProtoMotions' gt_err and PHC's all-motion mpjpe_g by formula, so it is printed once; the global MPJPE "
         "column is PHC's figure over successful rollouts.",
-        f"- FID feature: {FID_FEATURE_DOC}",
+        f"- FID feature: {fid_feature_doc(cfg.fid_window)}",
         f"- Settings: `{json.dumps(to_dict(cfg))}`.",
         f"- Code: {provenance_text(inputs.provenance)} (`provenance` in `metrics.json`).",
         *(
@@ -706,7 +713,7 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         },
         "paper": paper_document([ev.metrics.get("method", "rgsd") for ev in inputs.runs]),
         "fid_feature": {
-            "definition": FID_FEATURE_DOC,
+            "definition": fid_feature_doc(inputs.config.fid_window),
             "dim": FEATURE_DIM,
             "bodies": list(FEATURE_BODIES),
             "window": inputs.config.fid_window,
