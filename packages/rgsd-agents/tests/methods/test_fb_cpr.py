@@ -341,8 +341,8 @@ def test_a_seeded_run_trains_and_exports_a_policy_and_clip_latents_for_rgsd_eval
     assert info == {
         "name": "fb_cpr",
         "latent_choice": "tracking",
-        "tracking_latents": fb_cpr.TRACKING_LATENTS,
-        "clip_latents": fb_cpr.CLIP_LATENTS,
+        "tracking_latents": RunDir.TRACKING_LATENTS,
+        "clip_latents": RunDir.CLIP_LATENTS,
         "clip_latents_rule": "B averaged over the clip",  # what the reports say it is scored with
     }
     lib = runner.env.core.lib

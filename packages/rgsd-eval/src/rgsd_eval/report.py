@@ -21,6 +21,7 @@ from typing import Any
 from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_envs.motion.fid_window import min_fid_frames
 from rgsd_envs.motion.selection import SPREAD_RULE
+from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import to_dict
 from rgsd_envs.utils.files import atomic_path
 from rgsd_envs.utils.provenance import provenance, provenance_text
@@ -44,8 +45,6 @@ from rgsd_eval.paper import (
 )
 from rgsd_eval.protocol import POLICY_NOISE
 
-CLIP_LATENTS = "clip_latents.json"
-"""Per run folder of a report: {clip name: its latent (16 floats)}, the latent each clip was evaluated with."""
 REPORT_FORMAT = "rgsd-eval-report"
 REPORT_VERSION = 2
 ERR_DECIMALS, FID_DECIMALS = 1, 2
@@ -816,6 +815,6 @@ def write_report(inputs: ReportInputs, out_dir: str | os.PathLike) -> dict[str, 
     with atomic_path(paths["report"]) as tmp:
         tmp.write_text(render_markdown(inputs))
     for ev in inputs.runs:  # each clip's latent as evaluated: a best-of-N run's style latents for `rgsd downstream`
-        with atomic_path(out / ev.label / CLIP_LATENTS) as tmp:
+        with atomic_path(out / ev.label / RunDir.CLIP_LATENTS) as tmp:
             tmp.write_text(json.dumps(ev.metrics["clip_latents"], indent=1) + "\n")
     return paths

@@ -97,10 +97,10 @@ from rgsd_agents.methods.common import (
     gradient_penalty,
     transition_features,
 )
-from rgsd_agents.methods.fb_cpr import CLIP_LATENTS
 from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HUMANOID_LAYOUT, SKILL_DIM, ObservationLayout
 from rgsd_envs.runs.policy import mlp
+from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import atomic_path
 
 Tensor = torch.Tensor
@@ -474,12 +474,12 @@ class CALM(SkillMethod):
         """Write ``clip_latents.json`` (each clip's latent by name); method.json names it."""
         names = self.ctx.env.core.lib.names
         latents = {name: z for name, z in zip(names, self.clip_latents().cpu().tolist())}
-        with atomic_path(Path(run_path) / CLIP_LATENTS) as tmp:
+        with atomic_path(Path(run_path) / RunDir.CLIP_LATENTS) as tmp:
             Path(tmp).write_text(json.dumps(latents, indent=1) + "\n")
         return {
             "name": self.NAME,
             "latent_choice": self.LATENT_CHOICE,
-            "clip_latents": CLIP_LATENTS,
+            "clip_latents": RunDir.CLIP_LATENTS,
             "clip_latents_rule": self.CLIP_LATENTS_RULE,
         }
 
