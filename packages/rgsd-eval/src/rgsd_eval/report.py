@@ -153,7 +153,8 @@ def _fmt(x: Any, decimals: int) -> str:
     return "n/a" if x is None else f"{x:.{decimals}f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The lines of a Markdown table: the header, its rule, one line per row of cells."""
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out
@@ -175,7 +176,7 @@ def imitation_table(inputs: ReportInputs) -> list[str]:
                 _fmt(scope["fid"], FID_DECIMALS),
             ]
         rows.append(cells)
-    return _table(header, rows)
+    return markdown_table(header, rows)
 
 
 def tracking_table(inputs: ReportInputs) -> list[str]:
@@ -188,7 +189,7 @@ def tracking_table(inputs: ReportInputs) -> list[str]:
                 [ev.label, ev.metrics.get("method", "rgsd"), name, str(scope["rollouts"])]
                 + [_fmt(scope.get(key), dec) for key, _, dec in TRACKING_COLUMNS]
             )
-    return _table(["Run", "Method", "Category", "Rollouts", *(col for _, col, _ in TRACKING_COLUMNS)], rows)
+    return markdown_table(["Run", "Method", "Category", "Rollouts", *(col for _, col, _ in TRACKING_COLUMNS)], rows)
 
 
 def noise_text(action_noise: float | str, runs: dict[str, dict[str, Any]]) -> str:
@@ -238,7 +239,9 @@ def paper_err_table(inputs: ReportInputs) -> list[str]:
         "paper does not state the frame of its error nor its action noise, and its setup differs (box above), so "
         "the rows are set side by side, not matched.",
         "",
-        *_table(["Source", "Method", "Frame", "Rollouts per clip", *(f"{c.capitalize()} ERR" for c in cats)], rows),
+        *markdown_table(
+            ["Source", "Method", "Frame", "Rollouts per clip", *(f"{c.capitalize()} ERR" for c in cats)], rows
+        ),
         "",
     ]
 
@@ -266,7 +269,7 @@ def fid_rank_table(inputs: ReportInputs) -> list[str]:
         f"{FID_NOT_COMPARABLE} Rank by FID per category among the {len(paper)} methods here (1 = lowest FID; ours: "
         "the mean over the method's runs), ours / the paper's:",
         "",
-        *_table(["Method", *(f"{c.capitalize()} FID rank" for c in cats)], rows),
+        *markdown_table(["Method", *(f"{c.capitalize()} FID rank" for c in cats)], rows),
         "",
     ]
 
@@ -277,7 +280,7 @@ def differences_table(ours: dict[str, str], heading: str = "##") -> list[str]:
     return [
         f"{heading} How this run differs from the paper",
         "",
-        *_table(["", "This report", "The paper"], rows),
+        *markdown_table(["", "This report", "The paper"], rows),
         "",
     ]
 
@@ -465,7 +468,7 @@ def render_markdown(inputs: ReportInputs) -> str:
                     str(c["unstable"]),
                 ]
             )
-    lines += _table(
+    lines += markdown_table(
         [
             "Run",
             "Clip",
@@ -519,7 +522,7 @@ def render_markdown(inputs: ReportInputs) -> str:
                     _fmt(mm["fall_rate"], 2),
                 ]
             )
-    lines += _table(
+    lines += markdown_table(
         [
             "Run",
             "Skill dim",
@@ -577,7 +580,7 @@ def render_markdown(inputs: ReportInputs) -> str:
             for ev in searches
             for name, s in ev.metrics["search"].items()
         ]
-        lines += _table(["Run", "Clip", "N", "Best ERR (cm)", "Median ERR (cm)"], rows) + [""]
+        lines += markdown_table(["Run", "Clip", "N", "Best ERR (cm)", "Median ERR (cm)"], rows) + [""]
     lines += ["## Embeddings", ""]
     for ev in inputs.runs:
         art = inputs.artifacts[ev.label]
@@ -690,7 +693,7 @@ def sampled_fid_table(inputs: ReportInputs) -> list[str]:
         "All: the κ's clips pooled. Compare with the imitation table's FID at z_m (the paper's discovery "
         "evaluation uses κ = 50).",
         "",
-        *_table(["Run", "κ", *(f"{c.capitalize()} FID" for c in cats), "All FID"], rows),
+        *markdown_table(["Run", "κ", *(f"{c.capitalize()} FID" for c in cats), "All FID"], rows),
     ]
 
 

@@ -93,6 +93,7 @@ from rgsd_agents.methods.common import (
     StepStats,
     discriminator_regularizer,
     discriminator_reward,
+    discriminator_stats,
     gan_loss,
     gradient_penalty,
     transition_features,
@@ -317,14 +318,7 @@ def conditional_disc_loss(
     gan = gan_loss(pol_logits, ref_logits)
     gp = gradient_penalty(ref_logits, ref_xn)
     loss = gan + cfg.grad_penalty * gp + discriminator_regularizer(disc, disc.last_layer(), cfg)
-    with torch.no_grad():
-        stats = {
-            "disc_loss": gan.detach(),
-            "grad_penalty": gp.detach(),
-            "reference_accuracy": (ref_logits > 0).float().mean(),
-            "policy_accuracy": (pol_logits < 0).float().mean(),
-        }
-    return loss, stats
+    return loss, discriminator_stats(gan, gp, ref_logits, pol_logits)
 
 
 class CALM(SkillMethod):
