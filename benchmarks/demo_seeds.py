@@ -24,10 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rgsd_envs.motion.demo import DEMO_KINDS
 from rgsd_envs.utils.files import atomic_path
 
-CLIPS = ("demo_walk", "demo_run", "demo_sidestep", "demo_backward", "demo_punch")
-"""The demo motions in the README's column order."""
+CLIPS = tuple(f"demo_{k}" for k in DEMO_KINDS)
+"""The demo motions in the README's column order (``DEMO_KINDS``'s)."""
 
 
 def run_seed(seed: int, folder: Path, extra: list[str]) -> float | None:

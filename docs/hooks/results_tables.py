@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+for _src in sorted((ROOT / "packages").glob("*/src")):  # the checkout's packages, as reference.py imports them
+    if str(_src) not in sys.path:
+        sys.path.insert(0, str(_src))
+from rgsd_envs.motion.demo import DEMO_KINDS  # noqa: E402  the demo clips (demo_<kind>), in the tables' order
+
 RESULTS = "docs/results"
 CARD = "packages/rgsd-agents/src/rgsd_agents/pretrained/rgsd_cpu/card.json"
 """The shipped policy's card: the error ``rgsd play`` measured on each of its clips."""
-DEMO_KINDS = ("walk", "run", "sidestep", "backward", "punch")
-"""The demo clips (``demo_<kind>``) in the order the tables show them."""
 
 
 class SourceError(LookupError):

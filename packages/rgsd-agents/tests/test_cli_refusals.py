@@ -8,6 +8,7 @@ import pytest
 
 from rgsd_agents.cli import main as rgsd
 from rgsd_agents.testing import tiny_encoder_file
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM
 
 
 def test_pretraining_into_a_trained_run_is_refused_and_its_encoder_kept(tmp_path, capsys):
@@ -131,7 +132,7 @@ def test_eval_checks_every_run_s_encoder_before_it_evaluates_any(demo_run, tmp_p
     other = tmp_path / "other"
     shutil.copytree(demo_run, other, ignore=shutil.ignore_patterns("checkpoints", "tb", "report", "pretrain"))
     cfg = PretrainConfig(hidden=(32,), device="cpu", skill_dim=8)
-    build_encoder(cfg, torch.zeros(4, 1795)).save(other / "encoder.pt")  # a run of another skill space
+    build_encoder(cfg, torch.zeros(4, ENCODER_INPUT_DIM)).save(other / "encoder.pt")  # a run of another skill space
     out = tmp_path / "eval"
     args = ["eval", "--run", str(demo_run), "--run", str(other), "--out", str(out), "--no-video", "--rollouts", "1"]
     assert rgsd(args) == 2

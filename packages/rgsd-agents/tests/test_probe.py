@@ -9,6 +9,7 @@ import torch
 from rgsd_agents.probe import MAX_PROBE_CLIPS, PROBE_FRAMES, ImitationProbe
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import POLICY_OBS_DIM
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.motion.selection import spread_clips
 from rgsd_envs.runs.policy import PolicyMLP
@@ -22,7 +23,7 @@ def demo() -> MotionLib:
 
 def _policy() -> PolicyMLP:
     torch.manual_seed(0)
-    return PolicyMLP(POLICY_OBS_DIM, 69, (32,))
+    return PolicyMLP(POLICY_OBS_DIM, sk.NUM_DOFS, (32,))
 
 
 def _probe(lib: MotionLib, **kw) -> ImitationProbe:

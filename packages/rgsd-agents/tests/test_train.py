@@ -23,6 +23,7 @@ from rgsd_agents.testing import (
 )
 from rgsd_agents.training.runner import Runner
 from rgsd_envs.envs.config import DEVIATION_KEYS, NO_DEVIATION, ClipSamplingConfig, DeviationConfig, EnvConfig
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM
 from rgsd_envs.rewards.encoders import load_encoder
 from rgsd_envs.runs.policy import load_policy
 from rgsd_envs.runs.run_dir import RunDir
@@ -71,10 +72,10 @@ def test_training_writes_the_run_folder_with_finite_losses(tmp_path, tiny_encode
     policy = load_policy(run.policy_path)
     assert policy.meta["iteration"] == 4
     assert policy.meta["provenance"] == provenance()  # the code that wrote it, which rgsd eval reports
-    obs = torch.randn(3, 375)
+    obs = torch.randn(3, POLICY_OBS_DIM)
     torch.testing.assert_close(policy.act(obs), runner.ac.actor.act(obs))
     disc = load_encoder(run.discovery_encoder_path)
-    x = torch.randn(2, 1795)
+    x = torch.randn(2, ENCODER_INPUT_DIM)
     torch.testing.assert_close(disc(x), runner.method.trainable(x))
     assert not torch.allclose(disc(x), run.load_encoder()(x))  # the discovery encoder was trained
 

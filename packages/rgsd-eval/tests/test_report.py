@@ -345,3 +345,24 @@ def test_clips_without_an_fid_are_named_up_to_a_few_and_counted_past_them():
     assert named == [f"hop{i:03d}" for i in range(UNSCORED_EXAMPLES)]
     assert f"and {200 - UNSCORED_EXAMPLES} more (every one in metrics.json, fid_feature.unscored_clips)" in text
     assert "more (every one" not in unscored_fid_text(clips[:UNSCORED_EXAMPLES], 15)
+
+
+def test_the_fid_feature_definition_follows_the_window_evaluated():
+    """--set fid_window=9 left the definition saying 0.5 s windows of 15 frames."""
+    from rgsd_eval.features import FEATURE_BODIES, FEATURE_DIM
+    from rgsd_eval.report import ReportInputs, metrics_document
+
+    inputs = ReportInputs(
+        motions="demo", clips=[], categories=[], config=EvalConfig(fid_window=9), runs=[], artifacts={}
+    )
+    feature = metrics_document(inputs)["fid_feature"]
+    assert feature["window"] == 9
+    text = feature["definition"]
+    assert "0.3 s windows (9 frames, stride 1)" in text and "15 frames" not in text
+    assert f"{len(FEATURE_BODIES)} bodies'" in text and f"({FEATURE_DIM} numbers;" in text
+    assert (
+        "0.5 s windows (15 frames, stride 1)"
+        in metrics_document(
+            ReportInputs(motions="demo", clips=[], categories=[], config=EvalConfig(), runs=[], artifacts={})
+        )["fid_feature"]["definition"]
+    )

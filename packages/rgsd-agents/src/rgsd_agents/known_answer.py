@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from rgsd_agents.config import PPOConfig
 from rgsd_agents.methods import build_method, method_class
 from rgsd_agents.methods.base import MethodContext, SkillMethod
-from rgsd_agents.methods.common import ReferenceData
+from rgsd_agents.methods.common import ReferenceData, unit_sphere
 from rgsd_agents.methods.env import SkillChoosingEnv
 from rgsd_agents.pretraining.loss import info_nce_loss
 from rgsd_agents.rl.networks import ActorCritic, NetworkConfig
@@ -33,6 +33,7 @@ from rgsd_agents.rl.ppo import PPO
 from rgsd_agents.rl.replay import ReplayBuffer
 from rgsd_agents.rl.rollout import collect_rollout
 from rgsd_agents.rl.storage import RolloutStorage
+from rgsd_envs.envs.observations import SKILL_DIM
 from rgsd_envs.envs.toy import GRID_MOVES, GRID_SIZE, GridWorldEnv, ToyEnv, grid_index, grid_move, grid_transition
 from rgsd_envs.rewards.encoders import MLPEncoder
 
@@ -194,9 +195,9 @@ def roll_out(
     return Rollout(torch.stack(positions), torch.stack(feats), torch.stack(inputs))
 
 
-def unit_skills(n: int, seed: int, dim: int = 16) -> Tensor:
-    """(n, dim) uniform unit skills from ``seed``."""
-    return F.normalize(torch.randn(n, dim, generator=torch.Generator().manual_seed(seed)), dim=-1)
+def unit_skills(n: int, seed: int, dim: int = SKILL_DIM) -> Tensor:
+    """(n, dim) uniform unit skills from ``seed`` (``unit_sphere`` on a CPU generator)."""
+    return unit_sphere(n, torch.Generator().manual_seed(seed), dim)
 
 
 def tracking_error(positions: Tensor, reference: Tensor) -> Tensor:

@@ -39,6 +39,7 @@ from rgsd_agents.testing import assert_same_tensors, reproducible, tiny_options,
 from rgsd_agents.training.offpolicy import OffPolicyRunner
 from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.observations import FRAME_DIM, POLICY_OBS_DIM
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.runs.policy import load_policy
 from rgsd_envs.runs.run_dir import RunDir, load_clip_latents, load_tracking_latents
 
@@ -214,7 +215,7 @@ def test_the_agents_tracking_latents_start_from_the_frame_after_each_step():
         batch_size=33,
         seq_length=3,
     )
-    agent = fb_cpr.FBCPRAgent(cfg, 69, (16,), "relu", "cpu", seed=0)
+    agent = fb_cpr.FBCPRAgent(cfg, sk.NUM_DOFS, (16,), "relu", "cpu", seed=0)
     frames = torch.randn(6, FRAME_DIM)
     z = agent.tracking_latents(frames)
     assert z.shape == (5, 16)
@@ -227,7 +228,7 @@ def test_the_agents_tracking_latents_start_from_the_frame_after_each_step():
 def test_the_update_sees_the_latent_as_the_worlds_actor_does_beyond_the_normalisers_clip():
     # z_dim 64: a latent of norm 8 may have components beyond the actor normaliser's clip (5)
     options = {k: v for k, v in tiny_options(fb_cpr.NAME).items() if k != "loop"}
-    agent = fb_cpr.FBCPRAgent(FBCPRConfig(**{**options, "z_dim": 64}), 69, (16,), "relu", "cpu", seed=0)
+    agent = fb_cpr.FBCPRAgent(FBCPRConfig(**{**options, "z_dim": 64}), sk.NUM_DOFS, (16,), "relu", "cpu", seed=0)
     s = torch.randn(4, FRAME_DIM)
     z = torch.zeros(4, 64)
     z[:, 0], z[:, 1], z[:, 2] = 6.0, -4.0, 3.0  # norm sqrt(d) = 8 (36 + 16 + 9 + 3 x 1), one component beyond +-5
@@ -341,8 +342,8 @@ def test_a_seeded_run_trains_and_exports_a_policy_and_clip_latents_for_rgsd_eval
     assert info == {
         "name": "fb_cpr",
         "latent_choice": "tracking",
-        "tracking_latents": fb_cpr.TRACKING_LATENTS,
-        "clip_latents": fb_cpr.CLIP_LATENTS,
+        "tracking_latents": RunDir.TRACKING_LATENTS,
+        "clip_latents": RunDir.CLIP_LATENTS,
         "clip_latents_rule": "B averaged over the clip",  # what the reports say it is scored with
     }
     lib = runner.env.core.lib

@@ -38,7 +38,8 @@ from rgsd_agents.methods.common import (
     vmf_log_prob,
 )
 from rgsd_agents.methods.metra import constraint_slack, metra_losses, metra_reward, state_pair
-from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
+from rgsd_envs.envs.observations import FRAME_DIM, POLICY_OBS_DIM, SKILL_DIM
+from rgsd_envs.humanoid import skeleton as sk
 
 LN2, LN3, LN4 = math.log(2.0), math.log(3.0), math.log(4.0)
 
@@ -175,12 +176,12 @@ def test_ase_diversity_loss_is_off_by_default_and_sees_the_sample_s_latent_and_a
     assert ASEConfig().diversity_coef == 0.0
     ref = ReferenceData(torch.randn(20, 5 * FRAME_DIM), torch.zeros(20, dtype=torch.long), torch.tensor([0]),
                         torch.tensor([20]))  # fmt: skip
-    ac = ActorCritic(375, 69, NetworkConfig(actor_hidden=(8,), critic_hidden=(8,)))
+    ac = ActorCritic(POLICY_OBS_DIM, sk.NUM_DOFS, NetworkConfig(actor_hidden=(8,), critic_hidden=(8,)))
     with torch.no_grad():
         ac.obs_normalizer.mean.normal_()
         ac.obs_normalizer.var.uniform_(0.5, 2.0)
     off = build_method("ase", {"hidden": [8]}, MethodContext(ref, 2, torch.device("cpu"), 0))
-    assert off.policy_loss(ac, torch.zeros(3, 375)) == (None, {})
+    assert off.policy_loss(ac, torch.zeros(3, POLICY_OBS_DIM)) == (None, {})
     on = build_method("ase", {"hidden": [8], "diversity_coef": 0.01}, MethodContext(ref, 2, torch.device("cpu"), 0))
     seen = []
 
@@ -191,7 +192,7 @@ def test_ase_diversity_loss_is_off_by_default_and_sees_the_sample_s_latent_and_a
     monkeypatch.setattr(ase_module, "diversity_loss", spy)
     z = nn.functional.normalize(torch.randn(3, 16), dim=-1)
     norm = ac.obs_normalizer
-    raw = torch.cat([torch.randn(3, 359), z], -1)
+    raw = torch.cat([torch.randn(3, FRAME_DIM), z], -1)
     obs_n = ((raw - norm.mean) / (norm.var + norm.eps).sqrt()).float()
     term, stats = on.policy_loss(ac, obs_n)
     z_seen, z_other = seen[0]

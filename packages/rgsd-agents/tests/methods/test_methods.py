@@ -16,6 +16,7 @@ from rgsd_agents.rl.ppo import PPO
 from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_agents.testing import TINY_OPTIONS, tiny_options
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM, reference_encoder_inputs
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 
 T, N = 4, 6
@@ -41,12 +42,12 @@ def _rollout(reference: ReferenceData, seed: int, method=None) -> RolloutStorage
     """A storage whose discovery samples are reference windows (plus noise) with random unit skills; ``method``
     chooses latents after each of its T steps, as the env wrapper has it do."""
     g = torch.Generator().manual_seed(seed)
-    st = RolloutStorage(T, N, POLICY_OBS_DIM, 69, SKILL_DIM, ENCODER_INPUT_DIM)
+    st = RolloutStorage(T, N, POLICY_OBS_DIM, sk.NUM_DOFS, SKILL_DIM, ENCODER_INPUT_DIM)
     frames = torch.randint(reference.num_total, (T, N), generator=g)
     st.encoder_inputs.copy_(reference.inputs[frames] + 0.01 * torch.randn(T, N, ENCODER_INPUT_DIM, generator=g))
     st.skills.copy_(torch.nn.functional.normalize(torch.randn(T, N, SKILL_DIM, generator=g), dim=-1))
     st.obs.copy_(torch.randn(T, N, POLICY_OBS_DIM, generator=g))
-    st.actions.copy_(0.1 * torch.randn(T, N, 69, generator=g))
+    st.actions.copy_(0.1 * torch.randn(T, N, sk.NUM_DOFS, generator=g))
     st.returns.copy_(torch.randn(T, N, generator=g))
     st.advantages.copy_(torch.randn(T, N, generator=g))
     st.step = T
@@ -61,7 +62,7 @@ def _method(name: str, reference: ReferenceData, **options):
 
 def _ppo(seed: int = 0) -> PPO:
     torch.manual_seed(seed)
-    ac = ActorCritic(POLICY_OBS_DIM, 69, NetworkConfig(actor_hidden=(16,), critic_hidden=(16,)))
+    ac = ActorCritic(POLICY_OBS_DIM, sk.NUM_DOFS, NetworkConfig(actor_hidden=(16,), critic_hidden=(16,)))
     return PPO(ac, PPOConfig(epochs=PPO_EPOCHS, minibatch_size=PPO_MINIBATCH, actor_lr=1e-3, critic_lr=1e-3))
 
 

@@ -9,12 +9,13 @@ from rgsd_agents.methods.base import MethodContext
 from rgsd_agents.methods.common import ReferenceData
 from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM, SKILL_DIM, reference_encoder_inputs
+from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 
 
 def _storage(reference: ReferenceData) -> RolloutStorage:
     g = torch.Generator().manual_seed(0)
-    st = RolloutStorage(4, 6, POLICY_OBS_DIM, 69, SKILL_DIM, ENCODER_INPUT_DIM)
+    st = RolloutStorage(4, 6, POLICY_OBS_DIM, sk.NUM_DOFS, SKILL_DIM, ENCODER_INPUT_DIM)
     st.encoder_inputs.copy_(reference.inputs[torch.randint(reference.num_total, (4, 6), generator=g)])
     st.skills.copy_(torch.nn.functional.normalize(torch.randn(4, 6, SKILL_DIM, generator=g), dim=-1))
     st.step = 4

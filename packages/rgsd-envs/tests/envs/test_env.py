@@ -14,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 
 import rgsd_envs
 from rgsd_envs.envs.core import DISCOVERY, IMITATION
-from rgsd_envs.envs.observations import FRAME_DIM, POLICY_LAYOUT, POLICY_OBS_DIM, SKILL_DIM
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, FRAME_DIM, POLICY_LAYOUT, POLICY_OBS_DIM, SKILL_DIM
 from rgsd_envs.envs.smpl_v0 import RGSDEnv, RGSDVectorEnv
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.rewards.encoder_reward import EncoderRewardVecWrapper, EncoderRewardWrapper
@@ -351,11 +351,11 @@ def test_unknown_motion_path_is_a_clear_error(tmp_path):
 
 
 def test_encoder_of_the_wrong_width_is_a_clear_error(real_clip_dir):
-    wrong = torch.nn.Sequential(torch.nn.Linear(1795, 8), torch.nn.Flatten())
-    with pytest.raises(ValueError, match=r"returned \(2, 8\).*expected \(2, 16\)"):
+    wrong = torch.nn.Sequential(torch.nn.Linear(ENCODER_INPUT_DIM, 8), torch.nn.Flatten())
+    with pytest.raises(ValueError, match=rf"returned \(2, 8\).*expected \(2, {SKILL_DIM}\)"):
         gym.make("RGSD-SMPL-v0", motions=real_clip_dir, encoder=wrong)
     narrow_input = torch.nn.Linear(100, 16)
-    with pytest.raises(ValueError, match=r"failed on the probe input torch\.zeros\(2, 1795\)"):
+    with pytest.raises(ValueError, match=rf"failed on the probe input torch\.zeros\(2, {ENCODER_INPUT_DIM}\)"):
         gym.make("RGSD-SMPL-v0", motions=real_clip_dir, encoder=narrow_input)
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from rgsd_envs.envs.core import IMITATION
+from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, FRAME_DIM, HISTORY_LEN
 from rgsd_envs.rewards.encoders import MLPEncoder
 
 
@@ -47,7 +48,7 @@ def test_reward_is_C_plus_kappa_times_cosine_with_the_episode_skill(venv):
         expected = 1.0 + 5.0 * (mu * z).sum(-1)
         np.testing.assert_allclose(reward, expected.numpy(), rtol=1e-4, atol=1e-4)  # float32, batch-size dependent sums
         # s' extends s by the new frame
-        torch.testing.assert_close(s_next[:, : 4 * 359], rc.encoder_inputs[:, 359:])
+        torch.testing.assert_close(s_next[:, : (HISTORY_LEN - 1) * FRAME_DIM], rc.encoder_inputs[:, FRAME_DIM:])
 
 
 def test_set_encoder_changes_discovery_rewards_only(real_clip_dir):
@@ -69,7 +70,7 @@ def test_set_encoder_changes_discovery_rewards_only(real_clip_dir):
 
 def test_set_encoder_of_the_wrong_width_is_a_clear_error(venv):
     with pytest.raises(ValueError, match=r"set_encoder's encoder returned \(2, 4\)"):
-        venv.set_encoder(torch.nn.Linear(1795, 4))
+        venv.set_encoder(torch.nn.Linear(ENCODER_INPUT_DIM, 4))
 
 
 def test_set_encoder_accepts_an_encoder_file(venv, tmp_path):

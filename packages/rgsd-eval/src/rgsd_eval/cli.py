@@ -30,7 +30,7 @@ from rgsd_envs.utils.config import (
 from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.config import EvalConfig
 from rgsd_eval.latents import parse_latent_mode
-from rgsd_eval.protocol import POLICY_NOISE, PROTOCOLS, QUICK
+from rgsd_eval.protocol import PAPER, POLICY_NOISE, PROTOCOLS, QUICK
 
 DESCRIPTION = (
     "Evaluate trained runs: Cartesian error and motion FID per category, vMF diversity, figures, videos, report."
@@ -70,6 +70,11 @@ def _latent(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _number(x: float | str | None) -> str:
+    """A protocol's setting as the help shows it: 50.0 as 50, None as none."""
+    return "none" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of ``rgsd eval`` / ``rgsd-eval``."""
     p.add_argument(
@@ -100,21 +105,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--protocol",
         choices=list(PROTOCOLS),
         default=None,
-        help="settings to start from: quick (default; minutes on 2 cores) or paper (the paper's, see the Evaluation "
-        "page of the docs: 500 stochastic rollouts per clip, best-of-500, discovery at kappa 50, the kappa sweep on "
-        "three motions); --config and the flags below override its settings one by one",
+        help=f"settings to start from: {QUICK.name} (default; minutes on 2 cores) or {PAPER.name} (the paper's, see the "
+        f"Evaluation page of the docs: {PAPER.rollouts} stochastic rollouts per clip, best-of-{PAPER.best_of}, "
+        f"discovery at kappa {_number(PAPER.discovery_kappa)}, the kappa sweep on {PAPER.sweep_clips} motions); "
+        "--config and the flags below override its settings one by one",
     )
     p.add_argument(
-        "--rollouts", type=_positive_int, default=None, help="rollouts per clip and kappa (quick 16, paper 500)"
+        "--rollouts",
+        type=_positive_int,
+        default=None,
+        help=f"rollouts per clip and kappa (quick {QUICK.rollouts}, paper {PAPER.rollouts})",
     )
     p.add_argument(
-        "--kappas", type=_positive_float, nargs="+", default=None, help="vMF concentrations of the sweep (20 100 1000)"
+        "--kappas",
+        type=_positive_float,
+        nargs="+",
+        default=None,
+        help=f"vMF concentrations of the sweep ({' '.join(_number(k) for k in EvalConfig.kappas)})",
     )
     p.add_argument(
         "--discovery-kappa",
         type=_positive_float,
         default=None,
-        help="kappa of the discovery evaluation on every clip, FID per category (quick: none, paper: 50)",
+        help="kappa of the discovery evaluation on every clip, FID per category "
+        f"(quick: {_number(QUICK.discovery_kappa)}, paper: {_number(PAPER.discovery_kappa)})",
     )
     p.add_argument(
         "--trajectory-kappa",
@@ -127,33 +141,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--trajectory-rollouts",
         type=_nonnegative_int,
         default=None,
-        help="most vMF paths drawn per clip in the top views (150)",
+        help=f"most vMF paths drawn per clip in the top views ({EvalConfig.trajectory_rollouts})",
     )
     p.add_argument(
-        "--sweep-clips", type=_positive_int, default=None, help="clips of the kappa sweep (quick 5, paper 3)"
+        "--sweep-clips",
+        type=_positive_int,
+        default=None,
+        help=f"clips of the kappa sweep (quick {QUICK.sweep_clips}, paper {PAPER.sweep_clips})",
     )
     p.add_argument(
-        "--latent", type=_latent, default=None, help="auto | encoder | stored | tracking | best-of-N (default auto)"
+        "--latent",
+        type=_latent,
+        default=None,
+        help=f"auto | encoder | stored | tracking | best-of-N (default {EvalConfig.latent})",
     )
     p.add_argument(
-        "--best-of", type=_positive_int, default=None, help="N when --latent auto picks best-of-N (quick 64, paper 500)"
+        "--best-of",
+        type=_positive_int,
+        default=None,
+        help=f"N when --latent auto picks best-of-N (quick {QUICK.best_of}, paper {PAPER.best_of})",
     )
     p.add_argument(
         "--action-noise",
         type=_action_noise,
         default=None,
         metavar="STD|policy",
-        help="std of Gaussian action noise for every run, or 'policy': each run's own policy std (quick 0: "
-        "deterministic, one imitation rollout per clip; paper: policy)",
+        help=f"std of Gaussian action noise for every run, or '{POLICY_NOISE}': each run's own policy std (quick "
+        f"{_number(QUICK.action_noise)}: deterministic, one imitation rollout per clip; paper: {PAPER.action_noise})",
     )
     p.add_argument(
         "--seed",
         type=int,
         default=None,
-        help="seed of the best-of-N candidates, the vMF samples and the rollouts (default 0)",
+        help=f"seed of the best-of-N candidates, the vMF samples and the rollouts (default {EvalConfig.seed})",
     )
     p.add_argument(
-        "--device", default=None, help="torch device of the policy: auto (default; cuda when available), cpu, cuda:N"
+        "--device",
+        default=None,
+        help=f"torch device of the policy: {EvalConfig.device} (default; cuda when available), cpu, cuda:N",
     )
     p.add_argument(
         "--max-clips",
@@ -162,7 +187,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="evaluate at most N clips, spread over the categories (default: every clip)",
     )
-    p.add_argument("--batch-size", type=_positive_int, default=None, help="worlds stepped at once (default 512)")
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=None,
+        help=f"worlds stepped at once (default {EvalConfig.batch_size})",
+    )
     p.add_argument("--no-video", action="store_true", help="skip the mp4 videos and their HTML replays")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rgsd_envs.humanoid import skeleton as sk
+
 CM_PER_M = 100.0
 # The trackers' conventions these metrics follow, read in their code:
 # - ZhengyiLuo/PHC phc/learning/im_amp_players.py: `_termination_distances[:] = 0.5` ends a rollout whose mean body
@@ -43,8 +45,8 @@ ROOT_BODY = 0
 """The pelvis: the body MPJPE subtracts."""
 
 DEFINITIONS = {
-    "err_cm": "ERR, world frame (cm): mean over frames 1..T-1 and the 24 bodies of |p_tb - q_tb| (simulated p, "
-    "reference q), averaged over rollouts; a category's is the mean of its clips'. No termination: a rollout that "
+    "err_cm": f"ERR, world frame (cm): mean over frames 1..T-1 and the {sk.NUM_BODIES} bodies of |p_tb - q_tb| "
+    "(simulated p, reference q), averaged over rollouts; a category's is the mean of its clips'. No termination: a rollout that "
     "falls keeps accruing error.",
     "err_until_fall_cm": "ERR to fall (cm): each rollout's ERR over its frames up to its first fall, that frame "
     "included (a rollout that never falls: its whole-clip ERR), averaged and aggregated as ERR is: the error of "
@@ -57,7 +59,8 @@ DEFINITIONS = {
     "global_mpjpe_succ_cm": "Global MPJPE (cm): ERR averaged over the successful rollouts only (PHC's reported "
     "mpjpe_g, in cm; PHC prints mm); a category pools its clips' successful rollouts; empty where none succeeded.",
     "success_rate": "Success rate: share of rollouts that reach the clip's end with the mean body distance "
-    "(1/24) sum_b |p_tb - q_tb| at most 0.5 m on every frame (PHC's termination distance).",
+    f"(1/{sk.NUM_BODIES}) sum_b |p_tb - q_tb| at most {SUCCESS_THRESHOLD_M:g} m on every frame (PHC's termination "
+    "distance).",
     "fall_rate": "Fall rate: share of rollouts whose pelvis went below the run's fall height or with a body other "
     "than the feet on the floor at any frame.",
 }

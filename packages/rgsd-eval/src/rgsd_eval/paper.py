@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 PAPER_CATEGORIES = ("walk", "run", "sidestep", "backward", "punch")
-PAPER_SOURCE = "RGSD paper, Table 1 (Isaac Gym, 20 ACCAD clips, 500 rollouts per clip): quoted, not measured here"
 PAPER_ROLLOUTS = 500
 """Trajectories per motion of the paper's imitation evaluation (Section 5.1)."""
+PAPER_SOURCE = (
+    f"RGSD paper, Table 1 (Isaac Gym, 20 ACCAD clips, {PAPER_ROLLOUTS} rollouts per clip): quoted, not measured here"
+)
 PAPER_ERR_FRAME = "not stated"
 """The frame of the paper's Cartesian error: "the average l2 distance between corresponding body-part positions per
 frame, averaged over the trajectory" (Section 5.1) names none."""

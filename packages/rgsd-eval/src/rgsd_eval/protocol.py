@@ -34,6 +34,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from rgsd_eval.latents import DEFAULT_BEST_OF
+from rgsd_eval.paper import PAPER_DISCOVERY_KAPPA, PAPER_ROLLOUTS
 
 PAPER_KAPPAS = (20.0, 100.0, 1000.0)
 """The paper's diversity sweep."""
@@ -83,11 +84,11 @@ best-of-64 latents, the kappa sweep on every clip (five shown)."""
 
 PAPER = EvalProtocol(
     name="paper",
-    rollouts=500,
+    rollouts=PAPER_ROLLOUTS,
     action_noise=POLICY_NOISE,
-    best_of=500,
+    best_of=PAPER_ROLLOUTS,
     kappas=PAPER_KAPPAS,
-    discovery_kappa=50.0,
+    discovery_kappa=PAPER_DISCOVERY_KAPPA,
     trajectory_kappa=None,
     trajectory_rollouts=150,
     sweep_clips=3,

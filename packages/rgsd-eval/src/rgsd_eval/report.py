@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_envs.motion.fid_window import min_fid_frames
 from rgsd_envs.motion.selection import SPREAD_RULE
+from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import to_dict
 from rgsd_envs.utils.files import atomic_path
 from rgsd_envs.utils.provenance import provenance, provenance_text
@@ -43,20 +45,10 @@ from rgsd_eval.paper import (
 )
 from rgsd_eval.protocol import POLICY_NOISE
 
-CLIP_LATENTS = "clip_latents.json"
-"""Per run folder of a report: {clip name: its latent (16 floats)}, the latent each clip was evaluated with."""
 REPORT_FORMAT = "rgsd-eval-report"
 REPORT_VERSION = 2
 ERR_DECIMALS, FID_DECIMALS = 1, 2
 CSV_COLUMNS = ("run", "section", "kappa", "scope", "name", "category", "metric", "value")
-FID_FEATURE_DOC = (
-    "Frechet distance between Gaussians fitted to 0.5 s windows (15 frames, stride 1) of heading- and "
-    "position-invariant features computed from body positions alone: the heading is perpendicular to the "
-    "hip axis; per window the mean root height, the mean and std of 9 bodies' positions relative to the "
-    "root in the heading frame, the mean root velocity in the heading frame, the std of the 9 bodies' "
-    "velocities in the heading frame and the mean yaw rate (86 numbers; m, m/s, rad/s, not standardised). "
-    "Covariances get eps*I on the diagonal; the matrix square root is the symmetric PSD one (eigh)."
-)
 FID_WINDOWS_DEFINITION = (
     "Feature windows of the rollouts the FID beside it was fitted to. An FID's finite-sample bias falls as about "
     "1 / windows (two samples of one Gaussian score above 0), so FIDs of different window counts (rollout counts, "
@@ -84,6 +76,20 @@ VIDEO_ADVICE = (
 )
 """What to do when the videos cannot render (the warning and the report say it)."""
 SIMULATORS = {"mujoco": "MuJoCo", "warp": "MuJoCo Warp"}
+
+
+def fid_feature_doc(window: int) -> str:
+    """The FID feature in words for feature windows of ``window`` frames (``EvalConfig.fid_window``)."""
+    n = len(FEATURE_BODIES)
+    return (
+        f"Frechet distance between Gaussians fitted to {window / CLIP_FPS:g} s windows ({window} frames, stride 1) "
+        "of heading- and position-invariant features computed from body positions alone: the heading is "
+        "perpendicular to the hip axis; per window the mean root height, the mean and std of "
+        f"{n} bodies' positions relative to the root in the heading frame, the mean root velocity in the heading "
+        f"frame, the std of the {n} bodies' velocities in the heading frame and the mean yaw rate ({FEATURE_DIM} "
+        "numbers; m, m/s, rad/s, not standardised). Covariances get eps*I on the diagonal; the matrix square root "
+        "is the symmetric PSD one (eigh)."
+    )
 
 
 @dataclass
@@ -147,7 +153,8 @@ def _fmt(x: Any, decimals: int) -> str:
     return "n/a" if x is None else f"{x:.{decimals}f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The lines of a Markdown table: the header, its rule, one line per row of cells."""
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return out
@@ -169,7 +176,7 @@ def imitation_table(inputs: ReportInputs) -> list[str]:
                 _fmt(scope["fid"], FID_DECIMALS),
             ]
         rows.append(cells)
-    return _table(header, rows)
+    return markdown_table(header, rows)
 
 
 def tracking_table(inputs: ReportInputs) -> list[str]:
@@ -182,7 +189,7 @@ def tracking_table(inputs: ReportInputs) -> list[str]:
                 [ev.label, ev.metrics.get("method", "rgsd"), name, str(scope["rollouts"])]
                 + [_fmt(scope.get(key), dec) for key, _, dec in TRACKING_COLUMNS]
             )
-    return _table(["Run", "Method", "Category", "Rollouts", *(col for _, col, _ in TRACKING_COLUMNS)], rows)
+    return markdown_table(["Run", "Method", "Category", "Rollouts", *(col for _, col, _ in TRACKING_COLUMNS)], rows)
 
 
 def noise_text(action_noise: float | str, runs: dict[str, dict[str, Any]]) -> str:
@@ -232,7 +239,9 @@ def paper_err_table(inputs: ReportInputs) -> list[str]:
         "paper does not state the frame of its error nor its action noise, and its setup differs (box above), so "
         "the rows are set side by side, not matched.",
         "",
-        *_table(["Source", "Method", "Frame", "Rollouts per clip", *(f"{c.capitalize()} ERR" for c in cats)], rows),
+        *markdown_table(
+            ["Source", "Method", "Frame", "Rollouts per clip", *(f"{c.capitalize()} ERR" for c in cats)], rows
+        ),
         "",
     ]
 
@@ -260,7 +269,7 @@ def fid_rank_table(inputs: ReportInputs) -> list[str]:
         f"{FID_NOT_COMPARABLE} Rank by FID per category among the {len(paper)} methods here (1 = lowest FID; ours: "
         "the mean over the method's runs), ours / the paper's:",
         "",
-        *_table(["Method", *(f"{c.capitalize()} FID rank" for c in cats)], rows),
+        *markdown_table(["Method", *(f"{c.capitalize()} FID rank" for c in cats)], rows),
         "",
     ]
 
@@ -271,7 +280,7 @@ def differences_table(ours: dict[str, str], heading: str = "##") -> list[str]:
     return [
         f"{heading} How this run differs from the paper",
         "",
-        *_table(["", "This report", "The paper"], rows),
+        *markdown_table(["", "This report", "The paper"], rows),
         "",
     ]
 
@@ -459,7 +468,7 @@ def render_markdown(inputs: ReportInputs) -> str:
                     str(c["unstable"]),
                 ]
             )
-    lines += _table(
+    lines += markdown_table(
         [
             "Run",
             "Clip",
@@ -513,7 +522,7 @@ def render_markdown(inputs: ReportInputs) -> str:
                     _fmt(mm["fall_rate"], 2),
                 ]
             )
-    lines += _table(
+    lines += markdown_table(
         [
             "Run",
             "Skill dim",
@@ -571,7 +580,7 @@ def render_markdown(inputs: ReportInputs) -> str:
             for ev in searches
             for name, s in ev.metrics["search"].items()
         ]
-        lines += _table(["Run", "Clip", "N", "Best ERR (cm)", "Median ERR (cm)"], rows) + [""]
+        lines += markdown_table(["Run", "Clip", "N", "Best ERR (cm)", "Median ERR (cm)"], rows) + [""]
     lines += ["## Embeddings", ""]
     for ev in inputs.runs:
         art = inputs.artifacts[ev.label]
@@ -623,7 +632,7 @@ def render_markdown(inputs: ReportInputs) -> str:
         "(`gt_err` and the `max(gt_err) > 0.5` failure), HumEnv (`success_phc_mean`). ERR over every rollout is "
         "ProtoMotions' gt_err and PHC's all-motion mpjpe_g by formula, so it is printed once; the global MPJPE "
         "column is PHC's figure over successful rollouts.",
-        f"- FID feature: {FID_FEATURE_DOC}",
+        f"- FID feature: {fid_feature_doc(cfg.fid_window)}",
         f"- Settings: `{json.dumps(to_dict(cfg))}`.",
         f"- Code: {provenance_text(inputs.provenance)} (`provenance` in `metrics.json`).",
         *(
@@ -684,7 +693,7 @@ def sampled_fid_table(inputs: ReportInputs) -> list[str]:
         "All: the κ's clips pooled. Compare with the imitation table's FID at z_m (the paper's discovery "
         "evaluation uses κ = 50).",
         "",
-        *_table(["Run", "κ", *(f"{c.capitalize()} FID" for c in cats), "All FID"], rows),
+        *markdown_table(["Run", "κ", *(f"{c.capitalize()} FID" for c in cats), "All FID"], rows),
     ]
 
 
@@ -706,7 +715,7 @@ def metrics_document(inputs: ReportInputs) -> dict[str, Any]:
         },
         "paper": paper_document([ev.metrics.get("method", "rgsd") for ev in inputs.runs]),
         "fid_feature": {
-            "definition": FID_FEATURE_DOC,
+            "definition": fid_feature_doc(inputs.config.fid_window),
             "dim": FEATURE_DIM,
             "bodies": list(FEATURE_BODIES),
             "window": inputs.config.fid_window,
@@ -809,6 +818,6 @@ def write_report(inputs: ReportInputs, out_dir: str | os.PathLike) -> dict[str, 
     with atomic_path(paths["report"]) as tmp:
         tmp.write_text(render_markdown(inputs))
     for ev in inputs.runs:  # each clip's latent as evaluated: a best-of-N run's style latents for `rgsd downstream`
-        with atomic_path(out / ev.label / CLIP_LATENTS) as tmp:
+        with atomic_path(out / ev.label / RunDir.CLIP_LATENTS) as tmp:
             tmp.write_text(json.dumps(ev.metrics["clip_latents"], indent=1) + "\n")
     return paths

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.termination import fall_flags
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.utils import threads
@@ -203,7 +204,7 @@ def run_rollouts(
     *,
     action_noise: float | np.ndarray = 0.0,
     seed: int = 0,
-    fall_height: float = 0.35,
+    fall_height: float = EnvConfig.fall_height,
     features: bool = True,
     fid_window: int = WINDOW,
     progress: bool = False,
@@ -503,8 +504,6 @@ class _Recorder:
         self.body = torch.zeros((window, m, sk.NUM_BODIES, 3), device=dev)
         self.qpos = torch.zeros((window, len(self.keep), sk.QPOS_DIM), device=dev)
         self.fell_dev = torch.zeros((window, m), dtype=torch.bool, device=dev)
-        self.non_foot = torch.ones(sk.NUM_BODIES, dtype=torch.bool, device=dev)
-        self.non_foot[list(sk.FOOT_BODY_IDS)] = False
         self.err = np.zeros((steps, m))
         self.local = np.zeros((steps, m))
         self.fell = np.zeros((steps, m), dtype=bool)
@@ -532,9 +531,8 @@ class _Recorder:
         pos = s.body_pos[:m].to(dev, torch.float32)
         self.body[row] = pos
         self.qpos[row] = s.qpos.to(dev, torch.float32).index_select(0, self.keep_idx)
-        self.fell_dev[row] = (pos[:, 0, 2] < self.opts.fall_height) | (s.contact[:m].to(dev) & self.non_foot).any(
-            dim=-1
-        )
+        # the fall rate counts contact whether or not the run's env terminated on it
+        self.fell_dev[row] = fall_flags(pos, s.contact[:m], self.opts.fall_height, use_contact=True)
         if row + 1 == self.window and t + 1 < self.steps:
             assert length is not None and alive is not None
             self._flush(t + 1, np.where(alive, -1, length))

@@ -93,7 +93,9 @@ def action_std(policy: PolicyMLP, config: dict[str, Any], method: str) -> tuple[
     log_std = (config.get("networks") or {}).get("init_log_std")
     if log_std is not None:
         return np.full(n, math.exp(float(log_std))), "config.yaml networks.init_log_std"
-    return np.full(n, math.exp(DEFAULT_LOG_STD)), "the trainer's default exp(-2.9): the run records no std"
+    return np.full(
+        n, math.exp(DEFAULT_LOG_STD)
+    ), f"the trainer's default exp({DEFAULT_LOG_STD:g}): the run records no std"
 
 
 def load_run(

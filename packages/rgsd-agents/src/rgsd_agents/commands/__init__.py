@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from rgsd_agents.methods.fb_cpr import TRACKING_LATENTS
+from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import add_set_argument
 
 
@@ -89,7 +89,7 @@ def holds_run(folder: str | os.PathLike) -> bool:
     return RunDir(folder).has_checkpoint()
 
 
-RUN_NPZ_FILES = (TRACKING_LATENTS,)
+RUN_NPZ_FILES = (RunDir.TRACKING_LATENTS,)
 """The .npz files a run folder holds itself (``RunDir``); any other at the top of a folder is a motion clip."""
 REPORT_MARKERS = (("report.json", "an rgsd reproduce report"), ("seeds.json", "an rgsd downstream --seeds report"))
 """A file at the top of a report folder that its command writes, and how messages name the report (before an

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from rgsd_agents.commands import add_doc_parser
+from rgsd_agents.run_skills import DEFAULT_CLIP
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="RUN", nargs="?", help="run folder (config.yaml, policy.pt, encoder.pt)")
     p.add_argument("--pretrained", action="store_true", help="the policy rgsd ships instead of a RUN folder")
     p.add_argument(
-        "--clip", help="clip name (default: walk where the clips have it, else the first; an unknown name lists them)"
+        "--clip",
+        help=f"clip name (default: {DEFAULT_CLIP} where the clips have it, else the first; an unknown name lists them)",
     )
     p.add_argument(
         "--kappa", type=float, help="sample z ~ vMF(z_m, kappa) instead of z = z_m (20: varied, 1000: close)"

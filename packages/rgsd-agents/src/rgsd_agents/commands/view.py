@@ -29,7 +29,10 @@ from collections.abc import Callable
 from typing import Any
 
 from rgsd_agents.commands import add_doc_parser
+from rgsd_agents.run_skills import DEFAULT_CLIP
+from rgsd_agents.viewer.app import ServeConfig
 from rgsd_agents.viewer.limits import KAPPA_RANGE, PORT_RANGE, SPEED_RANGE
+from rgsd_agents.viewer.session import SessionConfig
 from rgsd_envs.utils.config import number_type
 
 
@@ -48,39 +51,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pretrained", action="store_true", help="the policy rgsd ships instead of a RUN folder")
     p.add_argument(
         "--clip",
-        help="clip to start on (default: walk where the clips have it, else the first; an unknown name lists them)",
+        help=f"clip to start on (default: {DEFAULT_CLIP} where the clips have it, else the first; an unknown name lists "
+        "them)",
     )
     p.add_argument(
         "--kappa",
         type=range_type(float, KAPPA_RANGE, "a concentration"),
-        default=20.0,
-        help=f"initial vMF concentration of the variants, {KAPPA_RANGE[0]:g}-{KAPPA_RANGE[1]:g} (default 20)",
+        default=SessionConfig.kappa,
+        help=f"initial vMF concentration of the variants, {KAPPA_RANGE[0]:g}-{KAPPA_RANGE[1]:g} "
+        f"(default {SessionConfig.kappa:g})",
     )
     p.add_argument(
         "--variants",
         type=number_type(int, 0, False, "a whole number >= 0"),
-        default=3,
-        help="variants beside the policy (default 3)",
+        default=SessionConfig.variants,
+        help=f"variants beside the policy (default {SessionConfig.variants})",
     )
     p.add_argument("--latents", help="a clip_latents.json (rgsd eval's <report>/<run>/) instead of the run's own")
     p.add_argument("--motions", help='clips to choose from: "demo", a clip file or folder (default: the run\'s own)')
-    p.add_argument("--seed", type=int, default=0, help="seed of the first variants or episode (default 0)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=SessionConfig.seed,
+        help=f"seed of the first variants or episode (default {SessionConfig.seed})",
+    )
     p.add_argument(
         "--host",
-        default="127.0.0.1",
-        help="interface to serve on (default 127.0.0.1: SSH-forward it; 0.0.0.0: every interface, open to the network)",
+        default=ServeConfig.host,
+        help=f"interface to serve on (default {ServeConfig.host}: SSH-forward it; 0.0.0.0: every interface, open to "
+        "the network)",
     )
     p.add_argument(
         "--port",
         type=range_type(int, PORT_RANGE, "a port", " (0: any free port)"),
-        default=8080,
-        help="port (default 8080; the next free one if taken; 0: any free port)",
+        default=ServeConfig.port,
+        help=f"port (default {ServeConfig.port}; the next free one if taken; 0: any free port)",
     )
     p.add_argument(
         "--speed",
         type=range_type(float, SPEED_RANGE, "a speed"),
-        default=1.0,
-        help=f"simulated seconds per second, {SPEED_RANGE[0]:g}-{SPEED_RANGE[1]:g} (default 1)",
+        default=ServeConfig.speed,
+        help=f"simulated seconds per second, {SPEED_RANGE[0]:g}-{SPEED_RANGE[1]:g} (default {ServeConfig.speed:g})",
     )
     p.add_argument(
         "--seconds",
@@ -100,9 +111,8 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError:
         print("error: rgsd view needs viser: pip install 'rgsd-agents[viewer]'", file=sys.stderr)
         return 2
-    from rgsd_agents.viewer.app import ServeConfig, open_viewer, remote_access_line
+    from rgsd_agents.viewer.app import open_viewer, remote_access_line
     from rgsd_agents.viewer.server import ServerStartError
-    from rgsd_agents.viewer.session import SessionConfig
 
     if args.pretrained:
         from rgsd_agents.pretrained import pretrained_run

@@ -64,6 +64,7 @@ from rgsd_agents.methods.common import (
     StepStats,
     discriminator_regularizer,
     discriminator_reward,
+    discriminator_stats,
     gan_loss,
     gradient_penalty,
     transition_features,
@@ -138,14 +139,7 @@ def ase_discriminator_loss(
     gp = gradient_penalty(ref_logits, reference_n)
     # weight decay on the trunk and the logit head, not the encoder head (ASE's code: enc_weight_decay 0)
     loss = gan + cfg.grad_penalty * gp + discriminator_regularizer((net.trunk, net.disc), net.disc, cfg)
-    with torch.no_grad():
-        stats = {
-            "disc_loss": gan.detach(),
-            "grad_penalty": gp.detach(),
-            "reference_accuracy": (ref_logits > 0).float().mean(),
-            "policy_accuracy": (pol_logits < 0).float().mean(),
-        }
-    return loss, stats
+    return loss, discriminator_stats(gan, gp, ref_logits, pol_logits)
 
 
 def ase_encoder_loss(net: ASENetwork, policy_x: Tensor, skills: Tensor, kappa: float) -> Tensor:

@@ -93,14 +93,15 @@ from rgsd_agents.methods.common import (
     StepStats,
     discriminator_regularizer,
     discriminator_reward,
+    discriminator_stats,
     gan_loss,
     gradient_penalty,
     transition_features,
 )
-from rgsd_agents.methods.fb_cpr import CLIP_LATENTS
 from rgsd_agents.rl.storage import RolloutStorage
 from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HUMANOID_LAYOUT, SKILL_DIM, ObservationLayout
 from rgsd_envs.runs.policy import mlp
+from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import atomic_path
 
 Tensor = torch.Tensor
@@ -317,14 +318,7 @@ def conditional_disc_loss(
     gan = gan_loss(pol_logits, ref_logits)
     gp = gradient_penalty(ref_logits, ref_xn)
     loss = gan + cfg.grad_penalty * gp + discriminator_regularizer(disc, disc.last_layer(), cfg)
-    with torch.no_grad():
-        stats = {
-            "disc_loss": gan.detach(),
-            "grad_penalty": gp.detach(),
-            "reference_accuracy": (ref_logits > 0).float().mean(),
-            "policy_accuracy": (pol_logits < 0).float().mean(),
-        }
-    return loss, stats
+    return loss, discriminator_stats(gan, gp, ref_logits, pol_logits)
 
 
 class CALM(SkillMethod):
@@ -474,12 +468,12 @@ class CALM(SkillMethod):
         """Write ``clip_latents.json`` (each clip's latent by name); method.json names it."""
         names = self.ctx.env.core.lib.names
         latents = {name: z for name, z in zip(names, self.clip_latents().cpu().tolist())}
-        with atomic_path(Path(run_path) / CLIP_LATENTS) as tmp:
+        with atomic_path(Path(run_path) / RunDir.CLIP_LATENTS) as tmp:
             Path(tmp).write_text(json.dumps(latents, indent=1) + "\n")
         return {
             "name": self.NAME,
             "latent_choice": self.LATENT_CHOICE,
-            "clip_latents": CLIP_LATENTS,
+            "clip_latents": RunDir.CLIP_LATENTS,
             "clip_latents_rule": self.CLIP_LATENTS_RULE,
         }
 

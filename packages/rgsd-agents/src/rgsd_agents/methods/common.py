@@ -254,6 +254,18 @@ def discriminator_regularizer(
     return cfg.logit_reg * last_layer.weight.square().sum() + cfg.weight_decay * weight_norm_sq(*decayed)
 
 
+def discriminator_stats(gan: Tensor, gp: Tensor, ref_logits: Tensor, pol_logits: Tensor) -> dict[str, Tensor]:
+    """The discriminator update's logged numbers: its GAN loss, gradient penalty and the share of reference
+    (logit > 0) and policy (logit < 0) samples it classifies right."""
+    with torch.no_grad():
+        return {
+            "disc_loss": gan.detach(),
+            "grad_penalty": gp.detach(),
+            "reference_accuracy": (ref_logits > 0).float().mean(),
+            "policy_accuracy": (pol_logits < 0).float().mean(),
+        }
+
+
 def discriminator_reward(logits: Tensor) -> Tensor:
     """-log(1 - D) with D = sigmoid(logit), floored at 1 - D >= 1e-4 as in AMP/ASE: (B,)."""
     return -torch.log((1.0 - torch.sigmoid(logits)).clamp_min(1e-4))

@@ -73,6 +73,7 @@ from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.training.offpolicy_config import OffPolicyConfig
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.runs.policy import PolicyMLP, fold_batch_stats
+from rgsd_eval.runs import FB_CPR_ACTOR_STD
 
 Tensor = torch.Tensor
 
@@ -81,13 +82,10 @@ NAME = "fb_cpr"
 LOOP = "off_policy"
 """The training loop the method runs in (``rgsd_agents.training.offpolicy.OffPolicyRunner``)."""
 LATENT_CHOICE = "tracking"
-"""How evaluation picks a clip's latents: one per step, the tracking inference the run writes (``TRACKING_LATENTS``)."""
-TRACKING_LATENTS = "tracking_latents.npz"
-"""Run-folder file of each clip's unit latents, one per step (``rgsd_envs.runs.run_dir.save_tracking_latents``)."""
-CLIP_LATENTS = "clip_latents.json"
-"""Run-folder file of each clip's unit latent (B averaged over the clip), ``{clip name: [16 floats]}``."""
+"""How evaluation picks a clip's latents: one per step, the tracking inference the run writes
+(``RunDir.TRACKING_LATENTS``)."""
 CLIP_LATENTS_RULE = "B averaged over the clip"
-"""What a clip's latent in ``CLIP_LATENTS`` is (method.json's ``clip_latents_rule``)."""
+"""What a clip's latent in ``RunDir.CLIP_LATENTS`` is (method.json's ``clip_latents_rule``)."""
 Z_SOURCES = ("goal", "expert", "uniform")
 """The z mix's sources, in the order of ``FBCPRConfig.z_mix``."""
 
@@ -137,7 +135,7 @@ class FBCPRConfig:
     scale_reg: bool = True
     """Scale the discriminator critic's term in the actor loss by the batch's mean |Q_fb| (no gradient through the
     scale), so ``reg_coeff`` is relative to the FB value; False: ``reg_coeff`` alone (its code: True)."""
-    actor_std: float = 0.2
+    actor_std: float = FB_CPR_ACTOR_STD
     """Fixed std of the actor's Gaussian action noise, in the worlds and in the updates (there clipped to
     ``stddev_clip``); also the run's noise in ``rgsd eval`` under ``action_noise: policy`` (its code: 0.2)."""
     stddev_clip: float = 0.3

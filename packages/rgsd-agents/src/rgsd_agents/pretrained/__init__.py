@@ -46,7 +46,7 @@ def pretrained_card(folder: str | os.PathLike = PRETRAINED_DIR) -> dict[str, Any
     return card
 
 
-GIVEN_LATENTS = "clip_latents.json"
+GIVEN_LATENTS = RunDir.CLIP_LATENTS
 """Where a built folder keeps the clip latents given for a best-of-N run (``build_pretrained``'s ``latents``)."""
 
 

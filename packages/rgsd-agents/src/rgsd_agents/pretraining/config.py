@@ -8,18 +8,19 @@ from typing import Any
 
 from rgsd_envs.envs.config import check_motions_given
 from rgsd_envs.envs.observations import SKILL_DIM
-from rgsd_envs.rewards.encoders import PAPER_HIDDEN
+from rgsd_envs.rewards.encoders import DEFAULT_KAPPA, PAPER_HIDDEN
+from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.config import UNNAMED, shown_value
 from rgsd_envs.utils.device import check_device_name
 from rgsd_envs.utils.files import InputFileError
 
 NEGATIVES = ("infonce", "hard")
-ENCODER_FILE = "encoder.pt"
+ENCODER_FILE = RunDir.ENCODER
 CONFIG_FILE = "pretrain.yaml"
 PLOT_FILE = "embeddings.png"
 COSINE_PLOT_FILE = "embeddings_cosine.png"
 """Beside the PCA: the clip-by-clip cosine matrix of z_m (rgsd_eval.plots.plot_clip_cosine)."""
-TB_DIR = "tb"
+TB_DIR = RunDir.TENSORBOARD
 
 
 @dataclass
@@ -29,7 +30,7 @@ class PretrainOptions:
 
     hidden: tuple[int, ...] = PAPER_HIDDEN
     """Encoder MLP hidden sizes (paper: 1024, 1024, 1024, 512)."""
-    kappa: float = 10.0
+    kappa: float = DEFAULT_KAPPA
     """vMF concentration; InfoNCE temperature T = 1/kappa; stored in the encoder for the reward."""
     batch_size: int = 256
     """(anchor, positive) pairs per minibatch (paper: 256)."""

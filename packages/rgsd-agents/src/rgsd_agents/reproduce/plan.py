@@ -44,6 +44,7 @@ from typing import Any
 
 from rgsd_agents.downstream.report import NEUTRAL_START, start_label
 from rgsd_agents.reproduce.scale import ReproduceScale
+from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.provenance import RGSD_PACKAGES, installed_versions
 
 PRETRAIN, TRAIN, EVAL, DOWNSTREAM, AGGREGATE, REPORT = "pretrain", "train", "eval", "downstream", "aggregate", "report"
@@ -333,7 +334,7 @@ def build_plan(
             for seed in plan.seeds_of(method):
                 run, target = plan.run_dir(method, seed), plan.downstream_dir(style, method, seed, start)
                 latents = (
-                    [f"task.clip_latents={plan.eval_dir(method) / run.name / 'clip_latents.json'}"] if best_of_n else []
+                    [f"task.clip_latents={plan.eval_dir(method) / run.name / RunDir.CLIP_LATENTS}"] if best_of_n else []
                 )
                 start_set = [] if neutral else [f"init_skill={start}"]
                 argv = ["downstream", "--config", d.preset, "--low-level", str(run), "--style", style,

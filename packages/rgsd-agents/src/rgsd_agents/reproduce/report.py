@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from rgsd_agents.downstream.report import NEUTRAL_START, start_label
+from rgsd_agents.downstream.report import NEUTRAL_START, SEED_METRICS, start_label
 from rgsd_agents.reproduce.plan import AGGREGATE, DOWNSTREAM, KINDS, Plan, Step, eval_id
 from rgsd_envs.utils.files import InputFileError, atomic_path, folder_lock, staged_folder
 from rgsd_envs.utils.provenance import provenance, provenance_text
@@ -55,6 +55,7 @@ from rgsd_eval.report import (
     differences_table,
     discovery_text,
     link_target,
+    markdown_table,
     noise_text,
     samples_text,
     simulators_text,
@@ -65,7 +66,8 @@ REPORT_VERSION = 2
 CSV_COLUMNS = ("section", "method", "category", "kappa", "style", "clip", "metric", "stat", "value", "source")
 MEASURED, QUOTED = "measured", "paper (quoted)"
 FIGURES = "figures"
-DOWNSTREAM_METRICS = (("eval/success_rate", "success rate", 2), ("eval/style_fid", "style FID", 2))
+DOWNSTREAM_DECIMALS = 2
+"""Decimals of the downstream table's success rates and style FIDs (``downstream.report.SEED_METRICS``)."""
 KAPPA_DIM_NOTE = (
     "One κ is a wider neighbourhood on a larger sphere (κ 50: a mean angle near 30° at 16-D, near 79° at 256-D), so "
     "methods of different skill dims compare by latent angle, not by κ."
@@ -99,11 +101,6 @@ def _pm(s: dict[str, Any] | None, decimals: int) -> str:
     if not s or s["mean"] is None:
         return "n/a"
     return f"{s['mean']:.{decimals}f} ± {s['std']:.{decimals}f}" if s["n"] > 1 else f"{s['mean']:.{decimals}f}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return out + ["| " + " | ".join(r) + " |" for r in rows]
 
 
 def _read_json(path: Path) -> Any:
@@ -332,14 +329,14 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
         f"{len(ranks)} method{'s' if len(ranks) != 1 else ''} here (1 = lowest; ours: the rank of our mean FID). "
         f"{DEFINITIONS['err_until_fall_cm']} {FID_NOT_COMPARABLE} Lower is better.",
         "",
-        *_table(header, rows),
+        *markdown_table(header, rows),
         "",
         "### Tracking metrics",
         "",
         "Per method and category (mean ± std over seeds): "
         + " ".join(DEFINITIONS[key] for key, _, _ in TRACKING_COLUMNS),
         "",
-        *_table(["Method", "Category", *(col for _, col, _ in TRACKING_COLUMNS)], tracking),
+        *markdown_table(["Method", "Category", *(col for _, col, _ in TRACKING_COLUMNS)], tracking),
         "",
     ]
 
@@ -359,7 +356,7 @@ def sampled_section(data: ReportData, fid: dict[str, dict[str, dict[str, Any]]],
         f"over seeds); compare with the FID at z_m in Table 1: a method whose skills stay in style keeps it.{note} "
         f"{KAPPA_DIM_NOTE}",
         "",
-        *_table(["Method", "Skill dim", "Latent angle (deg)", *(f"{c.capitalize()} FID" for c in cats)], rows),
+        *markdown_table(["Method", "Skill dim", "Latent angle (deg)", *(f"{c.capitalize()} FID" for c in cats)], rows),
         "",
     ]
 
@@ -419,7 +416,7 @@ def sweep_section(data: ReportData, clips: list[str], sweep: dict[str, Any], fig
     ]
     if figure:
         lines += [f"![kappa sweep]({figure})", ""]
-    lines += [*_table(["Method", "Skill dim", "Clip", *(f"κ={k}" for k in kappas)], rows), ""]
+    lines += [*markdown_table(["Method", "Skill dim", "Clip", *(f"κ={k}" for k in kappas)], rows), ""]
     tops = []
     for m in sweep:
         seed = min(data.runs[m])
@@ -439,11 +436,11 @@ def downstream_section(data: ReportData, final: dict[str, dict[str, dict[str, An
 def _downstream_lines(data: ReportData, final: dict[str, dict[str, dict[str, Any]]], figure: str | None) -> list[str]:
     if not final:
         return ["No downstream aggregation: see the steps below.", ""]
-    rows = []
+    rows, dec = [], DOWNSTREAM_DECIMALS
     for style, per in final.items():
         for m, row in per.items():
             cells = [style, m]
-            for metric, _, dec in DOWNSTREAM_METRICS:
+            for metric, _ in SEED_METRICS:
                 r = row.get(metric)
                 cells.append(
                     "-" if r is None else
@@ -472,7 +469,7 @@ def _downstream_lines(data: ReportData, final: dict[str, dict[str, dict[str, Any
     lines += [
         "At the last evaluation all seeds share:",
         "",
-        *_table(["Style", "Method", "Success rate", "Style FID", "Training step", "Seeds"], rows),
+        *markdown_table(["Style", "Method", "Success rate", "Style FID", "Training step", "Seeds"], rows),
         "",
     ]
     return lines
@@ -492,7 +489,7 @@ def code_section(data: ReportData, report: dict[str, Any]) -> list[str]:
         "A step that was kept or not rerun may come from older code than the report (`steps.json` has each step's "
         "end time); a resumed training's policy names its last session's code.",
         "",
-        *_table(["Written by", "Code"], rows),
+        *markdown_table(["Written by", "Code"], rows),
         "",
     ]
 
@@ -515,7 +512,7 @@ def steps_section(plan: Plan, this_report: bool = True) -> list[str]:
             [f"`{s.id}`", status, s.budget, format_seconds(st.seconds) if st.seconds else "-", str(st.attempts),
              (st.error or "").replace("|", "\\|")]
         )  # fmt: skip
-    return [*_table(["Step", "Status", "Budget", "Time", "Attempts", "Error"], rows), ""]
+    return [*markdown_table(["Step", "Status", "Budget", "Time", "Attempts", "Error"], rows), ""]
 
 
 def paper_imitation(methods: list[str]) -> dict[str, dict[str, dict[str, float | int]]]:

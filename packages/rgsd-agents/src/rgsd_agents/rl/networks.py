@@ -20,6 +20,7 @@ from torch import nn
 from rgsd_envs.envs.observations import POLICY_LAYOUT
 from rgsd_envs.rewards.encoders import PAPER_HIDDEN
 from rgsd_envs.runs.policy import LatentBranchMLP, Moments, PolicyMLP, fold_batch_stats, mlp
+from rgsd_eval.runs import DEFAULT_LOG_STD
 
 Tensor = torch.Tensor
 LOG_2PI = math.log(2.0 * math.pi)
@@ -40,7 +41,7 @@ class NetworkConfig:
     output of the skill's size before it joins the rest (``rgsd_envs.runs.policy.LatentBranchMLP``; ASE's and
     CALM's code: 512, 256). Empty: the skill is one more input (the RGSD paper's policy). The critic always
     takes the skill as one more input, as ASE's and CALM's critics do."""
-    init_log_std: float = -2.9
+    init_log_std: float = DEFAULT_LOG_STD
     """Initial log standard deviation of the (state-independent) Gaussian; ASE's fixed exp(-2.9) = 0.055."""
     learn_std: bool = False
     """Learn the log std (False: keep it at ``init_log_std``; the entropy bonus then has no effect)."""

@@ -304,16 +304,16 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
         std = [self.method_cfg.actor_std] * self.env.act_dim
         self.agent.actor.save(self.run.policy_path, **meta, action_std=std)
         names = self.env.core.lib.names
-        with atomic_path(self.run.file(fb_cpr.CLIP_LATENTS)) as tmp:
+        with atomic_path(self.run.file(RunDir.CLIP_LATENTS)) as tmp:
             latents = dict(zip(names, self.clip_latents().cpu().tolist()))
             Path(tmp).write_text(json.dumps(latents, indent=1) + "\n")
-        with atomic_path(self.run.file(fb_cpr.TRACKING_LATENTS)) as tmp:
+        with atomic_path(self.run.file(RunDir.TRACKING_LATENTS)) as tmp:
             save_tracking_latents(tmp, dict(zip(names, self.tracking_latents())))
         entries = {
             "name": fb_cpr.NAME,
             "latent_choice": fb_cpr.LATENT_CHOICE,
-            "tracking_latents": fb_cpr.TRACKING_LATENTS,
-            "clip_latents": fb_cpr.CLIP_LATENTS,
+            "tracking_latents": RunDir.TRACKING_LATENTS,
+            "clip_latents": RunDir.CLIP_LATENTS,
             "clip_latents_rule": fb_cpr.CLIP_LATENTS_RULE,
         }
         write_method_file(self.run, entries)

@@ -33,7 +33,7 @@ from rgsd_envs.envs.observations import (
     reference_encoder_inputs,
     reference_frame_features,
 )
-from rgsd_envs.envs.termination import DeviationRule
+from rgsd_envs.envs.termination import DeviationRule, fall_flags
 from rgsd_envs.envs.world_random import Stream, WorldRandom, box_muller
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import HumanoidConfig
@@ -222,8 +222,6 @@ class RGSDCore:
         """(N,) host copy of ``task``."""
         self.action_offset = torch.as_tensor(sk.ACTION_OFFSET, dtype=torch.float32, device=dev)
         self.action_scale = torch.as_tensor(sk.ACTION_SCALE, dtype=torch.float32, device=dev)
-        self._non_foot = torch.ones(sk.NUM_BODIES, dtype=torch.bool, device=dev)
-        self._non_foot[list(sk.FOOT_BODY_IDS)] = False
         self.features = torch.zeros(n, FRAME_DIM, device=dev)
         """(N, 359) frame features of the current state."""
         self._clip_cdf: np.ndarray | None = None
@@ -544,9 +542,7 @@ class RGSDCore:
         dist = (pos - ref_pos).norm(dim=-1)
         err = dist.mean(dim=-1)
         unstable = s.unstable.to(self.device)  # MuJoCo resets an exploding world (finite again)
-        fall = pos[:, 0, 2] < self.cfg.fall_height
-        if self.cfg.contact_termination:
-            fall = fall | (s.contact.to(self.device) & self._non_foot).any(dim=-1)
+        fall = fall_flags(pos, s.contact, self.cfg.fall_height, self.cfg.contact_termination)
         ref_rot = self.lib.frames("body_rot")[g, 0]
         deviation = self.deviation_rule(
             dist, task == IMITATION, clip, s.body_rot[:, 0].to(ref_rot), ref_rot, counted=counted

@@ -72,6 +72,7 @@ from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.envs.smpl_v0 import step_info, vector_info
 from rgsd_envs.envs.torch_env import as_host_mask, seed_worlds
 from rgsd_envs.envs.world_random import Stream
+from rgsd_envs.humanoid.mjcf import CONTROL_HZ
 from rgsd_envs.motion.library import motion_categories
 from rgsd_envs.runs.policy import PolicyMLP, check_policy_fits
 from rgsd_envs.runs.run_dir import RunDir, load_clip_latents
@@ -278,7 +279,7 @@ class GoalReachingCore:
         self.success = torch.zeros(num_envs, dtype=torch.bool, device=self.device)
         self.steps_host = np.zeros(num_envs, dtype=np.int64)
         """(N,) host copy of ``steps`` (the host knows when an episode times out without reading the device)."""
-        self.max_steps = round(self.cfg.episode_seconds * 30 / self.cfg.low_level_steps)
+        self.max_steps = round(self.cfg.episode_seconds * CONTROL_HZ / self.cfg.low_level_steps)
         self.recording: list[Tensor] | None = None
         """Set to a list to record body positions (N, 24, 3) after every 30 Hz control step."""
 

@@ -90,6 +90,7 @@ from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.envs.core import RGSDCore
 from rgsd_envs.envs.spaces import single_spaces
 from rgsd_envs.envs.torch_env import RGSDTorchEnv, make_config
+from rgsd_envs.humanoid.mjcf import CONTROL_HZ
 from rgsd_envs.motion.library import MotionLib, MotionSource
 from rgsd_envs.rewards.encoders import EncoderLike
 from rgsd_envs.utils.threads import env_side
@@ -146,7 +147,7 @@ class _Observer:
 class RGSDEnv(_Observer, gym.Env):
     """One world of RGSD-SMPL-v0 (see the module docstring): a numpy adapter over ``RGSDTorchEnv``."""
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": CONTROL_HZ}
 
     def __init__(
         self,

@@ -1,4 +1,7 @@
-"""Deviation termination of imitation episodes: which body error, over which threshold.
+"""Termination rules: deviation of imitation episodes (which body error, over which threshold) and falls.
+
+A world has fallen when its pelvis is below ``EnvConfig.fall_height`` or, where contact counts, a body other than
+the feet touches the ground (``fall_flags``: the environment's fall termination and the evaluation's fall rate).
 
 An imitation world deviates when its body error exceeds a threshold (docs/environments.md;
 ``EnvConfig.deviation``, a ``DeviationConfig``):
@@ -27,6 +30,7 @@ the rule; only termination follows it.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -34,6 +38,7 @@ import torch
 
 from rgsd_envs.envs.config import DeviationConfig
 from rgsd_envs.envs.observations import body_axes
+from rgsd_envs.humanoid import skeleton as sk
 
 Tensor = torch.Tensor
 
@@ -43,6 +48,22 @@ max body error was 0.25-0.36 m on every clip, so k = 3 never left the 0.5 m cap;
 its typical max error is under 0.25 m."""
 ERROR_MEMORY = 5000.0
 """Imitation samples of a clip over which its error EMA is averaged (the adaptive rule)."""
+
+
+@functools.cache
+def _non_foot(device: torch.device) -> Tensor:
+    """``sk.NON_FOOT`` on ``device``, made once per device (read-only)."""
+    return torch.as_tensor(sk.NON_FOOT, dtype=torch.bool, device=device)
+
+
+def fall_flags(body_pos: Tensor, contact: Tensor, fall_height: float, use_contact: bool) -> Tensor:
+    """(N,) whether each world has fallen: its pelvis below ``fall_height`` (m) or, with ``use_contact``, a body
+    other than the feet touching the ground. ``body_pos`` (N, bodies, 3); ``contact`` (N, bodies) bool, moved to
+    ``body_pos``'s device only when ``use_contact`` reads it."""
+    fall = body_pos[:, sk.ROOT_ID, 2] < fall_height
+    if use_contact:
+        fall = fall | (contact.to(body_pos.device) & _non_foot(body_pos.device)).any(dim=-1)
+    return fall
 
 
 def body_error(distances: Tensor, metric: str) -> Tensor:

@@ -206,6 +206,8 @@ ACTION_SCALE: np.ndarray = 0.5 * (DOF_RANGES[:, 1] - DOF_RANGES[:, 0])
 FOOT_BODIES: tuple[str, ...] = ("L_Ankle", "R_Ankle", "L_Toe", "R_Toe")
 """Bodies allowed to touch the ground without ending an episode."""
 FOOT_BODY_IDS: tuple[int, ...] = tuple(BODY_NAMES.index(n) for n in FOOT_BODIES)
+NON_FOOT: np.ndarray = np.isin(np.arange(len(BODY_NAMES)), FOOT_BODY_IDS, invert=True)
+"""(24,) bool: the bodies whose contact with the ground is a fall (all but ``FOOT_BODIES``)."""
 LEG_BODY_IDS: tuple[int, ...] = tuple(sorted(BODY_NAMES.index(n) for n in LEG_BODIES))
 """Ids of the hips, knees, ankles and toes, ascending."""
 HEAD_ID = BODY_NAMES.index("Head")

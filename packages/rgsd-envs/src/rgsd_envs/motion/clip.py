@@ -42,11 +42,12 @@ from pathlib import Path
 import numpy as np
 
 from rgsd_envs.humanoid import skeleton as sk
+from rgsd_envs.humanoid.mjcf import CONTROL_HZ
 from rgsd_envs.utils.files import InputFileError, atomic_path, read_npz
 
 FORMAT_VERSION = 1
-CLIP_FPS = 30.0
-"""Every stored clip is at 30 Hz, the policy rate."""
+CLIP_FPS = float(CONTROL_HZ)
+"""Every stored clip is at the policy rate (``CONTROL_HZ``, 30 Hz)."""
 CATEGORIES = ("walk", "run", "sidestep", "backward", "punch")
 """The paper's categories; clips may carry any other label too."""
 

@@ -34,11 +34,11 @@ import torch
 
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.humanoid.mjcf import HEEL_BEHIND_ANKLE, SOLE_BELOW_TOE, rest_root_height
-from rgsd_envs.motion.clip import CLIP_FPS, MotionClip
+from rgsd_envs.motion.clip import CATEGORIES, CLIP_FPS, MotionClip
 from rgsd_envs.motion.kinematics import KinematicModel, clip_from_rotations, dof_from_joint_rot
 from rgsd_envs.utils import rotations as rot
 
-DEMO_KINDS: tuple[str, ...] = ("walk", "run", "sidestep", "backward", "punch")
+DEMO_KINDS: tuple[str, ...] = CATEGORIES
 """The demo clips, one per category; clip ``demo_<kind>`` has category ``<kind>``."""
 
 

@@ -69,6 +69,11 @@ class RunDir:
     """The newest checkpoint in ``checkpoints/`` (a copy of the newest ``iter_XXXXXX.pt``)."""
     TENSORBOARD = "tb"
     METHOD = "method.json"
+    CLIP_LATENTS = "clip_latents.json"
+    """Each clip's unit latent, ``{clip name: [16 floats]}``: a run's own (CALM, Meta Motivo; method.json's
+    ``clip_latents``), the latents a report's run folder was evaluated with, or those a pretrained folder was given."""
+    TRACKING_LATENTS = "tracking_latents.npz"
+    """Each clip's unit latents, one per step (``save_tracking_latents``; method.json's ``tracking_latents``)."""
     LATENT_CHOICES = ("encoder", "best_of_n", "clip_latents", "tracking")
     """``method.json``'s ``latent_choice``: a motion encoder's clip embedding (the file named by ``encoder``), the
     best of N sampled latents by Cartesian error, latents stored per clip by the run (the JSON file named by
