@@ -53,7 +53,7 @@ def test_sampling_is_unit_norm_and_reproducible_per_clip():
 
 def test_a_kappa_draws_the_same_latents_whichever_kappas_are_evaluated_beside_it():
     """vMF samples are seeded by the kappa's value, not its place in the plan: adding a kappa to --kappas leaves
-    the others' latents (and so their rollouts) as they were."""
+    the others' latents (and so their rollouts) the same."""
     from types import SimpleNamespace
 
     from rgsd_eval.config import EvalConfig

@@ -60,8 +60,8 @@ def test_no_re_evaluation_rollout_replays_the_search_s_winning_rollout(searched)
 
 
 def test_the_evaluation_s_rollouts_keep_the_noise_of_an_evaluation_without_a_search():
-    """Stream 0 (every rollout but a search's) is seeded by (seed, job index) alone, as it was before searches had
-    a stream of their own: a run whose latents need no search gets the numbers it always had."""
+    """Stream 0 (every rollout but a search's) is seeded by (seed, job index) alone: a run whose latents need no
+    search draws the same noise with or without the search's own stream."""
     seed, jobs = 3, np.array([5, 7])
     noise = JobNoise(seed, jobs, 3, sk.NUM_DOFS)
     first = np.stack([noise.step(t) for t in range(1, NOISE_BLOCK + 2)])  # into a second block

@@ -9,7 +9,8 @@ import torch
 
 from rgsd_envs.envs.config import NO_DEVIATION, DeviationConfig, EnvConfig
 from rgsd_envs.envs.core import RGSDCore
-from rgsd_envs.envs.termination import ADAPTIVE_K, ERROR_MEMORY, DeviationRule
+from rgsd_envs.envs.termination import ADAPTIVE_K, ERROR_MEMORY, DeviationRule, fall_flags
+from rgsd_envs.humanoid import skeleton as sk
 
 
 def _distances(n: int = 4, bodies: int = 24) -> torch.Tensor:
@@ -230,3 +231,16 @@ def test_next_step_reset_step_adds_no_deviation_sample(real_clip_dir):
     env.step(np.zeros((1, 69), np.float32))  # the reset step: the world restarts, no transition
     assert torch.equal(rule.clip_error, before)
     env.close()
+
+
+def test_a_fall_is_the_pelvis_below_the_height_or_with_contact_a_non_foot_body_on_the_ground():
+    """One world per case: pelvis at the height, just below it, a foot on the ground, a hand on the ground."""
+    pos = torch.zeros(4, sk.NUM_BODIES, 3)
+    pos[:, sk.ROOT_ID, 2] = torch.tensor([0.35, 0.3499, 0.9, 0.9])
+    contact = torch.zeros(4, sk.NUM_BODIES, dtype=torch.bool)
+    contact[2, sk.FOOT_BODY_IDS[0]] = True
+    contact[3, sk.BODY_NAMES.index("L_Hand")] = True
+    with_contact = fall_flags(pos, contact, 0.35, use_contact=True)
+    assert with_contact.dtype == torch.bool and with_contact.device == pos.device
+    assert with_contact.tolist() == [False, True, False, True]
+    assert fall_flags(pos, contact, 0.35, use_contact=False).tolist() == [False, True, False, False]

@@ -48,6 +48,8 @@ DEFINITIONS = {
     "err_cm": f"ERR, world frame (cm): mean over frames 1..T-1 and the {sk.NUM_BODIES} bodies of |p_tb - q_tb| "
     "(simulated p, reference q), averaged over rollouts; a category's is the mean of its clips'. No termination: a rollout that "
     "falls keeps accruing error.",
+    "err_cm_std": "ERR spread of a clip (cm): the sample standard deviation (n - 1) of its rollouts' ERR; empty "
+    "with fewer than 2 rollouts.",
     "err_until_fall_cm": "ERR to fall (cm): each rollout's ERR over its frames up to its first fall, that frame "
     "included (a rollout that never falls: its whole-clip ERR), averaged and aggregated as ERR is: the error of "
     "episodes that terminate at a fall, as the paper's training did. A rollout that falls early averages few "

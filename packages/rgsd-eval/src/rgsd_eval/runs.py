@@ -16,7 +16,7 @@ from rgsd_envs.envs.config import EnvConfig
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import read_encoder_file
-from rgsd_envs.runs.policy import PolicyMLP, check_policy_fits
+from rgsd_envs.runs.policy import DEFAULT_LOG_STD, FB_CPR_ACTOR_STD, PolicyMLP, check_policy_fits
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.device import env_device, resolve_device
 from rgsd_envs.utils.files import InputFileError
@@ -25,10 +25,6 @@ from rgsd_eval.rollouts import eval_env_config
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LOG_STD = -2.9
-"""The trainer's default ``networks.init_log_std`` (ASE's fixed std exp(-2.9) = 0.055), for runs that record none."""
-FB_CPR_ACTOR_STD = 0.2
-"""Meta Motivo's (FB-CPR's) fixed exploration std (``method.options.actor_std``'s default in rgsd-agents)."""
 
 AUTO_MODES = {
     "encoder": LatentMode("encoder"),

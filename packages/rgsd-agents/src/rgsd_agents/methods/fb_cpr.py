@@ -72,8 +72,7 @@ from torch import nn
 from rgsd_agents.methods.base import MethodContext, SkillMethod
 from rgsd_agents.training.offpolicy_config import OffPolicyConfig
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
-from rgsd_envs.runs.policy import PolicyMLP, fold_batch_stats
-from rgsd_eval.runs import FB_CPR_ACTOR_STD
+from rgsd_envs.runs.policy import FB_CPR_ACTOR_STD, PolicyMLP, fold_batch_stats
 
 Tensor = torch.Tensor
 

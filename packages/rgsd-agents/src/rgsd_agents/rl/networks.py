@@ -19,8 +19,7 @@ from torch import nn
 
 from rgsd_envs.envs.observations import POLICY_LAYOUT
 from rgsd_envs.rewards.encoders import PAPER_HIDDEN
-from rgsd_envs.runs.policy import LatentBranchMLP, Moments, PolicyMLP, fold_batch_stats, mlp
-from rgsd_eval.runs import DEFAULT_LOG_STD
+from rgsd_envs.runs.policy import DEFAULT_LOG_STD, LatentBranchMLP, Moments, PolicyMLP, fold_batch_stats, mlp
 
 Tensor = torch.Tensor
 LOG_2PI = math.log(2.0 * math.pi)

@@ -81,7 +81,7 @@ def import_warnings(motion: AmassMotion, clip: MotionClip, cycles: int) -> tuple
     jumps = discontinuities(clip.dof_pos)
     lines = [
         y_up_warning(clip),
-        cycle_turn_warning(amass_rotations(motion)[1], cycles),
+        cycle_turn_warning(amass_rotations(motion)[1], cycles) if cycles > 1 else None,  # rotations only if read
         discontinuity_warning(jumps),
     ]
     return [line for line in lines if line], jumps

@@ -25,6 +25,11 @@ from rgsd_envs.utils.files import InputFileError, PickledObjectsError, load_plai
 Tensor = torch.Tensor
 POLICY_FILE_FORMAT = "rgsd-policy"
 POLICY_FILE_VERSION = 1
+DEFAULT_LOG_STD = -2.9
+"""The trainers' default ``networks.init_log_std`` (ASE's fixed std exp(-2.9) = 0.055); what a run that records no
+std was trained with."""
+FB_CPR_ACTOR_STD = 0.2
+"""Meta Motivo's (FB-CPR's) fixed exploration std (``method.options.actor_std``'s default)."""
 OUTPUTS = ("linear", "tanh")
 """The mean action's last step: the MLP's output as is (PPO actors), or squashed by tanh into [-1, 1]
 (off-policy actors such as FB-CPR's, whose critics are trained on actions inside the box)."""
