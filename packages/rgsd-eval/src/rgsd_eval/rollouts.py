@@ -393,7 +393,7 @@ def _run_chunk(
         actions = acting.act(policy, obs, rows)
         if noise is not None:
             drawn = noise.step(t)[:, : actions.shape[-1]]
-            drawn = torch.from_numpy(drawn if rows is None else drawn[acting.mask]) * opts.action_noise
+            drawn = torch.from_numpy(drawn if rows is None else drawn[active]) * opts.action_noise
             actions = actions + drawn.to(actions.device)
             if opts.clamp_unit_box:
                 actions = actions.clamp(-1.0, 1.0)
@@ -424,33 +424,30 @@ has."""
 
 
 class _Acting:
-    """The acting worlds' rows of a chunk's step: the running jobs' worlds, topped up with idle ones to
-    ``ACT_MIN_ROWS`` (and, in an env of fewer worlds, with copies of the first row: ``act``); their observations
-    in, every world's actions out (zeros for the others: they do not step)."""
+    """The acting rows of a chunk's step: on the CPU the running jobs' worlds, padded with copies of the first to
+    ``ACT_MIN_ROWS`` rows (``act``; a row's actions do not depend on the others'), on a GPU every world; their
+    observations in, every world's actions out (zeros for the others: they do not step)."""
 
     def __init__(self, n: int, device: torch.device, policy: Controller):
         self.n, self.device = n, device
         params = getattr(policy, "parameters", None)
-        self.on_cpu = params is None or all(p.device.type == "cpu" for p in params())
         # a policy on a GPU acts for every world: cuBLAS picks its kernels by row count too, and costs about the same
-        self.fewest = min(n, ACT_MIN_ROWS) if self.on_cpu else n
+        self.on_cpu = params is None or all(p.device.type == "cpu" for p in params())
         self.active: np.ndarray | None = None
-        self.mask = np.ones(n, dtype=bool)
         self.ids: torch.Tensor | None = None
 
     def rows(self, active: np.ndarray) -> torch.Tensor | None:
         """Device indices of the acting worlds (None: every world), remade when ``active`` changes."""
+        if not self.on_cpu or active.all():
+            return None
         if self.active is None or not np.array_equal(self.active, active):
             self.active = active.copy()
-            self.mask = active.copy()
-            self.mask[np.flatnonzero(~active)[: max(0, self.fewest - int(active.sum()))]] = True
-            self.ids = None if self.mask.all() else torch.from_numpy(np.flatnonzero(self.mask)).to(self.device)
+            self.ids = torch.from_numpy(np.flatnonzero(active)).to(self.device)
         return self.ids
 
     def act(self, policy: Controller, obs: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-        """(acting rows, act_dim) the policy's actions for the acting rows of ``obs``; on the CPU an env of fewer
-        than ``ACT_MIN_ROWS`` worlds pads them with copies of its first row, so the kernel is that of any larger
-        env."""
+        """(acting rows, act_dim) the policy's actions for the acting rows of ``obs``, computed on at least
+        ``ACT_MIN_ROWS`` rows on the CPU (copies of the first pad them), so the kernel is that of any larger batch."""
         x = obs if rows is None else obs[rows]
         short = ACT_MIN_ROWS - x.shape[0] if self.on_cpu else 0
         if short > 0:
