@@ -23,6 +23,15 @@ def low_level_sha256(low: RunDir) -> str:
     return file_sha256(low.policy_path)
 
 
+def other_sha256(low: RunDir, recorded: str | None) -> str | None:
+    """The sha256 of ``low``'s ``policy.pt`` where it is not ``recorded``; None where it is, where nothing is recorded
+    or where the file is missing (the low level's loading says so)."""
+    if recorded is None or not low.policy_path.is_file():
+        return None
+    found = low_level_sha256(low)
+    return None if found == recorded else found
+
+
 def check_resumed_low_level(run: RunDir, saved: dict[str, Any], given: str | None) -> None:
     """One line unless the low-level run a resumed downstream ``run`` names (``given``: ``--low-level``, else its
     saved config's ``low_level``) is there and holds the policy the run recorded; a folder that moved is accepted
@@ -49,10 +58,8 @@ def check_resumed_low_level(run: RunDir, saved: dict[str, Any], given: str | Non
                 f"policy it trained over; start it again over that folder: {restart} --out NEW_RUN",
                 SHA_KEY,
             )
-    if recorded is None or not low.policy_path.is_file():  # a missing policy.pt: check_low_level says so
-        return
-    found = low_level_sha256(low)
-    if found != recorded:
+    found = other_sha256(low, recorded)
+    if found is not None:
         raise InputFileError(
             low.policy_path,
             f"not the low-level policy this downstream run trained over (sha256 {found[:12]}..., {run.config_path} "
@@ -65,10 +72,8 @@ def warn_other_low_level(run: RunDir, low: RunDir, recorded: str | None) -> None
     """Log one warning when the low level's ``policy.pt`` is not the one the downstream ``run`` recorded
     (``recorded``: its ``low_level_sha256``): the high level then plays over a policy it never trained with. A run
     that records no sha256, or a missing policy.pt (refused where it loads), passes silently."""
-    if recorded is None or not low.policy_path.is_file():
-        return
-    found = low_level_sha256(low)
-    if found != recorded:
+    found = other_sha256(low, recorded)
+    if found is not None:
         log.warning(
             "%s (sha256 %s...) is not the low-level policy this downstream run trained over (%s records %s %s...): "
             "the high level plays over another low level",
