@@ -33,11 +33,12 @@ def y_up_warning(clip: MotionClip) -> str | None:
     )
 
 
-def cycle_turn_warning(root_rot: np.ndarray, cycles: int) -> str | None:
-    """With ``cycles`` > 1, a line where the cycle's root yaw (``root_rot`` (T, 4) of one cycle) turns by more
-    than ``CYCLE_TURN_WARN_DEG`` from its first to its last frame: closing the cycle blends that turn away."""
+def cycle_turn_warning(motion: AmassMotion, cycles: int) -> str | None:
+    """With ``cycles`` > 1, a line where the cycle's root yaw (``motion``'s, one cycle) turns by more than
+    ``CYCLE_TURN_WARN_DEG`` from its first to its last frame: closing the cycle blends that turn away."""
     if cycles <= 1:
-        return None
+        return None  # before the rotations: only a cycled import reads them
+    root_rot = amass_rotations(motion)[1]
     yaw = np.rad2deg(rot.heading_angle(torch.as_tensor(np.asarray(root_rot, dtype=np.float64)[[0, -1]])).numpy())
     turn = float((yaw[1] - yaw[0] + 180.0) % 360.0 - 180.0)
     if abs(turn) <= CYCLE_TURN_WARN_DEG:
@@ -81,7 +82,7 @@ def import_warnings(motion: AmassMotion, clip: MotionClip, cycles: int) -> tuple
     jumps = discontinuities(clip.dof_pos)
     lines = [
         y_up_warning(clip),
-        cycle_turn_warning(amass_rotations(motion)[1], cycles) if cycles > 1 else None,  # rotations only if read
+        cycle_turn_warning(motion, cycles),
         discontinuity_warning(jumps),
     ]
     return [line for line in lines if line], jumps
