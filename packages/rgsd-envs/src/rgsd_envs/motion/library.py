@@ -79,19 +79,16 @@ def _nested_motions_hint(folder: Path) -> str:
     found = list(islice((f for f in folder.rglob("*.npz") if not f.name.startswith(".")), MAX_SEARCHED_FILES))
     amass = sorted({f.parent for f in found if f.name.endswith(AMASS_FILE_SUFFIXES)})
     clips = sorted({f.parent for f in found if not f.name.endswith(AMASS_FILE_SUFFIXES)})
-    hints = [f"{_some(clips)} hold{'s' if len(clips) == 1 else ''} .npz clips: give one of them"] if clips else []
+    hints = (
+        [f"{first_few(clips, 3)} hold{'s' if len(clips) == 1 else ''} .npz clips: give one of them"] if clips else []
+    )
     if amass:  # one folder of them: import it; several: import the whole tree (the import searches it)
         source = amass[0] if len(amass) == 1 else folder
         hints.append(
-            f"{_some(amass)} hold{'s' if len(amass) == 1 else ''} AMASS files: convert them to clips with "
+            f"{first_few(amass, 3)} hold{'s' if len(amass) == 1 else ''} AMASS files: convert them to clips with "
             f"`rgsd-motions import {source} --out DIR` and give DIR"
         )
     return "".join(f"; {h}" for h in hints)
-
-
-def _some(folders: list[Path], most: int = 3) -> str:
-    """Up to ``most`` folders by name, and how many more."""
-    return first_few(folders, most)
 
 
 def _collect(source: MotionSource) -> list[tuple[MotionClip, str]]:
