@@ -53,6 +53,7 @@ from rgsd_envs.utils.config import OverrideError
         ),
         # values of the right type that the config refuses: named by the --set too, not blamed on the preset
         ("num_envs=0", "error: --set num_envs=0: num_envs must be >= 1, got 0"),
+        ("seed=-1", "error: --set seed=-1: seed must be an int in [0, 2**32), got -1"),
         ("ppo.gamma=1.5", "error: --set ppo.gamma=1.5: field 'ppo': ppo.gamma and ppo.gae_lambda must be in [0, 1]"),
         ("max_minutes=0", "error: --set max_minutes=0: max_minutes must be > 0 or null (no budget), got 0"),
         ("max_minutes=-1", "error: --set max_minutes=-1: max_minutes must be > 0 or null (no budget), got -1"),

@@ -8,6 +8,7 @@ import json
 import logging
 import math
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -88,6 +89,23 @@ def test_same_seed_gives_the_same_numbers_and_another_seed_does_not(tmp_path, ti
         runner.close()
     assert histories[0] == histories[1]
     assert histories[0] != histories[2]
+
+
+def test_two_training_seeds_share_no_world_s_episode_draws(tmp_path, tiny_encoder):
+    """Gymnasium's int seed gives world i seed + i, so with it seed 1's worlds would replay seed 0's shifted by one."""
+    draws = []
+    for seed in (0, 1):
+        runner = Runner(tiny_config(tiny_encoder, num_envs=8, seed=seed), tmp_path / str(seed), progress=False)
+        core = runner.env.core
+        episodes = []  # each world's first three episodes: clip, start frame, task, skill
+        for _ in range(3):
+            skill = core.skill.cpu().numpy().astype(np.float64)
+            episodes.append(np.column_stack([core.clip_host, core.frame_host, core.task_host, skill]))
+            core.reset_envs(np.arange(8))
+        runner.close()
+        draws.append({tuple(np.concatenate([e[i] for e in episodes])) for i in range(8)})
+    assert len(draws[0]) == len(draws[1]) == 8
+    assert not draws[0] & draws[1], "a world of seed 1 draws the episodes of a world of seed 0"
 
 
 TUNED_OPTIONS = dict(

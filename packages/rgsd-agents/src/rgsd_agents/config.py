@@ -109,15 +109,26 @@ class MethodConfig:
     config.yaml holds them all, defaults filled in."""
 
 
+WORLD_SEED_STRIDE = 2**32
+"""How far apart two training seeds' env seeds lie: world seeds never reach it within one seed (ranks x num_envs
+worlds), so training seeds s and s + 1 share no world's stream (with Gymnasium's seed + i they would share all
+but one)."""
+
+
+def training_world_seed(seed: int, rank: int, num_envs: int) -> int:
+    """The env reset seed of a training rank's worlds (world i gets this + i): ranks share no world, nor seeds."""
+    return seed * WORLD_SEED_STRIDE + rank * num_envs
+
+
 @dataclass
 class TrainConfig:
     """One training run: environment, encoder, networks, PPO, the skill method and the loop."""
 
     seed: int = 0
-    """Seeds the networks, the action noise, the minibatches, the env worlds and the pretraining. World i of rank r
-    draws the episodes (clip, start frame, task, skill) of seed ``seed + r * num_envs + i``, Gymnasium's rule: runs
-    seeded s and s + 1 share all but one world's episode draws (their networks and noise differ), so seeds spaced
-    at least num_envs apart give independent episode draws."""
+    """Seeds the networks, the action noise, the minibatches, the env worlds and the pretraining (an int in [0,
+    2**32)). World i of rank r draws the episodes (clip, start frame, task, skill) of env seed
+    ``seed * 2**32 + r * num_envs + i`` (``training_world_seed``): two training seeds share no world's episode
+    draws, and seed 0's worlds are Gymnasium's 0, 1, 2, ..."""
     device: str = "auto"
     """Torch device of the learner (networks, PPO, storage, discovery encoder, pretraining): "auto" (cuda when
     available), "cpu", "cuda" or "cuda:N". The mujoco simulator stays on the CPU (observations and actions cross
@@ -171,6 +182,8 @@ class TrainConfig:
     the run's ``config_changes.yaml``; ``env`` holds the values before the first step)."""
 
     def __post_init__(self) -> None:
+        if not 0 <= self.seed < WORLD_SEED_STRIDE:
+            raise ValueError(f"seed must be an int in [0, 2**32), got {self.seed}")
         for name in ("num_envs", "horizon", "checkpoint_every", "keep_checkpoints", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

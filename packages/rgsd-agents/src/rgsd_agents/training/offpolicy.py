@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
-from rgsd_agents.config import TrainConfig, resolve
+from rgsd_agents.config import TrainConfig, resolve, training_world_seed
 from rgsd_agents.probe import ProbeHooks
 from rgsd_agents.rl.loop import TrainingLoop, load_generator_state
 from rgsd_agents.rl.precision import configure_tf32
@@ -133,7 +133,7 @@ class OffPolicyRunner(ProbeHooks, TrainingLoop):
         """Action noise, random actions and rollout latents (learner device)."""
         self.update_gen = torch.Generator(self.device).manual_seed(cfg.seed + 1)
         """Replay minibatches, expert windows, the z mix and the update's noise (learner device)."""
-        obs, _ = self.env.reset(seed=cfg.seed)
+        obs, _ = self.env.reset(seed=training_world_seed(cfg.seed, 0, cfg.num_envs))
         self.obs = self.bridge.to_device(obs).clone()
         self.z = torch.zeros(cfg.num_envs, d, device=self.device)
         """(N, d) each world's latent, norm sqrt(d) (the env's skill slot holds z / sqrt(d))."""

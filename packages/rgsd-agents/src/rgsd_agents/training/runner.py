@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 import rgsd_envs  # noqa: F401  (registers RGSD-SMPL-v0)
-from rgsd_agents.config import CURRICULUM_KEYS, TrainConfig, resolve
+from rgsd_agents.config import CURRICULUM_KEYS, TrainConfig, resolve, training_world_seed
 from rgsd_agents.methods import method_class
 from rgsd_agents.methods.base import SkillMethod
 from rgsd_agents.methods.common import to_floats
@@ -150,9 +150,7 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
                 cfg = from_dict(TrainConfig, self.run.config(), str(self.run.config_path))
         self.cfg = cfg
         seed = cfg.seed + self.rank  # each rank: its own action noise and minibatches
-        # an int seed s gives world i the stream of seed s + i (Gymnasium's rule), so each rank's worlds start
-        # num_envs seeds on: ranks share no world's episode draws, and rank 0 is the one-process run
-        self.world_seed = cfg.seed + self.rank * cfg.num_envs
+        self.world_seed = training_world_seed(cfg.seed, self.rank, cfg.num_envs)
         """The reset seed of this rank's worlds (world i: ``world_seed + i``)."""
         self.env_cfg = dataclasses.replace(cfg.env, device=env_device(cfg.env, self.device))
         """The env config as built here (its device resolved for this process)."""
