@@ -76,19 +76,27 @@ def _provenance() -> ModuleType:
     return module
 
 
+def _required(name: str) -> str:
+    """``name`` as rgsd's ``pyproject.toml`` files require it (their floor, written there once); bare where they
+    cannot be read (a Python 3.10 without tomli)."""
+    by_name = {canonical(NAME.match(r).group(1)): r for r in runtime_requirements()}  # type: ignore[union-attr]
+    return by_name.get(canonical(name), name)
+
+
 PACKAGES = (
     "warp-lang==1.19.0",
     "mujoco-warp==4.0.0",
     "mujoco==4.0.0",
     "mujoco-core==4.0.0",
     "mujoco-studio==4.0.0",
-    "gymnasium>=1.0",
+    _required("gymnasium"),
     "farama-notifications",
     "glfw",
     "pyopengl",
     "websockets>=13",
 )
-"""What a CUDA torch image lacks of rgsd's runtime (pinned where rgsd pins them: the warp extra)."""
+"""What a CUDA torch image lacks of rgsd's runtime (pinned where rgsd pins them: the warp extra; gymnasium with
+rgsd's floor)."""
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 """Wheel platform tags accepted for the target (x86-64 Linux, glibc 2.28 or newer)."""
 PRUNE = (

@@ -98,9 +98,10 @@ class Agent(nn.Module):
 
 
 def bootstrap_truncated(reward: torch.Tensor, term, trunc, info: dict, value, gamma: float) -> torch.Tensor:
-    """r + gamma V(final_obs) for episodes cut off by truncation; a terminated episode (termination wins when a
-    world reports both) has no future to bootstrap."""
+    """r + gamma V(final_obs) for episodes cut off by truncation, as a new tensor (``reward``, the env's, is kept for
+    logging); a terminated episode (termination wins when a world reports both) has no future to bootstrap."""
     idx = np.flatnonzero(trunc & ~term)
+    reward = reward.clone()
     if idx.size:
         final = torch.as_tensor(np.stack([info["final_obs"][i] for i in idx]))
         with torch.no_grad():
@@ -131,11 +132,11 @@ def train(args: Args) -> dict[str, float]:
             with torch.no_grad():
                 action, logp, _, value = agent.act(next_obs)
             obs, reward, term, trunc, info = envs.step(action.numpy().clip(-1, 1))
+            ep_rewards.append(float(np.mean(reward)))  # the env's reward, before the value bootstrap below
             reward = torch.as_tensor(reward, dtype=torch.float32)
-            reward = bootstrap_truncated(reward, term, trunc, info, agent.value, args.gamma)
+            target = bootstrap_truncated(reward, term, trunc, info, agent.value, args.gamma)
             act_buf[step], logp_buf[step], val_buf[step] = action, logp, value
-            rew_buf[step], done_buf[step] = reward, torch.as_tensor(term | trunc, dtype=torch.float32)
-            ep_rewards.append(reward.mean().item())
+            rew_buf[step], done_buf[step] = target, torch.as_tensor(term | trunc, dtype=torch.float32)
             next_obs = torch.as_tensor(obs)
         with torch.no_grad():
             next_value = agent.value(next_obs)

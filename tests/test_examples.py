@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -29,6 +30,31 @@ def test_cleanrl_style_ppo_bootstraps_truncated_worlds_only(load_script):
     final_obs[[0, 1, 2]] = [np.full(3, 1.0, np.float32), np.full(3, 2.0, np.float32), np.full(3, 3.0, np.float32)]
     reward = ex.bootstrap_truncated(torch.ones(4), term, trunc, {"final_obs": final_obs}, lambda x: x.sum(-1), 0.5)
     assert reward.tolist() == [1.0, 1.0 + 0.5 * 6.0, 1.0, 1.0]
+
+
+class _EveryStepTruncated:
+    """Two worlds whose every step earns 1 and ends by truncation: the env's reward is 1, the value target is not."""
+
+    num_envs = 2
+    single_observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    single_action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def reset(self, seed=None):
+        return np.zeros((2, 3), np.float32), {}
+
+    def step(self, actions):
+        obs = np.ones((2, 3), np.float32)
+        return obs, np.ones(2), np.zeros(2, bool), np.ones(2, bool), {"final_obs": obs}
+
+    def close(self):
+        pass
+
+
+def test_cleanrl_style_ppo_logs_the_env_reward_not_the_bootstrapped_target(load_script, monkeypatch):
+    ex = load_script(EXAMPLES / "cleanrl_style_ppo.py")
+    monkeypatch.setattr(ex.gym, "make_vec", lambda *args, **kwargs: _EveryStepTruncated())
+    stats = ex.train(ex.Args(num_envs=2, total_steps=2 * 4 * 2, num_steps=4, epochs=1, minibatches=2, hidden=8))
+    assert stats["reward"] == 1.0  # r, not r + gamma V(final_obs), whatever the critic says
 
 
 def test_cleanrl_style_ppo_flags_carry_the_args_field_docs_as_help(load_script):

@@ -78,6 +78,38 @@ def licensed_files(files: list[str]) -> list[str]:
     return [f for f in files if LICENSED.search(f) and f not in allowed]
 
 
+GYMNASIUM_NAMES_SINCE = {"AutoresetMode": (1, 1)}
+"""Names of ``gymnasium.vector`` that rgsd imports and older Gymnasium lacks: the release that added each
+(``gymnasium.vector.AutoresetMode``: 1.1.0; 1.0.0 has none)."""
+SB3_ADMITTING_GYMNASIUM = {(1, 1): (2, 6)}
+"""A Gymnasium floor: the first stable-baselines3 whose metadata admits it (2.4 and 2.5 require gymnasium<1.1)."""
+
+
+def _floor(requirements: list[str], name: str) -> tuple[int, ...]:
+    """The ``>=`` version of ``name`` among pip ``requirements``, as a tuple of ints."""
+    (spec,) = [r[len(name) :] for r in requirements if re.split(r"[<>=~!\[ ]", r)[0] == name]
+    return tuple(int(x) for x in re.fullmatch(r">=([0-9.]+)", spec.strip()).group(1).split("."))
+
+
+def test_dependency_floors_admit_no_release_the_code_cannot_import():
+    """A floor too low installs a Gymnasium whose ``gymnasium.vector`` lacks what the envs import at import time,
+    or an SB3 that pins Gymnasium below that."""
+    project = tomllib.loads((ROOT / "packages" / "rgsd-envs" / "pyproject.toml").read_text())["project"]
+    src = "\n".join(f.read_text() for f in (ROOT / "packages").glob("*/src/**/*.py"))
+    imported = re.findall(r"from gymnasium\.vector import ([\w, ]+)", src)
+    used = {n.strip() for names in imported for n in names.split(",")} & set(GYMNASIUM_NAMES_SINCE)
+    assert used == {"AutoresetMode"}, used  # a name added to the table or dropped from the code: revisit the floor
+    needed = max(GYMNASIUM_NAMES_SINCE[n] for n in used)
+    assert _floor(project["dependencies"], "gymnasium") >= needed
+    assert _floor(project["optional-dependencies"]["sb3"], "stable-baselines3") >= SB3_ADMITTING_GYMNASIUM[needed]
+    # the test requirements repeat the extras (CI installs them without the extras): the same specifiers
+    tests = [ln.split("#")[0].strip() for ln in (ROOT / "requirements-test.txt").read_text().splitlines()]
+    extras = [r for reqs in project["optional-dependencies"].values() for r in reqs]
+    for req in extras:
+        name = re.split(r"[<>=~!\[ ]", req)[0]
+        assert [t for t in tests if re.split(r"[<>=~!\[ ]", t)[0] == name] == [req], name
+
+
 def test_only_the_deepmimic_clips_pass_the_licensed_data_check():
     allowed = [f"{SHIPPED_MOTIONS}/{name}_poses.npz" for name in SHIPPED_CLIPS]
     refused = [

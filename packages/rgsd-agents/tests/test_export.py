@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import re
 
 import numpy as np
 import pytest
@@ -66,6 +67,56 @@ def test_onnx_metadata_describes_observation_action_joints_gains_and_skills(expo
 
     np.testing.assert_allclose(z[2], play_rollout(demo_run, "demo_sidestep", frames=1).skill, atol=1e-6)
     assert meta["clip_embeddings_from"] == "encoder z_m (encoder.pt)"
+
+
+def test_export_fails_when_the_graph_s_pd_target_is_wrong_though_its_action_is_right(tmp_path, monkeypatch, capsys):
+    """The check compares pd_target too: a graph that dropped the action scale exits 1 and says so."""
+    from rgsd_envs.runs import onnx_export
+    from rgsd_eval.testing import make_fake_run
+
+    pytest.importorskip("onnxruntime", reason="the export extra: pip install rgsd-envs[export]")
+    right = onnx_export.ExportedPolicy.forward
+
+    def unscaled(self, obs):
+        action, _ = right(self, obs)
+        return action, self.offset + action.clamp(-1.0, 1.0)
+
+    monkeypatch.setattr(onnx_export.ExportedPolicy, "forward", unscaled)
+    run = make_fake_run(tmp_path / "run")
+    assert rgsd(["export", str(run), "--onnx", str(tmp_path / "p.onnx")]) == 1
+    line = capsys.readouterr().out.splitlines()[-1]
+    diffs = dict(re.findall(r"(action|pd_target) ([0-9.e+-]+)", line))
+    assert line.startswith("onnxruntime DIFFERS from the torch policy")
+    assert float(diffs["action"]) <= 1e-5 < 0.1 < float(diffs["pd_target"])
+
+
+def test_the_onnx_check_feeds_observations_far_beyond_the_normaliser_s_clip(tmp_path, monkeypatch):
+    """Half the check's rows lie far outside the training statistics, so a graph without the clip fails it."""
+    from rgsd_envs.runs import onnx_export
+    from rgsd_envs.runs.run_dir import RunDir
+    from rgsd_eval.testing import make_fake_run
+
+    pytest.importorskip("onnxruntime", reason="the export extra: pip install rgsd-envs[export]")
+    run = make_fake_run(tmp_path / "run")
+    policy = RunDir(run).load_policy()
+    seen = []
+    act = policy.act
+    monkeypatch.setattr(policy, "act", lambda obs: (seen.append(obs), act(obs))[1])
+
+    def unclipped(self, obs):
+        action = self.net((obs - self.mean) / self.std)
+        return action, self.offset + self.scale * action.clamp(-1.0, 1.0)
+
+    with monkeypatch.context() as m:
+        m.setattr(onnx_export.ExportedPolicy, "forward", unclipped)
+        onnx_export.export_onnx(run, tmp_path / "unclipped.onnx")
+    onnx_export.export_onnx(run, tmp_path / "right.onnx")
+    right = onnx_export.check_onnx(tmp_path / "right.onnx", policy, num=64)
+    assert max(right.values()) <= 1e-5
+    z = (seen[0] - policy.normalizer.mean) / (policy.normalizer.var + policy.normalizer.eps).sqrt()
+    beyond = (z.abs() > policy.normalizer.clip).double().mean(dim=1)
+    assert seen[0].shape == (64, 375) and (beyond > 0.5).sum() == 32  # 20 sigma: most entries clipped in half the rows
+    assert onnx_export.check_onnx(tmp_path / "unclipped.onnx", policy, num=64)["action"] > 0.5
 
 
 def test_export_without_onnx_says_which_extra_to_install(demo_run, tmp_path, monkeypatch, capsys):

@@ -202,6 +202,34 @@ def test_the_vector_env_knows_reset_mask_and_lists_it(real_clip_dir):
     v.close()
 
 
+BAD_RESET_MASKS = [
+    ([True], ValueError, r"options\['reset_mask'\] has shape \(1,\), but the env has num_envs=2"),  # world 1 left
+    ([True, False, True], ValueError, r"options\['reset_mask'\] has shape \(3,\), but the env has num_envs=2"),
+    (np.array([0, 1]), TypeError, r"options\['reset_mask'\] has dtype int64: give one bool per world"),  # indices
+    (torch.zeros(2, dtype=torch.bool), ValueError, r"options\['reset_mask'\] selects no world"),
+]
+"""Masks Gymnasium's SyncVectorEnv refuses, refused the same way (lists and tensors are taken too)."""
+
+
+@pytest.mark.parametrize("mask, error, message", BAD_RESET_MASKS, ids=["short", "long", "indices", "none"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda d: RGSDTorchEnv(2, motions=d), lambda d: RGSDVectorEnv(2, motions=d)],
+    ids=["torch", "vector"],
+)
+def test_a_reset_mask_that_is_not_one_bool_per_world_is_refused_before_any_reset(
+    real_clip_dir, make, mask, error, message
+):
+    env = make(real_clip_dir)
+    env.reset(seed=0)
+    core = env.core
+    episodes = core.random.episodes.tolist()
+    with pytest.raises(error, match=message):
+        env.reset(seed=1, options={"reset_mask": mask})
+    assert core.random.episodes.tolist() == episodes  # no world started an episode
+    env.close()
+
+
 @pytest.mark.parametrize("task", [2, -1, "imitate", [1, 2]])
 def test_a_task_other_than_the_two_is_refused(real_clip_dir, task):
     v = RGSDVectorEnv(2, motions=real_clip_dir)

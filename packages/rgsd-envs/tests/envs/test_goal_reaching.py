@@ -307,6 +307,20 @@ def test_vector_env_resets_only_the_worlds_in_reset_mask(low_level):
     venv.close()
 
 
+def test_vector_env_refuses_a_reset_mask_that_is_not_one_bool_per_world(low_level):
+    """As the imitation env: a shorter mask would leave worlds unreset, a longer one name worlds that do not exist."""
+    venv = gym.make_vec("RGSD-SMPL-GoalReaching-v0", num_envs=3, low_level=low_level)
+    venv.reset(seed=0)
+    goals = venv.unwrapped.task.goal.clone()
+    for mask, shape in (([True, False], r"\(2,\)"), (np.ones(4, bool), r"\(4,\)")):
+        with pytest.raises(ValueError, match=rf"options\['reset_mask'\] has shape {shape}, but the env has num_envs=3"):
+            venv.reset(seed=1, options={"reset_mask": mask})
+    with pytest.raises(ValueError, match=r"options\['reset_mask'\] selects no world"):
+        venv.reset(seed=1, options={"reset_mask": np.zeros(3, bool)})
+    torch.testing.assert_close(venv.unwrapped.task.goal, goals)  # no world drew a new goal
+    venv.close()
+
+
 def test_reset_options_the_goal_task_does_not_take_are_refused(low_level):
     """The imitation env's options (clip, task, skill, ...) would do nothing here: refused, not ignored."""
     venv = gym.make_vec("RGSD-SMPL-GoalReaching-v0", num_envs=2, low_level=low_level)

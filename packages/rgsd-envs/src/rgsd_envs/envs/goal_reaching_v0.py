@@ -10,8 +10,9 @@ initialisation, any clip for ``freestyle``) with a random heading; the goal is
 drawn uniformly in the arena, at least ``min_goal_distance`` from the start.
 
 ## Action space
-``Box(-1, 1, (16,), float32)``: the skill, normalised to a unit vector before it
-reaches the low-level policy. Each action is held for ``low_level_steps`` (5)
+``Box(-1, 1, (skill_dim,), float32)``, ``skill_dim`` the low-level run's
+``env.skill_dim`` (16 by default; 256 for ``fb_cpr_paper``): the skill,
+normalised to a unit vector before it reaches the low-level policy. Each action is held for ``low_level_steps`` (5)
 control steps at 30 Hz: the high-level policy decides at 6 Hz.
 
 ## Observation space
@@ -70,7 +71,7 @@ from rgsd_envs.envs.config import NO_DEVIATION
 from rgsd_envs.envs.core import RGSDCore
 from rgsd_envs.envs.observations import FRAME_DIM, SKILL_DIM
 from rgsd_envs.envs.smpl_v0 import step_info, vector_info
-from rgsd_envs.envs.torch_env import as_host_mask, seed_worlds
+from rgsd_envs.envs.torch_env import reset_mask_ids, seed_worlds
 from rgsd_envs.envs.world_random import Stream
 from rgsd_envs.humanoid.mjcf import CONTROL_HZ
 from rgsd_envs.motion.library import motion_categories
@@ -551,8 +552,7 @@ class GoalReachingVectorEnv(VectorEnv):
     ) -> tuple[np.ndarray, dict]:
         """Reset every world (or those in ``options["reset_mask"]``); int seeds give world i seed + i."""
         check_goal_reset_options(options, ("reset_mask",))
-        mask = (options or {}).get("reset_mask")
-        ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(as_host_mask(mask))
+        ids = reset_mask_ids((options or {}).get("reset_mask"), self.num_envs)
         obs, info = self.torch_env.reset(seed, ids)
         return obs.cpu().numpy(), vector_info({"goal": info["goal"][ids].cpu().numpy()}, ids, self.num_envs, rows=ids)
 

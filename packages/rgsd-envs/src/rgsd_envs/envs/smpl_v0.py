@@ -26,7 +26,7 @@ paper's; 32 gives ``Box(391)``), which the encoder's output and a trained policy
 
 ## Rewards
 The bare environment returns 0; the registered ``RGSD-SMPL-v0`` adds the
-encoder reward ``r = C + kappa * mu(s')^T z`` (``wrappers.encoder_reward``),
+encoder reward ``r = C + kappa * mu(s')^T z`` (``rgsd_envs.rewards.encoder_reward``),
 frozen encoder for imitation episodes, trainable encoder for discovery.
 
 ## Episode end
@@ -41,14 +41,16 @@ frozen encoder for imitation episodes, trainable encoder for discovery.
 ## Info
 ``task`` (1 imitation, 0 discovery), ``clip_id``, ``frame``, ``ref_body_pos``
 (24, 3) of the current reference frame, ``cartesian_error`` (m, mean over
-bodies), ``fall``, ``deviation``, ``unstable``.
+bodies), ``fall``, ``deviation``, ``unstable``; the registered ``RGSD-SMPL-v0``
+adds ``encoder_reward`` (a step's, not a reset's).
 
 ## Reset options
 ``clip`` (index or name), ``start_frame``, ``task`` ("imitation"/"discovery" or 1/0),
 ``skill`` (16 numbers) and ``kappa`` (vMF around z_m) fix parts of the next
 episode. In the vector env each may also be given per world: a list with one
-entry per reset world (an (n, 16) array for ``skill``); ``reset_mask`` resets
-only some worlds. Any other key is an error (``core.RESET_OPTIONS``).
+entry per reset world (an (n, 16) array for ``skill``); ``reset_mask`` (one bool
+per world, at least one True, as ``SyncVectorEnv`` takes it) resets only some
+worlds. Any other key is an error (``core.RESET_OPTIONS``).
 
 ## Torch interface
 ``rgsd_envs.RGSDTorchEnv`` is the same environment with tensors in and out on its

@@ -260,8 +260,7 @@ class RGSDTorchEnv:
         self.core.require_open()
         options = dict(options or {})
         check_reset_options(options, extra=("reset_mask",))
-        mask = options.pop("reset_mask", None)
-        ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(as_host_mask(mask))
+        ids = reset_mask_ids(options.pop("reset_mask", None), self.num_envs)
         seed_worlds(self.core, ids, seed)
         return ids, options
 
@@ -404,9 +403,26 @@ class RGSDTorchEnv:
         self.core.close()
 
 
-def as_host_mask(mask: Any) -> np.ndarray:
-    """A reset mask (list, numpy array or tensor) as a host bool array."""
-    return as_host_array(mask, bool)
+def reset_mask_ids(mask: Any, num_envs: int) -> np.ndarray:
+    """The worlds ``options["reset_mask"]`` (a list, numpy array or tensor; None: every world) resets, as host
+    indices. Refused as Gymnasium's ``SyncVectorEnv`` refuses them: a shape other than (num_envs,) (a shorter mask
+    would leave worlds unreset), a dtype other than bool (indices are not a mask) and a mask with no world."""
+    if mask is None:
+        return np.arange(num_envs)
+    m = as_host_array(mask)
+    if m.shape != (num_envs,):
+        raise ValueError(
+            f"options['reset_mask'] has shape {m.shape}, but the env has num_envs={num_envs}: give one bool per "
+            f"world, shape ({num_envs},)"
+        )
+    if m.dtype != np.bool_:
+        raise TypeError(
+            f"options['reset_mask'] has dtype {m.dtype}: give one bool per world (True: reset it), not indices "
+            "or numbers"
+        )
+    if not m.any():
+        raise ValueError("options['reset_mask'] selects no world: set at least one entry True, or skip the reset")
+    return np.flatnonzero(m)
 
 
 def _empty(n: int, device: torch.device) -> Tensor:

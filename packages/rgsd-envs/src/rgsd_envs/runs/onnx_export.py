@@ -2,7 +2,8 @@
 
 Graph (``rgsd export RUN --onnx policy.onnx``)::
 
-    obs        float32 (batch, 375)  the flat observation [o_t (359), z (16)] (layout in the metadata)
+    obs        float32 (batch, D)    the flat observation [o_t (359), z (skill_dim)]: D = 359 + skill_dim, 375 for
+                                     16-D skills (layout in the metadata)
     -> action  float32 (batch, 69)   the policy's mean action (what ``PolicyMLP.act`` returns)
     -> pd_target float32 (batch, 69) offset + scale * clip(action, -1, 1): joint targets (rad) in joint order
 
@@ -279,8 +280,15 @@ def read_metadata(path: str | os.PathLike) -> dict[str, Any]:
     return json.loads(props[METADATA_KEY])
 
 
-def check_onnx(path: str | os.PathLike, policy: PolicyMLP, num: int = 256, seed: int = 0) -> float:
-    """Largest |action difference| between onnxruntime and the torch policy on ``num`` random observations."""
+CHECK_SIGMAS = (2.0, 20.0)
+"""Spreads of ``check_onnx``'s observations, in standard deviations of the training statistics: near them, and far
+beyond the normaliser's clip, so that the graph's clip is exercised too."""
+
+
+def check_onnx(path: str | os.PathLike, policy: PolicyMLP, num: int = 256, seed: int = 0) -> dict[str, float]:
+    """Largest |difference| between onnxruntime's outputs and the torch policy's, per output (``action``:
+    ``PolicyMLP.act``; ``pd_target``: ACTION_OFFSET + ACTION_SCALE * clip(action, -1, 1)), on ``num`` random
+    observations around the training statistics, a share of them at each spread of ``CHECK_SIGMAS``."""
     require("onnxruntime")
     import onnxruntime as ort
 
@@ -288,6 +296,9 @@ def check_onnx(path: str | os.PathLike, policy: PolicyMLP, num: int = 256, seed:
     gen = torch.Generator().manual_seed(seed)
     norm = policy.normalizer
     std = (norm.var + norm.eps).sqrt().to(torch.float32)
-    obs = norm.mean.to(torch.float32) + std * torch.randn(num, policy.obs_dim, generator=gen) * 2.0
-    action = session.run([OUTPUT_NAMES[0]], {INPUT_NAME: obs.numpy()})[0]
-    return float(np.abs(action - policy.act(obs).numpy()).max())
+    sigmas = torch.tensor(CHECK_SIGMAS).repeat_interleave(-(-num // len(CHECK_SIGMAS)))[:num, None]
+    obs = norm.mean.to(torch.float32) + std * torch.randn(num, policy.obs_dim, generator=gen) * sigmas
+    got = dict(zip(OUTPUT_NAMES, session.run(list(OUTPUT_NAMES), {INPUT_NAME: obs.numpy()})))
+    action = policy.act(obs).numpy()
+    expected = {"action": action, "pd_target": sk.ACTION_OFFSET + sk.ACTION_SCALE * np.clip(action, -1.0, 1.0)}
+    return {name: float(np.abs(got[name] - expected[name]).max()) for name in OUTPUT_NAMES}
