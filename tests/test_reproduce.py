@@ -323,6 +323,26 @@ class FakeRunner:
             raise StepFailed(f"exit status 1: error: {step.id} broke")
 
 
+@pytest.mark.parametrize(
+    ("doc", "why"),
+    [
+        ([], "a JSON list, expected an object"),
+        ({"format": "rgsd-reproduce-steps", "steps": []}, "'steps' is a JSON list, expected an object"),
+        ({"format": "rgsd-reproduce-steps", "steps": {}, "info": "x"}, "'info' is a JSON str, expected an object"),
+    ],
+    ids=["list", "steps-list", "info-text"],
+)
+def test_a_steps_file_of_another_shape_is_named_in_one_line(doc, why, tmp_path, capsys):
+    out = tmp_path / "rp"
+    out.mkdir()
+    (out / "steps.json").write_text(json.dumps(doc))
+    assert rgsd(["reproduce", "--motions", "demo", "--out", str(out), "--plan-only"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {out / 'steps.json'}: not a reproduce state file (") and err.count("\n") == 1, err
+    assert why in err and "choose another --out" in err
+    assert sorted(p.name for p in out.iterdir()) == ["steps.json"]
+
+
 def test_a_failed_step_is_reported_its_dependants_skipped_and_the_others_go_on(tmp_path):
     plan = _plan(tmp_path)
     runner = FakeRunner(fail=("B",))

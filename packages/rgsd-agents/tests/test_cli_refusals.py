@@ -291,7 +291,7 @@ def test_training_into_a_folder_of_clips_is_refused_before_writing(tmp_path, cap
     (tmp_path / "empty").mkdir()  # were it not refused, set-up would fail on these motions instead
     sets = ["--set", f"env.motions={tmp_path / 'empty'}"]
     assert rgsd(["train", "--config", "demo", "--out", str(clips), "--no-progress", *sets]) == 2
-    assert capsys.readouterr().out == (
+    assert capsys.readouterr().err == (
         f"error: {clips} holds motion clips (run.npz, walk.npz), not a run; choose another --out\n"
     )
     assert sorted(p.name for p in clips.iterdir()) == ["run.npz", "walk.npz"]
@@ -397,3 +397,102 @@ def test_train_refuses_a_reward_scale_that_is_not_positive_and_finite(setting, m
     )
     assert capsys.readouterr().err == f"error: --set {setting}: {message}\n"
     assert not out.exists()
+
+
+def _rgsd_eval(argv):
+    from rgsd_eval.cli import main
+
+    return main(argv)
+
+
+def _rgsd_motions(argv):
+    from rgsd_envs.motion.cli import main
+
+    return main(argv)
+
+
+@pytest.mark.parametrize(
+    ("main", "command"),
+    [
+        (rgsd, ["train", "--config", "demo", "--set", "iterations=0", "--out"]),
+        (rgsd, ["pretrain", "--motions", "demo", "--steps", "0", "--out"]),
+        (rgsd, ["downstream", "--low-level", "missing", "--out"]),
+        (rgsd, ["eval", "--run", "missing", "--out"]),
+        (_rgsd_eval, ["--run", "missing", "--out"]),
+        (rgsd, ["play", "missing", "--out"]),
+        (rgsd, ["view", "missing", "--motions"]),
+        (_rgsd_motions, ["demo", "--variants", "2", "--out"]),
+    ],
+    ids=["train", "pretrain", "downstream", "eval", "rgsd-eval", "play", "view", "rgsd-motions"],
+)
+def test_a_negative_seed_is_refused_by_its_flag(main, command, tmp_path, capsys):
+    """numpy's generators take no negative seed: refused where it is typed, not as a traceback from deep inside."""
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, str(out), "--seed", "-1"])
+    assert exit_.value.code == 2
+    assert "argument --seed: expected a seed (a whole number >= 0), got -1\n" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["pretrain", "--motions", "demo", "--steps", "0"], "field 'seed': must be >= 0, got -1"),
+        (["downstream", "--low-level", "missing"], "seed must be >= 0, got -1"),
+        (["eval", "--run", "missing"], "seed must be >= 0, got -1"),
+    ],
+    ids=["pretrain", "downstream", "eval"],
+)
+def test_a_negative_seed_set_in_a_config_is_named_by_its_set(command, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert rgsd([*command, "--out", str(out), "--set", "seed=-1", "--no-progress"]) == 2
+    assert capsys.readouterr().err == f"error: --set seed=-1: {message}\n"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (
+            ["train", "--resume", "{run}", "--config", "cpu"],
+            "--resume continues a run with its saved config; leave out --config and --out",
+        ),
+        (
+            ["downstream", "--resume", "{run}", "--config", "my.yaml"],
+            "--resume continues a run with its saved config; leave out --config",
+        ),
+        (
+            ["downstream", "--resume", "{run}", "--style", "sidestep", "--out", "{out}"],
+            "--resume continues a run with its saved config; leave out --style, --out",
+        ),
+        (
+            [
+                "downstream",
+                "--seeds",
+                "{run}",
+                "--out",
+                "{out}",
+                "--config",
+                "default",
+                "--set",
+                "seed=1",
+                "--seed",
+                "0",
+            ],
+            "--seeds RUN ... reads finished runs and trains nothing; leave out --config, --set, --seed",
+        ),
+        (
+            ["downstream", "--seeds", "{run}", "--out", "{out}", "--low-level", "{run}", "--style", "sidestep"],
+            "--seeds RUN ... reads finished runs and trains nothing; leave out --low-level, --style",
+        ),
+        (["downstream", "--seeds", "{run}"], "--seeds RUN ... needs --out DIR (the report folder)"),
+    ],
+    ids=["train-resume", "downstream-resume-config", "downstream-resume-style", "seeds-config", "seeds-style", "seeds"],
+)
+def test_a_flag_the_mode_would_ignore_is_refused_by_name_on_stderr(command, message, tmp_path, capsys):
+    names = {"run": tmp_path / "run", "out": tmp_path / "out"}
+    assert rgsd([a.format(**names) for a in command]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", f"error: {message}\n")
+    assert list(tmp_path.iterdir()) == []

@@ -112,6 +112,54 @@ def _latents(seed: int) -> dict[str, list[float]]:
     return {n: np.eye(16)[(i + seed) % 16].tolist() for i, n in enumerate(MotionLib("demo").names)}
 
 
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_build_stopped_while_it_plays_says_so_in_one_line_exits_130_and_keeps_the_previous_folder(
+    signum, tmp_path, monkeypatch, capsys
+):
+    import signal
+
+    from rgsd_agents import play
+    from rgsd_agents.pretrained.__main__ import main as build_main
+    from rgsd_envs.testing import raise_stop_signal
+    from rgsd_eval.testing import make_fake_run
+
+    def play_then_stop(*args, **kwargs):
+        raise_stop_signal(getattr(signal, signum))
+        raise AssertionError("the build went on after the signal")
+
+    monkeypatch.setattr(play, "play_rollout", play_then_stop)
+    clips = _one_clip(tmp_path)
+    run = make_fake_run(tmp_path / "run", hidden=(16,))
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "keep").write_text("the previous build")
+    try:
+        code = build_main([str(run), "--motions", str(clips), "--out", str(out)])
+    except KeyboardInterrupt:  # a failure of this test, not a stop of the test run
+        pytest.fail("the stop escaped the command: a traceback, not one line")
+    assert code == 130
+    assert capsys.readouterr().err == "interrupted\n"  # one line, no traceback
+    assert (out / "keep").read_text() == "the previous build"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clips", "p", "run"]  # no .p.*.partial stage left
+
+
+def test_a_build_that_needs_warp_where_it_is_missing_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    from rgsd_agents import play
+    from rgsd_agents.pretrained.__main__ import main as build_main
+    from rgsd_envs.sim import WarpUnavailableError
+    from rgsd_eval.testing import make_fake_run
+
+    def play_rollout(*args, **kwargs):
+        raise WarpUnavailableError('backend "warp" needs MuJoCo Warp: pip install "rgsd-envs[warp]"')
+
+    monkeypatch.setattr(play, "play_rollout", play_rollout)
+    clips = _one_clip(tmp_path)
+    run = make_fake_run(tmp_path / "run", hidden=(16,))
+    assert build_main([str(run), "--motions", str(clips), "--out", str(tmp_path / "p")]) == 2
+    assert capsys.readouterr().err == 'error: backend "warp" needs MuJoCo Warp: pip install "rgsd-envs[warp]"\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clips", "run"]
+
+
 def test_a_calm_or_meta_motivo_run_builds_with_every_file_its_method_names(tmp_path):
     import numpy as np
     import torch

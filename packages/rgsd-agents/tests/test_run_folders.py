@@ -104,7 +104,7 @@ def test_a_new_run_into_a_run_of_the_other_kind_is_refused(command, folder, mess
     out = {"skill": skill, "goal": goal}[folder]
     before = files(out)
     assert rgsd([*(a.format(skill=skill) for a in command), "--out", str(out), "--no-progress"]) == 2
-    assert capsys.readouterr().out == f"error: {message.format(out=out)}\n"
+    assert capsys.readouterr().err == f"error: {message.format(out=out)}\n"
     assert files(out) == before
 
 
@@ -116,7 +116,7 @@ def test_training_into_rgsd_pretrain_s_folder_is_refused_and_says_how_to_use_its
     (enc / "pretrain.yaml").write_text("steps: 5\n")
     before = files(enc)
     assert rgsd(["train", "--config", "demo", "--out", str(enc), "--no-progress"]) == 2
-    assert capsys.readouterr().out == (
+    assert capsys.readouterr().err == (
         f"error: {enc} holds an encoder (encoder.pt) but no training run; to train with it, into a new folder: "
         f"rgsd train --config demo --set encoder={enc / 'encoder.pt'} --out NEW_FOLDER\n"
     )
@@ -146,7 +146,7 @@ def test_training_into_a_folder_with_a_policy_and_no_checkpoint_is_refused(runs,
     skill, _ = runs
     before = files(skill)
     assert rgsd(["train", "--config", "demo", "--out", str(skill), "--no-progress"]) == 2
-    assert capsys.readouterr().out == (
+    assert capsys.readouterr().err == (
         f"error: {skill} holds a trained policy (policy.pt) but no checkpoint to continue; train into another --out\n"
     )
     assert files(skill) == before
@@ -161,4 +161,4 @@ def test_downstream_takes_its_low_level_from_a_config_file_that_names_it(tmp_pat
     assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'gone'}: low-level run folder not found")
     assert not out.exists()
     assert rgsd(["downstream", "--out", str(out), "--no-progress"]) == 2  # the default config names none
-    assert capsys.readouterr().out == "error: give --low-level RUN (a trained skill policy) or --resume RUN\n"
+    assert capsys.readouterr().err == "error: give --low-level RUN (a trained skill policy) or --resume RUN\n"

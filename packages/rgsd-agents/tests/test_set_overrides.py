@@ -138,6 +138,12 @@ def test_method_options_pass_the_set_check_and_the_method_checks_them():
         (["reproduce", "--motions", "demo"], "eval.nope=1", "error: --set eval.nope=1: unknown key 'nope' in 'eval'"),
         (["eval", "--run", "missing"], "rollouts=x", "error: --set rollouts=x: expected int, got 'x'"),
         (["downstream", "--low-level", "missing"], "task.style=3", "error: --set task.style=3: expected"),
+        # a value that is not YAML: named with where the YAML breaks, not a traceback
+        (["train", "--config", "demo"], "ppo.epochs=[", "error: --set ppo.epochs=[: not valid YAML at line 1"),
+        (["pretrain", "--motions", "demo"], "steps={", "error: --set steps={: not valid YAML at line 1, column 2"),
+        (["reproduce", "--motions", "demo"], "seeds=[", "error: --set seeds=[: not valid YAML at line 1"),
+        (["eval", "--run", "missing"], "rollouts=[", "error: --set rollouts=[: not valid YAML at line 1"),
+        (["downstream", "--low-level", "missing"], "task.style='a", "error: --set task.style='a: not valid YAML"),
     ],
 )
 def test_every_command_that_takes_a_config_checks_its_set_the_same_way(

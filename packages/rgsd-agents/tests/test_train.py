@@ -177,6 +177,41 @@ def test_resume_may_tighten_the_deviation_rule_and_records_when(tmp_path, tiny_e
         Runner.resume(tmp_path / "run", {"env.p_imitation": 0.5})
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- iteration: [2\n", "not valid YAML at line 2, column 1"),
+        ("iteration: 2\n", "expected a list of config changes (iteration, samples, key, old, new), got dict; "),
+    ],
+    ids=["not-yaml", "mapping"],
+)
+def test_a_config_changes_file_that_is_no_list_of_changes_is_named_and_kept(text, message, tmp_path):
+    from rgsd_agents.rl.loop import record_config_changes
+    from rgsd_envs.utils.files import InputFileError
+
+    path = tmp_path / CONFIG_CHANGES
+    path.write_text(text)
+    with pytest.raises(InputFileError) as err:
+        record_config_changes(RunDir(tmp_path), {"env.deviation.heading_deg": (None, 10.0)}, 2, 64)
+    assert err.value.path == str(path) and err.value.reason.startswith(message), err.value
+    assert path.read_text() == text and sorted(p.name for p in tmp_path.iterdir()) == [CONFIG_CHANGES]
+
+
+def test_a_resume_that_changes_the_rule_beside_a_corrupt_record_changes_no_file(tmp_path, tiny_encoder):
+    from rgsd_envs.utils.files import InputFileError
+
+    run = tmp_path / "run"
+    runner = Runner(tiny_config(tiny_encoder, iterations=2), run, progress=False)
+    runner.learn()
+    runner.close()
+    (run / CONFIG_CHANGES).write_text("iteration: 2\n")
+    config = (run / "config.yaml").read_text()
+    with pytest.raises(InputFileError, match=r"config_changes\.yaml: expected a list of config changes"):
+        Runner.resume(run, {"iterations": 3, "env.deviation.heading_deg": 10.0})
+    assert (run / "config.yaml").read_text() == config  # no curriculum step saved that the record lacks
+    assert (run / CONFIG_CHANGES).read_text() == "iteration: 2\n"
+
+
 def test_a_curriculum_step_tightens_the_deviation_rule_at_its_sample_count_and_resumes_exactly(tmp_path, tiny_encoder):
     batch = tiny_config(tiny_encoder).batch_size
     step = {"at_samples": 2 * batch, "set": {"env.deviation.adaptive": True, "env.deviation.heading_deg": 10}}
@@ -550,7 +585,7 @@ def test_an_interrupted_demo_continues_with_the_same_command_then_evaluates(tmp_
 
     assert args.func(_demo_args(out)) == 2  # a finished demo: refused, its report named
     assert (
-        f"holds a finished demo (iterations=3; its report: {out / 'report' / 'report.md'})" in capsys.readouterr().out
+        f"holds a finished demo (iterations=3; its report: {out / 'report' / 'report.md'})" in capsys.readouterr().err
     )
     assert len(evals) == 1
 
@@ -596,7 +631,7 @@ def test_a_demo_into_a_run_on_other_clips_is_refused_with_the_command_that_conti
     (out / RunDir.CONFIG).write_text(yaml.safe_dump({"method": {"name": "rgsd"}, "env": {"motions": "motions/real"}}))
     args = _demo_args(out)
     assert args.func(args) == 2
-    assert capsys.readouterr().out.strip() == (
+    assert capsys.readouterr().err.strip() == (
         f"error: {out} holds a run on other clips than the demo's (env.motions: motions/real); continue it with "
         f"rgsd train --resume {out} or choose another --out"
     )

@@ -259,6 +259,36 @@ def test_a_page_served_on_every_interface_prints_the_address_to_open_from_anothe
     assert address is None or f"http://{address}:{port}" in line
 
 
+@pytest.mark.parametrize(("signum", "code"), [("SIGINT", 0), ("SIGTERM", 130), ("SIGHUP", 130)])
+def test_ctrl_c_ends_a_viewing_session_and_sigterm_or_sighup_stops_it(signum, code, monkeypatch, capsys):
+    """Ctrl-C is how a session ends (exit status 0); SIGTERM and SIGHUP stop it as any command (one line, 130)."""
+    import signal
+    import threading
+
+    from rgsd_agents.viewer import app as app_module
+    from rgsd_envs.testing import raise_stop_signal
+
+    opened = app_module.open_viewer
+
+    def open_then_signal_once_served(*args, **kwargs):
+        app = opened(*args, **kwargs)
+        start = app.start
+
+        def start_then_signal():
+            start()  # the signal comes while the command waits (--seconds 60)
+            threading.Timer(0.5, raise_stop_signal, (getattr(signal, signum),)).start()
+
+        app.start = start_then_signal
+        return app
+
+    monkeypatch.setattr(app_module, "open_viewer", open_then_signal_once_served)
+    began = time.monotonic()
+    assert main(["view", "--pretrained", "--port", str(_free_port()), "--seconds", "60"]) == code
+    assert time.monotonic() - began < 50  # stopped by the signal, not at the end of its --seconds
+    err = capsys.readouterr().err
+    assert err == ("" if code == 0 else f"stopped by {signum}\n"), err
+
+
 @pytest.mark.parametrize(
     ("flag", "value", "expected"),
     [

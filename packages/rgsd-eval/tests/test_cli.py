@@ -61,6 +61,49 @@ def test_rgsd_eval_runs_end_to_end(tmp_path, capsys):
     assert "This evaluation covers" not in (out / "report.md").read_text()
 
 
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_rgsd_eval_stopped_mid_evaluation_says_so_in_one_line_exits_130_and_leaves_no_folder(
+    signum, tmp_path, monkeypatch, capsys
+):
+    import signal
+
+    from rgsd_envs.testing import raise_stop_signal
+    from rgsd_eval import pipeline
+
+    def evaluate_then_stop(*args, **kwargs):
+        raise_stop_signal(getattr(signal, signum))
+        raise AssertionError("the evaluation went on after the signal")
+
+    monkeypatch.setattr(pipeline, "evaluate_run", evaluate_then_stop)
+    run = make_fake_run(tmp_path / "myrun")
+    out = tmp_path / "out"
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        code = cli.main(["--run", str(run), "--motions", "demo", "--out", str(out), "--no-video", "--no-progress"])
+    except KeyboardInterrupt:  # a failure of this test, not a stop of the test run
+        pytest.fail("the stop escaped the command: a traceback, not one line")
+    err = capsys.readouterr().err
+    assert (code, err) == (130, "interrupted\n")  # one line, no traceback
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["myrun"]  # no report folder, no .out.*.partial stage
+    assert signal.getsignal(signal.SIGTERM) == before  # its handler put back
+
+
+def test_rgsd_eval_names_a_missing_warp_in_one_line(tmp_path, monkeypatch, capsys):
+    from rgsd_envs.sim import WarpUnavailableError
+    from rgsd_eval import pipeline
+
+    def load_run(*args, **kwargs):
+        raise WarpUnavailableError('backend "warp" needs MuJoCo Warp: pip install "rgsd-envs[warp]"')
+
+    monkeypatch.setattr(pipeline, "load_run", load_run)
+    run = make_fake_run(tmp_path / "myrun")
+    code = cli.main(["--run", str(run), "--motions", "demo", "--out", str(tmp_path / "out"), "--no-progress"])
+    assert (code, capsys.readouterr().err) == (
+        2, 'error: backend "warp" needs MuJoCo Warp: pip install "rgsd-envs[warp]"\n'
+    )  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["myrun"]
+
+
 def test_without_offscreen_gl_eval_warns_before_the_rollouts_and_writes_the_report(tmp_path, monkeypatch, caplog):
     import mujoco
 

@@ -15,7 +15,6 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
-import contextlib
 import importlib
 import logging
 import sys
@@ -69,29 +68,14 @@ def _missing(command: str, package: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rgsd``."""
     from rgsd_agents.rl.distributed import end_rank
-    from rgsd_agents.signals import INTERRUPTED, on_stop_signals, raise_interrupt, restore_signals
-    from rgsd_envs.sim import WarpUnavailableError
-    from rgsd_envs.utils.device import DeviceError
-    from rgsd_envs.utils.files import InputFileError
+    from rgsd_envs.utils.command import run_as_command
 
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
-    previous = on_stop_signals(raise_interrupt)  # SIGTERM and SIGHUP end a command as Ctrl-C does
-    try:
-        code = int(args.func(args) or 0)
-    except (InputFileError, FileNotFoundError, DeviceError, WarpUnavailableError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        code = 2
-    except KeyboardInterrupt as err:  # one line, not a traceback (a training loop's second Ctrl-C says more)
-        with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
-            print(str(err) or "interrupted", file=sys.stderr)
-        code = INTERRUPTED
-    finally:
-        if restore_signals(previous):  # stopped while the command was ending
-            code = INTERRUPTED
+    code = run_as_command(lambda: args.func(args))  # SIGTERM and SIGHUP end a command as Ctrl-C does
     return end_rank(code)  # a torchrun rank that has left its process group ends here, its files closed
 
 

@@ -106,3 +106,20 @@ def assert_same_vector_info(native: dict[str, Any], sync: dict[str, Any], where:
                 np.testing.assert_allclose(a, b, rtol=1e-4, atol=2e-4, err_msg=f"{where}: {k}")
             else:
                 np.testing.assert_array_equal(a, b, err_msg=f"{where}: {k}")
+
+
+def raise_stop_signal(signum: int) -> None:
+    """Send this process ``signum`` (SIGINT, SIGTERM, SIGHUP) as a command under test would receive it (from any
+    thread), unless no handler would catch it: then an AssertionError, so that a command that installs none fails
+    its test instead of killing the test run."""
+    import os
+    import signal
+    import threading
+
+    handler = signal.getsignal(signum)
+    if handler in (signal.SIG_DFL, signal.SIG_IGN, None):
+        raise AssertionError(f"{signal.Signals(signum).name} has no handler here: it would end the process")
+    if threading.current_thread() is threading.main_thread():
+        signal.raise_signal(signum)  # handled before this returns
+    else:
+        os.kill(os.getpid(), signum)  # handled by the main thread, as a signal from outside

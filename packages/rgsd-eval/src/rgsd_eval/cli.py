@@ -24,6 +24,7 @@ from rgsd_envs.utils.config import (
     not_a_config_file,
     number_type,
     read_yaml,
+    seed_type,
     set_overrides,
     to_dict,
 )
@@ -171,7 +172,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--seed",
-        type=int,
+        type=seed_type,
         default=None,
         help=f"seed of the best-of-N candidates, the vMF samples and the rollouts (default {EvalConfig.seed})",
     )
@@ -268,12 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``rgsd-eval``."""
+    """Entry point of ``rgsd-eval``: ends as ``rgsd eval`` does (``run_as_command``: SIGTERM and SIGHUP stop it as
+    Ctrl-C does, in one line and exit status 130)."""
+    from rgsd_envs.utils.command import run_as_command
+
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
-    return run_command(args)
+    return run_as_command(lambda: run_command(args))
 
 
 if __name__ == "__main__":

@@ -139,6 +139,7 @@ class EvalConfig:
             "video_frame_step": (self.video_frame_step >= 1, "must be >= 1"),
             "trajectory_rollouts": (self.trajectory_rollouts >= 0, "must be >= 0"),
             "sweep_clips": (self.sweep_clips >= 1, "must be >= 1"),
+            "seed": (self.seed >= 0, "must be >= 0"),
         }
         bad = next((k for k, (ok, _) in rules.items() if not ok), None)
         if bad is not None:

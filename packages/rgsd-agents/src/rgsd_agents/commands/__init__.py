@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from rgsd_envs.runs.run_dir import RunDir
-from rgsd_envs.utils.config import add_set_argument
+from rgsd_envs.utils.config import add_set_argument, seed_type
 
 
 def add_doc_parser(subparsers: Any, name: str, help_text: str, doc: str) -> argparse.ArgumentParser:
@@ -49,7 +49,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, set_help: str) -> None:
         help="continue the run in this folder from checkpoints/latest.pt (if unreadable, the newest readable iter_*.pt)",
     )
     add_set_argument(parser, set_help)
-    parser.add_argument("--seed", type=int, help="shorthand for --set seed=N")
+    parser.add_argument("--seed", type=seed_type, help="shorthand for --set seed=N")
     add_device_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rgsd_agents.commands import add_device_argument, add_set_argument, holds_run, run_overrides
-from rgsd_agents.signals import INTERRUPTED
+from rgsd_envs.utils.command import BAD_INPUT, print_error
 from rgsd_envs.utils.config import number_type
+from rgsd_envs.utils.signals import INTERRUPTED
 
 if TYPE_CHECKING:
     from rgsd_agents.training.runner import Runner
@@ -115,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
         if holds_run(out):
             runner = continued(out, args, stack)
             if isinstance(runner, str):
-                print(f"error: {runner}")
-                return 2
+                print_error(runner)
+                return BAD_INPUT
         else:
             minutes = DEFAULT_MINUTES if args.minutes is None else args.minutes
             overrides = {"max_minutes": minutes, **run_overrides(args)}
@@ -201,7 +202,7 @@ def _train_and_evaluate(runner: Runner, out: Path, args: argparse.Namespace) -> 
             + (["--no-progress"] if args.no_progress else [])
         )
         if code:
-            print(f"evaluation failed (exit code {code}); the trained run is in {out}")
+            print(f"evaluation failed (exit code {code}); the trained run is in {out}", file=sys.stderr)
             return code
     if (report / "metrics.json").exists():
         print("\n" + eval_summary(report / "metrics.json"))

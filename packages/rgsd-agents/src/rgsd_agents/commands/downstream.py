@@ -9,8 +9,23 @@ import time
 from pathlib import Path
 
 from rgsd_agents.commands import add_run_arguments, out_taken, run_overrides
-from rgsd_agents.signals import INTERRUPTED
 from rgsd_envs.envs.goal_reaching_v0 import STYLES
+from rgsd_envs.utils.command import BAD_INPUT, print_error
+from rgsd_envs.utils.signals import INTERRUPTED
+
+DEFAULT_CONFIG = "default"
+"""The downstream preset a new run starts from without --config."""
+FLAGS = {
+    "--low-level": "low_level",
+    "--resume": "resume",
+    "--config": "config",
+    "--style": "style",
+    "--set": "overrides",
+    "--seed": "seed",
+    "--device": "device",
+    "--out": "out",
+}
+"""The flags that a mode of ``rgsd downstream`` may not use, and where argparse puts them."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--resume: where the run's low-level run folder moved (its policy.pt must be the one the run trained over)",
     )
     p.add_argument("--style", choices=STYLES, help="style command (default: the config's, freestyle)")
-    p.add_argument("--config", default="default", help="a YAML file or a downstream preset name (default: default)")
+    p.add_argument(
+        "--config",
+        help=f"a YAML file or a downstream preset name (default: {DEFAULT_CONFIG}); not needed with --resume",
+    )
     p.add_argument("--out", help="run folder (default: runs/downstream_<style>_<date-time>)")
     p.add_argument(
         "--seeds",
@@ -63,9 +81,9 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
 
     overrides = run_overrides(args)
     if args.resume:
-        if args.style or args.out:
-            print("error: --resume continues a run with its saved config; leave out --style and --out")
-            return 2
+        if ignored := _given(args, "--config", "--style", "--out"):
+            print_error(f"--resume continues a run with its saved config; leave out {', '.join(ignored)}")
+            return BAD_INPUT
         if args.low_level:  # the low-level run folder moved: checked to hold the policy the run trained over
             overrides["low_level"] = args.low_level
         RunDir(args.resume).check_kind(RunDir.DOWNSTREAM_RUN, "rgsd downstream --resume")
@@ -76,10 +94,10 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             overrides["low_level"] = args.low_level
         if args.style:
             overrides["task.style"] = args.style
-        cfg = load_config(args.config, overrides, cls=DownstreamConfig, presets="downstream")
+        cfg = load_config(args.config or DEFAULT_CONFIG, overrides, cls=DownstreamConfig, presets="downstream")
         if not cfg.low_level:  # a config file may name it (a run's saved config.yaml does)
-            print("error: give --low-level RUN (a trained skill policy) or --resume RUN")
-            return 2
+            print_error("give --low-level RUN (a trained skill policy) or --resume RUN")
+            return BAD_INPUT
         resolve_device(cfg.device)  # a bad device ends here, before any folder exists
         out = (
             Path(args.out)
@@ -88,8 +106,8 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         )
         taken = out_taken(out, RunDir.DOWNSTREAM_RUN)
         if taken:
-            print(f"error: {taken}")
-            return 2
+            print_error(taken)
+            return BAD_INPUT
         stack.enter_context(folder_lock(out, "rgsd downstream", setup_files=(RunDir.CONFIG,)))
         runner = DownstreamRunner(cfg, out, progress=not args.no_progress)
     if args.resume and runner.budget_reached():  # a fresh run of 0 iterations still writes its files
@@ -126,14 +144,22 @@ def _aggregate(args: argparse.Namespace) -> int:
     from rgsd_agents.downstream.report import aggregate_seeds
     from rgsd_envs.utils.files import InputFileError
 
-    if not args.out or args.low_level or args.resume:
-        print("error: --seeds RUN ... needs --out DIR (the report folder) and no --low-level or --resume")
-        return 2
+    if not args.out:
+        print_error("--seeds RUN ... needs --out DIR (the report folder)")
+        return BAD_INPUT
+    if ignored := _given(args, *(f for f in FLAGS if f != "--out")):
+        print_error(f"--seeds RUN ... reads finished runs and trains nothing; leave out {', '.join(ignored)}")
+        return BAD_INPUT
     try:
         paths = aggregate_seeds(args.seeds, args.out)
     except (InputFileError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return BAD_INPUT
     for kind, path in paths.items():
         print(f"{kind}: {path}")
     return 0
+
+
+def _given(args: argparse.Namespace, *flags: str) -> list[str]:
+    """Those of ``flags`` (``FLAGS``) given on the command line."""
+    return [f for f in flags if getattr(args, FLAGS[f]) not in (None, [])]  # a --seed 0 counts: 0 is not None

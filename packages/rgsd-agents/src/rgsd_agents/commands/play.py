@@ -28,6 +28,7 @@ from pathlib import Path
 
 from rgsd_agents.commands import add_doc_parser
 from rgsd_agents.run_skills import DEFAULT_CLIP
+from rgsd_envs.utils.config import seed_type
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--kappa", type=float, help="sample z ~ vMF(z_m, kappa) instead of z = z_m (20: varied, 1000: close)"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the vMF sample (default 0)")
+    p.add_argument("--seed", type=seed_type, default=0, help="seed of the vMF sample (default 0)")
     p.add_argument("--frames", type=int, help="render only the first N frames (default and at most: the whole clip)")
     p.add_argument(
         "--latents",

@@ -36,6 +36,7 @@ from rgsd_agents.commands import (
     holds_other_outputs,
     holds_run,
 )
+from rgsd_envs.utils.config import seed_type
 
 if TYPE_CHECKING:
     from rgsd_agents.pretraining.config import PretrainConfig
@@ -63,7 +64,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--kappa", type=float, help="vMF concentration (InfoNCE temperature 1/kappa)")
     p.add_argument("--lr", type=float, help="Adam learning rate")
     p.add_argument("--batch-size", type=int, help="(anchor, positive) pairs per minibatch")
-    p.add_argument("--seed", type=int, help="seed of the initialisation and sampling")
+    p.add_argument("--seed", type=seed_type, help="seed of the initialisation and sampling")
     p.add_argument(
         "--negatives",
         choices=("infonce", "hard"),

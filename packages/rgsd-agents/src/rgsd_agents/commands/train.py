@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rgsd_agents.commands import add_run_arguments, out_taken, run_overrides
-from rgsd_agents.signals import INTERRUPTED
+from rgsd_envs.utils.command import BAD_INPUT, print_error
+from rgsd_envs.utils.signals import INTERRUPTED
 
 if TYPE_CHECKING:
     from rgsd_agents.rl.distributed import DataParallel
@@ -88,8 +89,8 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     overrides = run_overrides(args)
     if args.resume:
         if args.config or args.out:
-            print("error: --resume continues a run with its saved config; leave out --config and --out")
-            return 2
+            print_error("--resume continues a run with its saved config; leave out --config and --out")
+            return BAD_INPUT
         saved = RunDir(args.resume)
         saved.check_kind(RunDir.SKILL_RUN, "rgsd train --resume")
         device = overrides.get("device") or (
@@ -106,8 +107,8 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         runner = trainer.resume(args.resume, overrides, progress=not args.no_progress, **extra)
     else:
         if not args.config:
-            print("error: give --config (" + preset_help() + ") or --resume RUN")
-            return 2
+            print_error("give --config (" + preset_help() + ") or --resume RUN")
+            return BAD_INPUT
         cfg = load_config(args.config, overrides)
         resolve_device(cfg.device)  # a bad device ends here, before any folder exists
         check_backend(cfg.env.backend)  # so does backend "warp" without its extra
@@ -122,9 +123,9 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         if dp is not None:  # rank 0 decides: the clock and the file system may differ between ranks
             out, taken = dp.main_value((out, taken))
         if taken:
-            print(f"error: {taken}")
+            print_error(taken)
             shutdown(dp)
-            return 2
+            return BAD_INPUT
         hold(stack, dp, out)
         try:
             runner = trainer(cfg, out, progress=not args.no_progress, **extra)
@@ -197,7 +198,7 @@ def _parallel(trainer: type, dp: DataParallel | None) -> dict | None:
     if trainer.DATA_PARALLEL:
         return {"dp": dp}
     if dp is not None:
-        print(f"error: {trainer.__name__} trains in one process; run it without torchrun")
+        print_error(f"{trainer.__name__} trains in one process; run it without torchrun")
         shutdown(dp)
         return None
     return {}

@@ -33,7 +33,8 @@ from rgsd_agents.run_skills import DEFAULT_CLIP
 from rgsd_agents.viewer.app import ServeConfig
 from rgsd_agents.viewer.limits import KAPPA_RANGE, PORT_RANGE, SPEED_RANGE
 from rgsd_agents.viewer.session import SessionConfig
-from rgsd_envs.utils.config import number_type
+from rgsd_envs.utils.config import number_type, seed_type
+from rgsd_envs.utils.signals import on_stop_signals, restore_signals, signal_name
 
 
 def range_type(kind: type, bounds: tuple[float, float], what: str, note: str = "") -> Callable[[str], Any]:
@@ -71,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--motions", help='clips to choose from: "demo", a clip file or folder (default: the run\'s own)')
     p.add_argument(
         "--seed",
-        type=int,
+        type=seed_type,
         default=SessionConfig.seed,
         help=f"seed of the first variants or episode (default {SessionConfig.seed})",
     )
@@ -136,13 +137,31 @@ def run(args: argparse.Namespace) -> int:
     print(f"from another machine: {remote_access_line(args.host, app.port)}", flush=True)
     app.start()
     try:
-        if args.seconds is not None:
-            time.sleep(args.seconds)
+        _serve(args.seconds)
+    finally:
+        app.close()
+    return 0
+
+
+def _serve(seconds: float | None) -> None:
+    """Wait ``seconds`` (None: until stopped). Ctrl-C ends the session as it should end (exit status 0); SIGTERM
+    and SIGHUP stop it as they stop any command (a KeyboardInterrupt naming the signal: one line, exit status 130)."""
+    stopped_by: list[int] = []
+
+    def stop(signum: int, frame: Any) -> None:
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+
+    previous = on_stop_signals(stop)
+    try:
+        if seconds is not None:
+            time.sleep(seconds)
         else:
             while True:
                 time.sleep(3600)
     except KeyboardInterrupt:
-        pass
+        pass  # Ctrl-C, or a stop signal: told apart below
     finally:
-        app.close()
-    return 0
+        restore_signals(previous)  # a stop signal arriving meanwhile is in stopped_by too
+    if stopped_by:
+        raise KeyboardInterrupt(f"stopped by {signal_name(stopped_by[0])}")

@@ -195,6 +195,8 @@ class DownstreamConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.seed < 0:  # numpy's seed sequences take no negative seed
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
         check_max_minutes(self.max_minutes)
         from rgsd_envs.utils.device import check_device_name
 

@@ -8,6 +8,7 @@ import json
 import sys
 
 from rgsd_agents.pretrained import PRETRAINED_DIR, build_pretrained
+from rgsd_envs.utils.command import BAD_INPUT, print_error, run_as_command
 from rgsd_envs.utils.files import InputFileError
 
 
@@ -43,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build the shipped run folder from a trained run and print its card."""
+    """Build the shipped run folder from a trained run and print its card; ends as an ``rgsd`` command does
+    (``run_as_command``: a stop is one line and exit status 130, nothing half-written left)."""
     p = build_parser()
     args = p.parse_args(argv)
     try:
@@ -52,12 +54,17 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--about: not JSON ({err})")
     if not isinstance(about, dict):
         p.error(f"--about: a JSON object ({{...}}) is needed, got {type(about).__name__}")
+    return run_as_command(lambda: _build(args, about))
+
+
+def _build(args: argparse.Namespace, about: dict) -> int:
+    """Build the folder and print its card; bad input is one line and exit status 2."""
     try:
         out = args.out or str(PRETRAINED_DIR)
         card = build_pretrained(args.run, args.motions, out, about, args.latents)
     except (InputFileError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return BAD_INPUT
     for name, c in card["clips"].items():
         print(f"{name:<16} {c['error_cm']:6.1f} cm" + (" (fell)" if c["fell"] else ""))
     print(f"mean {card['mean_error_cm']:.1f} cm over {len(card['clips'])} clips -> {out}")

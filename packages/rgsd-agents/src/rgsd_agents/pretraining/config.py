@@ -103,6 +103,8 @@ class PretrainConfig(PretrainOptions):
         super().__post_init__()
         check_motions_given(self.motions)
         check_device_name(self.device)
+        if self.seed < 0:
+            raise InputFileError(UNNAMED, f"must be >= 0, got {self.seed!r}", "seed")
         if not (self.max_seconds is None or self.max_seconds > 0):
             raise InputFileError(UNNAMED, f"must be > 0 or null, got {self.max_seconds!r}", "max_seconds")
         if self.skill_dim < 2:

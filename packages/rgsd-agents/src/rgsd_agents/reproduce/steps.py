@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from rgsd_agents.reproduce.plan import NothingToDo, Plan, Step, makespan, step_fingerprint, step_label
-from rgsd_agents.signals import on_stop_signals, raise_interrupt, restore_signals
 from rgsd_envs.utils.files import LOCK_NAME, FolderInUse, InputFileError, atomic_path, folder_lock
 from rgsd_envs.utils.progress import StatusBar, clock
+from rgsd_envs.utils.signals import on_stop_signals, raise_interrupt, restore_signals
 
 STEPS_FILE = "steps.json"
 STEPS_FORMAT = "rgsd-reproduce-steps"
@@ -98,8 +98,13 @@ class StepsFile:
             return cls(path)
         try:
             doc = json.loads(path.read_text())
+            if not isinstance(doc, dict):
+                raise ValueError(f"a JSON {type(doc).__name__}, expected an object")
             if doc.get("format") != STEPS_FORMAT:
                 raise ValueError(f"format {doc.get('format')!r}, expected {STEPS_FORMAT!r}")
+            for key in ("steps", "info"):
+                if not isinstance(doc.get(key, {}), dict):
+                    raise ValueError(f"{key!r} is a JSON {type(doc[key]).__name__}, expected an object")
             steps = {k: StepState(**v) for k, v in doc["steps"].items()}
         except (ValueError, TypeError, KeyError) as err:
             raise InputFileError(path, f"not a reproduce state file ({err}); choose another --out") from None
@@ -156,9 +161,9 @@ Runner = Callable[[Step, list[str], Path], None]
 
 def stop_signal() -> signal.Signals:
     """The signal that asks a step to stop: SIGTERM, which every ``rgsd`` command answers as Ctrl-C
-    (``rgsd_agents.signals``), whatever its SIGINT: a shell's background job (``cmd &``, ``nohup cmd &``) starts with
-    SIGINT ignored, and its steps inherit that. SIGINT only where this process was started ignoring SIGTERM, which
-    its steps then ignore too."""
+    (``rgsd_envs.utils.signals``), whatever its SIGINT: a shell's background job (``cmd &``, ``nohup cmd &``) starts
+    with SIGINT ignored, and its steps inherit that. SIGINT only where this process was started ignoring SIGTERM,
+    which its steps then ignore too."""
     return signal.SIGINT if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN else signal.SIGTERM
 
 

@@ -38,7 +38,6 @@ import yaml
 
 from rgsd_agents.rl.clip_set import clip_set, clip_set_change, saved_clip_count
 from rgsd_agents.rl.distributed import DataParallel
-from rgsd_agents.signals import on_stop_signals, restore_signals, signal_name
 from rgsd_envs.envs.registration import ENV_ID
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.run_dir import RunDir
@@ -48,6 +47,7 @@ from rgsd_envs.utils.config import (
     check_overrides,
     dotted_value,
     from_dict_with_overrides,
+    read_yaml,
 )
 from rgsd_envs.utils.files import (
     InputFileError,
@@ -60,6 +60,7 @@ from rgsd_envs.utils.files import (
 )
 from rgsd_envs.utils.progress import ProgressBar
 from rgsd_envs.utils.provenance import provenance
+from rgsd_envs.utils.signals import on_stop_signals, restore_signals, signal_name
 
 log = logging.getLogger(__name__)
 LATEST = RunDir.LATEST
@@ -108,9 +109,9 @@ a job, so one stop can reach a rank twice within milliseconds."""
 
 @contextlib.contextmanager
 def deferred_interrupt(resume_hint: Callable[[], str] = lambda: "") -> Iterator[list[int]]:
-    """The first Ctrl-C, SIGTERM or SIGHUP (``rgsd_agents.signals``) sets ``flag[0]`` to its number (the loop stops
-    after the iteration and saves); a second one, ``REPEAT_GRACE`` seconds or more later, raises ``Aborted``, whose
-    message ends with ``resume_hint()``."""
+    """The first Ctrl-C, SIGTERM or SIGHUP (``rgsd_envs.utils.signals``) sets ``flag[0]`` to its number (the loop
+    stops after the iteration and saves); a second one, ``REPEAT_GRACE`` seconds or more later, raises ``Aborted``,
+    whose message ends with ``resume_hint()``."""
     flag = [0]
     first = [0.0]
 
@@ -264,6 +265,8 @@ class TrainingLoop:
         run.check(*cls.RESUME_REQUIRES)
         overrides = dict(overrides or {})
         changes = {k: overrides.pop(k) for k in list(overrides) if k in cls.RESUME_CURRICULUM}
+        if changes:  # where they will be recorded: a corrupt record ends the command here, before any file changes
+            read_config_changes(run)
         cfg = resume_config(run, cls.CONFIG_CLASS, overrides, cls.RESUME_OVERRIDABLE, cls.RESUME_CURRICULUM)
         runner = cls(cfg, run.path, progress=progress, _resume=True, **kwargs)
         if runner.is_main:  # a checkpoint write killed outright (SIGKILL, a power cut) left its temporary
@@ -537,11 +540,25 @@ CONFIG_CHANGES = "config_changes.yaml"
 """Run-folder file listing the settings changed mid-run (iteration, samples, key, old and new value)."""
 
 
+def read_config_changes(run: RunDir) -> list[dict[str, Any]]:
+    """The changes a run's ``config_changes.yaml`` records (none without one); a file that is not a list of them
+    (not YAML, a mapping) is an InputFileError naming it, as appending to it would lose or garble them."""
+    path = run.file(CONFIG_CHANGES)
+    history = (read_yaml(path) or []) if path.exists() else []
+    if not isinstance(history, list):
+        raise InputFileError(
+            path,
+            f"expected a list of config changes (iteration, samples, key, old, new), got {type(history).__name__}; "
+            "repair it or move it aside",
+        )
+    return history
+
+
 def record_config_changes(
     run: RunDir, changes: dict[str, tuple[Any, Any]], iteration: int, samples: int
 ) -> list[dict[str, Any]]:
-    """Append each ``key: (old, new)`` whose value changed to ``config_changes.yaml`` (atomically) and log one
-    line each; returns the new entries."""
+    """Append each ``key: (old, new)`` whose value changed to ``config_changes.yaml`` (atomically, after
+    ``read_config_changes``) and log one line each; returns the new entries."""
     entries = [
         {"iteration": iteration, "samples": samples, "key": k, "old": old, "new": new}
         for k, (old, new) in changes.items()
@@ -550,7 +567,7 @@ def record_config_changes(
     if not entries:
         return entries
     path = run.file(CONFIG_CHANGES)
-    history = (yaml.safe_load(path.read_text()) or []) if path.exists() else []
+    history = read_config_changes(run)
     with atomic_path(path) as tmp:
         Path(tmp).write_text(yaml.safe_dump(history + entries, sort_keys=False))
     for e in entries:

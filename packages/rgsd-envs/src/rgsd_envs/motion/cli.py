@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rgsd_envs.motion.amass import DEFAULT_CATEGORY
+from rgsd_envs.utils.config import seed_type
 from rgsd_envs.utils.files import InputFileError
 
 if TYPE_CHECKING:
@@ -228,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--out", required=True, help="output folder for the clips")
     demo.add_argument("--variants", type=int, metavar="N", help="write N distinct variants instead of the five clips")
-    demo.add_argument("--seed", type=int, help="seed of the variants (default 0)")
+    demo.add_argument("--seed", type=seed_type, help="seed of the variants (default 0)")
     demo.set_defaults(func=_cmd_demo)
 
     info = sub.add_parser(

@@ -416,19 +416,28 @@ def number_type(
     return parse
 
 
+seed_type = number_type(int, 0, False, "a seed (a whole number >= 0)")
+"""The argparse type of every ``--seed``: numpy's generators take no negative seed."""
+
+
 def add_set_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
     """``--set KEY=VALUE`` (repeatable) into ``args.overrides``: dotted config keys, YAML values."""
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_text)
 
 
 def parse_set(items: list[str] | None) -> dict[str, Any]:
-    """``["ppo.epochs=3", "env.motions=[a, b]"]`` -> {dotted key: YAML-parsed value}."""
+    """``["ppo.epochs=3", "env.motions=[a, b]"]`` -> {dotted key: YAML-parsed value}; an item without ``=`` or with
+    a value that is not YAML is an InputFileError naming it."""
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InputFileError(f"--set {item}", "expected key=value, e.g. --set ppo.epochs=3")
-        out[key.strip()] = scientific_numbers(yaml.safe_load(value))
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise InputFileError(f"--set {item}", yaml_error(err)) from None
+        out[key.strip()] = scientific_numbers(parsed)
     return out
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import signal
 
-from rgsd_agents import signals
-from rgsd_agents.signals import on_stop_signals, raise_interrupt, restore_signals
+from rgsd_envs.utils import signals
+from rgsd_envs.utils.signals import on_stop_signals, raise_interrupt, restore_signals
 
 
 def test_a_stop_signal_while_the_handlers_are_put_back_raises_nothing(monkeypatch):
