@@ -257,6 +257,28 @@ def test_a_scale_file_on_a_base_inherits_it_names_its_errors_and_is_saved_resolv
     assert to_dict(load_scale(out / "scale.yaml")[0]) == to_dict(scale)
 
 
+def test_the_scale_file_is_copied_into_the_folder_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A full disk while copying leaves the folder's scale.yaml as it was, which --report-only trusts."""
+    import contextlib
+    import errno
+
+    import rgsd_agents.reproduce.steps as steps_module
+
+    def half_then_disk_full(src, dst, *args, **kwargs):
+        Path(dst).write_bytes(Path(src).read_bytes()[:20])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "scale.yaml").write_text("# the scale an earlier command copied\n")
+    monkeypatch.setattr(steps_module, "run_plan", lambda *args, **kwargs: pytest.fail("the plan ran"))
+    monkeypatch.setattr(shutil, "copyfile", half_then_disk_full)
+    with contextlib.suppress(OSError):
+        rgsd(["reproduce", "--motions", "demo", "--out", str(out), "--scale", "smoke", "--methods", "rgsd"])
+    assert (out / "scale.yaml").read_text() == "# the scale an earlier command copied\n"
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "scale.yaml"]  # no temporary left
+
+
 def test_the_expected_time_runs_steps_in_order_two_at_a_time():
     deps = {"c": {"a"}, "d": {"b", "c"}}
     t = {"a": 10.0, "b": 4.0, "c": 3.0, "d": 5.0}
@@ -606,6 +628,38 @@ def test_a_report_from_two_folders_takes_each_method_from_its_folder_and_refuses
     (folders["ase"] / "scale.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(ValueError, match="ran another scale"):
         merge_reports([folders["rgsd"], folders["ase"]], tmp_path / "x")
+
+
+def test_a_combined_report_into_another_reproduce_folder_or_report_is_refused_and_writes_nothing(
+    tmp_path, monkeypatch, capsys
+):
+    from rgsd_agents.downstream import report as downstream_report
+
+    monkeypatch.setattr(downstream_report, "aggregate_seeds", lambda runs, out: None)  # the fake runs have no files
+    scale = _small_scale(tmp_path)
+    for method in ("rgsd", "ase"):
+        plan, state = _folder_plan(scale, tmp_path / method, [method])
+        assert run_plan(plan, state, FakeRunner(), progress=False, tick=0.01).ok
+        shutil.copyfile(scale[1], tmp_path / method / "scale.yaml")  # as the command does
+    other = tmp_path / "other"
+    plan, state = _folder_plan(scale, other, ["rgsd"])  # a third reproduce folder, with its own rgsd evaluation
+    assert run_plan(plan, state, FakeRunner(), progress=False, tick=0.01).ok
+    (other / "report.md").write_text("other's report")
+    evaluation = tmp_path / "evaluation"
+    evaluation.mkdir()
+    (evaluation / "metrics.json").write_text("{}")
+    (evaluation / "report.md").write_text("rgsd eval's report")
+    merge = ["reproduce", "--report-only", "--from", str(tmp_path / "rgsd"), "--from", str(tmp_path / "ase")]
+    for out, what in (
+        (other, "holds an rgsd reproduce folder (steps.json), whose report and evaluations the combined report"),
+        (evaluation, "holds metrics.json, which a combined report does not write; give a new or empty folder"),
+    ):
+        before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+        assert rgsd([*merge, "--out", str(out)]) == 2
+        assert capsys.readouterr().err.startswith(f"error: --out {out.resolve()}: {what}")
+        assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert rgsd([*merge, "--out", str(tmp_path / "both")]) == 0
+    assert rgsd([*merge, "--out", str(tmp_path / "both")]) == 0  # an earlier combined report is written over
 
 
 def test_methods_added_to_a_folder_take_its_clips_and_from_goes_with_report_only(tmp_path, capsys):

@@ -308,6 +308,48 @@ def test_pretraining_into_clips_or_a_report_is_refused_before_writing(make, what
     assert sorted(p.name for p in out.iterdir()) == before
 
 
+def _reproduce_report(path):
+    path.mkdir()
+    (path / "report.json").write_text("{}")
+    return path
+
+
+def _shipped_policy(path):
+    path.mkdir()
+    (path / "policy.pt").write_bytes(b"policy")
+    return path
+
+
+def _encoder_folder(path):
+    path.mkdir()
+    tiny_encoder_file(path / "encoder.pt")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "taken"),
+    [
+        (_reproduce_report, "holds an rgsd reproduce report, not a run; choose another --out"),
+        (_shipped_policy, "holds a trained policy (policy.pt) but no checkpoint to continue; train into another"),
+        (_encoder_folder, "holds an encoder (encoder.pt) but no training run; to train with it, into a new folder"),
+    ],
+    ids=["reproduce-report", "policy", "encoder"],
+)
+def test_a_demo_into_a_folder_of_other_outputs_is_refused_as_a_training_is(make, taken, tmp_path, monkeypatch, capsys):
+    from rgsd_agents.training.runner import Runner
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the demo started training")
+
+    monkeypatch.setattr(Runner, "__init__", no_training)
+    out = make(tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert rgsd(["demo", "--out", str(out), "--no-eval", "--no-progress"]) == 2
+    said = capsys.readouterr()
+    assert f"error: {out} {taken}" in said.out + said.err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no config.yaml, encoder.pt or lock
+
+
 def test_what_a_folder_holds_besides_runs(tmp_path):
     from rgsd_agents.commands import holds_other_outputs
 

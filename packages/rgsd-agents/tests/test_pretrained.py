@@ -11,7 +11,7 @@ import yaml
 
 from rgsd_agents.cli import main as rgsd
 from rgsd_agents.play import play_rollout
-from rgsd_agents.pretrained import CARD, build_pretrained, pretrained_card, pretrained_run
+from rgsd_agents.pretrained import CARD, CARD_FORMAT, build_pretrained, pretrained_card, pretrained_run
 from rgsd_envs.motion.demo import write_demo_clips
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.runs.policy import load_policy
@@ -82,6 +82,7 @@ def test_a_run_trained_on_warp_worlds_ships_to_play_on_native_mujoco(demo_run, t
 def test_a_failed_build_leaves_the_previous_folder_and_no_partial_one(demo_run, tmp_path):
     out = tmp_path / "p"
     out.mkdir()
+    (out / CARD).write_text(json.dumps({"format": CARD_FORMAT}))  # an earlier build, which a build may replace
     (out / "keep").write_text("the previous build")
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -94,6 +95,31 @@ def test_a_failed_build_leaves_the_previous_folder_and_no_partial_one(demo_run, 
         build_pretrained(demo_run, bad, out)
     assert (out / "keep").read_text() == "the previous build"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "empty", "p"]  # no temporary folder left
+
+
+def test_a_build_refuses_an_out_holding_other_files_or_the_run_it_copies_and_writes_nothing(tmp_path, capsys):
+    from rgsd_agents.pretrained.__main__ import main as build
+    from rgsd_eval.testing import make_fake_run
+
+    runs = tmp_path / "runs"
+    run = make_fake_run(runs / "run", hidden=(16,))
+    clips = _one_clip(tmp_path)
+    notes = tmp_path / "notes"
+    (notes / "checkpoints").mkdir(parents=True)
+    (notes / "notes.txt").write_text("mine")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert build([str(run), "--motions", str(clips), "--out", str(notes)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --out {notes}: holds checkpoints/, notes.txt but no card.json of a folder this command built, and "
+        "would be replaced whole; give a new or empty folder\n"
+    )
+    for out, what in ((run, "is"), (runs, "holds"), (tmp_path, "holds")):
+        assert build([str(run), "--motions", str(clips), "--out", str(out)]) == 2
+        assert capsys.readouterr().err.startswith(f"error: --out {out}: {what} the run it copies ({run}), ")
+    assert build([str(run), "--motions", str(clips), "--out", str(run / "shipped")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --out {run / 'shipped'}: lies inside the run it copies")
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written or removed
+    assert (notes / "notes.txt").read_text() == "mine"
 
 
 def _one_clip(tmp_path):

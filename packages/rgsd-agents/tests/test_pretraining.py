@@ -28,13 +28,14 @@ from rgsd_agents.pretraining.loop import pretrain
 from rgsd_agents.pretraining.loss import info_nce_loss
 from rgsd_agents.pretraining.pairs import sample_pairs
 from rgsd_agents.pretraining.reference import load_reference, resolve_motions
+from rgsd_agents.pretraining.reward_sharpness import SHARPNESS_FILE
 from rgsd_agents.pretraining.statistics import STD_FLOOR, alignment_from_embeddings, input_stats
 from rgsd_envs.envs.observations import FRAME_DIM, FRAME_LAYOUT, HISTORY_LEN
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import embed, load_encoder, read_encoder_file, within_motion_alignment
 from rgsd_envs.utils.config import load_yaml
-from rgsd_envs.utils.files import InputFileError
+from rgsd_envs.utils.files import LOCK_NAME, InputFileError, folder_lock
 
 KAPPA = 10.0
 SMALL = dict(
@@ -224,8 +225,43 @@ def test_a_pretraining_into_the_same_folder_again_writes_its_curves_alone(tmp_pa
 
 
 def _folder(folder):
-    """Every file under ``folder`` (hidden ones too) and its bytes."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """Every file under ``folder`` (hidden ones too) and its bytes; not the lock, which names the last command that
+    held the folder."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != LOCK_NAME
+    }
+
+
+def test_a_pretraining_stopped_after_its_encoder_leaves_no_figure_or_report_of_the_earlier_one(tmp_path, monkeypatch):
+    import rgsd_agents.pretraining.loop as loop
+
+    cfg = PretrainConfig(motions="demo", hidden=(32,), steps=2, eval_every=1, seed=5, target_alignment=None)
+    pretrain(cfg, tmp_path, progress=False)
+    derived = {PLOT_FILE, COSINE_PLOT_FILE, SHARPNESS_FILE}
+    assert derived <= {p.name for p in tmp_path.iterdir()}
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop, "_draw_figures", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(PretrainConfig(**{**vars(cfg), "hidden": (16,)}), tmp_path, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([CONFIG_FILE, ENCODER_FILE, TB_DIR])
+    assert yaml.safe_load((tmp_path / CONFIG_FILE).read_text())["hidden"] == [16]  # the new encoder's, alone
+    assert list(read_encoder_file(tmp_path / ENCODER_FILE)["hidden"]) == [16]
+
+
+def test_rgsd_pretrain_into_a_folder_another_command_holds_is_refused(tmp_path, capsys):
+    from rgsd_agents.cli import main as rgsd
+
+    out = tmp_path / "enc"
+    with folder_lock(out, "rgsd pretrain"):
+        code = rgsd(["pretrain", "--motions", "demo", "--out", str(out), "--steps", "2", "--hidden", "16"])
+        assert code == 2
+    assert f"error: {out}: in use by pid " in capsys.readouterr().err
+    assert not out.exists()  # nothing written; the lock went with the folder it made
 
 
 def test_an_interrupted_pretraining_leaves_the_earlier_one_in_its_folder_as_it_was(tmp_path, monkeypatch):

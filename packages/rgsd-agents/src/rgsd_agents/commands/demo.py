@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
     if (code := refuse_torchrun("demo")) is not None:
         return code
-    from rgsd_agents.commands.train import hold
+    from rgsd_agents.commands.train import hold, new_run_taken
     from rgsd_agents.config import load_config
     from rgsd_agents.training.runner import Runner
     from rgsd_envs.utils.device import resolve_device
@@ -123,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
             overrides = {"max_minutes": minutes, **run_overrides(args)}
             cfg = load_config("demo", overrides)
             resolve_device(cfg.device)  # a bad device ends here, before any folder exists
+            if (taken := new_run_taken(out, "demo")) is not None:  # a report, a policy, an encoder: not a demo's
+                print(f"error: {taken}")
+                return 2
             hold(stack, None, out, command="rgsd demo")  # a second demo into it, still pretraining, stops here
             print(
                 f"[1/3] pretraining the encoder and [2/3] training ({cfg.max_minutes:g} min budget) into {out}",

@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     from rgsd_agents.pretraining.loop import pretrain
     from rgsd_agents.pretraining.reward_sharpness import format_table
     from rgsd_envs.runs.run_dir import RunDir
-    from rgsd_envs.utils.files import InputFileError
+    from rgsd_envs.utils.files import InputFileError, folder_lock
 
     cfg = config_from_args(args)
     out = Path(args.out)
@@ -149,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {out} holds {other}, not an encoder; pretrain into another --out", file=sys.stderr)
         return 2
     try:
-        result = pretrain(cfg, out, progress=not args.no_progress)
+        with folder_lock(out, "rgsd pretrain"):  # a second pretraining into it would interleave its files
+            result = pretrain(cfg, out, progress=not args.no_progress)
     except InputFileError:
         raise  # the CLI reports it with the file and field
     except ValueError as err:  # e.g. fewer than two clips

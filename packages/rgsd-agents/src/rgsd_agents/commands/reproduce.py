@@ -243,14 +243,16 @@ def _run_plan(args: argparse.Namespace, plan: Plan, scale: ReproduceScale, scale
     from rgsd_agents.reproduce.scale import SCALE_FOLDER
     from rgsd_agents.reproduce.steps import DONE, StepsFile, run_plan, stale
     from rgsd_envs.utils.config import save_yaml
+    from rgsd_envs.utils.files import atomic_path
 
     out = plan.out
     state = StepsFile.load(out)
     print(format_plan(plan, state, scale.parallel), flush=True)
     if args.overrides or len(config_chain(scale_file, SCALE_FOLDER)) > 1:  # as run: its --set and base: applied
         save_yaml(scale, out / "scale.yaml")
-    else:
-        shutil.copyfile(scale_file, out / "scale.yaml")
+    else:  # whole or not at all: a later --report-only trusts it (recorded_plan, merge_reports)
+        with atomic_path(out / "scale.yaml") as tmp:
+            shutil.copyfile(scale_file, tmp)
     state.info = {
         "scale": str(scale_file),
         "motions": args.motions,

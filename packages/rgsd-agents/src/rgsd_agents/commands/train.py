@@ -119,7 +119,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         if extra is None:
             return 2
         out = Path(args.out) if args.out else default_out(args.config)
-        taken = out_taken(out, RunDir.SKILL_RUN) or holds_outputs(out, args.config)
+        taken = new_run_taken(out, args.config)
         if dp is not None:  # rank 0 decides: the clock and the file system may differ between ranks
             out, taken = dp.main_value((out, taken))
         if taken:
@@ -154,6 +154,15 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             if runner.stopped_by:
                 print(runner.stop_message(), file=sys.stderr)
     return INTERRUPTED if runner.stopped_by else 0
+
+
+def new_run_taken(out: Path, config: str) -> str | None:
+    """Why a new skill-policy run (of preset or file ``config``) cannot start in ``out``, in one line: it holds
+    another run, a run to continue, a report, clips, a policy or an encoder (``out_taken``, ``holds_outputs``);
+    None: it can."""
+    from rgsd_envs.runs.run_dir import RunDir
+
+    return out_taken(out, RunDir.SKILL_RUN) or holds_outputs(out, config)
 
 
 def holds_outputs(out: Path, config: str) -> str | None:

@@ -20,6 +20,7 @@ import yaml
 
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import InputFileError, staged_folder
+from rgsd_envs.utils.listing import first_few
 
 PRETRAINED_DIR = Path(__file__).parent / "rgsd_cpu"
 """The shipped run folder."""
@@ -46,6 +47,35 @@ def pretrained_card(folder: str | os.PathLike = PRETRAINED_DIR) -> dict[str, Any
     return card
 
 
+def check_out(run: Path, out: Path) -> None:
+    """An InputFileError naming ``--out`` unless it is a new or empty folder, or one this builder made (its card):
+    the folder is replaced whole, so anything else in it would be lost, and the run it copies must lie apart."""
+    target, source = out.resolve(), run.resolve()
+    where = "--out " + str(out)
+    if target == source or source.is_relative_to(target):
+        what = "is" if target == source else "holds"
+        raise InputFileError(
+            where, f"{what} the run it copies ({run}), which the new folder would replace; give another"
+        )
+    if target.is_relative_to(source):
+        raise InputFileError(where, f"lies inside the run it copies ({run}); give a folder outside it")
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise InputFileError(where, "exists and is not a folder; give a new or empty folder")
+    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir())
+    if not entries:
+        return
+    try:
+        pretrained_card(out)
+    except InputFileError:
+        raise InputFileError(
+            where,
+            f"holds {first_few(entries, 3)} but no {CARD} of a folder this command built, and would be replaced "
+            "whole; give a new or empty folder",
+        ) from None
+
+
 GIVEN_LATENTS = RunDir.CLIP_LATENTS
 """Where a built folder keeps the clip latents given for a best-of-N run (``build_pretrained``'s ``latents``)."""
 
@@ -62,8 +92,8 @@ def build_pretrained(
     the policy's iterations and samples) and return it. ``latents``: a clip_latents.json (``rgsd eval``'s
     ``<report>/<run>/clip_latents.json``) whose latents the card's rollouts command, copied into the folder as
     ``GIVEN_LATENTS``; a best-of-N run (ASE, DIAYN, METRA) has no latents of its own and needs it. The inputs are
-    checked before anything is written, so errors name them; ``out`` is replaced whole once the new folder is
-    complete; a failure leaves it as it was."""
+    checked before anything is written, so errors name them; ``out`` (``check_out``: new, empty or an earlier
+    folder of this builder) is replaced whole once the new folder is complete; a failure leaves it as it was."""
     from rgsd_agents.play import play_rollout
     from rgsd_envs.motion.library import MotionLib
     from rgsd_envs.runs.policy import load_policy
@@ -71,6 +101,7 @@ def build_pretrained(
 
     src, out = RunDir(run), Path(out)
     src.check(RunDir.CONFIG, RunDir.POLICY)
+    check_out(src.path, out)
     info = src.method()  # checked here, where a bad method.json is the user's file, not the copy's
     method_files = src.method_files()
     if info is None:  # a run written before methods existed: its encoder gives the clip latents

@@ -25,7 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     # no default here: the package's path differs from install to install, and the reference shows defaults
     p.add_argument(
-        "--out", metavar="DIR", help="where to write it (default: the shipped folder, rgsd_agents/pretrained/rgsd_cpu)"
+        "--out",
+        metavar="DIR",
+        help="where to write it: a new or empty folder, or one this command built, which is replaced whole; not the "
+        "run's folder, nor inside or above it (default: the shipped folder, rgsd_agents/pretrained/rgsd_cpu)",
     )
     p.add_argument(
         "--latents",

@@ -202,7 +202,8 @@ def pretrain(
         return cfg.target_alignment is not None and alignment >= cfg.target_alignment
 
     # a pretraining into a folder holding an earlier one replaces its encoder.pt, pretrain.yaml and curves together,
-    # once the encoder is written: an interrupted one leaves the earlier files as they were (its curves in a stage)
+    # once the encoder is written: an interrupted one leaves the earlier files as they were (its curves in a stage);
+    # the earlier one's figures and reward report go just before (_save_encoder), never left beside the new encoder
     try:
         with staged_folder(out / TB_DIR) as tb_stage:
             monitor = _Monitor(tb_stage, encoder, inputs, cof, lib.num_clips)
@@ -270,6 +271,11 @@ def _draw_figures(
     return embeddings, cosine
 
 
+DERIVED_FILES = (PLOT_FILE, COSINE_PLOT_FILE, SHARPNESS_FILE)
+"""The files computed from a saved encoder (``_write_outputs``), after it: an earlier pretraining's are removed
+before the new encoder is written."""
+
+
 @dataclass
 class _Saved:
     """A pretraining's saved encoder and what was computed for it."""
@@ -286,11 +292,15 @@ class _Saved:
 def _save_encoder(
     cfg: PretrainConfig, out: Path, encoder: MLPEncoder, lib: MotionLib, inputs: Tensor, steps: int
 ) -> _Saved:
-    """Save encoder.pt (with clip embeddings and metrics), then pretrain.yaml, its settings."""
+    """Save encoder.pt (with clip embeddings and metrics), then pretrain.yaml, its settings; an earlier pretraining's
+    pretrain.yaml and ``DERIVED_FILES`` are removed first, so that a stop or a failure before the new ones are
+    written leaves files of one pretraining only."""
     cof = lib.clip_of_frame.cpu()
     e = embed(encoder, inputs)
     alignment, z = alignment_from_embeddings(e, cof, lib.num_clips)
     separation, _ = separation_stats(z)
+    for name in (*DERIVED_FILES, CONFIG_FILE):
+        (out / name).unlink(missing_ok=True)
     encoder_path = encoder.save(
         out / ENCODER_FILE,
         clip_names=list(lib.names),

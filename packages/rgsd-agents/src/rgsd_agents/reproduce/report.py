@@ -30,7 +30,8 @@ import numpy as np
 
 from rgsd_agents.downstream.report import NEUTRAL_START, SEED_METRICS, start_label
 from rgsd_agents.reproduce.plan import AGGREGATE, DOWNSTREAM, KINDS, Plan, Step, eval_id
-from rgsd_envs.utils.files import InputFileError, atomic_path, folder_lock, staged_folder
+from rgsd_envs.utils.files import LOCK_NAME, InputFileError, atomic_path, folder_lock, staged_folder
+from rgsd_envs.utils.listing import first_few
 from rgsd_envs.utils.provenance import provenance, provenance_text
 from rgsd_eval.metrics import DEFINITIONS
 from rgsd_eval.paper import (
@@ -787,6 +788,7 @@ def merge_reports(folders: Sequence[str | os.PathLike], out: str | os.PathLike) 
         raise ValueError("--from: the same folder twice")
     if out in {p.out for p, _ in parts}:
         raise ValueError(f"--out {out}: give a new folder for the combined report, not one of the --from folders")
+    check_merge_out(out)
     first, _ = parts[0]
     owner: dict[str, Path] = {}
     for plan, _ in parts:
@@ -821,6 +823,33 @@ def merge_reports(folders: Sequence[str | os.PathLike], out: str | os.PathLike) 
                     with staged_folder(eval_dirs[m]) as stage:  # an earlier merge's copy replaced whole
                         shutil.copytree(plan.eval_dir(m), stage, dirs_exist_ok=True)
         return write_report(parts, out, seeds_dir, this_report=False, eval_dirs=eval_dirs)
+
+
+MERGE_OUTPUTS = frozenset({"report.md", "report.json", "report.csv", FIGURES, "eval", "downstream", LOCK_NAME})
+"""What ``merge_reports`` writes at the top of its folder (its evaluations' copies in ``eval/``, the seed aggregation
+in ``downstream/seeds``)."""
+
+
+def check_merge_out(out: Path) -> None:
+    """A ValueError naming ``--out`` unless it is new, empty or an earlier combined report (``MERGE_OUTPUTS`` only):
+    a merge writes over the report and the ``eval/<method>`` folders there, which in another reproduce folder
+    (``steps.json``) or any other report are not its own."""
+    from rgsd_agents.reproduce.steps import STEPS_FILE
+
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a folder; give a new folder for the combined report")
+    entries = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if STEPS_FILE in entries:
+        raise ValueError(
+            f"--out {out}: holds an rgsd reproduce folder ({STEPS_FILE}), whose report and evaluations the combined "
+            "report would write over; give a new folder"
+        )
+    foreign = [name for name in entries if name not in MERGE_OUTPUTS]
+    if foreign:
+        raise ValueError(
+            f"--out {out}: holds {first_few(foreign, 3)}, which a combined report does not write; give a new or empty "
+            "folder (one holding only an earlier combined report is written over)"
+        )
 
 
 def yaml_data(path: Path) -> Any:

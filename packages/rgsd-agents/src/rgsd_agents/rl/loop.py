@@ -48,6 +48,8 @@ from rgsd_envs.utils.config import (
     dotted_value,
     from_dict_with_overrides,
     read_yaml,
+    shown_value,
+    to_dict,
 )
 from rgsd_envs.utils.files import (
     InputFileError,
@@ -263,6 +265,7 @@ class TrainingLoop:
         if run.never_checkpointed():  # stopped during its set-up: its missing files are not what went wrong
             raise InputFileError(run.path, f"nothing to resume: {run.not_started()}")
         run.check(*cls.RESUME_REQUIRES)
+        checkpoint_candidates(run)  # nothing to resume is said before the saved config is read
         overrides = dict(overrides or {})
         changes = {k: overrides.pop(k) for k in list(overrides) if k in cls.RESUME_CURRICULUM}
         if changes:  # where they will be recorded: a corrupt record ends the command here, before any file changes
@@ -464,6 +467,7 @@ class TrainingLoop:
         if not isinstance(state, dict) or state.get("format") != self.CHECKPOINT_FORMAT:
             raise UnreadableCheckpoint(path, f"not an {self.CHECKPOINT_FORMAT} file (wrong kind of checkpoint)")
         self.check_clips(path, state)
+        self.check_config(path, state)
         try:
             self.load_state_dict(state)
         except torch.OutOfMemoryError:
@@ -475,6 +479,29 @@ class TrainingLoop:
             raise InputFileError(
                 path, f"does not fit this run's networks and state (another config or version?): {detail}"
             ) from None
+
+    def check_config(self, path: str | Path, state: dict[str, Any]) -> None:
+        """Refuse a checkpoint whose saved config differs from the one resumed (config.yaml with the ``--set``
+        overrides) in a setting resume may not change (``resume_change``): config.yaml edited by hand would
+        otherwise continue the run with the new value unrecorded. A checkpoint without its config (an earlier
+        version's) is loaded unchecked."""
+        saved = state.get("config")
+        if not isinstance(saved, dict):
+            return
+        recorded = recorded_changes(self.run)
+        change = resume_change(saved, to_dict(self.cfg), self.RESUME_OVERRIDABLE, state["global_step"], recorded)
+        if change is None:
+            return
+        key, old, new = change
+        name = Path(path).relative_to(self.run.path) if Path(path).is_relative_to(self.run.path) else path
+        new_run = f"{self.COMMAND} --config {shlex.quote(str(self.run.config_path))} --out NEW_FOLDER"
+        raise InputFileError(
+            self.run.config_path,
+            f"{shown_value(new)} here, but {name} trained with {shown_value(old)}: a resumed run keeps the settings "
+            f"it trained with (--resume --set may change {', '.join(self.RESUME_OVERRIDABLE + self.RESUME_CURRICULUM)}"
+            f"); put back {shown_value(old)}, or train with the new value as a new run: {new_run}",
+            key,
+        )
 
     def check_clips(self, path: str | Path, state: dict[str, Any]) -> None:
         """Refuse a checkpoint trained on other clips than ``clip_library`` (names and frame counts; a checkpoint
@@ -522,6 +549,9 @@ def resume_config(
             f"--resume {run.path}",
             f"continues the saved config; only {', '.join(allowed)} may change, not {bad[0]}{also}",
         )
+    env = saved.get("env")
+    if isinstance(env, dict) and "motions" in env:  # clips the run folder carries, wherever the command runs
+        saved = {**saved, "env": {**env, "motions": run.motions_in_folder(env["motions"])}}
     return from_dict_with_overrides(cls, saved, str(run.config_path), checked, overrides)
 
 
@@ -575,11 +605,99 @@ def record_config_changes(
     return entries
 
 
+def recorded_changes(run: RunDir) -> set[tuple[float, str]]:
+    """The (samples, key) of every change ``config_changes.yaml`` records (empty without a readable one)."""
+    try:
+        entries = yaml.safe_load(run.file(CONFIG_CHANGES).read_text()) or []
+    except (OSError, yaml.YAMLError):
+        return set()
+    return {(e["samples"], e["key"]) for e in entries if isinstance(e, dict) and {"samples", "key"} <= e.keys()}
+
+
+CURRICULUM = "curriculum"
+"""The config field of a trainer with ``RESUME_CURRICULUM`` keys that lists its curriculum steps (``{at_samples,
+set}``, ``TrainConfig.curriculum``); ``add_curriculum_step`` inserts one where ``--resume --set`` changes them."""
+CLIPS_KEY = "env.motions"
+"""Not compared on resume: ``check_clips`` compares the clips it names, which may have moved since."""
+
+
+def resume_change(
+    checkpoint: dict[str, Any],
+    config: dict[str, Any],
+    allowed: tuple[str, ...],
+    samples: int,
+    recorded: set[tuple[float, str]],
+) -> tuple[str, Any, Any] | None:
+    """The first setting (dotted key, the checkpoint's value, the config's) in which a checkpoint's saved config
+    and the config resumed from it differ where resume may not change it: not an ``allowed`` key (or below one),
+    not ``CLIPS_KEY``, not curriculum steps added from the checkpoint's ``samples`` on (``curriculum_added``);
+    None when they agree. A key only one of them holds (a setting of another version) is not compared."""
+    old, new = _flat(checkpoint), _flat(config)
+    for key, value in new.items():
+        if key not in old or _plain(old[key]) == _plain(value) or key == CLIPS_KEY:
+            continue
+        if any(key == a or key.startswith(f"{a}.") for a in allowed):
+            continue
+        if key == CURRICULUM and curriculum_added(old[key], value, samples, recorded):
+            continue
+        return key, old[key], value
+    return None
+
+
+def curriculum_added(before: Any, after: Any, samples: int, recorded: set[tuple[float, str]]) -> bool:
+    """Whether curriculum steps ``after`` are ``before`` with steps added that resume may add: each after the
+    checkpoint's ``samples`` (recorded in config_changes.yaml once in force), or at a sample count where
+    config_changes.yaml records every change it makes (a ``--resume --set`` of a session that ended before its next
+    checkpoint)."""
+    if not isinstance(before, list) or not isinstance(after, list):
+        return False
+    kept, added = 0, []
+    for step in after:
+        if kept < len(before) and _plain(step) == _plain(before[kept]):
+            kept += 1
+        else:
+            added.append(step)
+    if kept < len(before):
+        return False
+    return all(
+        isinstance(s, dict)
+        and isinstance(s.get("set"), dict)
+        and (s.get("at_samples", 0) > samples or all((s.get("at_samples"), k) in recorded for k in s["set"]))
+        for s in added
+    )
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as dotted keys and their values (lists kept whole)."""
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with tuples as lists, recursively (a checkpoint may hold either)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def checkpoint_candidates(run: RunDir) -> list[Path]:
     """A run's checkpoints, newest first: ``latest.pt``, then ``iter_*.pt`` by iteration; a clear error if none."""
     ckpt_dir = run.checkpoints_dir
     found = [ckpt_dir / LATEST] if (ckpt_dir / LATEST).is_file() else []
     found += sorted(ckpt_dir.glob("iter_*.pt"), reverse=True)  # zero-padded: name order is iteration order
+    if not found and run.policy_path.is_file():
+        raise InputFileError(
+            run.path,
+            f"nothing to resume: it holds a trained policy ({RunDir.POLICY}) but no checkpoints (a shipped or "
+            "exported run keeps none); train a new run into another folder",
+        )
     if not found:
         raise InputFileError(
             ckpt_dir / LATEST, "no checkpoint to resume from (a run writes one every checkpoint_every iterations)"

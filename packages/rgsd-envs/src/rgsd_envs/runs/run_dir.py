@@ -194,11 +194,17 @@ class RunDir:
         from rgsd_envs.utils.config import from_dict
 
         data = dict(self.config().get("env", {}))
-        motions = data.get("motions")
-        if isinstance(motions, str) and not Path(motions).is_absolute() and (self.path / motions).exists():
-            data["motions"] = str((self.path / motions).resolve())
+        if "motions" in data:
+            data["motions"] = self.motions_in_folder(data["motions"])
         data.update(overrides)
         return from_dict(EnvConfig, data, str(self.config_path), "env.")
+
+    def motions_in_folder(self, motions: Any) -> Any:
+        """A config's ``env.motions`` as this run reads it: a relative path that names a file or folder inside the
+        run folder made absolute (a shipped run carries its clips); anything else as given."""
+        if isinstance(motions, str) and not Path(motions).is_absolute() and (self.path / motions).exists():
+            return str((self.path / motions).resolve())
+        return motions
 
     MOTIONS_FLAG_FIX = "give the clips with --motions PATH"
     """What a command that takes ``--motions`` tells the user to do when the run's clips are gone."""
