@@ -606,11 +606,8 @@ def record_config_changes(
 
 
 def recorded_changes(run: RunDir) -> set[tuple[float, str]]:
-    """The (samples, key) of every change ``config_changes.yaml`` records (empty without a readable one)."""
-    try:
-        entries = yaml.safe_load(run.file(CONFIG_CHANGES).read_text()) or []
-    except (OSError, yaml.YAMLError):
-        return set()
+    """The (samples, key) of every change ``config_changes.yaml`` records (``read_config_changes``)."""
+    entries = read_config_changes(run)
     return {(e["samples"], e["key"]) for e in entries if isinstance(e, dict) and {"samples", "key"} <= e.keys()}
 
 
