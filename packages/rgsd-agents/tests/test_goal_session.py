@@ -13,10 +13,10 @@ from rgsd_envs.utils.files import InputFileError
 from rgsd_eval.testing import make_fake_run
 
 
-def _downstream(tmp_path, skill_dim: int, act_dim: int):
-    """A downstream run folder (config.yaml naming a fabricated low level with ``skill_dim``, a random policy.pt
-    mapping the goal observation to ``act_dim``)."""
-    low = make_fake_run(tmp_path / f"low{skill_dim}", skill_dim=skill_dim, hidden=(16,), encoder_hidden=(16,))
+def _downstream(tmp_path, skill_dim: int, act_dim: int, env: dict | None = None):
+    """A downstream run folder (config.yaml naming a fabricated low level with ``skill_dim`` and ``env`` settings, a
+    random policy.pt mapping the goal observation to ``act_dim``)."""
+    low = make_fake_run(tmp_path / f"low{skill_dim}", skill_dim=skill_dim, hidden=(16,), encoder_hidden=(16,), env=env)
     ds = tmp_path / f"ds{skill_dim}_{act_dim}"
     ds.mkdir()
     (ds / "config.yaml").write_text(yaml.safe_dump({"low_level": str(low), "task": {"style": "freestyle"}}))
@@ -30,6 +30,18 @@ def test_a_high_level_over_a_32_d_low_level_plays(tmp_path):
         assert session.task.core.skill_dim == 32
         session.step()
         assert session.frame == 1 and session.body_positions().shape == (1, 24, 3)
+    finally:
+        session.close()
+
+
+def test_a_low_level_trained_on_warp_plays_on_native_mujoco_on_the_cpu(tmp_path):
+    """A GPU low level's config names MuJoCo Warp; the viewer needs neither Warp nor a GPU to show it."""
+    session = GoalSession(_downstream(tmp_path, 16, 16, env={"backend": "warp"}))
+    try:
+        cfg = session.task.core.cfg
+        assert (cfg.backend, cfg.device) == ("mujoco", "cpu")
+        session.step()
+        assert session.frame == 1
     finally:
         session.close()
 

@@ -137,6 +137,7 @@ def test_play_of_a_best_of_n_run_asks_for_the_latents_rgsd_eval_chose_and_plays_
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err
     assert "best-of-N" in err and "--latents <report>/diayn/clip_latents.json" in err
+    assert "its folder is diayn-2, diayn-3, ... in a report that evaluated it after runs of the same name" in err
     names = MotionLib("demo").names
     latents = {n: np.eye(16)[(i + 3) % 16].tolist() for i, n in enumerate(names)}
     (tmp_path / "clip_latents.json").write_text(json.dumps(latents))
@@ -157,3 +158,15 @@ def test_play_s_default_video_is_named_by_the_clip_s_file_stem_inside_the_run(tm
     assert rgsd(["play", str(run), "--clip", name, "--frames", "2", "--size", "64", "48"]) == 0
     assert [p.name for p in run.glob("play_*")] == [f"play_{clip_file_stem(name)}.mp4"]
     assert clip_file_stem(name) != name
+
+
+def test_play_runs_a_run_trained_on_warp_on_native_mujoco_on_the_cpu(tmp_path, monkeypatch):
+    """A GPU run's config names MuJoCo Warp; rgsd play needs neither Warp nor a GPU to show it."""
+    import rgsd_agents.play as play
+    from rgsd_eval.testing import make_fake_run
+
+    run = make_fake_run(tmp_path / "warp", env={"backend": "warp"})
+    made, env = [], play.RGSDTorchEnv
+    monkeypatch.setattr(play, "RGSDTorchEnv", lambda *a, **kw: (made.append(kw["config"]), env(*a, **kw))[1])
+    assert play_rollout(run, frames=3).qpos.shape[0] == 3
+    assert [(c.backend, c.device) for c in made] == [("mujoco", "cpu")]

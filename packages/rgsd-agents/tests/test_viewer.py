@@ -22,7 +22,15 @@ pytest.importorskip("viser", reason="rgsd view needs viser: pip install 'rgsd-ag
 
 from rgsd_agents.cli import main
 from rgsd_agents.pretrained import pretrained_run
-from rgsd_agents.viewer.app import GoalViewerApp, ServeConfig, network_address, open_viewer, ssh_forward_line
+from rgsd_agents.viewer.app import (
+    GoalViewerApp,
+    ServeConfig,
+    http_url,
+    network_address,
+    open_viewer,
+    remote_access_line,
+    ssh_forward_line,
+)
 from rgsd_agents.viewer.limits import KAPPA_RANGE, PORT_RANGE, SPEED_RANGE
 from rgsd_agents.viewer.server import ServerStartError, start_server
 from rgsd_agents.viewer.session import SessionConfig
@@ -149,6 +157,12 @@ def test_the_error_readout_is_zero_at_the_first_frame_and_grows(viewer):
     assert viewer.session.errors_cm()[0] > 0.1
 
 
+def test_the_readout_names_each_variant_by_the_colour_it_is_drawn_in(viewer):
+    """The variants are drawn in VARIANT_COLORS order: green, then purple."""
+    err = viewer.session.errors_cm()
+    assert f"; variants green {err[1]:.0f}, purple {err[2]:.0f} cm" in viewer.status()
+
+
 def test_a_downstream_run_opens_the_goal_page_with_the_distance_readout(goal_viewer):
     assert isinstance(goal_viewer, GoalViewerApp) and "click the floor" in goal_viewer.summary
     goal_viewer.reset()
@@ -199,6 +213,21 @@ def test_restarting_the_episode_keeps_the_goal(goal_viewer):
     assert goal_viewer.session.frame == 0
     np.testing.assert_allclose(goal_viewer.pelvis_positions()[0, :2], 0.0, atol=1e-6)  # back at the centre
     np.testing.assert_allclose(goal_viewer.goal(), (1.0, 1.0), atol=1e-6)
+
+
+def test_a_run_trained_on_warp_plays_live_on_native_mujoco_on_the_cpu(tmp_path):
+    """A GPU run's config names MuJoCo Warp; the page needs neither Warp nor a GPU to show it."""
+    from rgsd_eval.testing import make_fake_run
+
+    run = make_fake_run(tmp_path / "warp", env={"backend": "warp"})
+    app = open_viewer(run, session=SessionConfig(variants=1), serve=ServeConfig(port=_free_port()))
+    try:
+        cfg = app.session.env.core.cfg
+        assert (cfg.backend, cfg.device) == ("mujoco", "cpu")
+        app.step(2)
+        assert app.session.frame == 2
+    finally:
+        app.close()
 
 
 def test_bad_input_gets_one_line(tmp_path, capsys):
@@ -287,6 +316,12 @@ def test_ctrl_c_ends_a_viewing_session_and_sigterm_or_sighup_stops_it(signum, co
     assert time.monotonic() - began < 50  # stopped by the signal, not at the end of its --seconds
     err = capsys.readouterr().err
     assert err == ("" if code == 0 else f"stopped by {signum}\n"), err
+
+
+def test_an_ipv6_host_is_written_in_brackets_in_the_printed_address():
+    assert remote_access_line("fd00::5", 8080) == "open http://[fd00::5]:8080"
+    assert remote_access_line("10.0.0.5", 8080) == "open http://10.0.0.5:8080"
+    assert http_url("[fd00::5]", 8080) == "http://[fd00::5]:8080"  # given in brackets already: kept
 
 
 @pytest.mark.parametrize(

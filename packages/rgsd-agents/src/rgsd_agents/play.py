@@ -30,7 +30,7 @@ from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.render import model_for_clip, render_side_by_side
 from rgsd_envs.utils.progress import CountBar
 from rgsd_eval.rollouts import RolloutJobs, SkillTracks, run_rollouts
-from rgsd_eval.runs import load_run
+from rgsd_eval.runs import load_run, on_cpu_mujoco
 
 
 @dataclass
@@ -66,7 +66,7 @@ def play_rollout(
     """Roll out ``run``'s policy on ``clip``'s skill (default: ``run_skills.default_clip``); ``frames`` cuts it
     short; a progress bar with ``progress``; ``latents``: a clip_latents.json (``rgsd eval``'s) instead of the run's
     own latents (``run_skills.choose_latents``)."""
-    loaded = load_run(run)  # its method says how a clip's latent is picked (run_skills.choose_latents)
+    loaded = on_cpu_mujoco(load_run(run))  # its method says how a clip's latent is picked (run_skills.choose_latents)
     source = motions or loaded.run.training_motions()
     lib = MotionLib(source)
     c = default_clip(list(lib.names)) if clip is None else _clip_index(lib.names, clip, source)

@@ -4,8 +4,9 @@ One file holds the player (``replay_player.html``: a small canvas renderer drawi
 its joint to its parent's, with play/pause, a scrub bar, speed, camera follow, drag to orbit, wheel to zoom) and
 the data inline, so it opens with no server and no network. Body positions come from forward kinematics of the
 recorded qpos (``rgsd_envs.motion.kinematics.KinematicModel``, the body the clip was made for), every
-``frame_step``-th frame, quantised to ``POSITION_QUANTUM`` metres as base64 int16: a 5 s clip with five
-characters is about 100 kB.
+``frame_step``-th frame, quantised to ``POSITION_QUANTUM`` metres: each frame's pelvis x, y as base64 int32 and
+every body relative to it (x, y) or to the floor (z) as base64 int16, so a character stays exact however far it
+travels. docs/viewer.md (HTML replays) states the size of a report's replays.
 
 A ghost track (the reference) is drawn as one translucent layer behind the others.
 """
@@ -28,13 +29,19 @@ from rgsd_envs.render import FollowCamera, validate_qpos
 from rgsd_envs.utils.files import atomic_path
 
 POSITION_QUANTUM = 0.002
-"""Metres per int16 step: +-65 m of travel at 2 mm resolution."""
+"""Metres per step of the stored integers (2 mm): a body within 65 m of its pelvis (x, y) and of the floor (z)."""
 GHOST_ALPHA = 0.45
 """Opacity of ghost tracks (the reference)."""
 POLICY_COLOR = "#1f6fd1"
 REFERENCE_COLOR = "#f08a24"
-VARIANT_COLORS = ("#2ca02c", "#9467bd", "#17becf", "#d62728", "#8c564b", "#e377c2")
-"""Colours of the vMF variants, in order (repeated past six)."""
+VARIANT_PALETTE = (
+    ("green", "#2ca02c"), ("purple", "#9467bd"), ("cyan", "#17becf"), ("red", "#d62728"), ("brown", "#8c564b"),
+    ("pink", "#e377c2"),
+)  # fmt: skip
+"""The vMF variants' colours in order (repeated past six), each with the name a person calls it (the live viewer's
+readout names the variants by it)."""
+VARIANT_COLORS = tuple(color for _, color in VARIANT_PALETTE)
+VARIANT_COLOR_NAMES = tuple(name for name, _ in VARIANT_PALETTE)
 _TORSO = {"Pelvis", "Torso", "Spine", "Chest", "L_Hip", "R_Hip", "L_Thorax", "R_Thorax"}
 BODY_RADIUS = tuple(
     0.1 if n == "Head" else 0.075 if n in _TORSO else 0.04 if n in ("L_Hand", "R_Hand", "L_Toe", "R_Toe") else 0.05
@@ -79,10 +86,10 @@ def replay_html(
         pos = np.asarray(t.body_pos, dtype=np.float64)
         if pos.ndim != 3 or pos.shape[1:] != (sk.NUM_BODIES, 3) or not np.isfinite(pos).all():
             raise ValueError(f"track {t.label!r}: body_pos must be finite (T, {sk.NUM_BODIES}, 3), got {pos.shape}")
-        q = np.clip(np.round(pos[::frame_step] / POSITION_QUANTUM), -32767, 32767).astype("<i2")
+        root, rel = _quantised(pos[::frame_step], t.label)
         encoded.append(
-            {"label": t.label, "color": t.color, "ghost": t.ghost, "frames": len(q),
-             "data": base64.b64encode(q.tobytes()).decode("ascii")}
+            {"label": t.label, "color": t.color, "ghost": t.ghost, "frames": len(rel),
+             "root": _b64(root.astype("<i4")), "data": _b64(rel.astype("<i2"))}
         )  # fmt: skip
     data = {
         "title": title,
@@ -98,6 +105,31 @@ def replay_html(
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     page = PLAYER.read_text(encoding="utf-8")
     return page.replace("__TITLE__", html.escape(title)).replace("__DATA__", payload)
+
+
+def _quantised(pos: np.ndarray, label: str) -> tuple[np.ndarray, np.ndarray]:
+    """(T, 2) each frame's pelvis x, y and (T, 24, 3) the bodies relative to it (x, y; z as is), in quanta."""
+    root = np.round(pos[:, 0, :2] / POSITION_QUANTUM)
+    rel = np.round(pos / POSITION_QUANTUM)
+    rel[..., :2] -= root[:, None]
+    if np.abs(root).max() > np.iinfo(np.int32).max:
+        f = int(np.argwhere(np.abs(root) > np.iinfo(np.int32).max)[0, 0])
+        raise ValueError(f"track {label!r}: the pelvis is {np.abs(pos[f, 0, :2]).max():.3g} m from the origin at "
+                         f"frame {f}: the positions are not a body's")  # fmt: skip
+    far = np.abs(rel) > np.iinfo(np.int16).max
+    if far.any():
+        f, b, _ = np.argwhere(far)[0]
+        raise ValueError(
+            f"track {label!r}: body {sk.BODY_NAMES[b]} is {np.abs(rel[f, b]).max() * POSITION_QUANTUM:.0f} m from its "
+            f"pelvis or the floor at frame {f} (at most {np.iinfo(np.int16).max * POSITION_QUANTUM:.0f} m can be "
+            "stored): the positions are not a body's"
+        )
+    return root, rel
+
+
+def _b64(a: np.ndarray) -> str:
+    """The bytes of ``a`` as base64 text."""
+    return base64.b64encode(a.tobytes()).decode("ascii")
 
 
 def write_replay(

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rgsd_envs.envs.config import EnvConfig
+from rgsd_envs.envs.config import CPU_MUJOCO, EnvConfig
 from rgsd_envs.humanoid import skeleton as sk
 from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import read_encoder_file
@@ -174,13 +174,20 @@ def load_run(
     )  # fmt: skip
 
 
+def on_cpu_mujoco(loaded: LoadedRun) -> LoadedRun:
+    """``loaded`` with its env on native MuJoCo on the CPU (``CPU_MUJOCO``), whichever backend trained it: how
+    ``rgsd view`` and ``rgsd play`` run a policy on any machine."""
+    return dataclasses.replace(loaded, env_config=dataclasses.replace(loaded.env_config, **CPU_MUJOCO))
+
+
 def best_of_latents_needed(loaded: LoadedRun) -> InputFileError:
     """The refusal of a command that plays a best-of-N run (DIAYN, ASE, METRA) without the clip latents ``rgsd
     eval`` chose for it: the run stores none of its own."""
     return InputFileError(
         loaded.run.path,
         f"this {loaded.method} run picks each clip's latent by best-of-N; give the ones rgsd eval chose: "
-        f"--latents <report>/{loaded.run.name}/clip_latents.json",
+        f"--latents <report>/{loaded.run.name}/clip_latents.json (its folder is {loaded.run.name}-2, "
+        f"{loaded.run.name}-3, ... in a report that evaluated it after runs of the same name)",
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from rgsd_envs.envs.config import CPU_MUJOCO
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import InputFileError, staged_folder
 from rgsd_envs.utils.listing import first_few
@@ -128,9 +129,8 @@ def build_pretrained(
         )
     with staged_folder(out) as tmp:
         config = src.config()
-        # the clips relative to the folder; played on native MuJoCo on the CPU whichever backend trained it (a
-        # policy scores the same on both: the backend parity check)
-        config["env"] = {**config.get("env", {}), "motions": CLIPS, "backend": "mujoco", "device": "cpu"}
+        # the clips relative to the folder, played on native MuJoCo on the CPU
+        config["env"] = {**config.get("env", {}), "motions": CLIPS, **CPU_MUJOCO}
         config["device"] = "cpu"
         (tmp / RunDir.CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
         copies = [src.file(n) for n in (RunDir.POLICY, RunDir.ENCODER, RunDir.METHOD) if src.file(n).is_file()]

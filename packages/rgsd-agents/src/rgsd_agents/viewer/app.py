@@ -28,7 +28,7 @@ from rgsd_agents.viewer.server import start_server
 from rgsd_agents.viewer.session import SessionConfig, ViewerSession
 from rgsd_envs.motion.clip import CLIP_FPS
 from rgsd_eval.browser import hex_rgb
-from rgsd_eval.html_replay import GHOST_ALPHA, POLICY_COLOR, REFERENCE_COLOR, VARIANT_COLORS
+from rgsd_eval.html_replay import GHOST_ALPHA, POLICY_COLOR, REFERENCE_COLOR, VARIANT_COLOR_NAMES, VARIANT_COLORS
 
 CAMERA_OFFSET = np.array([1.6, -1.9, 0.55])
 """Initial camera position relative to the look-at point: front-right of a character walking along +x."""
@@ -69,15 +69,25 @@ def network_address() -> str | None:
     return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
+def http_url(host: str, port: int) -> str:
+    """The page's address on ``host:port``; an IPv6 address goes in brackets (``http://[::1]:8080``)."""
+    return f"http://[{host}]:{port}" if ":" in host and not host.startswith("[") else f"http://{host}:{port}"
+
+
 def remote_access_line(host: str, port: int) -> str:
     """How to open the page served on ``host:port`` from another machine: forward the port over SSH (a loopback
     host), or the address to open (a host on the network; every interface: this machine's name and address)."""
     if host in LOOPBACK_HOSTS:
-        return f"{ssh_forward_line(port)}   then open http://localhost:{port}"
+        return f"{ssh_forward_line(port)}   then open {http_url('localhost', port)}"
     if host not in ALL_INTERFACES:
-        return f"open http://{host}:{port}"
-    urls = [f"http://{name}:{port}" for name in dict.fromkeys([socket.gethostname(), network_address()]) if name]
+        return f"open {http_url(host, port)}"
+    urls = [http_url(name, port) for name in dict.fromkeys([socket.gethostname(), network_address()]) if name]
     return f"open {' or '.join(urls)} (served on every interface of this machine)"
+
+
+def variant_color_name(i: int) -> str:
+    """The colour the ``i``-th variant is drawn in, in words (``VARIANT_COLORS`` repeat past their number)."""
+    return VARIANT_COLOR_NAMES[i % len(VARIANT_COLOR_NAMES)]
 
 
 class LiveSession(Protocol):
@@ -135,7 +145,7 @@ class LivePage:
     def url(self) -> str:
         """The page's address on this machine."""
         host = "localhost" if self.cfg.host in LOOPBACK_HOSTS + ALL_INTERFACES else self.cfg.host
-        return f"http://{host}:{self.port}"
+        return http_url(host, self.port)
 
     @property
     def summary(self) -> str:
@@ -300,7 +310,7 @@ class ViewerApp(LivePage):
         """Clip, frame, each humanoid's error to the reference, latents and kappa."""
         s = self.session
         err = s.errors_cm()
-        variants = ", ".join(f"{e:.0f}" for e in err[1:])
+        variants = ", ".join(f"{variant_color_name(i)} {e:.0f}" for i, e in enumerate(err[1:]))
         return (
             f"**{s.clip_name}** frame {s.frame}/{s.num_frames - 1}  \n"
             f"error to the reference: policy **{err[0]:.1f} cm**" + (f"; variants {variants} cm" if variants else "")
@@ -441,9 +451,9 @@ def open_viewer(
         return _serve(goal, GoalViewerApp, serve)
 
     from rgsd_envs.motion.library import MotionLib
-    from rgsd_eval.runs import load_run
+    from rgsd_eval.runs import load_run, on_cpu_mujoco
 
-    loaded = load_run(run, latent="auto", device="cpu")
+    loaded = on_cpu_mujoco(load_run(run, latent="auto", device="cpu"))
     lib = MotionLib(motions or loaded.run.training_motions())
     sim = ViewerSession(loaded, lib, session or SessionConfig(), latents)
     try:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from rgsd_agents.downstream.low_level import warn_other_low_level
+from rgsd_envs.envs.config import CPU_MUJOCO
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_DIM, GoalReachingCore, low_level_run
 from rgsd_envs.runs.run_dir import RunDir
 from rgsd_envs.utils.files import InputFileError
@@ -61,9 +62,9 @@ class GoalSession:
                 f"run {self.cfg.low_level} (env.skill_dim {skill_dim}) maps {GOAL_OBS_DIM} -> {skill_dim}",
                 "obs_dim" if self.policy.obs_dim != GOAL_OBS_DIM else "act_dim",
             )
-        # the viewer's one world runs on the CPU whatever device the run trained on
-        task_cfg = dataclasses.replace(self.cfg.task, device="cpu", num_threads=1)
-        self.task = GoalReachingCore(1, self.cfg.low_level, task_cfg)
+        # the viewer's one world runs on native MuJoCo on the CPU whatever backend and device the run trained on
+        task_cfg = dataclasses.replace(self.cfg.task, device=CPU_MUJOCO["device"], num_threads=1)
+        self.task = GoalReachingCore(1, self.cfg.low_level, task_cfg, env_overrides=CPU_MUJOCO)
         self.task.core.seed([0], [seed])
         self.frame = 0
         """Control steps since the episode started."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,9 @@ DEVIATION_KEYS = tuple(f.name for f in dataclasses.fields(DeviationConfig))
 (``RGSDCore.set_deviation_rule``)."""
 NO_DEVIATION = DeviationConfig(threshold=math.inf)
 """The deviation rule switched off (only a fall or the clip's end ends an episode)."""
+CPU_MUJOCO = types.MappingProxyType({"backend": "mujoco", "device": "cpu"})
+"""Env settings of a run played on any machine (``rgsd view``, ``rgsd play``, a pretrained folder): native MuJoCo on
+the CPU, whichever backend trained it (a policy scores the same on both: ``rgsd_eval.parity``)."""
 
 
 @dataclass

@@ -55,7 +55,7 @@ import functools
 import logging
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,16 +232,20 @@ class GoalReachingCore:
     """N worlds of the goal-reaching task driven by a frozen low-level policy."""
 
     def __init__(
-        self, num_envs: int, low_level: str | os.PathLike | RunDir | None, config: GoalReachingConfig | None = None
+        self,
+        num_envs: int,
+        low_level: str | os.PathLike | RunDir | None,
+        config: GoalReachingConfig | None = None,
+        env_overrides: Mapping[str, Any] | None = None,
     ):
+        """N worlds over the ``low_level`` run's env; ``env_overrides`` replace more of its env settings
+        (``CPU_MUJOCO``: the viewer's native MuJoCo on the CPU)."""
         self.cfg = config or GoalReachingConfig()
         run = low_level_run(low_level)
         run.check(RunDir.CONFIG, RunDir.POLICY)
         check_style(run, self.cfg.style)
-        env_cfg = dataclasses.replace(
-            run.env_config(num_threads=self.cfg.num_threads, device=self.cfg.device, eval_kappa=None),
-            deviation=NO_DEVIATION,
-        )
+        overrides = {"num_threads": self.cfg.num_threads, "device": self.cfg.device, "eval_kappa": None}
+        env_cfg = dataclasses.replace(run.env_config(**{**overrides, **(env_overrides or {})}), deviation=NO_DEVIATION)
         # the encoder whose clip embeddings are the run's clip latents (method.json's "encoder" choice), else
         # encoder.pt (best-of-N methods: ASE, METRA, DIAYN keep their random frozen encoder's embeddings; runs with
         # stored clip_latents.json, CALM and Meta Motivo, take their latents from that file below)
