@@ -146,7 +146,7 @@ def test_a_build_stopped_while_it_plays_says_so_in_one_line_exits_130_and_keeps_
 
     from rgsd_agents import play
     from rgsd_agents.pretrained.__main__ import main as build_main
-    from rgsd_envs.testing import raise_stop_signal
+    from rgsd_envs.testing import raise_stop_signal, stop_signals_as_in_a_terminal
     from rgsd_eval.testing import make_fake_run
 
     def play_then_stop(*args, **kwargs):
@@ -158,9 +158,11 @@ def test_a_build_stopped_while_it_plays_says_so_in_one_line_exits_130_and_keeps_
     run = make_fake_run(tmp_path / "run", hidden=(16,))
     out = tmp_path / "p"
     out.mkdir()
+    (out / CARD).write_text(json.dumps({"format": CARD_FORMAT}))  # an earlier build, which a build may replace
     (out / "keep").write_text("the previous build")
     try:
-        code = build_main([str(run), "--motions", str(clips), "--out", str(out)])
+        with stop_signals_as_in_a_terminal():
+            code = build_main([str(run), "--motions", str(clips), "--out", str(out)])
     except KeyboardInterrupt:  # a failure of this test, not a stop of the test run
         pytest.fail("the stop escaped the command: a traceback, not one line")
     assert code == 130

@@ -295,7 +295,7 @@ def test_ctrl_c_ends_a_viewing_session_and_sigterm_or_sighup_stops_it(signum, co
     import threading
 
     from rgsd_agents.viewer import app as app_module
-    from rgsd_envs.testing import raise_stop_signal
+    from rgsd_envs.testing import raise_stop_signal, stop_signals_as_in_a_terminal
 
     opened = app_module.open_viewer
 
@@ -312,7 +312,8 @@ def test_ctrl_c_ends_a_viewing_session_and_sigterm_or_sighup_stops_it(signum, co
 
     monkeypatch.setattr(app_module, "open_viewer", open_then_signal_once_served)
     began = time.monotonic()
-    assert main(["view", "--pretrained", "--port", str(_free_port()), "--seconds", "60"]) == code
+    with stop_signals_as_in_a_terminal():
+        assert main(["view", "--pretrained", "--port", str(_free_port()), "--seconds", "60"]) == code
     assert time.monotonic() - began < 50  # stopped by the signal, not at the end of its --seconds
     err = capsys.readouterr().err
     assert err == ("" if code == 0 else f"stopped by {signum}\n"), err

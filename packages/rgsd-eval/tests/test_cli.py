@@ -67,7 +67,7 @@ def test_rgsd_eval_stopped_mid_evaluation_says_so_in_one_line_exits_130_and_leav
 ):
     import signal
 
-    from rgsd_envs.testing import raise_stop_signal
+    from rgsd_envs.testing import raise_stop_signal, stop_signals_as_in_a_terminal
     from rgsd_eval import pipeline
 
     def evaluate_then_stop(*args, **kwargs):
@@ -79,7 +79,8 @@ def test_rgsd_eval_stopped_mid_evaluation_says_so_in_one_line_exits_130_and_leav
     out = tmp_path / "out"
     before = signal.getsignal(signal.SIGTERM)
     try:
-        code = cli.main(["--run", str(run), "--motions", "demo", "--out", str(out), "--no-video", "--no-progress"])
+        with stop_signals_as_in_a_terminal():
+            code = cli.main(["--run", str(run), "--motions", "demo", "--out", str(out), "--no-video", "--no-progress"])
     except KeyboardInterrupt:  # a failure of this test, not a stop of the test run
         pytest.fail("the stop escaped the command: a traceback, not one line")
     err = capsys.readouterr().err

@@ -123,3 +123,20 @@ def raise_stop_signal(signum: int) -> None:
         signal.raise_signal(signum)  # handled before this returns
     else:
         os.kill(os.getpid(), signum)  # handled by the main thread, as a signal from outside
+
+
+@contextmanager
+def stop_signals_as_in_a_terminal() -> Iterator[None]:
+    """SIGHUP at its default for the block, as in a terminal, even where the tests run under ``nohup``: a command
+    leaves an ignored SIGHUP ignored (``rgsd_envs.utils.signals``), so its stop could not be tested there."""
+    import signal
+
+    hup = getattr(signal, "SIGHUP", None)
+    before = None if hup is None else signal.getsignal(hup)
+    if before == signal.SIG_IGN:
+        signal.signal(hup, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        if before == signal.SIG_IGN:
+            signal.signal(hup, signal.SIG_IGN)
