@@ -124,8 +124,8 @@ def run(args: argparse.Namespace) -> int:
             cfg = load_config("demo", overrides)
             resolve_device(cfg.device)  # a bad device ends here, before any folder exists
             if (taken := new_run_taken(out, "demo")) is not None:  # a report, a policy, an encoder: not a demo's
-                print(f"error: {taken}")
-                return 2
+                print_error(taken)
+                return BAD_INPUT
             hold(stack, None, out, command="rgsd demo")  # a second demo into it, still pretraining, stops here
             print(
                 f"[1/3] pretraining the encoder and [2/3] training ({cfg.max_minutes:g} min budget) into {out}",
