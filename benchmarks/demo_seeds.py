@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,21 @@ def run_seed(seed: int, folder: Path, extra: list[str]) -> float | None:
     return minutes
 
 
+SUMMARY_FIGURES = {
+    "imitation_episode_steps": re.compile(r"imitation episode length: [\d.]+ steps -> ([\d.]+) steps"),
+    "samples_per_s": re.compile(r"iterations this session, mean (\d+) samples/s"),
+}
+"""Figures of the demo's closing training summary (its log): the mean imitation episode length over the last 50
+iterations, and the mean training rate."""
+
+
+def summary_figures(log: Path) -> dict[str, float | None]:
+    """The training summary's figures from a seed's log (None where the log lacks one)."""
+    text = log.read_text() if log.exists() else ""
+    found = {key: pattern.search(text) for key, pattern in SUMMARY_FIGURES.items()}
+    return {key: None if m is None else float(m.group(1)) for key, m in found.items()}
+
+
 def seed_entry(folder: Path) -> dict[str, Any]:
     """One seed's wall minutes, samples and per-clip ERR, fall and travel from its ``rgsd eval`` metrics."""
     doc = json.loads((folder / "report" / "metrics.json").read_text())
@@ -63,6 +79,7 @@ def seed_entry(folder: Path) -> dict[str, Any]:
     return {
         "wall_minutes": round(json.loads(wall.read_text())["minutes"], 1) if wall.exists() else None,
         "training_samples": run["training_samples"],
+        "training_summary": summary_figures(folder.parent / f"{folder.name}.log"),
         "clips": {
             c: {
                 "err_cm": round(clips[c]["err_cm"], 1),
@@ -123,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seed {seed}: " + ("kept (finished before)" if minutes is None else f"{minutes:.1f} min"), flush=True)
     seeds = {s: seed_entry(args.out / f"seed_{s}") for s in args.seeds}
     doc = {
-        "command": "rgsd demo --out <out>/seed_<N> --set seed=<N> (fresh folder, alone on 2 CPU cores)",
+        "command": " ".join(["rgsd demo --out <out>/seed_<N> --set seed=<N>", *args.demo_args])
+        + " (fresh folder, alone on 2 CPU cores)",
         "measured": "rgsd eval: ERR (cm), one deterministic rollout per clip from its first frame to its end",
         "seeds": {str(s): e for s, e in seeds.items()},
         "range": summarise(seeds),

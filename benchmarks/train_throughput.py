@@ -109,6 +109,7 @@ def sb3(
 ) -> float:
     """Samples/s of stable-baselines3 PPO: our settings, or SB3's minibatch size and epochs when given."""
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
 
     from rgsd_envs.compat.sb3 import make_sb3_vec_env
 
@@ -135,6 +136,7 @@ def sb3(
         seed=cfg.seed,
         verbose=0,
     )
+    model.set_logger(Logger(None, []))  # SB3's default logger makes a folder in the temp dir per learn()
     model.learn(cfg.batch_size)  # warm-up iteration
     start = time.perf_counter()
     model.learn(cfg.batch_size * iterations, reset_num_timesteps=False)

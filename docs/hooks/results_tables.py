@@ -185,18 +185,26 @@ def clip_error(error_cm: float, fell: bool) -> str:
 # -- the demo on 2 CPU cores: three seeds of `rgsd demo` --------------------------------
 
 DEMO_SEEDS = f"{RESULTS}/demo_seeds.json"
+DEMO_SEEDS_DERIVED_C = f"{RESULTS}/demo_seeds_reward_constant.json"
+"""The same three seeds with the reward's C at the paper's derivation (``--set reward_constant=-2.73``)."""
 
 
-def _demo_seed_cells() -> list[str]:
+def _demo_seed_cells(path: str = DEMO_SEEDS) -> list[str]:
     """Per demo clip: the range of its error over the seeds, and how many of them fell."""
-    seeds = len(at(DEMO_SEEDS, "seeds"))
+    seeds = len(at(path, "seeds"))
     cells = []
     for kind in DEMO_KINDS:
         clip = ("range", "clips", f"demo_{kind}")
-        cell = span(fixed(at(DEMO_SEEDS, *clip, "err_cm_min")), fixed(at(DEMO_SEEDS, *clip, "err_cm_max")))
-        falls = at(DEMO_SEEDS, *clip, "falls")
+        cell = span(fixed(at(path, *clip, "err_cm_min")), fixed(at(path, *clip, "err_cm_max")))
+        falls = at(path, *clip, "falls")
         cells.append(cell + (f" (falls in {falls} of {seeds})" if falls else ""))
     return cells
+
+
+def _demo_samples(path: str) -> str:
+    """The range of the seeds' training samples, "4.02-4.35 M"."""
+    low, high = millions(at(path, "range", "samples_min")), millions(at(path, "range", "samples_max"))
+    return span(low.removesuffix(" M"), high)
 
 
 @table("demo-seeds", DEMO_SEEDS)
@@ -206,16 +214,28 @@ def demo_seeds() -> list[str]:
     minutes = span(
         fixed(at(DEMO_SEEDS, "range", "wall_minutes_min")), fixed(at(DEMO_SEEDS, "range", "wall_minutes_max"))
     )
-    low, high = millions(at(DEMO_SEEDS, "range", "samples_min")), millions(at(DEMO_SEEDS, "range", "samples_max"))
-    samples = span(low.removesuffix(" M"), high)  # "4.02-4.35 M"
     header = [f"`rgsd demo`, {seeds} seeds", "samples", *DEMO_KINDS]
-    return markdown(header, [[f"{minutes} minutes in all", samples, *_demo_seed_cells()]])
+    return markdown(header, [[f"{minutes} minutes in all", _demo_samples(DEMO_SEEDS), *_demo_seed_cells()]])
 
 
 @table("demo-seeds-clips", DEMO_SEEDS)
 def demo_seeds_clips() -> list[str]:
     """The README's row: each clip's range."""
     return markdown(DEMO_KINDS, [_demo_seed_cells()])
+
+
+@table("demo-reward-constant", DEMO_SEEDS, DEMO_SEEDS_DERIVED_C)
+def demo_reward_constant() -> list[str]:
+    """The reward's C in the demo: the presets' C = kappa against the paper's derived C, three seeds each."""
+    rows = [
+        ["C = kappa = 10 (every preset)", _demo_samples(DEMO_SEEDS), *_demo_seed_cells(DEMO_SEEDS)],
+        [
+            "C = -2.73 (the paper's derivation)",
+            _demo_samples(DEMO_SEEDS_DERIVED_C),
+            *_demo_seed_cells(DEMO_SEEDS_DERIVED_C),
+        ],
+    ]
+    return markdown(["`rgsd demo`, 3 seeds each", "samples", *DEMO_KINDS], rows)
 
 
 # -- the shipped policy's card --------------------------------------------------------

@@ -11,6 +11,7 @@ import torch
 # this module too
 pytest.importorskip("stable_baselines3")
 from stable_baselines3 import PPO
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecMonitor
 
 from rgsd_envs.compat.sb3 import RGSDSb3VecEnv, make_sb3_vec_env
@@ -76,6 +77,7 @@ def test_adapter_refuses_a_next_step_vector_env(real_clip_dir):
 def test_sb3_ppo_trains_10k_steps(real_clip_dir):
     venv = VecMonitor(make_sb3_vec_env(8, motions=real_clip_dir))
     model = PPO("MlpPolicy", venv, n_steps=128, batch_size=256, n_epochs=3, seed=0, verbose=0)
+    model.set_logger(Logger(None, []))  # SB3's default logger makes a folder in the temp dir per learn()
     before = [p.detach().clone() for p in model.policy.parameters()]
     model.learn(10_000)
     assert model.num_timesteps >= 10_000
