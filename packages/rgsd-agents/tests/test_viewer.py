@@ -1,5 +1,6 @@
 """``rgsd view`` as a person uses it: the page draws the humanoid and its reference, kappa spreads the variants,
-a downstream run's goal moves where the floor is clicked, and bad input gets one line."""
+the blend slider moves the skill between two clips' latents, a downstream run's goal moves where the floor is
+clicked, and bad input gets one line."""
 
 from __future__ import annotations
 
@@ -33,14 +34,17 @@ from rgsd_agents.viewer.app import (
 )
 from rgsd_agents.viewer.limits import KAPPA_RANGE, PORT_RANGE, SPEED_RANGE
 from rgsd_agents.viewer.server import ServerStartError, start_server
-from rgsd_agents.viewer.session import SessionConfig
+from rgsd_agents.viewer.session import SessionConfig, ViewerSession
 from rgsd_envs.envs.goal_reaching_v0 import GOAL_OBS_LAYOUT, goal_in_heading_frame
 from rgsd_eval.browser import find_chromium, live_screenshot
 
 SCREENSHOT = Path(__file__).resolve().parents[3] / "docs" / "images" / "rgsd_view.png"
 """Where RGSD_DOCS_SCREENSHOT=1 copies the browser's shot for the docs page."""
-PAGE_READY = "document.querySelector('canvas') && document.body.innerText.includes('error to the reference')"
-"""The page is connected and has the session's readout (the 3D view is drawn within the next frames)."""
+PAGE_READY = (
+    "document.querySelector('canvas') && document.body.innerText.includes('error to the reference')"
+    " && document.body.innerText.includes('blend with')"
+)
+"""The page is connected, with the session's readout and controls (the 3D view is drawn within the next frames)."""
 NO_CHROMIUM = "no Chromium (apt-get install chromium; .ci/run installs it)"
 TINY_DOWNSTREAM = [
     "iterations=1", "num_envs=2", "horizon=2", "eval_episodes=1", "eval_every=100", "task.episode_seconds=0.5",
@@ -352,6 +356,97 @@ def test_the_range_ends_are_accepted_and_the_sliders_span_them(viewer):
     args = parser.parse_args(["view", "r", "--speed", str(SPEED_RANGE[0]), "--kappa", str(KAPPA_RANGE[1])])
     assert (args.speed, args.kappa) == (SPEED_RANGE[0], KAPPA_RANGE[1])
     assert (viewer.gui_kappa.min, viewer.gui_kappa.max) == (0.0, 3.0) == tuple(math.log10(k) for k in KAPPA_RANGE)
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+def _env_skills(session) -> np.ndarray:
+    """(worlds, 16) the skills the simulated worlds' observations carry now."""
+    return session.env.core.skill.double().numpy()
+
+
+def test_the_blend_slider_moves_the_policy_s_skill_from_walk_to_run_live_and_the_variants_with_it(viewer):
+    viewer.set_paused(True)
+    viewer.select_clip("walk")
+    names = list(viewer.session.lib.names)
+    assert viewer.gui_blend_clip.options == ("(none)", *names) and viewer.gui_blend_clip.value == "(none)"
+    assert (viewer.gui_blend.min, viewer.gui_blend.max, viewer.gui_blend.disabled) == (0.0, 1.0, True)
+    walk, run = (_unit(viewer.session.latents.centres[names.index(n)]) for n in ("walk", "run"))
+    assert walk @ run < 0.99  # two skills apart: the blend has somewhere to go
+    viewer.step(10)
+    reference = viewer.session.reference_positions()
+    variants_cosine = _env_skills(viewer.session)[1:] @ walk
+    for t, expected in ((0.0, walk), (1.0, run), (0.5, _unit(walk + run))):
+        viewer.set_blend("run", t)
+        np.testing.assert_allclose(_env_skills(viewer.session)[0], expected, atol=1e-6)
+        # the variants turn with the policy's skill: each keeps its angle to it
+        np.testing.assert_allclose(_env_skills(viewer.session)[1:] @ expected, variants_cosine, atol=1e-5)
+    assert viewer.session.frame == 10  # no restart: the humanoids carry on with the new skill
+    np.testing.assert_array_equal(viewer.session.reference_positions(), reference)  # the ghost stays on walk
+    assert (viewer.gui_blend_clip.value, viewer.gui_blend.value, viewer.gui_blend.disabled) == ("run", 0.5, False)
+    assert "skill walk -> run 0.50;" in viewer.gui_status.content
+    viewer.set_blend(None, 0.5)
+    np.testing.assert_allclose(_env_skills(viewer.session)[0], walk, atol=1e-6)
+    assert viewer.gui_blend.disabled and "skill walk;" in viewer.gui_status.content
+
+
+def test_set_skill_plays_any_direction_of_the_run_s_size_and_refuses_others(viewer):
+    viewer.set_paused(True)
+    viewer.select_clip("walk")
+    viewer.step(3)
+    z = np.arange(16.0) - 7.5
+    viewer.set_skill(3.0 * z)
+    np.testing.assert_allclose(_env_skills(viewer.session)[0], _unit(z), atol=1e-6)
+    assert viewer.session.frame == 3 and "skill given (set_skill), cosine" in viewer.gui_status.content
+    for bad, message in (
+        ([1.0, 0.0, 0.0], "a skill is 16 numbers (the run's env.skill_dim), got 3"),
+        (np.ones((1, 16)), "a skill is 16 numbers (the run's env.skill_dim), got shape (1, 16)"),
+        ([*np.ones(15), np.nan], "a skill must be finite, got nan at index 15"),
+        (np.zeros(16), "a skill must not be all zeros"),
+    ):
+        with pytest.raises(ValueError) as err:
+            viewer.set_skill(bad)
+        assert message in str(err.value)
+    np.testing.assert_allclose(_env_skills(viewer.session)[0], _unit(z), atol=1e-6)  # a refused skill changes nothing
+    viewer.select_clip("run")  # another clip: its own latent again
+    run = viewer.session.latents.centres[list(viewer.session.lib.names).index("run")]
+    np.testing.assert_allclose(_env_skills(viewer.session)[0], _unit(run), atol=1e-6)
+
+
+def test_a_tracking_run_blends_the_two_clips_per_step_latents_step_by_step(tmp_path):
+    """Meta Motivo commands a latent per step: blended, step f plays slerp(walk's row f, run's row f, t)."""
+    import torch
+
+    from rgsd_envs.envs.skills import slerp
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_envs.runs.run_dir import save_tracking_latents
+    from rgsd_eval.runs import load_run, on_cpu_mujoco
+    from rgsd_eval.testing import make_fake_run
+
+    method = {"name": "fb_cpr", "latent_choice": "tracking", "tracking_latents": "tracking.npz"}
+    run = make_fake_run(tmp_path / "fb", p_imitation=0.0, encoder_hidden=None, method=method)
+    lib = MotionLib("demo")
+    torch.manual_seed(0)
+    per_step = {n: torch.nn.functional.normalize(torch.randn(int(f) - 1, 16), dim=-1)
+                for n, f in zip(lib.names, lib.num_frames)}  # fmt: skip
+    save_tracking_latents(run / "tracking.npz", per_step)
+    loaded = on_cpu_mujoco(load_run(run, latent="auto", device="cpu"))
+    session = ViewerSession(loaded, lib, SessionConfig(variants=0))
+    try:
+        a, b = (per_step[n].double().numpy() for n in ("demo_walk", "demo_run"))
+        session.reset("demo_walk")
+        session.step()
+        session.step()
+        session.set_blend("demo_run", 0.3)  # live: the step from frame 2 plays the blend of the rows for it
+        np.testing.assert_allclose(_env_skills(session)[0], slerp(a[2], b[2], 0.3), atol=1e-6)
+        session.step()
+        session.step()  # the step from frame 3
+        np.testing.assert_allclose(_env_skills(session)[0], slerp(a[3], b[3], 0.3), atol=1e-6)
+        assert session.frame == 4 and session.skill_label() == "demo_walk -> demo_run 0.30"
+    finally:
+        session.close()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Skill latents: uniform directions, the vMF sampler and the closed-form vMF KL."""
+"""Skill latents: uniform directions, the vMF sampler, the closed-form vMF KL and slerp."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import pytest
 import torch
 from scipy import special
 
-from rgsd_envs.envs.skills import sample_uniform_sphere, sample_vmf, vmf_kl_same_kappa, vmf_mean_resultant_length
+from rgsd_envs.envs.skills import (
+    sample_uniform_sphere,
+    sample_vmf,
+    slerp,
+    vmf_kl_same_kappa,
+    vmf_mean_resultant_length,
+)
 
 D = 16
 
@@ -83,3 +89,36 @@ def test_vmf_kl_grows_with_the_angle_between_means():
     others[:, 0], others[:, 1] = torch.cos(angles), torch.sin(angles)
     kl = vmf_kl_same_kappa(mu.expand(7, -1), others, kappa)
     assert (kl.diff() > 0).all()
+
+
+def _angle(u: np.ndarray, v: np.ndarray) -> float:
+    return float(np.arccos(np.clip(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)), -1.0, 1.0)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_slerp_runs_from_a_to_b_at_unit_norm_with_the_angle_linear_in_t(seed):
+    rng = np.random.default_rng(seed)
+    a, b = 3.0 * sample_uniform_sphere(rng, D), 0.5 * sample_uniform_sphere(rng, D)  # any length: normalised
+    np.testing.assert_allclose(slerp(a, b, 0.0), a / 3.0, atol=1e-12)
+    np.testing.assert_allclose(slerp(a, b, 1.0), b / 0.5, atol=1e-12)
+    total = _angle(a, b)
+    for t in np.linspace(0.0, 1.0, 11):
+        z = slerp(a, b, t)
+        assert np.linalg.norm(z) == pytest.approx(1.0, abs=1e-12)
+        assert _angle(a, z) == pytest.approx(t * total, abs=1e-9)
+        assert _angle(z, b) == pytest.approx((1.0 - t) * total, abs=1e-9)  # on the great circle, not beside it
+    mid = a / 3.0 + b / 0.5
+    np.testing.assert_allclose(slerp(a, b, 0.5), mid / np.linalg.norm(mid), atol=1e-12)
+
+
+def test_slerp_of_parallel_or_opposite_directions_stays_on_the_sphere():
+    a = sample_uniform_sphere(np.random.default_rng(7), D)
+    np.testing.assert_allclose(slerp(a, 2.0 * a, 0.3), a, atol=1e-12)
+    for t in (0.0, 0.25, 0.5, 1.0):  # opposite: a fixed half circle, the angle still linear in t
+        z = slerp(a, -a, t)
+        assert np.linalg.norm(z) == pytest.approx(1.0, abs=1e-12)
+        assert _angle(a, z) == pytest.approx(t * np.pi, abs=1e-7)
+    nearly = -a + 1e-7 * sample_uniform_sphere(np.random.default_rng(8), D)
+    assert _angle(a, slerp(a, nearly, 0.5)) == pytest.approx(0.5 * _angle(a, nearly), abs=1e-6)
+    with pytest.raises(ValueError, match="two nonzero directions"):
+        slerp(a, np.zeros(D), 0.5)

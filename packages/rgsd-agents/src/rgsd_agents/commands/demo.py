@@ -222,7 +222,7 @@ def _train_and_evaluate(runner: Runner, out: Path, args: argparse.Namespace) -> 
     replays = sorted(report.glob("*/videos/*_replay.html"))
     if replays:
         print(f"  3D replays      {replays[0]}  (and the other *_replay.html: open in a browser, no server)")
-    print(f"  explore live    rgsd view {_q(out)}   (a page in your browser: clip, kappa, variants)")
+    print(f"  explore live    rgsd view {_q(out)}   (a page in your browser: clip, blend, kappa, variants)")
     print(f"  watch a skill   rgsd play {_q(out)} --clip demo_walk --reference   (or --viewer with a display)")
     print(f"  ONNX export     rgsd export {_q(out)} --onnx {_q(out / 'policy.onnx')}")
     return 0

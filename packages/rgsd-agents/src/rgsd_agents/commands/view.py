@@ -1,8 +1,9 @@
-"""``rgsd view``: explore a trained run's skills live in a browser: clip, reference ghost, kappa, variants.
+"""``rgsd view``: explore a trained run's skills live in a browser: clip, blend, reference ghost, kappa, variants.
 
 Serves a page on this machine (viser) and simulates the policy on the CPU at real time: choose a clip, watch
-the policy beside its translucent reference with the live Cartesian error, move kappa and draw new variants
-z ~ vMF(z_m, kappa), pause, step, change the speed, reset, let the camera follow. Each run's clip latent is its
+the policy beside its translucent reference with the live Cartesian error, blend its skill toward a second
+clip's (a slider along the great circle between their latents, live), move kappa and draw new variants
+z ~ vMF(z, kappa), pause, step, change the speed, reset, let the camera follow. Each run's clip latent is its
 method's own (encoder z_m, stored clip latents, Meta Motivo's per-step latents; best-of-N runs: --latents with
 the clip_latents.json rgsd eval wrote). A downstream run (rgsd downstream's folder) plays its goal-reaching
 policy instead: click the floor to move the goal, with the distance to it shown live. On a remote machine,
@@ -45,7 +46,9 @@ def range_type(kind: type, bounds: tuple[float, float], what: str, note: str = "
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rgsd view`` to the CLI."""
-    p = add_doc_parser(subparsers, "view", "explore a run's skills live in a browser (clip, kappa, variants)", __doc__)
+    p = add_doc_parser(
+        subparsers, "view", "explore a run's skills live in a browser (clip, blend, kappa, variants)", __doc__
+    )
     p.add_argument(
         "run", metavar="RUN", nargs="?", help="run folder (config.yaml, policy.pt, encoder.pt) or a downstream run"
     )

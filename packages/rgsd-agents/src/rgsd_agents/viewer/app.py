@@ -1,6 +1,6 @@
 """The viewer pages: a viser server showing a session live, its controls, and a small API for tests.
 
-``ViewerApp`` shows a skill run's ``ViewerSession`` (clip, kappa, variants); ``GoalViewerApp`` a downstream
+``ViewerApp`` shows a skill run's ``ViewerSession`` (clip, blend, kappa, variants); ``GoalViewerApp`` a downstream
 run's ``GoalSession``, whose goal a click on the floor moves. Both are ``LivePage``s.
 
 A background thread steps the session at real time (one control step per 1/30 s, times the speed) and moves
@@ -34,6 +34,9 @@ CAMERA_OFFSET = np.array([1.6, -1.9, 0.55])
 """Initial camera position relative to the look-at point: front-right of a character walking along +x."""
 LOOKAT_HEIGHT = 0.85
 GOAL_COLOR = (40, 170, 80)
+NO_BLEND = "(none)"
+"""The "blend with" dropdown's entry for no blend (parentheses: no clip is named so)."""
+BLEND_STEP = 0.01
 
 
 @dataclass
@@ -275,8 +278,8 @@ class ViewerApp(LivePage):
     """The live page of a skill run's session; ``start`` serves it, the methods below drive it as the controls do."""
 
     INTRO = (
-        "**rgsd view**: blue the policy (z = the clip's latent), orange the reference, others "
-        "z ~ vMF(z_m, kappa). Drag to orbit."
+        "**rgsd view**: blue the policy (z = the clip's latent, or its blend with another clip's), orange the "
+        "reference, others z' ~ vMF(z, kappa). Drag to orbit."
     )
     RESET_LABEL = "reset to the first frame"
     session: ViewerSession
@@ -294,27 +297,46 @@ class ViewerApp(LivePage):
             self.draw()
 
     def new_variants(self) -> None:
-        """Draw new variants z ~ vMF(z_m, kappa) and restart the clip."""
+        """Draw new variants z' ~ vMF(z, kappa) around the policy's skill z and restart the clip."""
         with self.lock:
             self.session.new_variants()
             self.draw()
 
     def select_clip(self, name: str) -> None:
-        """Play the clip ``name`` (an unknown name raises ValueError listing the clips)."""
+        """Play the clip ``name`` (an unknown name raises ValueError listing the clips); a blend stays, blending
+        from the new clip."""
         with self.lock:
             self.session.reset(name)
             self._set_quietly(self.gui_clip, name)
             self.draw()
 
+    def set_blend(self, clip: str | None, t: float) -> None:
+        """Make the skill slerp(z_m of the clip, z_m of ``clip``, ``t``), ``t`` in [0, 1] (None: no blend), as the
+        "blend with" dropdown and the blend slider do: live, no restart."""
+        with self.lock:
+            self.session.set_blend(clip, t)
+            self._set_quietly(self.gui_blend_clip, NO_BLEND if clip is None else clip)
+            self._set_quietly(self.gui_blend, float(t))
+            self.gui_blend.disabled = clip is None
+            self.draw()
+
+    def set_skill(self, z: np.ndarray | list[float]) -> None:
+        """Make the skill the unit vector along ``z`` (the run's skill size, finite, not all zeros; a ValueError
+        naming the size otherwise), live, no restart; choosing a clip or a blend goes back to the clips' latents."""
+        with self.lock:
+            self.session.set_skill(z)
+            self.draw()
+
     def status(self) -> str:
-        """Clip, frame, each humanoid's error to the reference, latents and kappa."""
+        """Clip, frame, each humanoid's error to the reference, the skill, kappa and the latents' source."""
         s = self.session
         err = s.errors_cm()
         variants = ", ".join(f"{variant_color_name(i)} {e:.0f}" for i, e in enumerate(err[1:]))
         return (
             f"**{s.clip_name}** frame {s.frame}/{s.num_frames - 1}  \n"
             f"error to the reference: policy **{err[0]:.1f} cm**" + (f"; variants {variants} cm" if variants else "")
-            + f"  \nlatents: {s.latents.source}; kappa {s.kappa:g}"
+            + f"  \nskill {s.skill_label()}; kappa {s.kappa:g}"
+            + f"  \nlatents: {s.latents.source}"
         )  # fmt: skip
 
     def _add_scene(self) -> None:
@@ -337,6 +359,12 @@ class ViewerApp(LivePage):
     def _build_gui(self) -> None:
         gui, s = self.server.gui, self.session
         self.gui_clip = gui.add_dropdown("clip", list(s.lib.names), initial_value=s.clip_name)
+        self.gui_blend_clip = gui.add_dropdown(
+            "blend with", [NO_BLEND, *s.lib.names], initial_value=NO_BLEND, hint="a second clip to blend toward"
+        )
+        self.gui_blend = gui.add_slider(
+            "blend", 0.0, 1.0, BLEND_STEP, s.blend_t, disabled=True, hint="z = slerp(clip's z_m, blend clip's z_m, t)"
+        )
         low, high = (math.log10(k) for k in KAPPA_RANGE)
         marks = tuple((e, f"{10**e:g}") for e in range(math.ceil(low), math.floor(high) + 1))
         self.gui_kappa = gui.add_slider("log10 kappa", low, high, 0.05, math.log10(s.kappa), marks=marks)
@@ -345,12 +373,20 @@ class ViewerApp(LivePage):
         ghost = gui.add_checkbox("reference ghost", True)
         self.gui_clip.on_update(self._unless_quiet(lambda: self.select_clip(self.gui_clip.value)))
         self.gui_kappa.on_update(self._unless_quiet(lambda: self.set_kappa(10.0 ** float(self.gui_kappa.value))))
+        blend = self._unless_quiet(lambda: self.set_blend(self._blend_choice(), float(self.gui_blend.value)))
+        self.gui_blend_clip.on_update(blend)
+        self.gui_blend.on_update(blend)
         new.on_click(lambda _: self.new_variants())
 
         def show_ghost(_: Any) -> None:
             self.reference.visible = bool(ghost.value)
 
         ghost.on_update(show_ghost)
+
+    def _blend_choice(self) -> str | None:
+        """The "blend with" dropdown's clip (None: no blend)."""
+        value = str(self.gui_blend_clip.value)
+        return None if value == NO_BLEND else value
 
 
 class GoalViewerApp(LivePage):

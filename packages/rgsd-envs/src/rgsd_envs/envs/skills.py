@@ -2,11 +2,12 @@
 
 The ``*_batch`` samplers draw for many worlds at once from given random numbers
 (the env's per-world counter-based streams); ``sample_uniform_sphere`` and
-``sample_vmf`` draw one sample from a numpy Generator.
+``sample_vmf`` draw one sample from a numpy Generator; ``slerp`` moves along the great circle between two skills.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -30,6 +31,37 @@ def sample_vmf(rng: np.random.Generator, mu: np.ndarray, kappa: float) -> np.nda
     if kappa <= 0:
         return sample_uniform_sphere(rng, mu.shape[0])
     return stats.vonmises_fisher(mu, kappa).rvs(1, random_state=rng)[0]
+
+
+SLERP_DEGENERATE = 1e-9
+"""Below this sine of their angle two directions count as parallel or opposite (no plane of their own)."""
+
+
+def slerp(a: np.ndarray, b: np.ndarray, t: float) -> np.ndarray:
+    """The unit vector a fraction ``t`` of the way from direction ``a`` to ``b`` along the shorter great circle.
+
+    ``a`` and ``b`` (d,) are normalised first; t = 0 gives ``a``, t = 1 gives ``b``, and the angle from ``a``
+    grows linearly with ``t``. Parallel directions give ``a``; exactly opposite ones have no shorter arc, so the
+    arc goes through the coordinate axis least aligned with ``a`` (a fixed choice: the same blend every time).
+    A zero vector raises ValueError.
+    """
+    a, b = (np.asarray(v, dtype=np.float64) for v in (a, b))
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if not (na > 0 and nb > 0):
+        raise ValueError(f"slerp needs two nonzero directions, got norms {na:g} and {nb:g}")
+    a, b = a / na, b / nb
+    cos = float(a @ b)
+    u = b - cos * a  # b's part orthogonal to a: with a, an orthonormal basis of the great circle's plane
+    sin = float(np.linalg.norm(u))
+    if sin < SLERP_DEGENERATE:
+        if cos > 0:
+            return a
+        u = np.eye(a.shape[0])[int(np.argmin(np.abs(a)))]
+        u = u - (u @ a) * a
+        sin = 0.0
+    angle = math.atan2(sin, cos)  # accurate at every angle, unlike arccos near 0 and pi
+    z = math.cos(t * angle) * a + math.sin(t * angle) * (u / np.linalg.norm(u))
+    return z / np.linalg.norm(z)
 
 
 def uniform_sphere_batch(normals: np.ndarray) -> np.ndarray:
