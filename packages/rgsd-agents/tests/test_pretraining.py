@@ -234,23 +234,80 @@ def _folder(folder):
     }
 
 
-def test_a_pretraining_stopped_after_its_encoder_leaves_no_figure_or_report_of_the_earlier_one(tmp_path, monkeypatch):
+def test_a_pretraining_stopped_after_its_encoder_leaves_the_earlier_one_whole(tmp_path, monkeypatch):
+    """A stop while the new encoder's figures are drawn: the earlier encoder stays with its own figures, report and
+    curves, none of the new pretraining's files beside them."""
     import rgsd_agents.pretraining.loop as loop
 
     cfg = PretrainConfig(motions="demo", hidden=(32,), steps=2, eval_every=1, seed=5, target_alignment=None)
-    pretrain(cfg, tmp_path, progress=False)
-    derived = {PLOT_FILE, COSINE_PLOT_FILE, SHARPNESS_FILE}
-    assert derived <= {p.name for p in tmp_path.iterdir()}
+    out = tmp_path / "enc"
+    pretrain(cfg, out, progress=False)
+    before = _folder(out)
+    assert {PLOT_FILE, COSINE_PLOT_FILE, SHARPNESS_FILE, CONFIG_FILE, ENCODER_FILE} <= before.keys()
 
     def stopped(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(loop, "_draw_figures", stopped)
     with pytest.raises(KeyboardInterrupt):
-        pretrain(PretrainConfig(**{**vars(cfg), "hidden": (16,)}), tmp_path, progress=False)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([CONFIG_FILE, ENCODER_FILE, TB_DIR])
-    assert yaml.safe_load((tmp_path / CONFIG_FILE).read_text())["hidden"] == [16]  # the new encoder's, alone
-    assert list(read_encoder_file(tmp_path / ENCODER_FILE)["hidden"]) == [16]
+        pretrain(PretrainConfig(**{**vars(cfg), "hidden": (16,)}), out, progress=False)
+    assert _folder(out) == before and [p.name for p in tmp_path.iterdir()] == ["enc"]
+    assert list(read_encoder_file(out / ENCODER_FILE)["hidden"]) == [32]
+
+
+def _one_pretraining(folder) -> tuple[list[int], list[int], list[str]]:
+    """The hidden sizes encoder.pt and pretrain.yaml name, and the curves' event files."""
+    encoder = list(read_encoder_file(folder / ENCODER_FILE)["hidden"])
+    config = yaml.safe_load((folder / CONFIG_FILE).read_text())["hidden"]
+    return encoder, config, sorted(p.name for p in (folder / TB_DIR).glob("events.out.tfevents.*"))
+
+
+def test_a_stop_while_the_outputs_are_put_in_place_leaves_the_earlier_set_or_the_new_one(tmp_path, monkeypatch):
+    """A stop between the renames that put the new outputs in place (the earlier ones moved aside, the new ones not
+    yet in): the folder holds the earlier encoder with its own curves, never the new encoder with the earlier curves."""
+    import os
+
+    cfg = PretrainConfig(motions="demo", hidden=(32,), steps=2, eval_every=1, seed=5, target_alignment=None)
+    out = tmp_path / "enc"
+    pretrain(cfg, out, progress=False)
+    before = _folder(out)
+    earlier = _one_pretraining(out)
+    assert earlier[:2] == ([32], [32]) and len(earlier[2]) == 1
+    rename, renames = os.rename, []
+
+    def stopped_before_the_new_outputs(src, dst):
+        renames.append((str(src), str(dst)))
+        if len(renames) == 2:
+            raise KeyboardInterrupt
+        return rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", stopped_before_the_new_outputs)
+    again = PretrainConfig(**{**vars(cfg), "hidden": (16,)})
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(again, out, progress=False)
+    monkeypatch.undo()
+    assert _folder(out) == before and _one_pretraining(out) == earlier
+    assert len(renames) >= 2 and renames[1][1] == str(out)  # the stage's rename onto the folder was the one stopped
+    assert [p.name for p in tmp_path.iterdir()] == ["enc"]  # no stage or earlier set left beside it
+    pretrain(again, out, progress=False)
+    new = _one_pretraining(out)
+    assert new[:2] == ([16], [16]) and len(new[2]) == 1 and new[2] != earlier[2]
+    assert {PLOT_FILE, COSINE_PLOT_FILE, SHARPNESS_FILE} <= {p.name for p in out.iterdir()}
+
+
+def test_a_pretraining_refuses_a_folder_holding_files_it_did_not_write(tmp_path):
+    """It replaces its folder whole: a file of the user's there would go with the earlier pretraining."""
+    out = tmp_path / "enc"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    cfg = PretrainConfig(motions="demo", hidden=(16,), steps=2, eval_every=1, target_alignment=None)
+    with pytest.raises(InputFileError) as err:
+        pretrain(cfg, out, progress=False)
+    assert str(err.value) == (
+        f"{out}: holds notes.txt, which a pretraining does not write and would delete (it replaces its folder "
+        "whole); pretrain into a new or empty folder, or one that holds only an earlier pretraining"
+    )
+    assert [p.name for p in out.iterdir()] == ["notes.txt"] and [p.name for p in tmp_path.iterdir()] == ["enc"]
 
 
 def test_rgsd_pretrain_into_a_folder_another_command_holds_is_refused(tmp_path, capsys):
@@ -315,14 +372,15 @@ def test_ctrl_c_during_rgsd_pretrain_exits_130_and_leaves_the_earlier_pretrainin
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
-    started = lambda: {str(p.relative_to(out)) for p in out.rglob("events.out.tfevents.*")} - before.keys()  # noqa: E731
+    started = lambda: list(tmp_path.glob(f".{out.name}.*.partial/{TB_DIR}/events.out.tfevents.*"))  # noqa: E731
     while not started() and time.monotonic() < deadline:
-        time.sleep(0.2)  # training has started once its curves have a file
+        time.sleep(0.2)  # training has started once its curves have a file (in the stage beside the folder)
+    assert started(), "the pretraining wrote no curves in 120 s"
     time.sleep(1.0)
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=120)
     assert child.returncode == 130, err
-    assert _folder(out) == before
+    assert _folder(out) == before and [p.name for p in tmp_path.iterdir()] == [out.name]
     assert yaml.safe_load((out / CONFIG_FILE).read_text())["hidden"] == [32]
 
 

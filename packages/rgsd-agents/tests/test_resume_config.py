@@ -117,3 +117,36 @@ def test_a_run_that_carries_its_clips_resumes_from_any_working_folder(tmp_path, 
     monkeypatch.chdir(elsewhere)
     assert rgsd(["train", "--resume", str(run), "--set", "iterations=3", "--no-progress"]) == 0
     assert _iteration(run) == 3
+
+
+def test_a_run_that_carries_its_clips_still_names_them_in_its_folder_after_resume_set_and_can_move(tmp_path):
+    """``--resume --set`` rewrites config.yaml (a budget, and a curriculum step): the clips it names relative to the
+    run folder stay named so, not by the absolute path they were read from, so the folder still moves."""
+    import json
+
+    from rgsd_envs.envs.config import EnvConfig
+
+    run = tmp_path / "run"
+    write_demo_clips(run / "clips")
+    enc = tiny_encoder_file(tmp_path / "encoder.pt")
+    cfg = tiny_train_config(str(enc), iterations=2, env=EnvConfig(motions=str(run / "clips")))
+    runner = Runner(cfg, run, progress=False)
+    runner.learn()
+    runner.close()
+    _edit(run, lambda c: c["env"].update(motions="clips"))  # as a folder that carries its clips names them
+    resume = ["--set", "iterations=3", "--set", "env.deviation.heading_deg=10", "--no-progress"]
+    assert rgsd(["train", "--resume", str(run), *resume]) == 0
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["env"]["motions"] == "clips"
+    assert saved["iterations"] == 3 and saved["curriculum"][-1]["set"] == {"env.deviation.heading_deg": 10.0}
+    moved = tmp_path / "elsewhere" / "moved"
+    moved.parent.mkdir()
+    shutil.move(run, moved)
+    assert rgsd(["train", "--resume", str(moved), "--set", "iterations=4", "--no-progress"]) == 0
+    assert _iteration(moved) == 4
+    assert yaml.safe_load((moved / "config.yaml").read_text())["env"]["motions"] == "clips"
+    report = tmp_path / "report"
+    evaluate = ["eval", "--run", str(moved), "--out", str(report), "--no-video", "--rollouts", "1", "--no-progress"]
+    assert rgsd(evaluate) == 0
+    clips = json.loads((report / "metrics.json").read_text())["runs"]["moved"]["imitation"]["clips"]
+    assert sorted(clips) == sorted(p.stem for p in (moved / "clips").glob("*.npz"))  # the clips it carries

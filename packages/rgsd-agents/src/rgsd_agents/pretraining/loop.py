@@ -79,7 +79,8 @@ from rgsd_envs.motion.library import MotionLib
 from rgsd_envs.rewards.encoders import MLPEncoder, embed
 from rgsd_envs.utils.config import save_yaml, to_dict
 from rgsd_envs.utils.device import resolve_device
-from rgsd_envs.utils.files import output_folder, staged_folder
+from rgsd_envs.utils.files import LOCK_NAME, InputFileError, remove_stale_temps, staged_folder
+from rgsd_envs.utils.listing import first_few
 
 Tensor = torch.Tensor
 log = logging.getLogger(__name__)
@@ -179,7 +180,8 @@ def pretrain(
     progress_file: IO[str] | None = None,
     env_cfg: EnvConfig | None = None,
 ) -> PretrainResult:
-    """Pretrain the encoder with InfoNCE on ``cfg.motions``; write encoder.pt, pretrain.yaml, embeddings.png, tb/.
+    """Pretrain the encoder with InfoNCE on ``cfg.motions``; write encoder.pt, pretrain.yaml, embeddings.png, tb/
+    and the reward report into ``out_dir``, replacing it whole once they are all written (``check_out``).
 
     ``env_cfg``: the simulator settings of the reward report's simulated twins (default ``EnvConfig()``)."""
     from rgsd_envs.utils.progress import ProgressBar
@@ -187,10 +189,10 @@ def pretrain(
     out = Path(out_dir)
     device = resolve_device(cfg.device)  # before any file is written
     configure_tf32(device)
+    check_out(out)
     cfg = replace(cfg, motions=resolve_motions(cfg.motions))  # the saved config works from any folder
     lib, inputs = load_reference(cfg)
     cof = lib.clip_of_frame.cpu()
-    created = output_folder(out)
     threads = torch.get_num_threads()
     if cfg.num_threads is not None:
         torch.set_num_threads(cfg.num_threads)
@@ -201,53 +203,73 @@ def pretrain(
     def reached(alignment: float) -> bool:
         return cfg.target_alignment is not None and alignment >= cfg.target_alignment
 
-    # a pretraining into a folder holding an earlier one replaces its encoder.pt, pretrain.yaml and curves together,
-    # once the encoder is written: an interrupted one leaves the earlier files as they were (its curves in a stage);
-    # the earlier one's figures and reward report go just before (_save_encoder), never left beside the new encoder
-    try:
-        with staged_folder(out / TB_DIR) as tb_stage:
-            monitor = _Monitor(tb_stage, encoder, inputs, cof, lib.num_clips)
-            step, losses = 0, []
-            bar = ProgressBar(
-                "pretrain", cfg.steps, cfg.max_seconds, unit="step", disable=not progress, file=progress_file
-            )
-            try:
-                alignment = monitor.evaluate(0)
-                t0 = last_log = time.perf_counter()
-                while step < cfg.steps and not reached(alignment):
-                    losses.append(train_step(encoder, opt, lib, inputs, cfg, gen))
-                    step += 1
-                    if step % cfg.eval_every == 0:
-                        now = time.perf_counter()
-                        every = cfg.eval_every
-                        monitor.losses(step, sum(losses[-every:]) / every, every / max(now - last_log, 1e-9))
-                        alignment = monitor.evaluate(step)
-                        last_log = time.perf_counter()
-                    elapsed = time.perf_counter() - t0
-                    bar.update(step, elapsed, f"loss={losses[-1]:.4f} align={alignment:.5f}")
-                    if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
-                        log.info("pretraining stopped by its %.0f s budget after %d steps", cfg.max_seconds, step)
-                        break
-                seconds = time.perf_counter() - t0
-                monitor.evaluate(step)
-                if step == 0 and reached(alignment):
-                    # an untrained encoder maps every state near one direction: high alignment, clips not told apart
-                    log.warning(
-                        "target_alignment %g is met by the untrained encoder (alignment %.3f): no step taken, the encoder "
-                        "does not tell the clips apart; give a higher target, or -1 to run every step",
-                        cfg.target_alignment,
-                        alignment,
-                    )
-            finally:
-                bar.close()
-                monitor.writer.close()
-                torch.set_num_threads(threads)
-            saved = _save_encoder(cfg, out, encoder.cpu().eval(), lib, inputs.cpu(), step)
-    except BaseException:
-        if created and not any(out.iterdir()):  # nothing of this pretraining stays where there was no folder
-            out.rmdir()
-        raise
-    return _write_outputs(cfg, out, saved, lib, step, seconds, losses, env_cfg)
+    # every output (encoder.pt, pretrain.yaml, tb/, figures, reward report) is written into a stage beside ``out``
+    # that replaces it whole once complete: a stop or a failure at any point, the swap included, leaves the earlier
+    # pretraining as it was (or no folder where there was none), never its curves beside a new encoder
+    with staged_folder(out) as stage:
+        monitor = _Monitor(stage / TB_DIR, encoder, inputs, cof, lib.num_clips)
+        step, losses = 0, []
+        bar = ProgressBar("pretrain", cfg.steps, cfg.max_seconds, unit="step", disable=not progress, file=progress_file)
+        try:
+            alignment = monitor.evaluate(0)
+            t0 = last_log = time.perf_counter()
+            while step < cfg.steps and not reached(alignment):
+                losses.append(train_step(encoder, opt, lib, inputs, cfg, gen))
+                step += 1
+                if step % cfg.eval_every == 0:
+                    now = time.perf_counter()
+                    every = cfg.eval_every
+                    monitor.losses(step, sum(losses[-every:]) / every, every / max(now - last_log, 1e-9))
+                    alignment = monitor.evaluate(step)
+                    last_log = time.perf_counter()
+                elapsed = time.perf_counter() - t0
+                bar.update(step, elapsed, f"loss={losses[-1]:.4f} align={alignment:.5f}")
+                if cfg.max_seconds is not None and elapsed >= cfg.max_seconds:
+                    log.info("pretraining stopped by its %.0f s budget after %d steps", cfg.max_seconds, step)
+                    break
+            seconds = time.perf_counter() - t0
+            monitor.evaluate(step)
+            if step == 0 and reached(alignment):
+                # an untrained encoder maps every state near one direction: high alignment, clips not told apart
+                log.warning(
+                    "target_alignment %g is met by the untrained encoder (alignment %.3f): no step taken, the encoder "
+                    "does not tell the clips apart; give a higher target, or -1 to run every step",
+                    cfg.target_alignment,
+                    alignment,
+                )
+        finally:
+            bar.close()
+            monitor.writer.close()
+            torch.set_num_threads(threads)
+        saved = _save_encoder(cfg, stage, encoder.cpu().eval(), lib, inputs.cpu(), step)
+        result = _write_outputs(cfg, stage, out, saved, lib, step, seconds, losses, env_cfg)
+    return result
+
+
+OUTPUTS = (ENCODER_FILE, CONFIG_FILE, TB_DIR, PLOT_FILE, COSINE_PLOT_FILE, SHARPNESS_FILE)
+"""What a pretraining writes into its folder, which it replaces whole (``pretrain``)."""
+
+
+def check_out(out: Path) -> None:
+    """An InputFileError naming ``out`` unless it is a new folder or holds an earlier pretraining's ``OUTPUTS`` only
+    (and the lock of the command that holds it): the pretraining replaces the folder whole, which would delete
+    anything else, or the working folder. Temporaries a killed writer left in it are removed first."""
+    if out.exists() and not out.is_dir():
+        raise InputFileError(out, "output path exists and is not a folder")
+    if not out.exists():
+        return
+    if Path.cwd().resolve().is_relative_to(out.resolve()):
+        raise InputFileError(
+            out, "is the working folder or holds it, which the pretraining would replace; give another"
+        )
+    remove_stale_temps(out, "*")
+    others = sorted(p.name for p in out.iterdir() if p.name not in (*OUTPUTS, LOCK_NAME))
+    if others:
+        raise InputFileError(
+            out,
+            f"holds {first_few(others, 3)}, which a pretraining does not write and would delete (it replaces its "
+            "folder whole); pretrain into a new or empty folder, or one that holds only an earlier pretraining",
+        )
 
 
 def _draw_figures(
@@ -271,17 +293,11 @@ def _draw_figures(
     return embeddings, cosine
 
 
-DERIVED_FILES = (PLOT_FILE, COSINE_PLOT_FILE, SHARPNESS_FILE)
-"""The files computed from a saved encoder (``_write_outputs``), after it: an earlier pretraining's are removed
-before the new encoder is written."""
-
-
 @dataclass
 class _Saved:
     """A pretraining's saved encoder and what was computed for it."""
 
     encoder: MLPEncoder
-    encoder_path: Path
     inputs: Tensor
     embeddings: Tensor
     clip_embeddings: Tensor
@@ -292,16 +308,12 @@ class _Saved:
 def _save_encoder(
     cfg: PretrainConfig, out: Path, encoder: MLPEncoder, lib: MotionLib, inputs: Tensor, steps: int
 ) -> _Saved:
-    """Save encoder.pt (with clip embeddings and metrics), then pretrain.yaml, its settings; an earlier pretraining's
-    pretrain.yaml and ``DERIVED_FILES`` are removed first, so that a stop or a failure before the new ones are
-    written leaves files of one pretraining only."""
+    """Save encoder.pt (with clip embeddings and metrics), then pretrain.yaml, its settings."""
     cof = lib.clip_of_frame.cpu()
     e = embed(encoder, inputs)
     alignment, z = alignment_from_embeddings(e, cof, lib.num_clips)
     separation, _ = separation_stats(z)
-    for name in (*DERIVED_FILES, CONFIG_FILE):
-        (out / name).unlink(missing_ok=True)
-    encoder_path = encoder.save(
+    encoder.save(
         out / ENCODER_FILE,
         clip_names=list(lib.names),
         clip_frames=[int(n) for n in lib.num_frames.tolist()],  # with the names, which clips z_m belongs to
@@ -313,11 +325,12 @@ def _save_encoder(
         config=to_dict(cfg),
     )
     save_yaml(cfg, out / CONFIG_FILE)
-    return _Saved(encoder, encoder_path, inputs, e, z, alignment, separation)
+    return _Saved(encoder, inputs, e, z, alignment, separation)
 
 
 def _write_outputs(
     cfg: PretrainConfig,
+    stage: Path,
     out: Path,
     saved: _Saved,
     lib: MotionLib,
@@ -326,15 +339,19 @@ def _write_outputs(
     losses: list[float],
     env_cfg: EnvConfig | None = None,
 ) -> PretrainResult:
-    """Draw embeddings.png and embeddings_cosine.png and write the reward-sharpness report; the result."""
+    """Draw embeddings.png and embeddings_cosine.png and write the reward-sharpness report into ``stage``; the
+    result, naming the files where they will be once the stage replaces ``out``."""
     alignment, separation, z = saved.alignment, saved.separation, saved.clip_embeddings
     tail = losses[-cfg.eval_every :]
-    encoder_path = saved.encoder_path
-    plot_path, cosine_path = _draw_figures(out, saved.embeddings, z, lib, steps, alignment, separation)
+    plot_path, cosine_path = _draw_figures(stage, saved.embeddings, z, lib, steps, alignment, separation)
     sharpness = reward_sharpness(saved.encoder, lib, cfg.kappa, inputs=saved.inputs, env_cfg=env_cfg)
-    sharpness_path = write_report(sharpness, out / SHARPNESS_FILE)
+    write_report(sharpness, stage / SHARPNESS_FILE)
+
+    def final(path: Path | None) -> Path | None:
+        return None if path is None else out / path.relative_to(stage)
+
     return PretrainResult(
-        encoder_path=encoder_path,
+        encoder_path=out / ENCODER_FILE,
         alignment=alignment,
         separation=separation,
         seconds=seconds,
@@ -343,10 +360,10 @@ def _write_outputs(
         reached_target=cfg.target_alignment is not None and alignment >= cfg.target_alignment,
         clip_names=list(lib.names),
         config_path=out / CONFIG_FILE,
-        plot_path=plot_path,
-        cosine_path=cosine_path,
+        plot_path=final(plot_path),
+        cosine_path=final(cosine_path),
         clip_categories=list(lib.categories),
         tb_dir=out / TB_DIR,
         sharpness=sharpness,
-        sharpness_path=sharpness_path,
+        sharpness_path=out / SHARPNESS_FILE,
     )

@@ -48,6 +48,7 @@ from rgsd_envs.utils.config import (
     dotted_value,
     from_dict_with_overrides,
     read_yaml,
+    save_yaml,
     shown_value,
     to_dict,
 )
@@ -259,8 +260,6 @@ class TrainingLoop:
         ``RESUME_OVERRIDABLE`` keys may change, and ``RESUME_CURRICULUM`` keys through ``add_curriculum_step``
         (``kwargs`` go to the trainer's constructor, e.g. ``dp``). A run with no budget left (``budget_reached``)
         is loaded but nothing is written."""
-        from rgsd_envs.utils.config import save_yaml
-
         run = RunDir(run_dir)
         if run.never_checkpointed():  # stopped during its set-up: its missing files are not what went wrong
             raise InputFileError(run.path, f"nothing to resume: {run.not_started()}")
@@ -279,7 +278,7 @@ class TrainingLoop:
             return runner
         log.info("resuming %s at iteration %d from %s", run.path, runner.iteration, checkpoint.relative_to(run.path))
         if overrides and runner.is_main:
-            save_yaml(cfg, run.config_path)
+            save_run_config(run, cfg)
         if changes:
             runner.add_curriculum_step(changes)
         return runner
@@ -553,6 +552,19 @@ def resume_config(
     if isinstance(env, dict) and "motions" in env:  # clips the run folder carries, wherever the command runs
         saved = {**saved, "env": {**env, "motions": run.motions_in_folder(env["motions"])}}
     return from_dict_with_overrides(cls, saved, str(run.config_path), checked, overrides)
+
+
+def save_run_config(run: RunDir, cfg: Any) -> None:
+    """Write the config of a run being continued (``resume_config``'s, with its changes) to its config.yaml, with
+    ``env.motions`` as config.yaml names it where ``resume_config`` read that from inside the run folder
+    (``RunDir.motions_in_folder``): a run that carries its clips keeps naming them relative to its folder, so that
+    the folder can still be moved or copied."""
+    data = to_dict(cfg)
+    env, recorded = data.get("env"), run.config().get("env")
+    motions = recorded.get("motions") if isinstance(recorded, dict) else None
+    if isinstance(env, dict) and motions is not None and env.get("motions") == run.motions_in_folder(motions):
+        data["env"] = {**env, "motions": motions}
+    save_yaml(data, run.config_path)
 
 
 def _saved_as_override(cls: type, saved: dict[str, Any], dotted: str) -> Any:

@@ -47,7 +47,7 @@ from rgsd_agents.pretraining.sim_twins import reference_actions
 from rgsd_agents.probe import ProbeHooks
 from rgsd_agents.rl.distributed import DataParallel
 from rgsd_agents.rl.episode_stats import EpisodeStats
-from rgsd_agents.rl.loop import TrainingLoop, load_generator_state, record_config_changes
+from rgsd_agents.rl.loop import TrainingLoop, load_generator_state, record_config_changes, save_run_config
 from rgsd_agents.rl.networks import ActorCritic
 from rgsd_agents.rl.ppo import PPO
 from rgsd_agents.rl.precision import configure_tf32
@@ -213,7 +213,7 @@ class Runner(ProbeHooks, TrainingLoop, RolloutCollector):
         cfg = dataclasses.replace(self.cfg, curriculum=steps)  # checks the step (keys, types, a valid env)
         self.cfg = cfg
         if self.is_main:
-            save_yaml(cfg, self.run.config_path)
+            save_run_config(self.run, cfg)
         self.apply_curriculum()
 
     def apply_curriculum(self, record: bool = True) -> None:
