@@ -528,8 +528,19 @@ def test_a_negative_seed_set_in_a_config_is_named_by_its_set(command, message, t
             "--seeds RUN ... reads finished runs and trains nothing; leave out --low-level, --style",
         ),
         (["downstream", "--seeds", "{run}"], "--seeds RUN ... needs --out DIR (the report folder)"),
+        (["reproduce", "--out", "{out}"], "--motions is required (unless --report-only)"),
+        (["reproduce", "--motions", "demo", "--seeds", "0", "--out", "{out}"], "--seeds must be >= 1"),
     ],
-    ids=["train-resume", "downstream-resume-config", "downstream-resume-style", "seeds-config", "seeds-style", "seeds"],
+    ids=[
+        "train-resume",
+        "downstream-resume-config",
+        "downstream-resume-style",
+        "seeds-config",
+        "seeds-style",
+        "seeds",
+        "reproduce-motions",
+        "reproduce-seeds",
+    ],
 )
 def test_a_flag_the_mode_would_ignore_is_refused_by_name_on_stderr(command, message, tmp_path, capsys):
     names = {"run": tmp_path / "run", "out": tmp_path / "out"}

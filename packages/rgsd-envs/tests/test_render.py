@@ -244,6 +244,31 @@ def test_cli_play_refuses_a_bad_size_count_or_suffix_in_one_line(args, message, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npz"]
 
 
+def _rendering_disabled(monkeypatch) -> str:
+    monkeypatch.setattr(render, "_gl_backend", lambda: "disable")  # as MUJOCO_GL=disable
+    return "MuJoCo's rendering is disabled"
+
+
+def _no_offscreen_gl(monkeypatch) -> str:
+    def no_gl(*args, **kwargs):
+        raise mujoco.FatalError("an OpenGL platform library has not been loaded into this process")
+
+    monkeypatch.setattr(render, "_gl_backend", lambda: "egl")  # selected, but its library does not load
+    monkeypatch.setattr(mujoco, "Renderer", no_gl)
+    return "offscreen OpenGL is not available (MUJOCO_GL='egl'): FatalError: an OpenGL platform library"
+
+
+@pytest.mark.parametrize("without", [_rendering_disabled, _no_offscreen_gl], ids=["disabled", "no-gl"])
+def test_cli_play_without_rendering_is_refused_in_one_error_line(without, short_clip, tmp_path, monkeypatch, capsys):
+    clip_file = short_clip.save(tmp_path / "x.npz")
+    why = without(monkeypatch)
+    assert motions_main(["play", str(clip_file), "--out", str(tmp_path / "x.mp4"), "--sheet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {why}") and err.count("\n") == 1, err
+    assert "MUJOCO_GL=egl with libegl1" in err  # what to install
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npz"]  # no sheet, no video
+
+
 def test_side_by_side_frame_step_draws_every_kth_frame_in_real_time(short_clip, tmp_path):
     q = short_clip.qpos[:6]
     out = render.render_side_by_side([q, q], tmp_path / "fast.mp4", width=W, height=H, frame_step=2, shadows=False)

@@ -61,8 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _missing(command: str, package: str) -> int:
-    print(f"error: `rgsd {command}` is provided by {package}; install it with: pip install {package}", file=sys.stderr)
-    return 2
+    from rgsd_envs.utils.command import BAD_INPUT, print_error
+
+    print_error(f"`rgsd {command}` is provided by {package}; install it with: pip install {package}")
+    return BAD_INPUT
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,10 @@ from rgsd_envs.motion.amass import read_amass
 from rgsd_envs.motion.cli import main
 from rgsd_envs.motion.clip import load_clip
 from rgsd_envs.motion.importer import file_jobs, import_motions
+from rgsd_envs.testing import raise_stop_signal, stop_signals_as_in_a_terminal
+from rgsd_envs.utils.command import BAD_INPUT
 from rgsd_envs.utils.files import InputFileError
+from rgsd_envs.utils.signals import INTERRUPTED
 
 DROP = object()
 """Marks a key to leave out of a written file."""
@@ -250,8 +254,9 @@ def test_amass_file_given_to_the_clip_loader_says_to_import_it(amass_base, tmp_p
 # --- interrupted imports --------------------------------------------------------
 
 
-def interrupt_savez(monkeypatch, after: int = 0) -> None:
-    """Make np.savez_compressed write some bytes then raise KeyboardInterrupt, after `after` good calls."""
+def interrupt_savez(monkeypatch, after: int = 0, signum: int | None = None) -> None:
+    """Make np.savez_compressed write some bytes then raise KeyboardInterrupt (or send this process ``signum``, as
+    from outside), after `after` good calls."""
     real = np.savez_compressed
     calls = {"n": 0}
 
@@ -260,6 +265,9 @@ def interrupt_savez(monkeypatch, after: int = 0) -> None:
         if calls["n"] <= after:
             return real(file, *args, **kwargs)
         file.write(b"PK\x03\x04 half a clip")
+        if signum is not None:
+            raise_stop_signal(signum)
+            raise AssertionError("the import went on after the signal")
         raise KeyboardInterrupt
 
     monkeypatch.setattr(np, "savez_compressed", fake)
@@ -287,14 +295,42 @@ def test_interrupted_import_keeps_the_previous_clip_file_intact(amass_base, tmp_
     assert (out / "a.npz").read_bytes() == before
 
 
-def test_cli_interrupted_import_exits_130_with_only_whole_clips(amass_base, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_cli_import_stopped_by_a_signal_says_so_in_one_line_exits_130_with_only_whole_clips(
+    name, amass_base, tmp_path, monkeypatch, capsys
+):
+    """Ctrl-C, SIGTERM (kill, a batch system's time limit) and SIGHUP (the terminal closed) stop rgsd-motions as
+    they stop rgsd: one line, exit status INTERRUPTED, the clip being written left out, its handlers put back."""
     srcs = [write_npz(tmp_path / f"{n}_poses.npz", amass_base) for n in ("a", "b")]
     out = tmp_path / "out"
-    interrupt_savez(monkeypatch, after=1)
-    assert main(["import", *srcs, "--out", str(out), "--quiet"]) == 130
-    assert "interrupted" in capsys.readouterr().err
-    assert [p.name for p in out.iterdir()] == ["a.npz"]
+    interrupt_savez(monkeypatch, after=1, signum=getattr(signal, name))
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with stop_signals_as_in_a_terminal():
+            code = main(["import", *srcs, "--out", str(out), "--quiet"])
+    except KeyboardInterrupt:  # a failure of this test, not a stop of the test run
+        pytest.fail("the stop escaped the command: a traceback, not one line")
+    assert (code, capsys.readouterr().err) == (INTERRUPTED, "interrupted\n")
+    assert [p.name for p in out.iterdir()] == ["a.npz"]  # no half-written b.npz, no temporary file, no report
     assert load_clip(out / "a.npz").num_frames == 6
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["import", "--out", "{out}"], "give AMASS files or folders, or --paper-set <AMASS root>"),
+        (["demo", "--out", "{out}", "--seed", "3"], "--seed chooses the variants; give --variants N too"),
+        (["demo", "--out", "{out}", "--variants", "0"], "--variants must be >= 1, got 0"),
+    ],
+    ids=["import-no-inputs", "demo-seed", "demo-variants"],
+)
+def test_cli_refuses_bad_flags_in_one_error_line_with_exit_status_bad_input(args, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main([a.format(out=out) for a in args]) == BAD_INPUT
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", f"error: {message}\n")
+    assert not out.exists()
 
 
 # --- the CLI with a bad file among good ones -----------------------------------

@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 import rgsd_envs  # noqa: F401  (before torch: sets OMP_WAIT_POLICY and MUJOCO_GL)
+from rgsd_envs.utils.command import BAD_INPUT, print_error, run_as_command
 from rgsd_envs.utils.config import (
     add_set_argument,
     from_dict_with_overrides,
@@ -243,8 +244,8 @@ def run_command(args: argparse.Namespace) -> int:
         resolve_device(cfg.device)  # a bad device ends here, before the report folder exists
         paths = run_evaluation(args.run, args.motions, args.out, cfg)
     except (InputFileError, FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return BAD_INPUT
     for kind, path in paths.items():
         print(f"{kind}: {path}")
     return 0
@@ -271,8 +272,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rgsd-eval``: ends as ``rgsd eval`` does (``run_as_command``: SIGTERM and SIGHUP stop it as
     Ctrl-C does, in one line and exit status 130)."""
-    from rgsd_envs.utils.command import run_as_command
-
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"

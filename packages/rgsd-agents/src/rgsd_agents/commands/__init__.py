@@ -55,18 +55,16 @@ def add_run_arguments(parser: argparse.ArgumentParser, set_help: str) -> None:
 
 
 def refuse_torchrun(command: str) -> int | None:
-    """2 (after one line on stderr) when launched as several torchrun processes: only ``rgsd train`` runs
-    data-parallel; None otherwise."""
-    import os
-    import sys
+    """``BAD_INPUT`` (after one line on stderr) when launched as several torchrun processes: only ``rgsd train``
+    runs data-parallel; None otherwise."""
+    from rgsd_envs.utils.command import BAD_INPUT, print_error
 
     if int(os.environ.get("WORLD_SIZE", 1)) > 1:
-        print(
-            f"error: `rgsd {command}` runs in one process; only `rgsd train` runs data-parallel under torchrun "
-            "(launch this command without torchrun)",
-            file=sys.stderr,
+        print_error(
+            f"`rgsd {command}` runs in one process; only `rgsd train` runs data-parallel under torchrun "
+            "(launch this command without torchrun)"
         )
-        return 2
+        return BAD_INPUT
     return None
 
 

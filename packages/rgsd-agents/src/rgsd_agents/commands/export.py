@@ -26,11 +26,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rgsd_agents.commands import add_doc_parser, add_run_folder_argument
+from rgsd_envs.utils.command import BAD_INPUT, print_error
 
 if TYPE_CHECKING:
     from rgsd_envs.runs.onnx_export import ClipSkills
@@ -79,11 +79,11 @@ def run(args: argparse.Namespace) -> int:
         require("onnx", "onnxscript")  # before the clip latents are chosen: a missing extra is said at once
         path = export_onnx(args.run, out, run_clip_skills(args.run, args.latents, args.motions), args.motions)
     except MissingExportDependency as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return BAD_INPUT
     except ValueError as err:  # InputFileError too: incomplete run, wrong policy shape, not .onnx
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return BAD_INPUT
     meta = read_metadata(path)
     print(
         f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB): obs (batch, {meta['observation']['dim']}) -> "

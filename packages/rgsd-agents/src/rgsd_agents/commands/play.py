@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 from pathlib import Path
 
 from rgsd_agents.commands import add_doc_parser
 from rgsd_agents.run_skills import DEFAULT_CLIP
+from rgsd_envs.utils.command import BAD_INPUT, print_error
 from rgsd_envs.utils.config import seed_type
 
 
@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from rgsd_envs.render import RenderBackendError, check_rendering, check_video_output
 
     if (args.run is None) == (not args.pretrained):
-        print("error: give a RUN folder or --pretrained (one of them)", file=sys.stderr)
-        return 2
+        print_error("give a RUN folder or --pretrained (one of them)")
+        return BAD_INPUT
     if args.pretrained:
         from rgsd_agents.pretrained import pretrained_run
         from rgsd_envs.utils.files import InputFileError
@@ -74,19 +74,18 @@ def run(args: argparse.Namespace) -> int:
         try:
             args.run = str(pretrained_run())
         except InputFileError as err:
-            print(f"error: this install has no pretrained policy: {err}", file=sys.stderr)
-            return 2
+            print_error(f"this install has no pretrained policy: {err}")
+            return BAD_INPUT
         print(f"pretrained policy: {args.run}")
     from rgsd_envs.runs.run_dir import RunDir
 
     RunDir(args.run).check_kind(RunDir.SKILL_RUN, "rgsd play")  # a downstream run: named, with its skill policy
     if args.viewer and not has_display():  # before the rollout: say it at once
-        print(
-            "error: --viewer needs a display (neither DISPLAY nor WAYLAND_DISPLAY is set); "
-            f"write a video instead: rgsd play {shlex.quote(args.run)} --out play.mp4",
-            file=sys.stderr,
+        print_error(
+            "--viewer needs a display (neither DISPLAY nor WAYLAND_DISPLAY is set); "
+            f"write a video instead: rgsd play {shlex.quote(args.run)} --out play.mp4"
         )
-        return 2
+        return BAD_INPUT
     try:
         if not args.viewer:  # before the rollout: an odd size, a path that is not .mp4, no rendering: said at once
             check_video_output(args.out or "play.mp4", *args.size)
@@ -95,19 +94,19 @@ def run(args: argparse.Namespace) -> int:
             args.run, args.clip, args.kappa, args.frames, args.motions, args.seed, latents=args.latents
         )
     except ValueError as err:  # InputFileError (unknown clip, incomplete run) is a ValueError too
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return BAD_INPUT
     except RenderBackendError as err:
-        print(no_rendering(err, "--pretrained" if args.pretrained else args.run), file=sys.stderr)
-        return 2
+        print_error(no_rendering(err, "--pretrained" if args.pretrained else args.run))
+        return BAD_INPUT
     fell = ", fell" if played.fell else ""
     print(f"{label(played)}: {len(played.qpos)} frames; over the clip: Cartesian error {played.error_cm:.1f} cm{fell}")
     if args.viewer:
         try:
             view(played)
         except NoDisplayError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            print_error(err)
+            return BAD_INPUT
         return 0
     from rgsd_envs.motion.clip import clip_file_stem
 
@@ -117,15 +116,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         write_play_video(played, out, tuple(args.size), args.reference)
     except ValueError as err:  # odd size, not .mp4
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return BAD_INPUT
     except RenderBackendError as err:  # the GL backend is selected but does not start
-        print(no_rendering(err, "--pretrained" if args.pretrained else args.run), file=sys.stderr)
-        return 2
+        print_error(no_rendering(err, "--pretrained" if args.pretrained else args.run))
+        return BAD_INPUT
     print(f"video: {out}")
     return 0
 
 
 def no_rendering(err: Exception, run: str) -> str:
     """The one-line error of ``rgsd play`` without offscreen rendering: why, how to get it, what works without."""
-    return f"error: {err} Without rendering, `rgsd view {run}` shows the policy in a browser (pip install 'rgsd-agents[viewer]')."
+    return (
+        f"{err} Without rendering, `rgsd view {run}` shows the policy in a browser (pip install 'rgsd-agents[viewer]')."
+    )

@@ -25,7 +25,6 @@ Train a policy with the encoder into another folder:
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +35,7 @@ from rgsd_agents.commands import (
     holds_other_outputs,
     holds_run,
 )
+from rgsd_envs.utils.command import BAD_INPUT, print_error
 from rgsd_envs.utils.config import seed_type
 
 if TYPE_CHECKING:
@@ -143,19 +143,19 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if (out / RunDir.POLICY).exists() or holds_run(out):
         # its encoder.pt is the one its policy was trained with: replacing it would silently change the policy's skills
-        print(f"error: {out} holds a trained run; pretrain into another --out", file=sys.stderr)
-        return 2
+        print_error(f"{out} holds a trained run; pretrain into another --out")
+        return BAD_INPUT
     if RunDir(out).kind() is None and (other := holds_other_outputs(out)) is not None:
-        print(f"error: {out} holds {other}, not an encoder; pretrain into another --out", file=sys.stderr)
-        return 2
+        print_error(f"{out} holds {other}, not an encoder; pretrain into another --out")
+        return BAD_INPUT
     try:
         with folder_lock(out, "rgsd pretrain"):  # a second pretraining into it would interleave its files
             result = pretrain(cfg, out, progress=not args.no_progress)
     except InputFileError:
         raise  # the CLI reports it with the file and field
     except ValueError as err:  # e.g. fewer than two clips
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return BAD_INPUT
     status = "reached" if result.reached_target else "did not reach"
     target = f" ({status} the target {cfg.target_alignment})" if cfg.target_alignment is not None else ""
     print(

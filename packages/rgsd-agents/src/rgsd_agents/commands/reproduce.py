@@ -36,6 +36,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from rgsd_agents.commands import add_doc_parser, add_set_argument
+from rgsd_envs.utils.command import BAD_INPUT, print_error
+from rgsd_envs.utils.signals import INTERRUPTED
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -162,18 +164,18 @@ def run(args: argparse.Namespace) -> int:
     if args.report_only:
         return _report_only(args)
     if args.sources:
-        print("error: --from goes with --report-only (it runs no step)", file=sys.stderr)
-        return 2
+        print_error("--from goes with --report-only (it runs no step)")
+        return BAD_INPUT
     if args.motions is None:
-        print("error: --motions is required (unless --report-only)", file=sys.stderr)
-        return 2
+        print_error("--motions is required (unless --report-only)")
+        return BAD_INPUT
     if args.seeds is not None and args.seeds < 1:
-        print("error: --seeds must be >= 1", file=sys.stderr)
-        return 2
+        print_error("--seeds must be >= 1")
+        return BAD_INPUT
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        print(f"error: {out} exists and is not a folder", file=sys.stderr)
-        return 2
+        print_error(f"{out} exists and is not a folder")
+        return BAD_INPUT
     try:
         state = StepsFile.load(out)
         scale, scale_file = load_scale(args.scale, set_overrides(ReproduceScale, args.overrides))
@@ -182,8 +184,8 @@ def run(args: argparse.Namespace) -> int:
         )
         _check_kept_motions(plan, state)
     except (InputFileError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return BAD_INPUT
     for method, reason in plan.dropped_methods.items():
         print(f"warning: method {method!r} left out of the plan: {reason}", file=sys.stderr)
     for style, reason in plan.dropped_styles.items():
@@ -231,8 +233,8 @@ def _report_only(args: argparse.Namespace) -> int:
         else:
             paths = merge_reports(args.sources, out)
     except (InputFileError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return BAD_INPUT
     print(f"report: {paths['report']}")
     return 0
 
@@ -289,5 +291,5 @@ def _run_plan(args: argparse.Namespace, plan: Plan, scale: ReproduceScale, scale
         print(f"report: {report}")
     if outcome.interrupted:
         print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     return 0 if outcome.ok else 1

@@ -102,7 +102,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         _quiet_other_ranks(dp)
         extra = _parallel(trainer, dp)
         if extra is None:
-            return 2
+            return BAD_INPUT
         hold(stack, dp, args.resume, create=False)
         runner = trainer.resume(args.resume, overrides, progress=not args.no_progress, **extra)
     else:
@@ -117,7 +117,7 @@ def _train(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         _quiet_other_ranks(dp)
         extra = _parallel(trainer, dp)
         if extra is None:
-            return 2
+            return BAD_INPUT
         out = Path(args.out) if args.out else default_out(args.config)
         taken = new_run_taken(out, args.config)
         if dp is not None:  # rank 0 decides: the clock and the file system may differ between ranks

@@ -24,7 +24,6 @@ Needs viser: pip install 'rgsd-agents[viewer]'.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +33,7 @@ from rgsd_agents.run_skills import DEFAULT_CLIP
 from rgsd_agents.viewer.app import ServeConfig
 from rgsd_agents.viewer.limits import KAPPA_RANGE, PORT_RANGE, SPEED_RANGE
 from rgsd_agents.viewer.session import SessionConfig
+from rgsd_envs.utils.command import BAD_INPUT, print_error
 from rgsd_envs.utils.config import number_type, seed_type
 from rgsd_envs.utils.signals import on_stop_signals, restore_signals, signal_name
 
@@ -108,13 +108,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rgsd view``."""
     if (args.run is None) == (not args.pretrained):
-        print("error: give a RUN folder or --pretrained (one of them)", file=sys.stderr)
-        return 2
+        print_error("give a RUN folder or --pretrained (one of them)")
+        return BAD_INPUT
     try:
         import viser  # noqa: F401
     except ModuleNotFoundError:
-        print("error: rgsd view needs viser: pip install 'rgsd-agents[viewer]'", file=sys.stderr)
-        return 2
+        print_error("rgsd view needs viser: pip install 'rgsd-agents[viewer]'")
+        return BAD_INPUT
     from rgsd_agents.viewer.app import open_viewer, remote_access_line
     from rgsd_agents.viewer.server import ServerStartError
 
@@ -134,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
             serve=ServeConfig(host=args.host, port=args.port, speed=args.speed),
         )
     except (ValueError, ServerStartError) as err:  # InputFileError (not a run, a bad latents file) is a ValueError too
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print_error(err)
+        return BAD_INPUT
     print(f"rgsd view: {app.url}  {app.summary}; Ctrl-C stops")
     print(f"from another machine: {remote_access_line(args.host, app.port)}", flush=True)
     app.start()

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rgsd_envs.motion.amass import DEFAULT_CATEGORY
+from rgsd_envs.utils.command import BAD_INPUT, print_error, run_as_command
 from rgsd_envs.utils.config import seed_type
-from rgsd_envs.utils.files import InputFileError
 
 if TYPE_CHECKING:
     from rgsd_envs.motion.clip import MotionClip
@@ -23,40 +23,39 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     offsets = pelvis = None
     if args.betas is not None and not args.smpl_model:
-        print("error: --betas needs --smpl-model DIR (the SMPL model the betas belong to)", file=sys.stderr)
-        return 2
+        print_error("--betas needs --smpl-model DIR (the SMPL model the betas belong to)")
+        return BAD_INPUT
     if args.smpl_model:
         from rgsd_envs.humanoid.body_shape import body_from_smpl
 
         try:
             offsets, pelvis = body_from_smpl(args.smpl_model, betas=args.betas, gender=args.gender)
         except (ImportError, ValueError) as err:  # smplx missing, bad betas, bad model file
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            print_error(err)
+            return BAD_INPUT
     if args.cycles < 1:
-        print(f"error: --cycles must be >= 1, got {args.cycles}", file=sys.stderr)
-        return 2
+        print_error(f"--cycles must be >= 1, got {args.cycles}")
+        return BAD_INPUT
     missing: list[str] = []
     if args.paper_set and (args.inputs or args.category is not None):
         given = " and ".join(
             [f"input(s) {' '.join(args.inputs)}"] * bool(args.inputs)
             + [f"--category {args.category}"] * (args.category is not None)
         )
-        print(
-            f"error: --paper-set imports the paper's 20 clips with their own categories; it takes no {given}: "
-            "import other files in a separate call",
-            file=sys.stderr,
+        print_error(
+            f"--paper-set imports the paper's 20 clips with their own categories; it takes no {given}: "
+            "import other files in a separate call"
         )
-        return 2
+        return BAD_INPUT
     if args.paper_set:
         jobs, missing = paper_set_jobs(args.paper_set)
         if not jobs:
-            print(f"error: none of the paper's 20 clips found under {args.paper_set}", file=sys.stderr)
-            return 2
+            print_error(f"none of the paper's 20 clips found under {args.paper_set}")
+            return BAD_INPUT
     else:
         if not args.inputs:
-            print("error: give AMASS files or folders, or --paper-set <AMASS root>", file=sys.stderr)
-            return 2
+            print_error("give AMASS files or folders, or --paper-set <AMASS root>")
+            return BAD_INPUT
         jobs = file_jobs(args.inputs, category=args.category or DEFAULT_CATEGORY)
     report = import_motions(
         jobs,
@@ -83,16 +82,16 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     if args.variants is None:
         if args.seed is not None:
-            print("error: --seed chooses the variants; give --variants N too", file=sys.stderr)
-            return 2
+            print_error("--seed chooses the variants; give --variants N too")
+            return BAD_INPUT
         from rgsd_envs.motion.demo import write_demo_clips
 
         paths = write_demo_clips(args.out)
         print(f"wrote {len(paths)} demo clip(s) to {args.out}")
         return 0
     if args.variants < 1:
-        print(f"error: --variants must be >= 1, got {args.variants}", file=sys.stderr)
-        return 2
+        print_error(f"--variants must be >= 1, got {args.variants}")
+        return BAD_INPUT
     from rgsd_envs.motion.variants import write_demo_variants
 
     seed = 0 if args.seed is None else args.seed
@@ -138,7 +137,14 @@ def _duration(seconds: float) -> str:
 
 def _cmd_play(args: argparse.Namespace) -> int:
     from rgsd_envs.motion.clip import load_clip
-    from rgsd_envs.render import check_sheet_output, check_video_output, render_clip, write_contact_sheet
+    from rgsd_envs.render import (
+        RenderBackendError,
+        check_rendering,
+        check_sheet_output,
+        check_video_output,
+        render_clip,
+        write_contact_sheet,
+    )
 
     clip = load_clip(args.clip)
     out = Path(args.out) if args.out else Path(args.clip).with_suffix(".mp4")
@@ -149,15 +155,20 @@ def _cmd_play(args: argparse.Namespace) -> int:
             check_sheet_output(sheet, args.width, args.height, args.sheet_frames)
         if video is not None:
             check_video_output(video, args.width, args.height)
-    except ValueError as err:  # odd size, no frames, not .mp4
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if sheet is not None:
-        write_contact_sheet(clip, sheet, num_frames=args.sheet_frames, width=args.width, height=args.height)
-        print(f"wrote {sheet}")
-    if video is not None:
-        render_clip(clip, video, width=args.width, height=args.height)
-        print(f"wrote {video}")
+        check_rendering()  # rendering turned off here: said before anything is drawn
+    except (ValueError, RenderBackendError) as err:  # odd size, no frames, not .mp4
+        print_error(err)
+        return BAD_INPUT
+    try:
+        if sheet is not None:
+            write_contact_sheet(clip, sheet, num_frames=args.sheet_frames, width=args.width, height=args.height)
+            print(f"wrote {sheet}")
+        if video is not None:
+            render_clip(clip, video, width=args.width, height=args.height)
+            print(f"wrote {video}")
+    except RenderBackendError as err:  # the GL backend is selected but does not start
+        print_error(err)
+        return BAD_INPUT
     return 0
 
 
@@ -265,17 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``rgsd-motions``."""
+    """Entry point of ``rgsd-motions``: ends as ``rgsd`` does (``run_as_command``: bad input in one line and exit
+    status 2; Ctrl-C, SIGTERM and SIGHUP stop it in one line and exit status 130, every file it wrote whole)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except (InputFileError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; files written so far are complete, nothing partial was left", file=sys.stderr)
-        return 130
+    return run_as_command(lambda: args.func(args))
 
 
 if __name__ == "__main__":

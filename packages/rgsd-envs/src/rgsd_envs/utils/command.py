@@ -1,5 +1,5 @@
 """How every rgsd command line tool ends: bad input as one line on stderr and exit status 2, a stop (Ctrl-C,
-SIGTERM, SIGHUP) as one line and ``INTERRUPTED``, never a traceback. ``rgsd``, ``rgsd-eval`` and
+SIGTERM, SIGHUP) as one line and ``INTERRUPTED``, never a traceback. ``rgsd``, ``rgsd-eval``, ``rgsd-motions`` and
 ``python -m rgsd_agents.pretrained`` run their command through ``run_as_command``."""
 
 from __future__ import annotations
