@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -558,6 +559,9 @@ def test_an_interrupted_demo_continues_with_the_same_command_then_evaluates(tmp_
 
     def fake_eval(argv):
         evals.append(argv)
+        if len(evals) == 1:  # the first evaluation is stopped, as rgsd eval stops: one line, 130
+            print("interrupted", file=sys.stderr)
+            return 130
         _fake_eval_metrics(out / "report")
         return 0
 
@@ -573,21 +577,28 @@ def test_an_interrupted_demo_continues_with_the_same_command_then_evaluates(tmp_
     assert not evals and not (out / "report").exists()  # a run cut short is not evaluated
 
     monkeypatch.setattr(Runner, "iterate", iterate)
+    assert args.func(_demo_args(out)) == 130
+    captured = capsys.readouterr()
+    assert f"[2/3] continuing the training in {out} from iteration 1 " in captured.out
+    assert load_policy(out / "policy.pt").meta["iteration"] == 3  # trained on to the budget, not started anew
+    assert captured.err.splitlines() == [
+        "interrupted",
+        f"the evaluation was stopped; rgsd demo --out {out} evaluates the trained run",
+    ]
+
     assert args.func(_demo_args(out)) == 0
     printed = capsys.readouterr().out
-    assert f"[2/3] continuing the training in {out} from iteration 1 " in printed
-    assert load_policy(out / "policy.pt").meta["iteration"] == 3  # trained on to the budget, not started anew
+    assert f"[2/3] the training in {out} is finished (iterations=3): on to the evaluation" in printed
     report = str(out / "report")
-    assert evals == [
-        ["eval", "--run", str(out), "--motions", "demo", "--out", report, "--device", "auto", "--no-progress"]
-    ]
+    eval_argv = ["eval", "--run", str(out), "--motions", "demo", "--out", report, "--device", "auto", "--no-progress"]
+    assert evals == [eval_argv, eval_argv]
     assert "demo_walk        ERR 38.8 cm" in printed  # the demo's closing summary, from the evaluation
 
     assert args.func(_demo_args(out)) == 2  # a finished demo: refused, its report named
     assert (
         f"holds a finished demo (iterations=3; its report: {out / 'report' / 'report.md'})" in capsys.readouterr().err
     )
-    assert len(evals) == 1
+    assert len(evals) == 2
 
 
 def test_a_second_demo_into_the_folder_of_a_new_one_that_runs_is_refused(tmp_path, monkeypatch, capsys):

@@ -204,6 +204,9 @@ def _train_and_evaluate(runner: Runner, out: Path, args: argparse.Namespace) -> 
             ["eval", "--run", str(out), "--motions", "demo", "--out", str(report), "--device", cfg.device]
             + (["--no-progress"] if args.no_progress else [])
         )
+        if code == INTERRUPTED:  # rgsd eval has said "interrupted"; say how to finish
+            print(f"the evaluation was stopped; rgsd demo --out {_q(out)} evaluates the trained run", file=sys.stderr)
+            return code
         if code:
             print(f"evaluation failed (exit code {code}); the trained run is in {out}", file=sys.stderr)
             return code
