@@ -127,16 +127,20 @@ def raise_stop_signal(signum: int) -> None:
 
 @contextmanager
 def stop_signals_as_in_a_terminal() -> Iterator[None]:
-    """SIGHUP at its default for the block, as in a terminal, even where the tests run under ``nohup``: a command
-    leaves an ignored SIGHUP ignored (``rgsd_envs.utils.signals``), so its stop could not be tested there."""
+    """SIGHUP at its default and SIGINT raising KeyboardInterrupt for the block, as in a terminal, even where the
+    tests run under ``nohup`` or as a background job (which starts with SIGINT ignored, so Python installs no
+    KeyboardInterrupt handler): a command leaves an ignored SIGHUP ignored (``rgsd_envs.utils.signals``), so its
+    stop could not be tested there."""
     import signal
 
-    hup = getattr(signal, "SIGHUP", None)
-    before = None if hup is None else signal.getsignal(hup)
-    if before == signal.SIG_IGN:
-        signal.signal(hup, signal.SIG_DFL)
+    restore = {}
+    for name, terminal in (("SIGHUP", signal.SIG_DFL), ("SIGINT", signal.default_int_handler)):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) == signal.SIG_IGN:
+            signal.signal(signum, terminal)
+            restore[signum] = signal.SIG_IGN
     try:
         yield
     finally:
-        if before == signal.SIG_IGN:
-            signal.signal(hup, signal.SIG_IGN)
+        for signum, handler in restore.items():
+            signal.signal(signum, handler)
