@@ -975,6 +975,8 @@ def _run_metrics(err: float, method: str) -> dict:
         "clips": 1, "rollouts": 4, "err_cm": err, "err_until_fall_cm": err - 1, "mpjpe_cm": err / 2, "global_mpjpe_succ_cm": err / 3,
         "success_rate": 0.75, "fall_rate": 0.25, "fid": err / 10, "unstable": 0,
     }  # fmt: skip
+    if method != "fb_cpr":  # Meta Motivo's stands for a metrics.json written before ERR to deviation
+        scope["err_until_deviation_cm"] = err - 2
     return {
         "method": method,
         "latent": {"fb_cpr": "stored", "rgsd": "encoder"}.get(method, "best-of-500"),
@@ -1014,16 +1016,21 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
     table = md.split("## Table 1", 1)[1].split("###", 1)[0]
     rows = [line for line in table.splitlines() if line.startswith("|")]
     assert rows[0].startswith(
-        "| Method | Source | Frame | Rollouts per clip | Walk ERR | Walk ERR to fall | Walk FID | Run ERR |"
+        "| Method | Source | Frame | Rollouts per clip | Walk ERR | Walk ERR to fall | Walk ERR to deviation | Walk FID "
+        "| Run ERR |"
     )
-    assert rows[2].startswith("| rgsd | ours (2 seeds) | world | 4 | 10.5 ± 0.7 | 9.5 ± 0.7 | 1.05 ± 0.07, rank 1 |")
-    assert rows[2].endswith("| 10.5 ± 0.7 / 9.5 ± 0.7 / 1.05 ± 0.07 |")  # all clips: ERR / ERR to fall / FID
+    assert rows[2].startswith(
+        "| rgsd | ours (2 seeds) | world | 4 | 10.5 ± 0.7 | 9.5 ± 0.7 | 8.5 ± 0.7 | 1.05 ± 0.07, rank 1 |"
+    )
+    assert rows[2].endswith("| 10.5 ± 0.7 / 9.5 ± 0.7 / 8.5 ± 0.7 / 1.05 ± 0.07 |")  # ERR / to fall / to dev. / FID
     # the paper's row: its ERR, and its FID only as a rank among the methods here (Meta Motivo's FID is lower)
     assert rows[3].startswith(
-        "|  | paper (quoted) | not stated | 500 | 7.4 | - | rank 2 of 2 | 7.7 | - | rank 2 of 2 |"
+        "|  | paper (quoted) | not stated | 500 | 7.4 | - | - | rank 2 of 2 | 7.7 | - | - | rank 2 of 2 |"
     )
-    assert "| fb_cpr | ours (2 seeds) | world | 4 | 20.5 ± 0.7 | 19.5 ± 0.7 | 2.05 ± 0.07, rank 2 |" in table
-    assert "| 10.9 | - | rank 1 of 2 |" in table
+    # an evaluation without ERR to deviation still renders, the column n/a
+    assert "| fb_cpr | ours (2 seeds) | world | 4 | 20.5 ± 0.7 | 19.5 ± 0.7 | n/a | 2.05 ± 0.07, rank 2 |" in table
+    assert "| 10.9 | - | - | rank 1 of 2 |" in table
+    assert all(len(r.split("|")) == len(rows[0].split("|")) for r in rows)
     for method in ("rgsd", "meta-motivo"):
         for _, fid in PAPER_IMITATION[method].values():
             assert f"| {fid:.1f} |" not in md, fid

@@ -267,7 +267,8 @@ def test_rollouts_score_err_to_fall_beside_err(tmp_path):
     jobs = RolloutJobs(np.array([c, c]), np.ones((2, 16)), 0, False)
     out = Rollouts(
         jobs=jobs, length=np.zeros(2, dtype=np.int64), error=np.full(2, np.nan), error_until_fall=np.full(2, np.nan),
-        played_before_fall=np.full(2, np.nan), frame_error=Ragged.full([n, n], (), np.nan, np.float64),
+        played_before_fall=np.full(2, np.nan), error_until_deviation=np.full(2, np.nan),
+        frame_error=Ragged.full([n, n], (), np.nan, np.float64),
         mpjpe=np.full(2, np.nan), fell=np.zeros(2, dtype=bool), unstable=np.zeros(2, dtype=bool),
         success=np.zeros(2, dtype=bool), root_pos=Ragged.full([n, n], (3,), np.nan, np.float32),
         mean_feature=np.full((2, 1), np.nan),
@@ -279,3 +280,37 @@ def test_rollouts_score_err_to_fall_beside_err(tmp_path):
     np.testing.assert_allclose(out.error_until_fall, [np.arange(1, k + 1).mean() / 100.0, whole], atol=1e-6)
     np.testing.assert_allclose(out.played_before_fall, [k / (n - 1), 1.0])  # frames 1..k of 1..n-1
     assert out.fell.tolist() == [True, False]
+
+
+def test_err_to_deviation_stops_at_the_first_frame_past_the_training_threshold():
+    """Synthetic per-frame errors through the rollout summary: a rollout whose error first exceeds the deviation
+    threshold at frame k averages frames 1..k (that frame included, frame 0 left out as ERR does); one that never
+    exceeds it (a frame exactly at the threshold does not) scores its ERR. The threshold is training's default."""
+    from rgsd_envs.envs.config import DeviationConfig
+    from rgsd_eval.metrics import DEVIATION_THRESHOLD_M
+    from rgsd_eval.rollouts import Ragged, Rollouts, _Recording, _summarise
+
+    assert DeviationConfig().threshold == DEVIATION_THRESHOLD_M
+    n, k, thr = 30, 17, DEVIATION_THRESHOLD_M
+    t = np.arange(n, dtype=np.float64)
+    crosses = thr * t / (k - 0.5)  # at or under the threshold on frames 0..k-1, above it from frame k on
+    never = np.full(n, thr * 0.5)
+    never[0] = 10 * thr  # frame 0 is never scored: it neither counts nor ends the average
+    never[5] = thr  # exactly at the threshold is not past it
+    err = np.stack([crosses, never], axis=1)  # (T, 2)
+    assert crosses[k] > thr >= crosses[k - 1]
+    jobs = RolloutJobs(np.array([0, 0]), np.ones((2, 16)), 0, False)
+    nan2 = np.full(2, np.nan)
+    out = Rollouts(
+        jobs=jobs, length=np.zeros(2, dtype=np.int64), error=nan2.copy(), error_until_fall=nan2.copy(),
+        played_before_fall=nan2.copy(), error_until_deviation=nan2.copy(),
+        frame_error=Ragged.full([n, n], (), np.nan, np.float64), mpjpe=nan2.copy(), fell=np.zeros(2, dtype=bool),
+        unstable=np.zeros(2, dtype=bool), success=np.zeros(2, dtype=bool),
+        root_pos=Ragged.full([n, n], (3,), np.nan, np.float32), mean_feature=np.full((2, 1), np.nan),
+    )  # fmt: skip
+    fell = np.zeros((n, 2), dtype=bool)
+    _summarise(out, jobs, np.arange(2), _Recording(err, err, fell, np.full(2, n), np.zeros(2, bool)))
+    np.testing.assert_allclose(out.error, [crosses[1:].mean(), never[1:].mean()])
+    np.testing.assert_allclose(out.error_until_deviation, [crosses[1 : k + 1].mean(), never[1:].mean()])
+    assert out.error_until_deviation[1] == out.error[1]
+    np.testing.assert_allclose(out.error_until_fall, out.error)  # no fall: ERR to fall is ERR, whatever the error

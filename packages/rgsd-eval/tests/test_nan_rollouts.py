@@ -27,7 +27,10 @@ def _summary(err: np.ndarray, length: list[int]) -> SimpleNamespace:
     """``_summarise`` of per-frame errors (T, jobs), the root-relative ones the same, no falls, none unstable."""
     m = err.shape[1]
     out = SimpleNamespace(
-        **{k: np.full(m, NAN) for k in ("error", "error_until_fall", "played_before_fall", "mpjpe")},
+        **{
+            k: np.full(m, NAN)
+            for k in ("error", "error_until_fall", "played_before_fall", "error_until_deviation", "mpjpe")
+        },
         length=np.zeros(m, dtype=np.int64),
         **{k: np.zeros(m, dtype=bool) for k in ("fell", "unstable", "success")},
     )
@@ -45,6 +48,7 @@ def test_a_nan_frame_past_a_rollout_s_end_leaves_its_errors_alone():
     np.testing.assert_allclose(out.mpjpe, [0.15, NAN])
     np.testing.assert_allclose(out.error_until_fall, [0.15, NAN])
     np.testing.assert_allclose(out.played_before_fall, [1.0, 1.0])
+    np.testing.assert_allclose(out.error_until_deviation, [0.15, NAN])
     np.testing.assert_array_equal(out.success, [True, False])
 
 

@@ -115,7 +115,9 @@ def test_every_report_carries_how_it_differs_from_the_paper(report):
     assert "of 2 to 5 s" in box  # the paper's clip lengths
     row = next(line for line in box.splitlines() if line.startswith("| ERR frame |"))
     assert "whenever the robot fell, the episode was terminated" in row and "ERR to fall" in row
-    assert "evaluation trajectories ended at a fall is not stated" in row
+    assert "deviates from the reference motion beyond a specified threshold" in row and "Section 4.2" in row
+    assert "ERR to deviation" in row
+    assert "evaluation trajectories ended at a fall or on deviation is not stated" in row
     # each method's clip latent from the rule its runs recorded, beside the paper's one latent per motion
     row = next(line for line in box.splitlines() if line.startswith("| clip latent |"))
     assert "rgsd: z_m, its encoder's embedding of the clip; diayn: the best of 4 uniform latents by ERR |" in row
@@ -243,6 +245,18 @@ def test_json_numbers_agree_with_the_table(report):
         for c in im["clips"].values():  # a clip whose rollout never fell scores its whole-clip ERR
             if c["fall_rate"] == 0:
                 assert c["err_until_fall_cm"] == pytest.approx(c["err_cm"])
+        # ERR to deviation: the same again, up to the first frame past the deviation threshold
+        for cat in CATEGORIES:
+            v = im["categories"][cat]
+            assert float(row[f"{cat.capitalize()} ERR to deviation"]) == pytest.approx(
+                v["err_until_deviation_cm"], abs=0.05
+            )
+        assert im["all"]["err_until_deviation_cm"] == pytest.approx(
+            np.mean([c["err_until_deviation_cm"] for c in im["clips"].values()])
+        )
+        for c in im["clips"].values():  # never past 0.5 m (a success): its whole-clip ERR
+            if c["success_rate"] == 1:
+                assert c["err_until_deviation_cm"] == pytest.approx(c["err_cm"])
         # a category's ERR is the mean of its clips' ERR; all clips' ERR the mean over clips
         clips = im["clips"]
         assert im["all"]["err_cm"] == pytest.approx(np.mean([c["err_cm"] for c in clips.values()]))

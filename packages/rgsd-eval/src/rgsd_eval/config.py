@@ -96,7 +96,7 @@ class EvalConfig:
     """kappa of the top-view trajectory figure (``--trajectory-kappa``; None: ``discovery_kappa`` if set, else
     the middle of ``kappas``); a kappa the sweep does not roll out on every clip is rolled out for the figure."""
     trajectory_rollouts: int = QUICK.trajectory_rollouts
-    """Most vMF trajectories drawn per clip in the top-view figure (the paper shows 150)."""
+    """Most vMF trajectories drawn per clip in the top-view figure (the paper shows 150 per method)."""
     sweep_clips: int = QUICK.sweep_clips
     """Clips shown in the kappa-sweep figure (see ``sweep_categories``)."""
     progress: bool = True

@@ -393,6 +393,7 @@ def _group_summary(res: Rollouts, rows: np.ndarray) -> dict[str, Any]:
         "err_cm": _num(np.nanmean(res.error[rows]) * CM_PER_M) if some else None,
         "err_until_fall_cm": _num(np.nanmean(res.error_until_fall[rows]) * CM_PER_M) if some else None,
         "played_before_fall": _num(np.nanmean(res.played_before_fall[rows])) if some else None,
+        "err_until_deviation_cm": _num(np.nanmean(res.error_until_deviation[rows]) * CM_PER_M) if some else None,
         "mpjpe_cm": _num(np.nanmean(res.mpjpe[rows]) * CM_PER_M) if some else None,
         "global_mpjpe_succ_cm": _num(global_mpjpe(res.error[rows], res.success[rows]) * CM_PER_M) if some else None,
         "success_rate": _num(rate(res.success[rows])) if some else None,
@@ -416,9 +417,9 @@ def _pooled(
     clips: dict[str, Any],
     members: list[int],
 ) -> dict[str, Any]:
-    """One group's numbers over several clips: ERR, ERR to fall, its share played and MPJPE the mean of the clips' values, FID of their pooled
-    windows against the pooled reference windows of the same clips; success and fall rates, global MPJPE (over the
-    successful ones) and counts over their rollouts pooled."""
+    """One group's numbers over several clips: ERR, ERR to fall, its share played, ERR to deviation and MPJPE the
+    mean of the clips' values, FID of their pooled windows against the pooled reference windows of the same clips;
+    success and fall rates, global MPJPE (over the successful ones) and counts over their rollouts pooled."""
 
     def clip_mean(key: str) -> float | None:
         vals = [v for c in members if (v := clips[lib.names[c]][key]) is not None]
@@ -433,6 +434,7 @@ def _pooled(
         "err_cm": clip_mean("err_cm"),
         "err_until_fall_cm": clip_mean("err_until_fall_cm"),
         "played_before_fall": clip_mean("played_before_fall"),
+        "err_until_deviation_cm": clip_mean("err_until_deviation_cm"),
         "mpjpe_cm": clip_mean("mpjpe_cm"),
         **_fid(ref.pooled(members), _gen_stats(res, group, ref.scored(members)), cfg.fid_eps, what),
     }

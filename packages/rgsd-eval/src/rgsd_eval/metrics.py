@@ -7,6 +7,9 @@ p the simulated and q the reference body positions in the world frame (m; report
 * ERR to fall: the same mean over frames 1..f only, f the first frame flagged fallen (all frames if none): the
   error an episode terminated at a fall would score (``until_first_fall``); beside it the share of the frames it
   averages (played before a fall), without which an early fall would read as good tracking.
+* ERR to deviation: the same mean over frames 1..d only, d the first frame whose error exceeds the deviation
+  threshold that ends training's imitation episodes (``DEVIATION_THRESHOLD_M``; all frames if none does): the error
+  an episode terminated on deviation, as the paper's Section 4.2 describes, would score.
 * MPJPE, root-relative: the same after subtracting each frame's pelvis (body 0) from p and from q,
   (1/(T-1)) sum_t (1/B) sum_b |(p_tb - p_t0) - (q_tb - q_t0)|; the pelvis term is 0 and stays in the mean,
   as in PHC's ``compute_metrics_lite`` (``mpjpe_l``).
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rgsd_envs.envs.config import DeviationConfig
 from rgsd_envs.humanoid import skeleton as sk
 
 CM_PER_M = 100.0
@@ -41,6 +45,9 @@ CM_PER_M = 100.0
 # - facebookresearch/humenv humenv/bench/utils/metrics.py `phc_metrics`: success_phc_mean, the same 0.5 m test.
 SUCCESS_THRESHOLD_M = 0.5
 """A rollout fails once its mean body distance exceeds this at any frame (PHC, ProtoMotions, HumEnv)."""
+DEVIATION_THRESHOLD_M: float = DeviationConfig.threshold
+"""The per-frame Cartesian error (m) past which ERR to deviation stops: the default that ends training's imitation
+episodes (``DeviationConfig.threshold``)."""
 ROOT_BODY = 0
 """The pelvis: the body MPJPE subtracts."""
 
@@ -54,6 +61,10 @@ DEFINITIONS = {
     "included (a rollout that never falls: its whole-clip ERR), averaged and aggregated as ERR is: the error of "
     "episodes that terminate at a fall, as the paper's training did. A rollout that falls early averages few "
     "frames, so read it with the share played before a fall.",
+    "err_until_deviation_cm": "ERR to deviation (cm): each rollout's ERR over its frames up to the first whose "
+    f"Cartesian error exceeds {DEVIATION_THRESHOLD_M:g} m (training's deviation threshold), that frame included (a "
+    "rollout that never exceeds it: its whole-clip ERR), averaged and aggregated as ERR is: the error of episodes "
+    "that terminate on deviation, as the paper's Section 4.2 describes.",
     "played_before_fall": "Played before a fall: the share of a rollout's frames 1..T-1 that ERR to fall averages "
     "(1: it never fell), averaged and aggregated as ERR is.",
     "mpjpe_cm": "MPJPE, root-relative (cm): the same mean of |(p_tb - p_t0) - (q_tb - q_t0)|, each frame's pelvis "
@@ -79,11 +90,21 @@ def frame_errors(sim_body_pos: np.ndarray, ref_body_pos: np.ndarray) -> np.ndarr
 
 def until_first_fall(scored: np.ndarray, fell: np.ndarray) -> np.ndarray:
     """(T, J) the frames ERR to fall averages: each rollout's ``scored`` frames up to its first scored frame with
-    ``fell``, that frame included (an episode terminated at a fall ends on it); all of them if it never falls."""
+    ``fell``, that frame included (an episode terminated at a fall ends on it); all of them if it never falls.
+    ERR to deviation passes "error above the threshold" as ``fell`` (``until_first_deviation``)."""
     scored, fell = np.asarray(scored, dtype=bool), np.asarray(fell, dtype=bool)
     fallen = fell & scored
     first = np.where(fallen.any(axis=0), fallen.argmax(axis=0), scored.shape[0])
     return scored & (np.arange(scored.shape[0])[:, None] <= first[None, :])
+
+
+def until_first_deviation(
+    scored: np.ndarray, frame_error: np.ndarray, threshold: float = DEVIATION_THRESHOLD_M
+) -> np.ndarray:
+    """(T, J) the frames ERR to deviation averages: each rollout's ``scored`` frames up to its first scored frame
+    whose ``frame_error`` (T, J; m) exceeds ``threshold``, that frame included; all of them if none does."""
+    with np.errstate(invalid="ignore"):
+        return until_first_fall(scored, np.asarray(frame_error, dtype=np.float64) > threshold)
 
 
 def cartesian_error(sim_body_pos: np.ndarray, ref_body_pos: np.ndarray) -> np.ndarray:

@@ -26,7 +26,13 @@ PAPER_TERMINATION = (
     "To ensure stable training, all methods employed an early termination condition: whenever the robot fell, the "
     "episode was terminated."
 )
-"""The paper's only statement on termination (Section 5, Experimental setup)."""
+"""The paper's fall termination, for every method (Section 5, Experimental setup)."""
+PAPER_DEVIATION_TERMINATION = (
+    "whenever the agent deviates from the reference motion beyond a specified threshold measured by cartesian error, "
+    "the episode is terminated."
+)
+"""The paper's deviation termination of RGSD's imitation (Section 4.2, early termination); the threshold's value is
+not stated."""
 
 PAPER_IMITATION: dict[str, dict[str, tuple[float, float]]] = {
     name: dict(zip(PAPER_CATEGORIES, zip(row[::2], row[1::2])))
@@ -67,8 +73,9 @@ PAPER_SETUP = {
     "rollouts per clip": f"{PAPER_ROLLOUTS}, action noise not stated",
     "clip latent": "one per motion (Section 5.1): z_m for RGSD, the motion encoders' for CALM and Meta Motivo, the "
     f"best of {PAPER_ROLLOUTS} uniform latents by Cartesian error for the others",
-    "ERR frame": f'{PAPER_ERR_FRAME}; training ended episodes at a fall (Section 5: "{PAPER_TERMINATION}"); '
-    f"whether its {PAPER_ROLLOUTS} evaluation trajectories ended at a fall is not stated",
+    "ERR frame": f'{PAPER_ERR_FRAME}; training ended episodes at a fall (Section 5: "{PAPER_TERMINATION}") and '
+    f'RGSD\'s imitation episodes on deviation (Section 4.2: "{PAPER_DEVIATION_TERMINATION}", threshold not stated); '
+    f"whether its {PAPER_ROLLOUTS} evaluation trajectories ended at a fall or on deviation is not stated",
     "FID feature": "not defined",
     "discovery motions": f'FID under z ~ vMF(z_m, {PAPER_DISCOVERY_KAPPA:g}) compared on "three out of four motions" '
     "(Section 5.2), the four not named",

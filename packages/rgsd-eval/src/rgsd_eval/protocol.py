@@ -17,7 +17,8 @@ The paper's protocol (paper Sections 5.1-5.3; docs/evaluation.md, Protocols):
   a latent per step (Meta Motivo's tracking inference) is scored with the one latent
   per clip it stored (B averaged over the clip; ``per_step_latents``).
 - Discovery: z ~ vMF(z_m, 50) on every motion, ERR and FID per motion category under
-  those latents, and top views of 150 pelvis trajectories beside the references.
+  those latents, and top views of up to 150 pelvis trajectories per clip beside the
+  references (the paper shows 150 per method, not saying how they split over motions).
 - Diversity control: kappa in {20, 100, 1000} on three motions. paper.tex does not name
   the three (its appendix figure has no labels). We take the first clip of ``run``,
   ``sidestep`` and ``backward``: the locomotion styles that its Figure 3 shows as

@@ -29,7 +29,7 @@ from rgsd_eval.config import EvalConfig
 from rgsd_eval.evaluate import FID_WINDOWS, RunEvaluation
 from rgsd_eval.features import FEATURE_BODIES, FEATURE_DIM
 from rgsd_eval.latents import latent_rule
-from rgsd_eval.metrics import DEFINITIONS
+from rgsd_eval.metrics import DEFINITIONS, DEVIATION_THRESHOLD_M
 from rgsd_eval.paper import (
     FID_NOT_COMPARABLE,
     PAPER_CATEGORIES,
@@ -50,15 +50,16 @@ REPORT_VERSION = 2
 ERR_DECIMALS, FID_DECIMALS = 1, 2
 CSV_COLUMNS = ("run", "section", "kappa", "scope", "name", "category", "metric", "value")
 FID_WINDOWS_DEFINITION = (
-    "Feature windows of the rollouts the FID beside it was fitted to. An FID's finite-sample bias falls as about "
-    "1 / windows (two samples of one Gaussian score above 0), so FIDs of different window counts (rollout counts, "
+    "Feature windows of the rollouts the FID beside it was fitted to. An FID's finite-sample bias falls as its "
+    "independent samples grow (two samples of one Gaussian score above 0), and windows sliding by one frame overlap, "
+    "so they hold far fewer independent samples than their count; FIDs of different window counts (rollout counts, "
     "clip lengths) do not compare."
 )
 OUR_ERR_FRAME = "world"
 """The frame of our ERR: body positions as simulated, pelvis translation included."""
 ERR_FRAME_TEXT = (
     f"{OUR_ERR_FRAME}; no termination (a fall keeps accruing error); beside it ERR to fall, each rollout's error up "
-    "to its first fall"
+    "to its first fall, and ERR to deviation, up to its first frame past training's deviation threshold"
 )
 """Our side of the box's "ERR frame" row."""
 TRACKING_COLUMNS = (
@@ -161,9 +162,10 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
 
 
 def imitation_table(inputs: ReportInputs) -> list[str]:
-    """The paper-style table: one row per run, ERR and ERR to fall (cm) and FID per category, then all clips."""
+    """The paper-style table: one row per run, ERR, ERR to fall and ERR to deviation (cm) and FID per category, then
+    all clips ("n/a" where a metrics.json predates a field)."""
     cats = inputs.categories
-    kinds = ("ERR", "ERR to fall", "FID")
+    kinds = ("ERR", "ERR to fall", "ERR to deviation", "FID")
     header = ["Run", "Method"] + [f"{c.capitalize()} {k}" for c in cats for k in kinds] + [f"All {k}" for k in kinds]
     rows = []
     for ev in inputs.runs:
@@ -173,6 +175,7 @@ def imitation_table(inputs: ReportInputs) -> list[str]:
             cells += [
                 _fmt(scope["err_cm"], ERR_DECIMALS),
                 _fmt(scope.get("err_until_fall_cm"), ERR_DECIMALS),
+                _fmt(scope.get("err_until_deviation_cm"), ERR_DECIMALS),
                 _fmt(scope["fid"], FID_DECIMALS),
             ]
         rows.append(cells)
@@ -418,7 +421,8 @@ def render_markdown(inputs: ReportInputs) -> str:
         "(no early termination). ERR: mean over frames and bodies of the world-frame distance between simulated and "
         "reference body positions, averaged over rollouts, then over the category's clips. ERR to fall: the same "
         "over each rollout's frames up to its first fall, that frame included (all frames if it never falls): the "
-        "error of episodes that end at a fall. FID: ours, pooled feature windows of the category's rollouts against "
+        "error of episodes that end at a fall. ERR to deviation: the same up to the first frame whose error exceeds "
+        f"{DEVIATION_THRESHOLD_M:g} m, training's deviation threshold. FID: ours, pooled feature windows of the category's rollouts against "
         "its reference clips. Lower is better.",
         "",
         *imitation_table(inputs),

@@ -46,7 +46,13 @@ from rgsd_envs.utils.progress import CountBar
 from rgsd_eval.batches import NOISE_BLOCK, JobNoise, batch_steps, batches
 from rgsd_eval.features import FEATURE_DIM, WINDOW, motion_features
 from rgsd_eval.fid import GaussianStats
-from rgsd_eval.metrics import frame_errors, root_relative_frame_errors, tracking_success, until_first_fall
+from rgsd_eval.metrics import (
+    frame_errors,
+    root_relative_frame_errors,
+    tracking_success,
+    until_first_deviation,
+    until_first_fall,
+)
 
 
 class Controller(Protocol):
@@ -144,6 +150,9 @@ class Rollouts:
     ``error`` if it never fell)."""
     played_before_fall: np.ndarray
     """(J,) share of frames 1..length-1 that ``error_until_fall`` averages: up to the first fall (1: it never fell)."""
+    error_until_deviation: np.ndarray
+    """(J,) Cartesian error (m), mean over frames 1..d, d the first frame whose error exceeds the deviation threshold
+    (``metrics.until_first_deviation``; ``error`` if none does)."""
     frame_error: Ragged
     """Per job (its clip's frames,) Cartesian error (m) of each recorded frame, NaN from ``length`` on."""
     mpjpe: np.ndarray
@@ -259,6 +268,7 @@ def run_rollouts(
         error=np.full(len(jobs), np.nan),
         error_until_fall=np.full(len(jobs), np.nan),
         played_before_fall=np.full(len(jobs), np.nan),
+        error_until_deviation=np.full(len(jobs), np.nan),
         frame_error=Ragged.full(planned, (), np.nan, np.float64),
         mpjpe=np.full(len(jobs), np.nan),
         fell=np.zeros(len(jobs), dtype=bool),
@@ -617,6 +627,7 @@ def _summarise(out: Rollouts, jobs: RolloutJobs, ids: np.ndarray, rec: _Recordin
     out.error_until_fall[ids] = scored_mean(err, until_fall)
     with np.errstate(invalid="ignore", divide="ignore"):
         out.played_before_fall[ids] = np.where(scored.any(0), until_fall.sum(0) / scored.sum(0), np.nan)
+    out.error_until_deviation[ids] = scored_mean(err, until_first_deviation(scored, err))
     out.mpjpe[ids] = scored_mean(rec.local)
     out.length[ids] = length
     out.fell[ids] = (rec.fell & scored).any(axis=0)

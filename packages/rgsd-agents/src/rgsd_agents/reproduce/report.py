@@ -73,8 +73,16 @@ KAPPA_DIM_NOTE = (
     "One κ is a wider neighbourhood on a larger sphere (κ 50: a mean angle near 30° at 16-D, near 79° at 256-D), so "
     "methods of different skill dims compare by latent angle, not by κ."
 )
-IMITATION_KEYS = ("err_cm", "err_until_fall_cm", "fid", *(key for key, _, _ in TRACKING_COLUMNS if key != "err_cm"))
+IMITATION_KEYS = (
+    "err_cm",
+    "err_until_fall_cm",
+    "err_until_deviation_cm",
+    "fid",
+    *(key for key, _, _ in TRACKING_COLUMNS if key != "err_cm"),
+)
 """The imitation numbers summarised over seeds per method and category (Table 1 and its tracking metrics)."""
+ALL_COLUMN = (("err_cm", 1), ("err_until_fall_cm", 1), ("err_until_deviation_cm", 1), ("fid", 2))
+"""Table 1's all-clips column: its numbers and their decimals, in order."""
 
 
 def with_clip_latents_rule(method: str, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -286,8 +294,8 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
     k = data.rollouts_per_clip()
     header = (
         ["Method", "Source", "Frame", "Rollouts per clip"]
-        + [f"{c.capitalize()} {x}" for c in cats for x in ("ERR", "ERR to fall", "FID")]
-        + ["All ERR / to fall / FID"]
+        + [f"{c.capitalize()} {x}" for c in cats for x in ("ERR", "ERR to fall", "ERR to deviation", "FID")]
+        + ["All ERR / to fall / to deviation / FID"]
     )
     rows = []
     for m, per in table.items():
@@ -298,12 +306,13 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
             cells += [
                 _pm(per[c]["err_cm"], 1),
                 _pm(per[c]["err_until_fall_cm"], 1),
+                _pm(per[c]["err_until_deviation_cm"], 1),  # n/a: an evaluation older than the field
                 _pm(per[c]["fid"], 2) + ("" if r is None else f", rank {r}"),
             ]
         rows.append(
             [
                 *cells,
-                " / ".join((_pm(per["all"][k], d) for k, d in (("err_cm", 1), ("err_until_fall_cm", 1), ("fid", 2)))),
+                " / ".join(_pm(per["all"][key], d) for key, d in ALL_COLUMN),
             ]
         )
         err = paper_err(m)
@@ -311,12 +320,12 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
             cells = ["", "paper (quoted)", PAPER_ERR_FRAME, str(PAPER_ROLLOUTS)]
             for c in cats:
                 r = ranks.get(m, {}).get(c)
-                cells += [f"{err[c]:.1f}", "-", f"rank {r} of {len(ranks)}"] if c in err else ["-", "-", "-"]
+                cells += [f"{err[c]:.1f}", "-", "-", f"rank {r} of {len(ranks)}"] if c in err else ["-"] * 4
             rows.append([*cells, ""])
     missing = [m for m in data.methods if m not in table]
     if not rows:
         return ["No evaluation: see the steps below.", ""]
-    rows += [[m, "no evaluated run: see the steps below", *["-"] * (3 * len(cats) + 3)] for m in missing]
+    rows += [[m, "no evaluated run: see the steps below", *["-"] * (4 * len(cats) + 3)] for m in missing]
     seeds = len(data.seeds())  # every seed any method ran (a --report-only plan has none of its own)
     tracking = [
         [m, c, *(_pm(per[c][key], dec) for key, _, dec in TRACKING_COLUMNS)]
@@ -328,7 +337,8 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
         f"{seeds} seed{'s' if seeds != 1 else ''} (one evaluation per seed, `eval/<method>/metrics.json`), each under the "
         f"paper's row ({PAPER_SOURCE}): its ERR, and in the FID columns the rank of its FID among the "
         f"{len(ranks)} method{'s' if len(ranks) != 1 else ''} here (1 = lowest; ours: the rank of our mean FID). "
-        f"{DEFINITIONS['err_until_fall_cm']} {FID_NOT_COMPARABLE} Lower is better.",
+        f"{DEFINITIONS['err_until_fall_cm']} {DEFINITIONS['err_until_deviation_cm']} {FID_NOT_COMPARABLE} "
+        "Lower is better.",
         "",
         *markdown_table(header, rows),
         "",
