@@ -29,6 +29,7 @@ from rgsd_envs.envs.observations import ENCODER_INPUT_DIM, POLICY_OBS_DIM
 from rgsd_envs.rewards.encoders import load_encoder
 from rgsd_envs.runs.policy import load_policy
 from rgsd_envs.runs.run_dir import RunDir
+from rgsd_envs.testing import stop_signals_as_in_a_terminal
 from rgsd_envs.utils.provenance import provenance
 
 
@@ -319,8 +320,6 @@ def test_ctrl_c_sigterm_and_sighup_finish_the_iteration_save_and_stop(tmp_path, 
     import signal
 
     sig = getattr(signal, name)
-    if signal.getsignal(sig) == signal.SIG_IGN and sig != signal.SIGINT:
-        pytest.skip(f"{name} is ignored in this process (nohup): the loop leaves it so")
     runner = Runner(tiny_config(tiny_encoder, iterations=50, checkpoint_every=100), tmp_path / "run", progress=False)
     iterate = runner.iterate
 
@@ -331,13 +330,14 @@ def test_ctrl_c_sigterm_and_sighup_finish_the_iteration_save_and_stop(tmp_path, 
         return metrics
 
     runner.iterate = iterate_then_interrupt
-    before = signal.getsignal(sig)  # SIG_IGN under nohup, Python's default otherwise
-    history = runner.learn()
-    runner.close()
+    with stop_signals_as_in_a_terminal():  # under nohup the loop leaves an ignored SIGHUP ignored
+        before = signal.getsignal(sig)
+        history = runner.learn()
+        runner.close()
+        assert signal.getsignal(sig) is before  # the loop's handler is removed again
     assert len(history) == 2 and runner.stopped_by == sig
     assert torch.load(tmp_path / "run" / "checkpoints" / "latest.pt", weights_only=True)["iteration"] == 2
     assert load_policy(tmp_path / "run" / "policy.pt").meta["iteration"] == 2
-    assert signal.getsignal(sig) is before  # the loop's handler is removed again
 
 
 def _tiny_yaml(tmp_path, tiny_encoder, iterations: int = 2) -> str:
