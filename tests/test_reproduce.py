@@ -839,6 +839,9 @@ def test_reproduce_smoke_writes_the_paper_s_report_and_a_second_run_skips_every_
         for _, fid in PAPER_IMITATION[m].values():
             assert f"| {fid:.1f} |" not in report, fid
     assert "## How this run differs from the paper" in report and "| simulator | MuJoCo | Isaac Gym |" in report
+    # the downstream runs' task from their config.yaml: the demo preset's arena, the smoke scale's episodes
+    assert "| goal-reaching arena | 4 x 4 m (`task.arena_size`)" in report
+    assert "| goal-reaching episode | 2 s (`task.episode_seconds`)" in report
     rows = (out / "report.csv").read_text().splitlines()
     assert rows[0].startswith("section,method") and any(",paper (quoted)" in r for r in rows)
     state = json.loads((out / "steps.json").read_text())["steps"]
@@ -1075,6 +1078,69 @@ def test_the_report_sets_the_paper_s_err_beside_ours_and_its_fid_only_as_a_rank(
         "0": None,
         "1": {"rgsd": {"version": "0.0.8", "git": "def456"}},
     }
+
+
+def test_the_report_states_the_downstream_task_its_runs_trained_on_and_when_their_training_differs(tmp_path):
+    """A report of a small arena and short budget says so beside its success rates: each goal-reaching setting
+    from the runs' config.yaml, beside the paper's, and a warning where the methods' runs stopped at different
+    training steps."""
+    from rgsd_agents.reproduce.report import write_report
+    from rgsd_eval.paper import PAPER_DOWNSTREAM_SETUP
+
+    scale, path = load_scale("smoke")
+    plan = build_plan(scale, path, "demo", tmp_path, methods=["rgsd", "ase"], seeds=1)
+    runs = [plan.step(f"downstream/sidestep/{m}/seed0") for m in ("rgsd", "ase")]
+    for i, step in enumerate(runs):  # fabricated runs: one states every field, the other predates eval_episodes
+        cfg = {
+            "low_level": str(tmp_path / "low"), "seed": 0, "max_minutes": 1.0, "iterations": 100000, "num_envs": 64,
+            "horizon": 16, "task": {"style": "sidestep", "arena_size": 4.0, "min_goal_distance": 1.0,
+                                    "episode_seconds": 10.0, "success_radius": 0.5, "low_level_steps": 5},
+        }  # fmt: skip
+        if i == 0:
+            cfg["eval_episodes"] = 64
+        step.output.mkdir(parents=True)
+        (step.output / "config.yaml").write_text(yaml.safe_dump(cfg))
+    curve = {"mean": [0.0, 0.25], "std": [0.0, 0.0], "min": [0.0, 0.25], "max": [0.0, 0.25]}
+    groups = [
+        {"style": "sidestep", "method": m, "init_skill": "zero", "seeds": [0], "runs": [str(s.output)],
+         "curves": {"eval/success_rate": {**curve, "step": [0, last]}}}
+        for m, s, last in (("rgsd", runs[0], 4096), ("ase", runs[1], 2048))
+    ]  # fmt: skip
+    plan.seeds_dir.mkdir(parents=True)
+    (plan.seeds_dir / "seeds.json").write_text(json.dumps({"groups": groups}))
+    paths = write_report([(plan, {s.id for s in runs})], plan.out, plan.seeds_dir)
+    md = paths["report"].read_text()
+    box = md.split("## How this run differs from the paper", 1)[1].split("## Table 1", 1)[0]
+    paper = PAPER_DOWNSTREAM_SETUP
+    for row in (
+        f"| goal-reaching arena | 4 x 4 m (`task.arena_size`), start at its centre, the goal at least 1 m away | "
+        f"{paper['goal-reaching arena']} |",
+        "| goal-reaching episode | 10 s (`task.episode_seconds`); a decision every 5 control steps (6 Hz) |",
+        "| goal-reaching success | within 0.5 m of the goal at a decision (`task.success_radius`, tested every 5 "
+        "control steps) |",
+        "| goal-reaching training | 1 min (`max_minutes`; at most 100000 iterations) of 64 worlds x 16 decisions per "
+        "run: per style, method and seed |",
+    ):
+        assert row in box, row
+    # the older run's config.yaml: the default it evaluated with, counted apart
+    evaluation = next(line for line in box.splitlines() if line.startswith("| goal-reaching evaluation |"))
+    assert "64 deterministic episodes (`eval_episodes`) per evaluation (1 run)" in evaluation
+    assert "16 deterministic episodes (`eval_episodes`) per evaluation (1 run)" in evaluation
+    assert "20 x 20 m arena" in paper["goal-reaching arena"]
+    downstream = md.split("## Downstream", 1)[1].split("## Code", 1)[0]
+    assert "the goal-reaching rows of the box at the top" in downstream
+    assert "| sidestep | rgsd | 0.25 | - | 4096 | 1 |" in downstream
+    assert "**This table compares unequal training**" in downstream and "sidestep 2048 to 4096" in downstream
+    doc = json.loads(paths["json"].read_text())
+    assert doc["setup"]["ours"]["goal-reaching arena"].startswith("4 x 4 m")
+    assert doc["setup"]["paper"]["goal-reaching arena"] == paper["goal-reaching arena"]
+    # no finished downstream run: the rows say so, and equal steps give no warning
+    for g in groups:
+        g["curves"]["eval/success_rate"]["step"] = [0, 4096]
+    (plan.seeds_dir / "seeds.json").write_text(json.dumps({"groups": groups}))
+    md = write_report([(plan, set())], plan.out, plan.seeds_dir)["report"].read_text()
+    assert "| goal-reaching arena | no finished downstream run's config.yaml found |" in md
+    assert "unequal training" not in md
 
 
 def test_styles_the_motions_cannot_ground_are_left_out_of_the_plan_with_a_warning_and_the_report_says_so(

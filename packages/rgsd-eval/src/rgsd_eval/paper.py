@@ -82,6 +82,16 @@ PAPER_SETUP = {
 }
 """What the paper states about each item of the reports' "How this run differs from the paper" box."""
 
+PAPER_DOWNSTREAM_SETUP = {
+    "goal-reaching arena": '"a randomly spawned goal within a 20 x 20 m arena" (Section 5.3); the start and the '
+    "goal's minimum distance not stated",
+    "goal-reaching episode": "not stated (episode length, decision rate)",
+    "goal-reaching success": "not stated (success rates plotted, no radius or test)",
+    "goal-reaching training": "not stated (curves against training steps, three seeds)",
+    "goal-reaching evaluation": "not stated (episodes per evaluation)",
+}
+"""What the paper states about the downstream task's settings: the rows a reproduce report adds to its box."""
+
 
 PAPER_METHOD_KEYS = {"fb_cpr": "meta-motivo"}
 """rgsd method names that the paper's tables call otherwise (Meta Motivo's algorithm is FB-CPR)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,9 +277,12 @@ def fid_rank_table(inputs: ReportInputs) -> list[str]:
     ]
 
 
-def differences_table(ours: dict[str, str], heading: str = "##") -> list[str]:
-    """The "How this run differs from the paper" box: each item of ``PAPER_SETUP`` with ours beside the paper's."""
-    rows = [[item, ours.get(item, "-").replace("|", "\\|"), paper] for item, paper in PAPER_SETUP.items()]
+def differences_table(
+    ours: dict[str, str], heading: str = "##", paper_setup: Mapping[str, str] = PAPER_SETUP
+) -> list[str]:
+    """The "How this run differs from the paper" box: each item of ``paper_setup`` (the imitation's
+    ``PAPER_SETUP``, or more) with ours beside the paper's."""
+    rows = [[item, ours.get(item, "-").replace("|", "\\|"), paper] for item, paper in paper_setup.items()]
     return [
         f"{heading} How this run differs from the paper",
         "",

@@ -99,7 +99,8 @@ trained with PPO for {trained_for(iteration, len(history), f"{cfg.num_envs} worl
 
 Task: {t.arena_size:g} x {t.arena_size:g} m arena, start at its centre with a random heading, goal uniform in the arena
 (at least {t.min_goal_distance:g} m away); {t.episode_seconds:g} s episodes; the skill is held for {t.low_level_steps}
-control steps (30 Hz). **Success**: the pelvis comes within {t.success_radius:g} m of the goal during the episode.
+control steps (30 Hz). **Success**: the pelvis is within {t.success_radius:g} m of the goal at a decision (tested every
+{t.low_level_steps} control steps: a path that only grazes the disc between two decisions does not count).
 {style_fid}
 Evaluation: {cfg.eval_episodes} deterministic episodes (mean skill of the policy) of the untrained policy and of
 `policy.pt`, the policy after iteration {iteration}, the same starts and goals for both. The start distance is the

@@ -5,7 +5,8 @@
 low-level policy of an rgsd run turns into joint actions. Every ``eval_every``
 iterations (also before training, and at the end when the last evaluation was not
 of the final policy) it runs ``eval_episodes`` deterministic episodes: success
-rate (within ``task.success_radius`` of the goal at any time), final distance
+rate (within ``task.success_radius`` of the goal at a decision, every
+``task.low_level_steps`` control steps), final distance
 beside the start distance (what a humanoid that stays where it starts scores),
 fall rate and, for sidestep and backward, the style FID of the generated motion
 against the style's reference clips (the heading- and

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from rgsd_agents.downstream.report import NEUTRAL_START, SEED_METRICS, start_label
+from rgsd_agents.reproduce.downstream_setup import downstream_setup
 from rgsd_agents.reproduce.plan import AGGREGATE, DOWNSTREAM, KINDS, Plan, Step, eval_id
 from rgsd_envs.utils.files import LOCK_NAME, InputFileError, atomic_path, folder_lock, staged_folder
 from rgsd_envs.utils.listing import first_few
@@ -39,6 +40,7 @@ from rgsd_eval.paper import (
     PAPER_CATEGORIES,
     PAPER_DISCOVERY_KAPPA,
     PAPER_DISCOVERY_NOTE,
+    PAPER_DOWNSTREAM_SETUP,
     PAPER_ERR_FRAME,
     PAPER_ROLLOUTS,
     PAPER_SETUP,
@@ -83,6 +85,9 @@ IMITATION_KEYS = (
 """The imitation numbers summarised over seeds per method and category (Table 1 and its tracking metrics)."""
 ALL_COLUMN = (("err_cm", 1), ("err_until_fall_cm", 1), ("err_until_deviation_cm", 1), ("fid", 2))
 """Table 1's all-clips column: its numbers and their decimals, in order."""
+REPORT_SETUP = {**PAPER_SETUP, **PAPER_DOWNSTREAM_SETUP}
+"""The items of a reproduce report's "How this run differs from the paper" box: the imitation's and the downstream
+task's."""
 
 
 def with_clip_latents_rule(method: str, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +163,10 @@ class ReportData:
         self.discovery_kappa: float | None = cfg.get("discovery_kappa")
         self.kappas: list[float] = [float(k) for k in cfg.get("kappas", [])]
         self.rollouts = int(cfg.get("trajectory_rollouts", 150))
+        self.downstream_runs: list[Path] = [
+            s.output for plan, done in parts for s in plan.steps if s.kind == DOWNSTREAM and s.id in done and s.output
+        ]
+        """The folders of every finished downstream training (their config.yaml states the task)."""
 
     def link(self, path: Path) -> str:
         """``path`` as the report links it (relative to the report's folder)."""
@@ -194,7 +203,7 @@ class ReportData:
         return None
 
     def setup(self) -> dict[str, str]:
-        """This folder's side of the "How this run differs from the paper" box (keys of ``PAPER_SETUP``)."""
+        """This folder's side of the "How this run differs from the paper" box (keys of ``REPORT_SETUP``)."""
         first = {m: seeds[min(seeds)] for m, seeds in self.runs.items() if seeds}
         doc = next(iter(self.metrics.values()), {})  # every method's evaluation ran with the scale's settings
         cfg = doc.get("config", {})
@@ -215,6 +224,7 @@ class ReportData:
             "ERR frame": ERR_FRAME_TEXT,
             "FID feature": "ours: 86 numbers per 0.5 s window from 9 bodies' positions (`eval/<method>/report.md`)",
             "discovery motions": discovery_text(self.discovery_kappa),
+            **downstream_setup(self.downstream_runs),
         }
 
     def skill_dim(self, method: str) -> int | None:
@@ -465,7 +475,8 @@ def _downstream_lines(data: ReportData, final: dict[str, dict[str, dict[str, Any
         f"Goal reaching with a style (`rgsd downstream --config {ds.preset}`) over every method's and seed's frozen "
         "policy: success rate and style FID (sidestep, backward) against training steps, mean and ± one standard "
         "deviation over seeds, one column per style. The paper plots these curves (its Figure 5) without numbers "
-        "to quote.",
+        "to quote. These runs' arena, episodes, success test and budget are the goal-reaching rows of the box at "
+        "the top, beside the paper's.",
         "",
     ]
     if ds.style_start:
@@ -483,7 +494,25 @@ def _downstream_lines(data: ReportData, final: dict[str, dict[str, dict[str, Any
         *markdown_table(["Style", "Method", "Success rate", "Style FID", "Training step", "Seeds"], rows),
         "",
     ]
-    return lines
+    return lines + unequal_training(final)
+
+
+def unequal_training(final: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """A paragraph where the methods' last common evaluations of one style came at different training steps: then
+    the downstream table compares unequal training."""
+    spans = {}
+    for style, per in final.items():
+        steps = {max((r["step"] for r in row.values()), default=0) for row in per.values() if row}
+        if len(steps) > 1:
+            spans[style] = f"{style} {min(steps)} to {max(steps)}"
+    if not spans:
+        return []
+    return [
+        "**This table compares unequal training**: the methods' runs of a style stopped at different training "
+        f"steps (high-level samples: {', '.join(spans.values())}), so a method's row reflects how far its run got "
+        "as well as its skills.",
+        "",
+    ]
 
 
 def code_section(data: ReportData, report: dict[str, Any]) -> list[str]:
@@ -634,6 +663,7 @@ def write_report(
             f"scale (`scale.yaml` in each)"
         )
     left_out = {m: why for p, _ in parts for m, why in p.dropped_methods.items() if m not in data.methods}
+    setup = data.setup()
     lines = [
         "# Reproducing the RGSD paper's experiments",
         "",
@@ -643,7 +673,7 @@ def write_report(
         *([""] if left_out else []),
         f"> {scale.description.strip()}" if scale.description.strip() else "",
         "",
-        *differences_table(data.setup()),
+        *differences_table(setup, paper_setup=REPORT_SETUP),
         "## Table 1: imitation",
         "",
         *imitation_section(data, table),
@@ -704,7 +734,7 @@ def write_report(
         "seeds": seeds,
         "categories": data.categories,
         "metric_definitions": DEFINITIONS,
-        "setup": {"ours": data.setup(), "paper": PAPER_SETUP},
+        "setup": {"ours": setup, "paper": REPORT_SETUP},
         "imitation": table,
         "paper_imitation": paper_imitation(list(data.methods)),
         "paper_source": PAPER_SOURCE,
