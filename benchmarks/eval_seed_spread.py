@@ -32,13 +32,17 @@ DISCOVERY = ("err_cm", "path_spread_m", "fid")
 """Mean numbers at the discovery kappa read from each evaluation."""
 
 
-def evaluate(run: Path, seed: int, folder: Path, motions: str, config: str | None) -> dict[str, Any]:
-    """``rgsd eval`` of ``run`` at ``seed`` into ``folder`` (kept if it finished before); its metrics.json."""
+def evaluate(
+    run: Path, seed: int, folder: Path, motions: str, config: str | None, action_noise: float | None = None
+) -> dict[str, Any]:
+    """``rgsd eval`` of ``run`` at ``seed`` (and ``--action-noise``, where given) into ``folder`` (kept if it
+    finished before); its metrics.json."""
     metrics = folder / "metrics.json"
     if not metrics.exists():
         cmd = [sys.executable, "-m", "rgsd_agents.cli", "eval", "--run", str(run), "--motions", motions]
         cmd += ["--out", str(folder), "--seed", str(seed), "--no-video", "--device", "cpu"]
         cmd += ["--config", config] if config else []
+        cmd += ["--action-noise", str(action_noise)] if action_noise is not None else []
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return json.loads(metrics.read_text())
 
@@ -62,7 +66,14 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--out", type=Path, required=True, help="folder of the evaluations")
     p.add_argument("--json", type=Path, help="where to write the figures")
+    p.add_argument(
+        "--action-noise",
+        type=float,
+        nargs="+",
+        help="evaluate each run at each of these action stds (rgsd eval --action-noise; default: each run's own)",
+    )
     args = p.parse_args()
+    noises = args.action_noise or [None]
     result: dict[str, Any] = {
         "command": "python benchmarks/eval_seed_spread.py " + " ".join(sys.argv[1:]),
         "settings": args.config,
@@ -70,17 +81,18 @@ def main() -> None:
         "runs": {},
     }
     start = time.monotonic()
-    total, done = len(args.run) * len(args.seeds), 0
-    for run in map(Path, args.run):
+    total, done = len(args.run) * len(noises) * len(args.seeds), 0
+    for run, noise in ((Path(r), n) for r in args.run for n in noises):
+        name = run.name if noise is None else f"{run.name} action_noise={noise:g}"
+        folder = args.out / run.name if noise is None else args.out / run.name / f"action_noise_{noise:g}"
         per_seed = {}
         for seed in args.seeds:
-            per_seed[seed] = numbers(
-                evaluate(run, seed, args.out / run.name / f"seed_{seed}", args.motions, args.config)
-            )
+            per_seed[seed] = numbers(evaluate(run, seed, folder / f"seed_{seed}", args.motions, args.config, noise))
             done += 1
             elapsed = time.monotonic() - start
             print(
-                f"[{done}/{total}] {run.name} seed {seed}: ERR {per_seed[seed]['imitation/err_cm']:.1f} cm "
+                f"[{done}/{total}] {name} seed {seed}: ERR {per_seed[seed]['imitation/err_cm']:.1f} cm, "
+                f"FID {per_seed[seed]['imitation/fid']:.2f} "
                 f"({elapsed / 60:.1f} min, about {elapsed / done * (total - done) / 60:.0f} min left)",
                 flush=True,
             )
@@ -90,8 +102,8 @@ def main() -> None:
             for k in keys
             if all(v[k] is not None for v in per_seed.values())
         }
-        result["runs"][run.name] = {"per_seed": per_seed, "range": ranges}
-        print(f"{run.name}: ERR {ranges['imitation/err_cm'][0]:.1f}-{ranges['imitation/err_cm'][1]:.1f} cm over seeds")
+        result["runs"][name] = {"per_seed": per_seed, "range": ranges}
+        print(f"{name}: ERR {ranges['imitation/err_cm'][0]:.1f}-{ranges['imitation/err_cm'][1]:.1f} cm over seeds")
     if args.json:
         with atomic_path(args.json) as tmp:
             tmp.write_text(json.dumps(result, indent=2) + "\n")
