@@ -103,20 +103,12 @@ def test_play_rolls_out_the_clip_latent_a_run_stored(tmp_path):
 
 def test_play_follows_the_per_step_latents_of_a_tracking_run(tmp_path):
     """A Meta Motivo run (method.json latent_choice "tracking") plays its clip's latent of each step."""
-    import torch
-
     from rgsd_envs.motion.library import MotionLib
-    from rgsd_envs.runs.run_dir import save_tracking_latents
     from rgsd_eval.rollouts import track_centres
-    from rgsd_eval.testing import make_fake_run
+    from rgsd_eval.testing import make_fake_tracking_run
 
-    method = {"name": "fb_cpr", "latent_choice": "tracking", "tracking_latents": "tracking.npz"}
-    run = make_fake_run(tmp_path / "fb", p_imitation=0.0, encoder_hidden=None, method=method)
+    run, per_step = make_fake_tracking_run(tmp_path / "fb")
     lib = MotionLib("demo")
-    torch.manual_seed(0)
-    per_step = {n: torch.nn.functional.normalize(torch.randn(int(f) - 1, 16), dim=-1)
-                for n, f in zip(lib.names, lib.num_frames)}  # fmt: skip
-    save_tracking_latents(run / "tracking.npz", per_step)
     played = play_rollout(run, clip=lib.names[2], frames=3)
     centre = track_centres([per_step[lib.names[2]].double().numpy()])[0]
     np.testing.assert_allclose(played.skill, centre, atol=1e-6)  # the track's mean: the track itself is played

@@ -417,21 +417,13 @@ def test_set_skill_plays_any_direction_of_the_run_s_size_and_refuses_others(view
 
 def test_a_tracking_run_blends_the_two_clips_per_step_latents_step_by_step(tmp_path):
     """Meta Motivo commands a latent per step: blended, step f plays slerp(walk's row f, run's row f, t)."""
-    import torch
-
     from rgsd_envs.envs.skills import slerp
     from rgsd_envs.motion.library import MotionLib
-    from rgsd_envs.runs.run_dir import save_tracking_latents
     from rgsd_eval.runs import load_run, on_cpu_mujoco
-    from rgsd_eval.testing import make_fake_run
+    from rgsd_eval.testing import make_fake_tracking_run
 
-    method = {"name": "fb_cpr", "latent_choice": "tracking", "tracking_latents": "tracking.npz"}
-    run = make_fake_run(tmp_path / "fb", p_imitation=0.0, encoder_hidden=None, method=method)
+    run, per_step = make_fake_tracking_run(tmp_path / "fb")
     lib = MotionLib("demo")
-    torch.manual_seed(0)
-    per_step = {n: torch.nn.functional.normalize(torch.randn(int(f) - 1, 16), dim=-1)
-                for n, f in zip(lib.names, lib.num_frames)}  # fmt: skip
-    save_tracking_latents(run / "tracking.npz", per_step)
     loaded = on_cpu_mujoco(load_run(run, latent="auto", device="cpu"))
     session = ViewerSession(loaded, lib, SessionConfig(variants=0))
     try:

@@ -55,3 +55,21 @@ def make_fake_run(
             MLPEncoder((16,), out_dim=skill_dim).save(path / method["encoder"])
         (path / "method.json").write_text(json.dumps(method))
     return path
+
+
+def make_fake_tracking_run(path: Path, seed: int = 0) -> tuple[Path, dict[str, torch.Tensor]]:
+    """A fake Meta Motivo run at ``path`` (``latent_choice`` "tracking") whose tracking latents are random unit rows,
+    one per step of each demo clip; the run folder and those latents by clip name."""
+    from rgsd_envs.motion.library import MotionLib
+    from rgsd_envs.runs.run_dir import save_tracking_latents
+
+    method = {"name": "fb_cpr", "latent_choice": "tracking", "tracking_latents": "tracking.npz"}
+    run = make_fake_run(path, p_imitation=0.0, encoder_hidden=None, method=method)
+    lib = MotionLib("demo")
+    gen = torch.Generator().manual_seed(seed)
+    per_step = {
+        n: torch.nn.functional.normalize(torch.randn(int(f) - 1, SKILL_DIM, generator=gen), dim=-1)
+        for n, f in zip(lib.names, lib.num_frames)
+    }
+    save_tracking_latents(run / "tracking.npz", per_step)
+    return run, per_step
