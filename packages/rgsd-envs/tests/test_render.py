@@ -315,3 +315,20 @@ def test_rendering_under_mujoco_gl_disable_says_what_to_install_and_the_rest_wor
     message = proc.stdout.split("ERROR ", 1)[1]
     assert "rendering is disabled (MUJOCO_GL='disable'" in message
     assert "MUJOCO_GL=egl with libegl1" in message and "MUJOCO_GL=osmesa with libosmesa6" in message
+
+
+@pytest.mark.parametrize(("azimuth", "elevation"), [(135.0, -12.0), (90.0, -30.0), (-20.0, 10.0)])
+def test_the_follow_camera_s_eye_is_where_mujoco_puts_its_free_camera(azimuth, elevation):
+    """The HTML replays and rgsd view place their cameras by ``eye_offset``, so they look as the videos do."""
+    camera = render.FollowCamera(distance=2.5, azimuth=azimuth, elevation=elevation)
+    lookat = np.array([3.0, -1.0, camera.lookat_height])
+    model = mujoco.MjModel.from_xml_string("<mujoco/>")
+    cam = mujoco.MjvCamera()
+    cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+    cam.lookat[:], cam.distance, cam.azimuth, cam.elevation = lookat, camera.distance, azimuth, elevation
+    scene = mujoco.MjvScene(model, maxgeom=10)
+    mujoco.mjv_updateScene(
+        model, mujoco.MjData(model), mujoco.MjvOption(), mujoco.MjvPerturb(), cam, mujoco.mjtCatBit.mjCAT_ALL, scene
+    )
+    eye = np.mean([scene.camera[i].pos for i in range(2)], axis=0)  # the two eyes straddle the head
+    np.testing.assert_allclose(lookat + camera.eye_offset(), eye, atol=1e-5)  # MuJoCo: float32

@@ -128,21 +128,6 @@ def test_a_browser_draws_the_policy_and_the_reference_ghost_from_a_file(walk, tm
     assert color_fraction(shot, BACKGROUND, 10) > 0.5
 
 
-def _mujoco_eye(lookat: np.ndarray, camera: FollowCamera) -> np.ndarray:
-    """Where MuJoCo (the videos' renderer) puts the eye of its free camera with ``camera``'s angles at ``lookat``."""
-    import mujoco
-
-    model = mujoco.MjModel.from_xml_string("<mujoco/>")
-    cam = mujoco.MjvCamera()
-    cam.type = mujoco.mjtCamera.mjCAMERA_FREE
-    cam.lookat[:], cam.distance, cam.azimuth, cam.elevation = lookat, camera.distance, camera.azimuth, camera.elevation
-    scene = mujoco.MjvScene(model, maxgeom=10)
-    mujoco.mjv_updateScene(
-        model, mujoco.MjData(model), mujoco.MjvOption(), mujoco.MjvPerturb(), cam, mujoco.mjtCatBit.mjCAT_ALL, scene
-    )
-    return np.mean([scene.camera[i].pos for i in range(2)], axis=0)  # the two eyes straddle the head
-
-
 @pytest.mark.skipif(find_chromium() is None, reason=NO_CHROMIUM)
 def test_the_browser_decodes_a_far_track_and_looks_from_where_the_videos_do(walk, tmp_path):
     far = _far_walk(walk)
@@ -154,7 +139,7 @@ def test_the_browser_decodes_a_far_track_and_looks_from_where_the_videos_do(walk
     assert np.abs(shown - far[[0, 60, -1]][:, [0, 15, 10]]).max() <= POSITION_QUANTUM / 2 + 1e-9
     camera = FollowCamera()
     np.testing.assert_allclose(target, [far[60, 0, 0], far[60, 0, 1], camera.lookat_height], atol=1e-3)
-    np.testing.assert_allclose(eye, _mujoco_eye(target, camera), atol=1e-5)  # MuJoCo: float32
+    np.testing.assert_allclose(eye, target + camera.eye_offset(), atol=1e-5)  # MuJoCo's eye (test_render.py)
     assert eye[0] > target[0] + 1.0 and eye[1] < target[1] - 1.0  # front-right of a character walking along +x
 
 

@@ -73,6 +73,11 @@ class FollowCamera:
     lookat_height: float = 0.85
     """Height (m) of the look-at point above the floor."""
 
+    def eye_offset(self) -> np.ndarray:
+        """The eye's position (3,) relative to the look-at point, as MuJoCo's free camera places it."""
+        az, el = np.radians(self.azimuth), np.radians(self.elevation)
+        return -self.distance * np.array([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)])
+
 
 Camera = FollowCamera | str
 """A :class:`FollowCamera` or the name of a camera in the model (e.g. ``"track"``)."""

@@ -27,12 +27,12 @@ from rgsd_agents.viewer.limits import KAPPA_RANGE, SPEED_RANGE, SPEED_STEP
 from rgsd_agents.viewer.server import start_server
 from rgsd_agents.viewer.session import SessionConfig, ViewerSession
 from rgsd_envs.motion.clip import CLIP_FPS
+from rgsd_envs.render import FollowCamera
 from rgsd_eval.browser import hex_rgb
 from rgsd_eval.html_replay import GHOST_ALPHA, POLICY_COLOR, REFERENCE_COLOR, VARIANT_COLOR_NAMES, VARIANT_COLORS
 
-CAMERA_OFFSET = np.array([1.6, -1.9, 0.55])
-"""Initial camera position relative to the look-at point: front-right of a character walking along +x."""
-LOOKAT_HEIGHT = 0.85
+START_CAMERA = FollowCamera(distance=2.5)
+"""Where a new page's camera starts: the videos' angles (front-right of a character walking along +x), closer."""
 GOAL_COLOR = (40, 170, 80)
 NO_BLEND = "(none)"
 """The "blend with" dropdown's entry for no blend (parentheses: no clip is named so)."""
@@ -234,9 +234,9 @@ class LivePage:
 
     def _place_camera(self) -> None:
         """Where a new page's camera starts: front-right of the policy's pelvis."""
-        target = np.array([0.0, 0.0, LOOKAT_HEIGHT])
+        target = np.array([0.0, 0.0, START_CAMERA.lookat_height])
         self.server.initial_camera.look_at = tuple(target)
-        self.server.initial_camera.position = tuple(target + CAMERA_OFFSET)
+        self.server.initial_camera.position = tuple(target + START_CAMERA.eye_offset())
 
     # -- controls --------------------------------------------------------------------------
     def _set_quietly(self, handle: Any, value: Any) -> None:
