@@ -58,17 +58,20 @@ def save_figure(fig: Figure, path: str | os.PathLike) -> Path:
     return path
 
 
-def figure_or_warning(draw: Callable[[], Path | None], path: str | os.PathLike) -> Path | None:
-    """``draw()`` (a figure written to ``path``), or None with a warning naming ``path`` where it fails: a figure
-    illustrates outputs already saved, and a failure to draw it should not end the command that made them.
-    ``save_figure`` leaves no partial file; an earlier figure at ``path`` is removed, so that it is not taken for
-    this one."""
+def figure_or_warning(
+    draw: Callable[[], Path | None], path: str | os.PathLike, shown_as: str | os.PathLike | None = None
+) -> Path | None:
+    """``draw()`` (a figure written to ``path``), or None with a warning naming ``path`` (or ``shown_as``, where the
+    figure is drawn into a staging folder: the path the user will look at) where it fails: a figure illustrates
+    outputs already saved, and a failure to draw it should not end the command that made them. ``save_figure``
+    leaves no partial file; an earlier figure at ``path`` is removed, so that it is not taken for this one."""
     try:
         return draw()
     except Exception as err:  # any failure of matplotlib or of the disk: the figure alone is lost
         with contextlib.suppress(OSError):
             Path(path).unlink(missing_ok=True)
-        log.warning("%s not written (%s: %s); the other outputs are complete", path, type(err).__name__, err)
+        named = path if shown_as is None else shown_as
+        log.warning("%s not written (%s: %s); the other outputs are complete", named, type(err).__name__, err)
         return None
 
 

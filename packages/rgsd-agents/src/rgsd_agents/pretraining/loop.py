@@ -273,21 +273,24 @@ def check_out(out: Path) -> None:
 
 
 def _draw_figures(
-    out: Path, e: Tensor, z: Tensor, lib: MotionLib, steps: int, alignment: float, separation: float
+    stage: Path, out: Path, e: Tensor, z: Tensor, lib: MotionLib, steps: int, alignment: float, separation: float
 ) -> tuple[Path | None, Path | None]:
-    """``embeddings.png`` and ``embeddings_cosine.png`` (None for one that failed, with a warning: the encoder is
-    saved before them and stays usable)."""
+    """``embeddings.png`` and ``embeddings_cosine.png`` in ``stage`` (None for one that failed, with a warning that
+    names its place in ``out``: the encoder is saved before them and stays usable)."""
     from rgsd_eval.plots import figure_or_warning, plot_clip_cosine, plot_state_embeddings
 
     title = f"{lib.num_clips} clips, {steps} steps, alignment {alignment:.5f}, max cos between clips {separation:.3f}"
     names, categories = list(lib.names), list(lib.categories)
     e_np, cof, z_np = e.cpu().numpy(), lib.clip_of_frame.cpu().numpy(), z.detach().cpu().numpy()
     embeddings = figure_or_warning(
-        lambda: plot_state_embeddings(e_np, cof, z_np, names, out / PLOT_FILE, title, categories), out / PLOT_FILE
+        lambda: plot_state_embeddings(e_np, cof, z_np, names, stage / PLOT_FILE, title, categories),
+        stage / PLOT_FILE,
+        out / PLOT_FILE,
     )
     cosine_title = f"{lib.num_clips} clips, {steps} steps"
     cosine = figure_or_warning(
-        lambda: plot_clip_cosine(z_np, names, out / COSINE_PLOT_FILE, cosine_title, categories),
+        lambda: plot_clip_cosine(z_np, names, stage / COSINE_PLOT_FILE, cosine_title, categories),
+        stage / COSINE_PLOT_FILE,
         out / COSINE_PLOT_FILE,
     )
     return embeddings, cosine
@@ -343,7 +346,7 @@ def _write_outputs(
     result, naming the files where they will be once the stage replaces ``out``."""
     alignment, separation, z = saved.alignment, saved.separation, saved.clip_embeddings
     tail = losses[-cfg.eval_every :]
-    plot_path, cosine_path = _draw_figures(stage, saved.embeddings, z, lib, steps, alignment, separation)
+    plot_path, cosine_path = _draw_figures(stage, out, saved.embeddings, z, lib, steps, alignment, separation)
     sharpness = reward_sharpness(saved.encoder, lib, cfg.kappa, inputs=saved.inputs, env_cfg=env_cfg)
     write_report(sharpness, stage / SHARPNESS_FILE)
 
