@@ -279,3 +279,14 @@ def test_a_none_in_a_seed_list_leaves_that_worlds_stream_as_it_was(real_clip_dir
         assert info_a[key][1] == info_b[key][1]
     assert a.torch_env.core.random.episodes.tolist() == [1, 2]  # world 1 counts on from its first episode
     a.close(), b.close()
+
+
+@pytest.mark.parametrize("cls", ["RGSDVectorEnv", "GoalReachingVectorEnv"])
+def test_closing_a_vector_env_whose_constructor_refused_is_quiet(cls):
+    """Gymnasium's VectorEnv closes on deletion, also an instance whose constructor raised before its simulator
+    existed: closing must not raise (it printed "Exception ignored ... has no attribute")."""
+    from rgsd_envs.envs import goal_reaching_v0, smpl_v0
+
+    module = smpl_v0 if cls == "RGSDVectorEnv" else goal_reaching_v0
+    half_built = object.__new__(getattr(module, cls))
+    half_built.close_extras()

@@ -584,5 +584,7 @@ class GoalReachingVectorEnv(VectorEnv):
         return obs.cpu().numpy(), reward.cpu().numpy().astype(np.float64), terminated, ex.time_outs_host.copy(), infos
 
     def close_extras(self, **kwargs: Any) -> None:
-        """Release the simulator."""
-        self.task.close()
+        """Release the simulator (none yet where the constructor refused its arguments: Gymnasium closes on deletion)."""
+        task = getattr(self, "task", None)
+        if task is not None:
+            task.close()

@@ -289,8 +289,10 @@ class RGSDVectorEnv(_Observer, VectorEnv):
         self._autoreset = torch.as_tensor(state["autoreset"]).numpy().astype(bool)
 
     def close_extras(self, **kwargs: Any) -> None:
-        """Release the simulator."""
-        self.torch_env.close()
+        """Release the simulator (none yet where the constructor refused its arguments: Gymnasium closes on deletion)."""
+        torch_env = getattr(self, "torch_env", None)
+        if torch_env is not None:
+            torch_env.close()
 
 
 def final_obs_info(obs_rows: Any, done: Any, n: int) -> dict[str, np.ndarray]:
