@@ -102,6 +102,15 @@ class ViewerSession:
             raise ValueError(f"no clip named {name!r}; the run's clips: {', '.join(self.lib.names)}")
         return self.lib.names.index(name)
 
+    def clip_number(self, clip: int | str, what: str = "clip") -> int:
+        """The index of ``clip``, given by name or index; a ValueError for an unknown name or an index out of range
+        (``what`` names the clip in the message)."""
+        if isinstance(clip, str):
+            return self.clip_index(clip)
+        if not 0 <= int(clip) < self.lib.num_clips:
+            raise ValueError(f"{what} index must be in [0, {self.lib.num_clips}), got {clip}")
+        return int(clip)
+
     @property
     def skill_dim(self) -> int:
         """Numbers in a skill: the run's ``env.skill_dim``."""
@@ -136,9 +145,7 @@ class ViewerSession:
     def reset(self, clip: int | str | None = None, new_variants: bool = False) -> None:
         """Start every world at the first frame of ``clip`` (default: the current one); variants redrawn on a new
         clip or with ``new_variants``."""
-        c = self.clip if clip is None else self.clip_index(clip) if isinstance(clip, str) else int(clip)
-        if not 0 <= c < self.lib.num_clips:
-            raise ValueError(f"clip index must be in [0, {self.lib.num_clips}), got {c}")
+        c = self.clip if clip is None else self.clip_number(clip)
         if c != self.clip or new_variants or not self.skills.any():
             if c != self.clip:
                 self.given_skill = None  # another clip: its own latent (blended as before)
@@ -166,14 +173,7 @@ class ViewerSession:
         ValueError."""
         if not (math.isfinite(t) and 0.0 <= t <= 1.0):
             raise ValueError(f"blend t must be in [0, 1], got {t}")
-        if clip is None:
-            index = None
-        elif isinstance(clip, str):
-            index = self.clip_index(clip)
-        elif 0 <= int(clip) < self.lib.num_clips:
-            index = int(clip)
-        else:
-            raise ValueError(f"blend clip index must be in [0, {self.lib.num_clips}), got {clip}")
+        index = None if clip is None else self.clip_number(clip, "blend clip")
         self.blend_clip, self.blend_t, self.given_skill = index, float(t), None
         self.turn_skills()
 
