@@ -74,3 +74,16 @@ def test_a_folder_that_cannot_be_written_beside_is_named(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(InputFileError, match="cannot write here"), staged_folder(tmp_path / "file" / "report"):
         pass
+
+
+@pytest.mark.parametrize("inside", ["", "sub"])
+def test_the_working_folder_or_one_holding_it_is_refused_and_left_as_it_was(tmp_path, monkeypatch, inside):
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    (out / "keep.txt").write_text("mine")
+    before = _tree(out)
+    monkeypatch.chdir(out / inside)
+    with pytest.raises(InputFileError, match="is the working folder or holds it"), staged_folder(out) as stage:
+        (stage / "new.txt").write_text("new")
+    assert _tree(out) == before == {"keep.txt": "mine"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no stage left beside it

@@ -253,15 +253,12 @@ OUTPUTS = (ENCODER_FILE, CONFIG_FILE, TB_DIR, PLOT_FILE, COSINE_PLOT_FILE, SHARP
 def check_out(out: Path) -> None:
     """An InputFileError naming ``out`` unless it is a new folder or holds an earlier pretraining's ``OUTPUTS`` only
     (and the lock of the command that holds it): the pretraining replaces the folder whole, which would delete
-    anything else, or the working folder. Temporaries a killed writer left in it are removed first."""
+    anything else (``staged_folder`` refuses the working folder). Temporaries a killed writer left in it are
+    removed first."""
     if out.exists() and not out.is_dir():
         raise InputFileError(out, "output path exists and is not a folder")
     if not out.exists():
         return
-    if Path.cwd().resolve().is_relative_to(out.resolve()):
-        raise InputFileError(
-            out, "is the working folder or holds it, which the pretraining would replace; give another"
-        )
     remove_stale_temps(out, "*")
     others = sorted(p.name for p in out.iterdir() if p.name not in (*OUTPUTS, LOCK_NAME))
     if others:

@@ -258,8 +258,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def staged_folder(out: str | os.PathLike) -> Iterator[Path]:
     """Yield a new hidden folder beside ``out`` to write into; on success it replaces ``out`` whole, on an error or
     an interrupt it is removed and ``out`` is left as it was. Stage and set-aside folders of ``out`` that a killed
-    writer left are removed first (``remove_stale_temps``)."""
+    writer left are removed first (``remove_stale_temps``). An ``out`` that is or holds the working folder is an
+    InputFileError: replacing it would pull the folder away from under the process."""
     out = Path(out).resolve() if Path(out).is_symlink() else Path(out)  # the folder a link names gets the files
+    if Path.cwd().resolve().is_relative_to(out.resolve()):
+        raise InputFileError(out, "is the working folder or holds it, which would be replaced whole; give another")
     parent = next(p for p in out.absolute().parents if p.exists())  # nothing is created before the folder is whole
     remove_stale_temps(parent, glob.escape(out.name))
     try:
