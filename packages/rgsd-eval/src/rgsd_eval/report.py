@@ -71,6 +71,16 @@ TRACKING_COLUMNS = (
     ("played_before_fall", "Played before a fall", 2),
 )
 """The tracking metrics of every report table (``metrics.DEFINITIONS``): field, column, decimals."""
+IMITATION_COLUMNS = (
+    ("err_cm", "ERR", ERR_DECIMALS),
+    ("err_until_fall_cm", "ERR to fall", ERR_DECIMALS),
+    ("err_until_deviation_cm", "ERR to deviation", ERR_DECIMALS),
+    ("fid", "FID", FID_DECIMALS),
+)
+"""The paper-style imitation table's numbers, per category and over all clips (``metrics.DEFINITIONS``): field,
+column, decimals."""
+LATER_FIELDS = frozenset({"err_until_fall_cm", "err_until_deviation_cm"})
+"""Imitation fields a metrics.json written before they existed lacks: shown as n/a."""
 VIDEO_ADVICE = (
     "For videos install libegl1 (MUJOCO_GL=egl) or libosmesa6 (MUJOCO_GL=osmesa, software) and evaluate again; "
     "--no-video skips them"
@@ -165,21 +175,21 @@ def imitation_table(inputs: ReportInputs) -> list[str]:
     """The paper-style table: one row per run, ERR, ERR to fall and ERR to deviation (cm) and FID per category, then
     all clips ("n/a" where a metrics.json predates a field)."""
     cats = inputs.categories
-    kinds = ("ERR", "ERR to fall", "ERR to deviation", "FID")
+    kinds = [label for _, label, _ in IMITATION_COLUMNS]
     header = ["Run", "Method"] + [f"{c.capitalize()} {k}" for c in cats for k in kinds] + [f"All {k}" for k in kinds]
     rows = []
     for ev in inputs.runs:
         im = ev.metrics["imitation"]
         cells = [ev.label, ev.metrics.get("method", "rgsd")]
         for scope in [im["categories"][c] for c in cats] + [im["all"]]:
-            cells += [
-                _fmt(scope["err_cm"], ERR_DECIMALS),
-                _fmt(scope.get("err_until_fall_cm"), ERR_DECIMALS),
-                _fmt(scope.get("err_until_deviation_cm"), ERR_DECIMALS),
-                _fmt(scope["fid"], FID_DECIMALS),
-            ]
+            cells += [_fmt(imitation_value(scope, key), d) for key, _, d in IMITATION_COLUMNS]
         rows.append(cells)
     return markdown_table(header, rows)
+
+
+def imitation_value(scope: dict[str, Any], key: str) -> Any:
+    """``scope[key]`` of a metrics.json's imitation numbers; None for a ``LATER_FIELDS`` field it predates."""
+    return scope.get(key) if key in LATER_FIELDS else scope[key]
 
 
 def tracking_table(inputs: ReportInputs) -> list[str]:

@@ -51,6 +51,7 @@ from rgsd_eval.paper import (
 )
 from rgsd_eval.report import (
     ERR_FRAME_TEXT,
+    IMITATION_COLUMNS,
     OUR_ERR_FRAME,
     TRACKING_COLUMNS,
     clip_latent_text,
@@ -76,15 +77,10 @@ KAPPA_DIM_NOTE = (
     "methods of different skill dims compare by latent angle, not by κ."
 )
 IMITATION_KEYS = (
-    "err_cm",
-    "err_until_fall_cm",
-    "err_until_deviation_cm",
-    "fid",
+    *(key for key, _, _ in IMITATION_COLUMNS),
     *(key for key, _, _ in TRACKING_COLUMNS if key != "err_cm"),
 )
 """The imitation numbers summarised over seeds per method and category (Table 1 and its tracking metrics)."""
-ALL_COLUMN = (("err_cm", 1), ("err_until_fall_cm", 1), ("err_until_deviation_cm", 1), ("fid", 2))
-"""Table 1's all-clips column: its numbers and their decimals, in order."""
 REPORT_SETUP = {**PAPER_SETUP, **PAPER_DOWNSTREAM_SETUP}
 """The items of a reproduce report's "How this run differs from the paper" box: the imitation's and the downstream
 task's."""
@@ -302,10 +298,11 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
     ranks = paper_fid_ranks(list(table))
     ours = {c: rank({m: table[m][c]["fid"]["mean"] for m in ranks}) for c in cats} if len(ranks) > 1 else {}
     k = data.rollouts_per_clip()
+    labels = [label for _, label, _ in IMITATION_COLUMNS]  # ERR first, FID last (the paper's row: ERR, FID rank)
     header = (
         ["Method", "Source", "Frame", "Rollouts per clip"]
-        + [f"{c.capitalize()} {x}" for c in cats for x in ("ERR", "ERR to fall", "ERR to deviation", "FID")]
-        + ["All ERR / to fall / to deviation / FID"]
+        + [f"{c.capitalize()} {x}" for c in cats for x in labels]
+        + ["All " + " / ".join([labels[0], *(x.removeprefix("ERR ") for x in labels[1:])])]
     )
     rows = []
     for m, per in table.items():
@@ -313,29 +310,21 @@ def imitation_section(data: ReportData, table: dict[str, dict[str, dict[str, Any
         cells = [m, f"ours ({n} seed{'s' if n != 1 else ''})", OUR_ERR_FRAME, str(k)]
         for c in cats:
             r = ours.get(c, {}).get(m)
-            cells += [
-                _pm(per[c]["err_cm"], 1),
-                _pm(per[c]["err_until_fall_cm"], 1),
-                _pm(per[c]["err_until_deviation_cm"], 1),  # n/a: an evaluation older than the field
-                _pm(per[c]["fid"], 2) + ("" if r is None else f", rank {r}"),
-            ]
-        rows.append(
-            [
-                *cells,
-                " / ".join(_pm(per["all"][key], d) for key, d in ALL_COLUMN),
-            ]
-        )
+            cells += [_pm(per[c][key], d) for key, _, d in IMITATION_COLUMNS]  # n/a: an evaluation older than a field
+            cells[-1] += "" if r is None else f", rank {r}"
+        rows.append([*cells, " / ".join(_pm(per["all"][key], d) for key, _, d in IMITATION_COLUMNS)])
         err = paper_err(m)
         if err is not None:
             cells = ["", "paper (quoted)", PAPER_ERR_FRAME, str(PAPER_ROLLOUTS)]
+            between = ["-"] * (len(labels) - 2)  # the paper gives no ERR to fall or to deviation
             for c in cats:
                 r = ranks.get(m, {}).get(c)
-                cells += [f"{err[c]:.1f}", "-", "-", f"rank {r} of {len(ranks)}"] if c in err else ["-"] * 4
+                cells += [f"{err[c]:.1f}", *between, f"rank {r} of {len(ranks)}"] if c in err else ["-"] * len(labels)
             rows.append([*cells, ""])
     missing = [m for m in data.methods if m not in table]
     if not rows:
         return ["No evaluation: see the steps below.", ""]
-    rows += [[m, "no evaluated run: see the steps below", *["-"] * (4 * len(cats) + 3)] for m in missing]
+    rows += [[m, "no evaluated run: see the steps below", *["-"] * (len(labels) * len(cats) + 3)] for m in missing]
     seeds = len(data.seeds())  # every seed any method ran (a --report-only plan has none of its own)
     tracking = [
         [m, c, *(_pm(per[c][key], dec) for key, _, dec in TRACKING_COLUMNS)]
